@@ -1,0 +1,195 @@
+"""Typed records that cross the transport seam: a batch of URL tasks out, one FetchResult per URL back.
+
+Both serialise to plain JSON (never pickle). ``from_json`` validates field types and raises
+``SchemaError`` on anything it does not expect, so a bad message is rejected before use.
+Bodies travel zlib-compressed and base64-encoded (``body_z``); compression happens once, at the edge.
+"""
+
+from __future__ import annotations
+
+import base64
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class SchemaError(ValueError):
+    """A message does not match the record schema."""
+
+
+@dataclass(slots=True)
+class UrlTask:
+    """One URL to fetch. ``url_id`` is the crawl-db fingerprint (signed 64-bit)."""
+
+    url: str
+    url_id: int
+    depth: int = 0
+
+
+@dataclass(slots=True)
+class Batch:
+    """A unit of work: URLs grouped by host, under one strictly increasing serial id (S1)."""
+
+    serial: int
+    fetcher_id: str
+    tasks: list[UrlTask]
+    service: str = "default"
+    issued_at: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "v": 1,
+            "serial": self.serial,
+            "fetcher_id": self.fetcher_id,
+            "service": self.service,
+            "issued_at": self.issued_at,
+            "tasks": [[t.url, t.url_id, t.depth] for t in self.tasks],
+        }
+
+    @classmethod
+    def from_json(cls, obj: Any) -> Batch:
+        _require(isinstance(obj, dict), "batch must be an object")
+        serial = _field(obj, "serial", int)
+        tasks_raw = _field(obj, "tasks", list)
+        tasks = []
+        for item in tasks_raw:
+            _require(isinstance(item, list) and len(item) == 3, "task must be [url, id, depth]")
+            url, url_id, depth = item
+            _require(isinstance(url, str) and isinstance(url_id, int) and isinstance(depth, int), "task types")
+            tasks.append(UrlTask(url, url_id, depth))
+        return cls(
+            serial=serial,
+            fetcher_id=_field(obj, "fetcher_id", str),
+            tasks=tasks,
+            service=_field(obj, "service", str),
+            issued_at=float(_field(obj, "issued_at", (int, float))),
+        )
+
+
+@dataclass(slots=True)
+class Timings:
+    dns_s: float = 0.0
+    connect_s: float = 0.0
+    ttfb_s: float = 0.0
+    total_s: float = 0.0
+
+
+@dataclass(slots=True)
+class FetchResult:
+    """The outcome for one URL. ``status`` is 0 when no HTTP response was had (see ``error_class``)."""
+
+    url: str
+    url_id: int
+    depth: int
+    final_url: str = ""
+    redirects: list[str] = field(default_factory=list)
+    status: int = 0
+    headers: dict[str, str] = field(default_factory=dict)
+    content_type: str = ""
+    body: bytes = b""
+    truncated: bool = False
+    wire_bytes: int = 0
+    body_bytes: int = 0
+    timings: Timings = field(default_factory=Timings)
+    ip: str = ""
+    error_class: str = ""
+    error_message: str = ""
+    serial: int = 0
+    fetcher_id: str = ""
+    fetched_at: float = 0.0
+    retry_after_s: float | None = None
+    # Robots/meta directives found by the fetcher's parser; links are extracted downstream.
+    noindex: bool = False
+    nofollow: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.error_class and 200 <= self.status < 300
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "v": 1,
+            "url": self.url,
+            "url_id": self.url_id,
+            "depth": self.depth,
+            "final_url": self.final_url,
+            "redirects": self.redirects,
+            "status": self.status,
+            "headers": self.headers,
+            "content_type": self.content_type,
+            "body_z": base64.b64encode(zlib.compress(self.body, 1)).decode("ascii") if self.body else "",
+            "truncated": self.truncated,
+            "wire_bytes": self.wire_bytes,
+            "body_bytes": self.body_bytes,
+            "timings": [self.timings.dns_s, self.timings.connect_s, self.timings.ttfb_s, self.timings.total_s],
+            "ip": self.ip,
+            "error_class": self.error_class,
+            "error_message": self.error_message,
+            "serial": self.serial,
+            "fetcher_id": self.fetcher_id,
+            "fetched_at": self.fetched_at,
+            "retry_after_s": self.retry_after_s,
+            "noindex": self.noindex,
+            "nofollow": self.nofollow,
+        }
+
+    @classmethod
+    def from_json(cls, obj: Any, *, max_body_bytes: int = 64 * 1024 * 1024) -> FetchResult:
+        _require(isinstance(obj, dict), "result must be an object")
+        body_z = _field(obj, "body_z", str)
+        body = b""
+        if body_z:
+            try:
+                d = zlib.decompressobj()
+                body = d.decompress(base64.b64decode(body_z, validate=True), max_body_bytes)
+            except (ValueError, zlib.error) as exc:
+                raise SchemaError(f"body_z: {exc}") from exc
+        timings = _field(obj, "timings", list)
+        _require(len(timings) == 4 and all(isinstance(t, int | float) for t in timings), "timings")
+        headers = _field(obj, "headers", dict)
+        _require(all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()), "headers")
+        redirects = _field(obj, "redirects", list)
+        _require(all(isinstance(r, str) for r in redirects), "redirects")
+        retry_after = obj.get("retry_after_s")
+        _require(retry_after is None or isinstance(retry_after, int | float), "retry_after_s")
+        return cls(
+            url=_field(obj, "url", str),
+            url_id=_field(obj, "url_id", int),
+            depth=_field(obj, "depth", int),
+            final_url=_field(obj, "final_url", str),
+            redirects=redirects,
+            status=_field(obj, "status", int),
+            headers=headers,
+            content_type=_field(obj, "content_type", str),
+            body=body,
+            truncated=_field(obj, "truncated", bool),
+            wire_bytes=_field(obj, "wire_bytes", int),
+            body_bytes=_field(obj, "body_bytes", int),
+            timings=Timings(*(float(t) for t in timings)),
+            ip=_field(obj, "ip", str),
+            error_class=_field(obj, "error_class", str),
+            error_message=_field(obj, "error_message", str),
+            serial=_field(obj, "serial", int),
+            fetcher_id=_field(obj, "fetcher_id", str),
+            fetched_at=float(_field(obj, "fetched_at", (int, float))),
+            retry_after_s=None if retry_after is None else float(retry_after),
+            noindex=bool(obj.get("noindex", False)),
+            nofollow=bool(obj.get("nofollow", False)),
+        )
+
+
+def _require(cond: bool, what: str) -> None:
+    if not cond:
+        raise SchemaError(what)
+
+
+def _field(obj: dict[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
+    if name not in obj:
+        raise SchemaError(f"missing field {name!r}")
+    value = obj[name]
+    # bool is an int subclass; an int field must not accept True/False and vice versa.
+    if isinstance(value, bool) and kind is not bool:
+        raise SchemaError(f"field {name!r} has type bool")
+    if not isinstance(value, kind):
+        raise SchemaError(f"field {name!r} has type {type(value).__name__}")
+    return value

@@ -1,0 +1,70 @@
+"""The ``crawlfleet`` command. Each sub-command only wires components; areas register their own.
+
+An area module exposes ``register(subparsers)`` which adds its sub-command(s) and sets
+``func=callable(args) -> int`` on the parser defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+
+from pipeline.bench import BENCHES
+
+# Areas that contribute sub-commands, in help order.
+AREAS = (
+    "pipeline.crawl_cli",  # crawl, demo
+    "pipeline.testbed.cli",  # testbed serve | truth
+    "pipeline.report.cli",  # report
+    "pipeline.storage.cli",  # export warc
+    "jobs.cli",  # jobs run
+    "pipeline.transport.cli",  # dispatcher, worker, submit
+)
+
+
+def _bench(args: argparse.Namespace, rest: list[str]) -> int:
+    module = importlib.import_module(BENCHES[args.name])
+    parser = argparse.ArgumentParser(prog=f"crawlfleet bench {args.name}")
+    parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    module.add_arguments(parser)
+    bargs = parser.parse_args(rest)
+    result = module.run(bargs)
+    if bargs.json:
+        print(json.dumps(result, indent=2, sort_keys=True))
+    else:
+        for key, value in result.items():
+            print(f"{key}: {value}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="crawlfleet", description="A distributed web crawler.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in AREAS:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:  # a real missing dependency, not an area still to be written
+                raise
+            continue
+        module.register(sub)
+    bench = sub.add_parser("bench", help="run a benchmark", add_help=False)
+    bench.add_argument("name", choices=sorted(BENCHES))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "bench":
+        return _bench(args, rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

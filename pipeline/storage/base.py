@@ -1,0 +1,139 @@
+"""The storage interface: crawl database, page store, pending set, seen-set and serial ids.
+
+Two implementations pass the same contract suite (tests/contract/): SQLite (the embedded default)
+and HBase over Thrift. Every method that touches many URLs takes a sequence so that a remote store
+makes one round trip per call, never one per URL (S5: dedup traffic dominates).
+
+Exactly-once: ``record_results`` applies a result only while its URL is still PENDING, so a replayed
+or re-delivered result never stores a page twice; it returns how many it applied.
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+
+class UrlState(enum.IntEnum):
+    PENDING = 0
+    DONE = 1  # fetched, any HTTP status
+    FAILED = 2  # gave up after retries (network error, bad DNS, SSRF refusal, ...)
+    BLOCKED = 3  # robots.txt forbids it
+    SKIPPED = 4  # dropped by a limit discovered at fetch time (max pages per host, ...)
+
+
+@dataclass(slots=True)
+class UrlRecord:
+    """One row of the crawl database."""
+
+    url: str
+    url_id: int
+    host: str
+    depth: int
+    state: UrlState = UrlState.PENDING
+    discovered_from: str = ""
+    inlinks: int = 0
+    fetched_at: float = 0.0
+    status: int = 0
+    signature: str = ""
+    retries: int = 0
+    error: str = ""
+
+
+@dataclass(slots=True)
+class PageRecord:
+    """One fetched response as kept by the page store."""
+
+    url: str
+    url_id: int
+    final_url: str
+    status: int
+    content_type: str
+    body: bytes
+    fetched_at: float
+    headers: dict[str, str] = field(default_factory=dict)
+    ip: str = ""
+    serial: int = 0
+    truncated: bool = False
+    redirects: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What became of one URL: the new state, the crawl-db fields, and the page if one was kept."""
+
+    url: str
+    url_id: int
+    state: UrlState
+    status: int = 0
+    fetched_at: float = 0.0
+    signature: str = ""
+    error: str = ""
+    retries: int = 0
+    page: PageRecord | None = None
+
+
+class Store(ABC):
+    """Crawl state. Implementations are used from one thread at a time."""
+
+    # --- crawl database and seen-set -------------------------------------------------------------
+    @abstractmethod
+    def add_urls(self, records: Sequence[UrlRecord]) -> list[UrlRecord]:
+        """Insert the records whose URL is unknown (as PENDING) and return exactly those.
+
+        Known URLs only get their in-link count raised by the record's ``inlinks`` (at least 1).
+        Duplicates inside ``records`` count once. One round trip for the whole sequence.
+        """
+
+    @abstractmethod
+    def seen(self, urls: Sequence[str]) -> set[str]:
+        """The subset of ``urls`` the crawl database knows, in one round trip."""
+
+    @abstractmethod
+    def get_url(self, url: str) -> UrlRecord | None: ...
+
+    # --- pending set -----------------------------------------------------------------------------
+    @abstractmethod
+    def pending(self, host: str, limit: int, *, after: tuple[int, str] | None = None) -> list[UrlRecord]:
+        """Up to ``limit`` PENDING URLs of ``host``, shallowest first (then by URL).
+
+        ``after`` is the (depth, url) of the last record already taken, for paging without state changes.
+        """
+
+    @abstractmethod
+    def pending_hosts(self, limit: int = 1_000_000) -> list[tuple[str, int]]:
+        """Hosts that have PENDING URLs, with their counts (used to rebuild the frontier on resume)."""
+
+    # --- results ---------------------------------------------------------------------------------
+    @abstractmethod
+    def record_results(self, outcomes: Sequence[Outcome]) -> int:
+        """Apply the outcomes whose URL is still PENDING (state, fields, page); return how many applied."""
+
+    @abstractmethod
+    def get_page(self, url: str) -> PageRecord | None: ...
+
+    @abstractmethod
+    def iter_pages(self) -> Iterator[PageRecord]: ...
+
+    @abstractmethod
+    def counts(self) -> dict[str, int]:
+        """Number of URLs per state name (lower-case), plus 'pages' for stored pages."""
+
+    # --- serial ids and metadata -----------------------------------------------------------------
+    @abstractmethod
+    def reserve_serials(self, n: int) -> range:
+        """Reserve ``n`` serial ids above every id ever reserved before, durably (survives restarts)."""
+
+    @abstractmethod
+    def get_meta(self, key: str) -> str | None: ...
+
+    @abstractmethod
+    def put_meta(self, key: str, value: str) -> None: ...
+
+    def flush(self) -> None:  # noqa: B027 - optional for stores that write through
+        """Make every write so far durable."""
+
+    @abstractmethod
+    def close(self) -> None: ...
