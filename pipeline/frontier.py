@@ -1,0 +1,251 @@
+"""The frontier: Mercator-style per-host queues with politeness clocks and host leases. Pure.
+
+Design for scale (issue #11): the store's pending set is the queue; the frontier keeps only a
+bounded *window* of each host's shallowest pending URLs in RAM and refills it from the store when
+it runs dry. RAM therefore grows with the number of hosts (a small HostState each) and the window
+size, never with the number of discovered URLs.
+
+A host is leased to one fetcher at a time, so per-host limits hold fleet-wide; a host's IP, once a
+fetcher has reported it, caps how many of that IP's hosts may be leased at once (per-IP limits).
+
+Refill contract, which keeps the window consistent with the store without per-URL state writes:
+a window is only refilled while its host is *not* leased and after every result of its last lease
+has been written to the store. The store's PENDING rows are then exactly the URLs not yet done.
+The frontier never performs I/O; ``wants_refill`` names the hosts and the caller feeds ``refill``.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from fetchers.records import UrlTask
+from pipeline.storage.base import UrlRecord
+from pipeline.urls import host_of
+
+
+@dataclass(slots=True)
+class HostState:
+    host: str
+    pending: int = 0  # PENDING URLs of this host, in RAM or in the store, not leased
+    window: deque[UrlTask] = field(default_factory=deque)
+    complete: bool = True  # the window holds every pending URL of the host
+    next_allowed: float = 0.0
+    leased_to: str = ""
+    leased_count: int = 0  # URLs handed out under the current lease
+    ip: str = ""
+    in_heap: bool = False
+    issued: int = 0  # URLs ever leased from this host (max-pages-per-host)
+
+
+@dataclass(frozen=True, slots=True)
+class FrontierLimits:
+    window_per_host: int = 256  # URLs of one host kept in RAM
+    max_urls_per_host_batch: int = 64  # a batch takes at most this many URLs from one host
+    hosts_per_ip: int = 4  # hosts of one IP leased at once (per-IP politeness)
+    max_pages_per_host: int = 0  # 0 = unlimited
+
+
+class Frontier:
+    """Per-host queues with next-allowed times and leases (satisfies dispatch's FrontierLike)."""
+
+    def __init__(self, limits: FrontierLimits = FrontierLimits()) -> None:
+        self.limits = limits
+        self._hosts: dict[str, HostState] = {}
+        self._ready: list[tuple[float, int, str]] = []  # (next_allowed, seq, host), lazily invalidated
+        self._seq = 0
+        self._leases: dict[str, list[str]] = {}  # fetcher_id -> hosts
+        self._ip_leases: dict[str, int] = {}
+        self._pending_total = 0
+        self._leased_total = 0
+
+    # --- feeding -----------------------------------------------------------------------------------
+    def add(self, records: Iterable[UrlRecord | UrlTask]) -> None:
+        """Register newly discovered PENDING URLs (already written to the store)."""
+        for rec in records:
+            host = rec.host if isinstance(rec, UrlRecord) else host_of(rec.url)
+            hs = self._hosts.get(host)
+            if hs is None:
+                hs = self._hosts[host] = HostState(host)
+            if self.limits.max_pages_per_host and hs.issued >= self.limits.max_pages_per_host:
+                continue  # host capped: the URL stays PENDING in the store, never leased
+            hs.pending += 1
+            self._pending_total += 1
+            if hs.complete and not hs.leased_to and len(hs.window) < self.limits.window_per_host:
+                hs.window.append(UrlTask(rec.url, rec.url_id, rec.depth))
+            elif hs.complete and (hs.leased_to or len(hs.window) >= self.limits.window_per_host):
+                # Spill: the URL lives only in the store from now on. While leased, appending could
+                # race a refill; marking incomplete is always safe (refill reads the store).
+                hs.complete = False
+            self._push(hs)
+
+    def restore(self, host: str, pending: int) -> None:
+        """Rebuild a host from the store after a restart: ``pending`` URLs, none in RAM yet."""
+        hs = self._hosts.get(host)
+        if hs is None:
+            hs = self._hosts[host] = HostState(host)
+        self._pending_total += pending - hs.pending
+        hs.pending = pending
+        hs.window.clear()
+        hs.complete = pending == 0
+        self._push(hs)
+
+    def wants_refill(self, limit: int = 64) -> list[str]:
+        """Hosts whose window is empty but which still have pending URLs in the store."""
+        out = []
+        for hs in self._hosts.values():
+            if not hs.window and not hs.complete and not hs.leased_to and hs.pending > 0:
+                out.append(hs.host)
+                if len(out) >= limit:
+                    break
+        return out
+
+    def refill(self, host: str, records: Sequence[UrlRecord]) -> None:
+        """Load the host's shallowest pending URLs (``store.pending(host, window_per_host + 1)``)."""
+        hs = self._hosts[host]
+        if hs.leased_to or hs.window:
+            return  # the contract says refill only idle, empty hosts; ignore a stale call
+        keep = records[: self.limits.window_per_host]
+        hs.window.extend(UrlTask(r.url, r.url_id, r.depth) for r in keep)
+        hs.complete = len(records) <= self.limits.window_per_host
+        # The store is the truth: fix a drifted count (e.g. URLs finished by a replayed journal).
+        if hs.complete:
+            self._pending_total += len(keep) - hs.pending
+            hs.pending = len(keep)
+        self._push(hs)
+
+    # --- leasing (FrontierLike) --------------------------------------------------------------------
+    def lease(self, fetcher_id: str, n: int, now: float) -> list[UrlTask]:
+        """Up to ``n`` URLs from hosts that are ready now, grouped by host; those hosts become leased."""
+        tasks: list[UrlTask] = []
+        skipped: list[HostState] = []
+        while self._ready and len(tasks) < n:
+            at, _, host = self._ready[0]
+            if at > now:
+                break
+            heapq.heappop(self._ready)
+            hs = self._hosts.get(host)
+            if hs is None or not hs.in_heap or hs.next_allowed != at:
+                continue  # stale heap entry
+            hs.in_heap = False
+            if hs.leased_to or not hs.window:
+                continue  # re-pushed on release / refill
+            if hs.ip and self._ip_leases.get(hs.ip, 0) >= self.limits.hosts_per_ip:
+                skipped.append(hs)
+                continue
+            take = min(n - len(tasks), self.limits.max_urls_per_host_batch, len(hs.window))
+            cap = self.limits.max_pages_per_host
+            if cap:
+                take = min(take, max(0, cap - hs.issued))
+                if take == 0:
+                    self._drop_host(hs)
+                    continue
+            for _ in range(take):
+                tasks.append(hs.window.popleft())
+            hs.pending -= take
+            hs.issued += take
+            self._pending_total -= take
+            self._leased_total += take
+            hs.leased_to = fetcher_id
+            hs.leased_count = take
+            self._leases.setdefault(fetcher_id, []).append(hs.host)
+            if hs.ip:
+                self._ip_leases[hs.ip] = self._ip_leases.get(hs.ip, 0) + 1
+        for hs in skipped:
+            self._push(hs)
+        return tasks
+
+    def release(
+        self,
+        fetcher_id: str,
+        now: float,
+        *,
+        host_delays: Mapping[str, float] | None = None,
+        host_ips: Mapping[str, str] | None = None,
+    ) -> None:
+        """End every lease of ``fetcher_id``; each host may be contacted again after its delay."""
+        delays = host_delays or {}
+        for host in self._leases.pop(fetcher_id, []):
+            hs = self._hosts[host]
+            if hs.ip:
+                self._ip_leases[hs.ip] -= 1
+            if host_ips and host in host_ips:
+                hs.ip = host_ips[host]
+            hs.leased_to = ""
+            self._leased_total -= hs.leased_count
+            hs.leased_count = 0
+            hs.next_allowed = max(hs.next_allowed, now + delays.get(host, 0.0))
+            if hs.pending == 0 and not hs.window and hs.complete:
+                continue  # drained: leave it out of the heap (re-added by add())
+            self._push(hs)
+
+    def requeue(self, fetcher_id: str, tasks: Sequence[UrlTask]) -> None:
+        """Give back URLs a fetcher did not finish (still PENDING in the store)."""
+        for t in reversed(tasks):  # appendleft in reverse keeps the original order
+            hs = self._hosts.setdefault(host_of(t.url), HostState(host_of(t.url)))
+            hs.pending += 1
+            self._pending_total += 1
+            if hs.complete:
+                hs.window.appendleft(t)
+            self._push(hs)
+
+    def note_ips(self, host_ips: Mapping[str, str]) -> None:
+        """Record the address a fetcher resolved for each host (enables per-IP lease limits)."""
+        for host, ip in host_ips.items():
+            hs = self._hosts.get(host)
+            if hs is not None and not hs.leased_to:
+                hs.ip = ip
+            elif hs is not None and not hs.ip:
+                hs.ip = ip
+                self._ip_leases[ip] = self._ip_leases.get(ip, 0) + 1  # count the lease it is under
+
+    def available(self, now: float) -> int:
+        return self._pending_total
+
+    # --- views -------------------------------------------------------------------------------------
+    @property
+    def pending(self) -> int:
+        """URLs waiting (in RAM or spilled to the store), not counting those leased."""
+        return self._pending_total
+
+    @property
+    def leased(self) -> int:
+        return self._leased_total
+
+    def in_ram(self) -> int:
+        return sum(len(hs.window) for hs in self._hosts.values())
+
+    def host(self, host: str) -> HostState | None:
+        return self._hosts.get(host)
+
+    def next_ready_at(self) -> float | None:
+        """When the earliest waiting host becomes ready (for the caller's sleep), or None."""
+        while self._ready:
+            at, _, host = self._ready[0]
+            hs = self._hosts.get(host)
+            if hs is not None and hs.in_heap and hs.next_allowed == at:
+                return at
+            heapq.heappop(self._ready)
+        return None
+
+    def __len__(self) -> int:
+        return len(self._hosts)
+
+    # --- internals ---------------------------------------------------------------------------------
+    def _push(self, hs: HostState) -> None:
+        if hs.in_heap or hs.leased_to or (not hs.window and hs.complete):
+            return
+        if not hs.window:
+            return  # waits for refill; refill() pushes it
+        hs.in_heap = True
+        self._seq += 1
+        heapq.heappush(self._ready, (hs.next_allowed, self._seq, hs.host))
+
+    def _drop_host(self, hs: HostState) -> None:
+        """Max pages per host reached: forget its remaining URLs (they stay PENDING in the store)."""
+        self._pending_total -= hs.pending
+        hs.pending = 0
+        hs.window.clear()
+        hs.complete = True

@@ -1,0 +1,99 @@
+"""Segments: the append-only journal of fetch results, one JSON line per result.
+
+Every result is written to the OS (``os.write``, no user-space buffer) the moment it arrives, so a
+SIGKILL of the crawler cannot lose a fetched page: on restart the lines after the last checkpoint are
+replayed into the store. A checkpoint is "segment name:byte offset" below which every line is known
+to be applied to the store. The segment files are also the input of the link-processing jobs
+(jobs/mr_extract_links.py). Segments rotate by size so closed segments can be processed while the
+crawl goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from fetchers.records import FetchResult, SchemaError
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    segment: str
+    offset: int
+
+    def encode(self) -> str:
+        return f"{self.segment}:{self.offset}"
+
+    @classmethod
+    def decode(cls, text: str | None) -> Checkpoint | None:
+        if not text:
+            return None
+        name, _, offset = text.rpartition(":")
+        return cls(name, int(offset))
+
+
+class SegmentWriter:
+    """Appends results to ``DIR/segment-NNNNN.jsonl``, rotating after ``max_bytes``."""
+
+    def __init__(self, directory: Path, *, max_bytes: int = 256 * 1024 * 1024) -> None:
+        self.directory = directory
+        self.max_bytes = max_bytes
+        directory.mkdir(parents=True, exist_ok=True)
+        existing = sorted(directory.glob("segment-*.jsonl"))
+        self._index = int(existing[-1].stem.split("-")[1]) + 1 if existing else 0
+        self._fd = -1
+        self._offset = 0
+        self._name = ""
+        self._open_next()
+
+    def _open_next(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._name = f"segment-{self._index:05d}.jsonl"
+        self._index += 1
+        self._fd = os.open(self.directory / self._name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._offset = os.fstat(self._fd).st_size
+
+    def append_line(self, line: bytes) -> None:
+        """Write one complete JSON line (must end with a newline)."""
+        if self._offset >= self.max_bytes:
+            self._open_next()
+        view = memoryview(line)
+        while view:  # os.write may be partial for large lines
+            written = os.write(self._fd, view)
+            view = view[written:]
+        self._offset += len(line)
+
+    def append(self, result: FetchResult) -> None:
+        self.append_line(json.dumps(result.to_json(), separators=(",", ":")).encode() + b"\n")
+
+    def position(self) -> Checkpoint:
+        return Checkpoint(self._name, self._offset)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def replay(directory: Path, since: Checkpoint | None) -> Iterator[FetchResult]:
+    """Results written after ``since`` (all of them if None), oldest first.
+
+    A torn last line (the process died mid-write) and lines that fail schema validation are skipped.
+    """
+    for path in sorted(directory.glob("segment-*.jsonl")):
+        if since is not None and path.name < since.segment:
+            continue
+        with open(path, "rb") as fh:
+            if since is not None and path.name == since.segment:
+                fh.seek(since.offset)
+            for line in fh:
+                if not line.endswith(b"\n"):
+                    break
+                try:
+                    yield FetchResult.from_json(json.loads(line))
+                except (ValueError, SchemaError):
+                    continue
