@@ -1,0 +1,174 @@
+"""Start and stop a testbed as a subprocess (tests, benchmarks, demo).
+
+    with TestbedProcess(hosts=20, pages=50) as tb:
+        tb.seeds, tb.port, tb.dns_port, tb.truth(), tb.read_access_log()
+
+Ports are chosen by the server itself (``--port 0 --dns-port 0``) and read back from the ready
+file, so there is no race on "free" ports. Stopping sends SIGTERM (the server flushes its access
+log), then SIGKILL after ``stop_timeout_s``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from pipeline.testbed.model import Web
+
+
+class TestbedError(RuntimeError):
+    pass
+
+
+class TestbedProcess:
+    """A running ``testbed serve`` subprocess. Use as a context manager (or ``start``/``stop``)."""
+
+    __test__ = False  # not a pytest test class despite the name
+
+    def __init__(
+        self,
+        hosts: int,
+        pages: int,
+        *,
+        seed: int = 0,
+        hostile: bool = False,
+        dns_latency_ms: float = 0.0,
+        workers: int = 1,
+        workdir: str | os.PathLike[str] | None = None,
+        extra_args: tuple[str, ...] = (),
+        start_timeout_s: float = 30.0,
+        stop_timeout_s: float = 10.0,
+    ) -> None:
+        self.hosts, self.pages, self.seed = hosts, pages, seed
+        self.hostile, self.dns_latency_ms, self.workers = hostile, dns_latency_ms, workers
+        self.extra_args = extra_args
+        self.start_timeout_s, self.stop_timeout_s = start_timeout_s, stop_timeout_s
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        if workdir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="testbed-")
+            workdir = self._tmp.name
+        self.workdir = Path(workdir)
+        self.access_log = self.workdir / "access.jsonl"
+        self.ready_file = self.workdir / "ready.json"
+        self.stderr_path = self.workdir / "testbed.stderr"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.info: dict[str, Any] = {}
+
+    # --- lifecycle -----------------------------------------------------------------------
+    def command(self) -> list[str]:
+        cmd = [
+            sys.executable, "-m", "pipeline.testbed.cli", "serve",
+            "--hosts", str(self.hosts), "--pages", str(self.pages), "--seed", str(self.seed),
+            "--port", "0", "--dns-port", "0",
+            "--access-log", str(self.access_log), "--ready-file", str(self.ready_file),
+            "--workers", str(self.workers), "--dns-latency-ms", str(self.dns_latency_ms),
+        ]  # fmt: skip
+        if self.hostile:
+            cmd.append("--hostile")
+        return cmd + list(self.extra_args)
+
+    def start(self) -> TestbedProcess:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.ready_file.unlink(missing_ok=True)
+        with open(self.stderr_path, "wb") as err:
+            self.proc = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+        deadline = time.monotonic() + self.start_timeout_s
+        while not self.ready_file.exists():
+            if self.proc.poll() is not None:
+                raise TestbedError(f"testbed exited with {self.proc.returncode}: {self._stderr_tail()}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise TestbedError(f"testbed not ready after {self.start_timeout_s}s: {self._stderr_tail()}")
+            time.sleep(0.05)
+        self.info = json.loads(self.ready_file.read_text())
+        return self
+
+    def stop(self) -> int | None:
+        """SIGTERM, wait, then SIGKILL. Returns the exit code (None if never started)."""
+        proc = self.proc
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(self.stop_timeout_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        return proc.returncode
+
+    def close(self) -> None:
+        self.stop()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> TestbedProcess:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _stderr_tail(self) -> str:
+        try:
+            return self.stderr_path.read_text(errors="replace")[-2000:]
+        except OSError:
+            return ""
+
+    # --- what tests need -----------------------------------------------------------------
+    @property
+    def port(self) -> int:
+        return int(self.info["port"])
+
+    @property
+    def dns_port(self) -> int:
+        return int(self.info["dns_port"])
+
+    @property
+    def dns_server(self) -> str:
+        """``HOST:PORT`` of the DNS server, the form ``crawlfleet crawl --dns-server`` takes."""
+        return f"{self.info['dns_host']}:{self.dns_port}"
+
+    @property
+    def seeds(self) -> list[str]:
+        return list(self.info["seeds"])
+
+    @property
+    def ips(self) -> list[str]:
+        return list(self.info["ips"])
+
+    @property
+    def web(self) -> Web:
+        return Web(self.hosts, self.pages, seed=self.seed, port=self.port)
+
+    def url(self, i: int, path: str) -> str:
+        return self.web.url(i, path)
+
+    def truth(self, *, max_depth: int = 20) -> dict[str, Any]:
+        from pipeline.testbed.truth import compute_truth
+
+        return compute_truth(self.web, max_depth=max_depth)
+
+    def read_access_log(self) -> list[dict[str, Any]]:
+        """Every complete line of the access log (flushed every 0.5 s and at shutdown)."""
+        if not self.access_log.exists():
+            return []
+        out = []
+        for line in self.access_log.read_text().splitlines():
+            if line.endswith("}"):
+                out.append(json.loads(line))
+        return out
+
+    def wait_log_flush(self, *, timeout_s: float = 2.0) -> None:
+        """Wait long enough for the periodic flush (0.5 s) to have happened."""
+        time.sleep(min(timeout_s, 0.7))

@@ -1,0 +1,176 @@
+"""Run the testbed: HTTP on every testbed address, DNS on 127.0.0.1, until SIGTERM/SIGINT.
+
+With ``workers > 1`` the listening sockets are created first and the process forks; every
+process accepts on the same sockets (the kernel spreads connections), the parent alone runs DNS
+and the readiness check. The ready file (JSON, written atomically) appears only once an HTTP
+request and a DNS query have both been answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from pipeline.testbed.accesslog import AccessLog
+from pipeline.testbed.dns_server import Zone, start_dns
+from pipeline.testbed.model import Web, all_ips, host_name, ip_for_host
+from pipeline.testbed.server import HOSTILE_HOST, READY_HOST, TestbedHTTP, bind_sockets
+
+
+@dataclass(frozen=True, slots=True)
+class ServeOptions:
+    hosts: int
+    pages: int
+    seed: int = 0
+    port: int = 8080
+    dns_port: int = 5353
+    dns_host: str = "127.0.0.1"
+    access_log: str | None = None
+    ready_file: str | None = None
+    workers: int = 1
+    hostile: bool = False
+    dns_latency_ms: float = 0.0
+    dns_slow_ms: float = 2000.0
+    cache_size: int = 4096
+    ipv6: bool = True
+
+
+def _listen_ips(opts: ServeOptions) -> list[str]:
+    ips = all_ips(opts.hosts)
+    if opts.ipv6 and socket.has_ipv6:
+        try:
+            with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+                s.bind(("::1", 0))
+            ips.append("::1")
+        except OSError:
+            pass
+    return ips
+
+
+def serve(opts: ServeOptions) -> int:
+    """Blocking entry point of ``crawlfleet testbed serve``."""
+    socks = bind_sockets(_listen_ips(opts), opts.port, reuse_port=opts.workers > 1)
+    port = socks[0].getsockname()[1]
+    web = Web(opts.hosts, opts.pages, seed=opts.seed, port=port)
+    children: list[int] = []
+    for _ in range(max(0, opts.workers - 1)):
+        pid = os.fork()
+        if pid == 0:  # worker: HTTP only
+            code = 0
+            try:
+                asyncio.run(_run_worker(opts, web, socks))
+            except BaseException:  # noqa: BLE001 - a worker must never return into the parent's code
+                code = 1
+            os._exit(code)
+        children.append(pid)
+    try:
+        return asyncio.run(_run_main(opts, web, socks, children))
+    finally:
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        for pid in children:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+
+
+def _stop_event() -> asyncio.Event:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+def _make_http(opts: ServeOptions, web: Web, log: AccessLog) -> TestbedHTTP:
+    http = TestbedHTTP(web, log, cache_size=opts.cache_size)
+    if opts.hostile:
+        from pipeline.testbed.hostile import HostileSite
+
+        http.hostile = HostileSite(port=web.port).handle
+    return http
+
+
+async def _run_worker(opts: ServeOptions, web: Web, socks: list[socket.socket]) -> None:
+    stop = _stop_event()
+    log = AccessLog(opts.access_log)
+    servers = await _make_http(opts, web, log).start(socks)
+    try:
+        await stop.wait()
+    finally:
+        for s in servers:
+            s.close()
+        log.close()
+
+
+async def _run_main(opts: ServeOptions, web: Web, socks: list[socket.socket], children: list[int]) -> int:
+    stop = _stop_event()
+    log = AccessLog(opts.access_log)
+    servers = await _make_http(opts, web, log).start(socks)
+    zone = Zone(web, hostile=opts.hostile, latency_ms=opts.dns_latency_ms, slow_ms=opts.dns_slow_ms)
+    dns_port, dns_parts = await start_dns(zone, opts.dns_host, opts.dns_port)
+    try:
+        ips = [s.getsockname()[0] for s in socks]
+        await _self_check(ips[0], web.port, opts.dns_host, dns_port)
+        info: dict[str, Any] = {
+            "pid": os.getpid(),
+            "port": web.port,
+            "dns_host": opts.dns_host,
+            "dns_port": dns_port,
+            "ips": ips,
+            "hosts": opts.hosts,
+            "pages": opts.pages,
+            "seed": opts.seed,
+            "hostile": opts.hostile,
+            "seeds": web.seeds(),
+            "host_ips": {host_name(i): ip for i, ip in enumerate(_host_ips(web))},
+            "access_log": opts.access_log,
+            "workers": opts.workers,
+        }
+        if opts.hostile:
+            info["hostile_seed"] = f"http://{HOSTILE_HOST}:{web.port}/"
+        if opts.ready_file:
+            tmp = f"{opts.ready_file}.tmp"
+            with open(tmp, "w") as fh:
+                json.dump(info, fh, indent=1)
+            os.replace(tmp, opts.ready_file)
+        print(json.dumps({"ready": True, "port": web.port, "dns_port": dns_port}), file=sys.stderr, flush=True)
+        await stop.wait()
+    finally:
+        for s in servers:
+            s.close()
+        for part in dns_parts:
+            part.close()  # type: ignore[attr-defined]
+        log.close()
+    return 0
+
+
+def _host_ips(web: Web) -> list[str]:
+    return [ip_for_host(i, web.hosts) for i in range(web.hosts)]
+
+
+async def _self_check(ip: str, port: int, dns_host: str, dns_port: int) -> None:
+    """One HTTP request and one DNS query must be answered before we declare readiness."""
+    host = f"[{ip}]" if ":" in ip else ip
+    async with aiohttp.ClientSession() as session, session.get(
+        f"http://{host}:{port}/", headers={"Host": READY_HOST}
+    ) as resp:
+        await resp.read()
+    loop = asyncio.get_running_loop()
+    query = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x05site0\x05crawl\x04test\x00\x00\x01\x00\x01"
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.setblocking(False)
+        await loop.sock_connect(s, (dns_host, dns_port))
+        await loop.sock_sendall(s, query)
+        data = await asyncio.wait_for(loop.sock_recv(s, 512), 5.0)
+    if data[:2] != b"\x12\x34":
+        raise RuntimeError("DNS self-check failed")

@@ -1,0 +1,107 @@
+"""The testbed HTTP server: aiohttp's low-level server, one listening socket per loopback address.
+
+Routing is by the Host header (port ignored, any case). Replies come from ``Renderer`` (an LRU
+of rendered pages); the handler adds only a dict lookup, an access-log append and the response
+object, so one process serves several thousand pages a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import socket
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from aiohttp import web as aioweb
+from aiohttp.web_server import Server
+
+from pipeline.testbed.accesslog import AccessLog
+from pipeline.testbed.model import Web, host_index
+from pipeline.testbed.render import Renderer
+
+# Names that resolve in the DNS zone and answer a tiny page (IPv6, TTL and SSRF tests).
+MISC_HOSTS = frozenset({"v6.crawl.test", "shortttl.crawl.test", "longttl.crawl.test", "private.crawl.test"})
+HOSTILE_HOST = "hostile.crawl.test"
+READY_HOST = "readiness.invalid"  # the self-check; not logged
+
+HostileHandler = Callable[[aioweb.BaseRequest, str, AccessLog, str], Awaitable[aioweb.StreamResponse]]
+
+
+def strip_port(host: str) -> str:
+    """Lower-case host of a Host header value, without the port (IPv6 literals keep brackets)."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        end = host.find("]")
+        return host[: end + 1] if end > 0 else host
+    colon = host.rfind(":")
+    host = host[:colon] if colon >= 0 else host
+    return host.rstrip(".")
+
+
+def bind_sockets(ips: list[str], port: int, *, reuse_port: bool, attempts: int = 50) -> list[socket.socket]:
+    """One listening TCP socket per address, all on the same port (0 = pick a free one)."""
+    for _ in range(attempts):
+        socks: list[socket.socket] = []
+        try:
+            chosen = port
+            for ip in ips:
+                family = socket.AF_INET6 if ":" in ip else socket.AF_INET
+                s = socket.socket(family, socket.SOCK_STREAM)
+                socks.append(s)
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if reuse_port:
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+                s.bind((ip, chosen))
+                chosen = s.getsockname()[1]
+                s.listen(2048)
+                s.setblocking(False)
+            return socks
+        except OSError as exc:
+            for s in socks:
+                s.close()
+            if port != 0 or exc.errno != errno.EADDRINUSE:
+                raise
+    raise OSError(errno.EADDRINUSE, "no common free port on all testbed addresses")
+
+
+@dataclass(slots=True)
+class TestbedHTTP:
+    """Request handling for one process. ``hostile`` handles ``hostile.crawl.test`` when set."""
+
+    web: Web
+    log: AccessLog
+    cache_size: int = 4096
+    hostile: HostileHandler | None = None
+    renderer: Renderer = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.renderer = Renderer(self.web, cache_size=self.cache_size)
+
+    async def handle(self, request: aioweb.BaseRequest) -> aioweb.StreamResponse:
+        host = strip_port(request.headers.get("Host", ""))
+        path = request.raw_path
+        client = request.remote or ""
+        i = host_index(host, self.web.hosts)
+        if i < 0:
+            if host == HOSTILE_HOST and self.hostile is not None:
+                return await self.hostile(request, path, self.log, client)
+            status = 200 if host in MISC_HOSTS and path == "/" else 404
+            if host != READY_HOST:
+                self.log.record(host, path, client, status)
+            body = f"<html><body>{host}</body></html>" if status == 200 else "unknown host"
+            return aioweb.Response(status=status, text=body, content_type="text/html")
+        reply = self.renderer.reply(i, path)
+        self.log.record(host, path, client, reply.status)
+        if reply.delay_s:
+            await asyncio.sleep(reply.delay_s)
+        headers = {"Content-Type": reply.content_type}
+        headers.update(reply.headers)
+        return aioweb.Response(status=reply.status, body=reply.body, headers=headers)
+
+    async def start(self, socks: list[socket.socket]) -> list[asyncio.AbstractServer]:
+        """Serve on the given listening sockets; returns the asyncio servers (close them to stop)."""
+        loop = asyncio.get_running_loop()
+        server = Server(self.handle, access_log=None, handler_cancellation=True)
+        self.log.start()
+        return [await loop.create_server(server, sock=s, backlog=2048) for s in socks]

@@ -1,0 +1,123 @@
+"""The real testbed server over real sockets: routing, specials, access log, shutdown flush."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp.abc import ResolveResult
+
+from pipeline.testbed.harness import TestbedProcess
+from pipeline.testbed.model import ip_for_host
+
+pytestmark = pytest.mark.integration
+
+
+class _Resolver(aiohttp.abc.AbstractResolver):
+    """Resolves *.crawl.test through the testbed's own DNS server (dnslib client)."""
+
+    def __init__(self, dns_port: int) -> None:
+        self.dns_port = dns_port
+
+    async def resolve(self, host: str, port: int = 0, family: int = 0) -> list[ResolveResult]:
+        from dnslib import DNSRecord
+
+        q = DNSRecord.question(host)
+        raw = await asyncio.get_running_loop().run_in_executor(
+            None, lambda: q.send("127.0.0.1", self.dns_port, timeout=2)
+        )
+        reply = DNSRecord.parse(raw)
+        ip = str(reply.rr[0].rdata)
+        return [ResolveResult(hostname=host, host=ip, port=port, family=socket.AF_INET, proto=0, flags=0)]
+
+    async def close(self) -> None:
+        pass
+
+
+async def _get(tb: TestbedProcess, url: str, **kw: Any) -> tuple[int, dict[str, str], bytes, list[str]]:
+    conn = aiohttp.TCPConnector(resolver=_Resolver(tb.dns_port))
+    async with aiohttp.ClientSession(connector=conn) as s, s.get(url, **kw) as r:
+        body = await r.read()
+        return r.status, dict(r.headers), body, [str(h.url) for h in r.history]
+
+
+def get(tb: TestbedProcess, url: str, **kw: Any) -> tuple[int, dict[str, str], bytes, list[str]]:
+    return asyncio.run(_get(tb, url, **kw))
+
+
+@pytest.fixture(scope="module")
+def tb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestbedProcess]:
+    with TestbedProcess(20, 50, seed=0, workdir=tmp_path_factory.mktemp("tb_http")) as t:
+        yield t
+
+
+def test_ready_file(tb: TestbedProcess) -> None:
+    assert len(tb.seeds) == 20 and tb.seeds[3] == f"http://site3.crawl.test:{tb.port}/"
+    assert "127.0.10.1" in tb.ips and "0.0.0.0" not in tb.ips
+    assert tb.info["host_ips"]["site7.crawl.test"] == ip_for_host(7, 20)
+
+
+def test_pages_match_model_and_host_routing(tb: TestbedProcess) -> None:
+    from pipeline.testbed.render import Renderer
+
+    r = Renderer(tb.web)
+    status, headers, body, _ = get(tb, tb.url(3, "/p/7"))
+    assert status == 200 and body == r.reply(3, "/p/7").body
+    assert headers["Content-Type"].startswith("text/html")
+    # same address, other host -> other page; uppercase Host and any port work
+    ip = ip_for_host(3, 20)
+    status, _, body2, _ = get(tb, f"http://{ip}:{tb.port}/p/7", headers={"Host": "SITE3.Crawl.Test:1"})
+    assert body2 == body
+    status, _, _, _ = get(tb, f"http://{ip}:{tb.port}/", headers={"Host": "nosuch.crawl.test"})
+    assert status == 404
+
+
+def test_redirect_chain_and_loop(tb: TestbedProcess) -> None:
+    status, _, body, history = get(tb, tb.url(0, "/r/1"))
+    assert status == 200 and history == [tb.url(0, "/r/1"), tb.url(0, "/r2/1")]
+    status, headers, _, _ = get(tb, tb.url(0, "/r/1"), allow_redirects=False)
+    assert status == 301 and headers["Location"] == tb.url(0, "/r2/1")
+    with pytest.raises(aiohttp.TooManyRedirects):
+        get(tb, tb.url(0, "/loop/a"), max_redirects=6)
+
+
+def test_status_pages_and_specials(tb: TestbedProcess) -> None:
+    assert get(tb, tb.url(1, "/missing/0"))[0] == 404
+    assert get(tb, tb.url(1, "/error/0"))[0] == 500
+    assert get(tb, tb.url(3, "/nothing-here"))[0] == 404
+    status, headers, body, _ = get(tb, tb.url(4, "/gzip"), auto_decompress=False)
+    assert headers["Content-Encoding"] == "gzip" and b"<html>" in gzip.decompress(body)
+    status, headers, body, _ = get(tb, tb.url(5, "/big"))
+    assert status == 200 and len(body) >= 5 * 1024 * 1024
+    status, headers, body, _ = get(tb, tb.url(5, "/file.bin"))
+    assert headers["Content-Type"] == "application/octet-stream" and len(body) == 100 * 1024
+    status, headers, body, _ = get(tb, tb.url(6, "/latin1"))
+    assert "iso-8859-1" in headers["Content-Type"] and "Café".encode("latin-1") in body
+    status, _, body, _ = get(tb, tb.url(2, "/robots.txt"))
+    assert status == 200 and b"User-agent: crawlfleet" in body
+    assert get(tb, tb.url(0, "/robots.txt"))[0] == 404
+
+
+def test_access_log_records_requests(tb: TestbedProcess) -> None:
+    get(tb, tb.url(9, "/p/11?x=1"), headers={"Host": f"SITE9.crawl.test:{tb.port}"})
+    tb.wait_log_flush()
+    lines = [x for x in tb.read_access_log() if x["host"] == "site9.crawl.test" and x["path"] == "/p/11?x=1"]
+    assert len(lines) == 1
+    assert lines[0]["status"] == 404 and lines[0]["client"] == "127.0.0.1" and lines[0]["t"] > 1e9
+
+
+def test_sigterm_flushes_access_log(make_testbed: Any) -> None:
+    t = make_testbed(3, 5)
+    for m in range(4):
+        get(t, t.url(1, t.web.page_path(m)))
+    assert t.stop() == 0  # immediately: before the periodic flush could run
+    paths = [x["path"] for x in t.read_access_log() if x["host"] == "site1.crawl.test"]
+    assert paths == ["/", "/p/0", "/p/1", "/p/2"]
+    raw = t.access_log.read_text().splitlines()
+    assert all(json.loads(line) for line in raw)
