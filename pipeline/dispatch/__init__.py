@@ -1,0 +1,13 @@
+"""The dispatcher (issue #5): S3 batch sizing, S1 quota admission, liveness, serial ids.
+
+``Dispatcher`` (dispatcher.py) composes the pure rules in sizing.py, admission.py, liveness.py and
+serials.py over any ``FrontierLike`` (protocols.py). memfrontier.py is a reference frontier for tests
+and the simulation (sim.py).
+"""
+
+from pipeline.dispatch.dispatcher import Dispatcher
+from pipeline.dispatch.protocols import DispatcherStats, FrontierLike, Heartbeat, Refusal
+from pipeline.dispatch.quotas import Quotas
+from pipeline.dispatch.serials import SerialAllocator
+
+__all__ = ["Dispatcher", "DispatcherStats", "FrontierLike", "Heartbeat", "Quotas", "Refusal", "SerialAllocator"]

@@ -1,0 +1,345 @@
+"""The dispatcher: S3 batch sizing + S1 quota admission + liveness + serial ids over a frontier.
+
+One object drives both the embedded engine (``offer``: an idle fetcher asks for work) and the fleet
+(``next_batch``: a client asks for a batch for a service and S1 picks the fetcher). It does no I/O and
+reads time only from the injected clock. It is not thread-safe: the caller serialises calls.
+
+Decision order of ``next_batch(service)``:
+  1. unknown service -> ``unknown_service``;  budget = floor(s*m) - n < 1 -> ``quota``;
+     frontier.available(now) == 0 -> ``empty``; no live fetcher -> ``not_live``.
+  2. For each live fetcher i: wanted = n_i (S3); t_i = min(n_i, budget) (the shrink rule: S3 proposes,
+     S1 caps); u_i = p_i*s + q_i - r_i. Candidates have u_i > t_i; none -> ``no_candidate``.
+  3. The candidate with the largest u (ties: smallest id) gets frontier.lease(i, t_i, now); nothing
+     leased -> ``empty``. The batch is the URLs actually leased (<= t_i), and n and r grow by that count.
+``offer(fetcher_id, service)`` is the same with the fetcher fixed: it skips the u test, because the
+fetcher saying "I am idle" is fresher than the p and q of its last heartbeat; quota still applies.
+
+Signs of life: ``register`` and ``heartbeat`` make a fetcher live (and bring back a dead one);
+``offer`` and ``complete`` keep a live fetcher live but never revive a dead one. ``tick`` declares dead
+every fetcher silent for missed_heartbeats * heartbeat_s, expires its batches and re-queues their URLs;
+it also expires any batch outstanding for longer than lease_s (lease_s <= 0 disables that).
+Completions for unknown, expired or already-completed serials return False and are counted, which is
+how a re-delivered or duplicated batch never stores a page twice.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from fetchers.records import Batch, UrlTask
+from pipeline.dispatch import protocols as P
+from pipeline.dispatch.admission import Admission, Candidate, capacity, minute_of, second_of_minute
+from pipeline.dispatch.liveness import Liveness
+from pipeline.dispatch.protocols import DispatcherStats, FetcherStats, FrontierLike, Heartbeat, Refusal
+from pipeline.dispatch.protocols import ServiceStats as _ServiceStats
+from pipeline.dispatch.quotas import Quotas
+from pipeline.dispatch.serials import SerialAllocator
+from pipeline.dispatch.sizing import AverageTracker, PageTimeHistory, batch_size
+from pipeline.settings import DispatchSettings
+
+CLOSED_MEMORY = 200_000  # completed/expired serials remembered to tell "duplicate" from "unknown"
+
+
+@dataclass(slots=True)
+class _Fetcher:
+    fetcher_id: str
+    k: int
+    history: PageTimeHistory
+    address: str = ""
+    count: int = 0
+    p: float = 0.0
+    q: int = 0
+    successes: int = 0
+    failures: int = 0
+    last_sent_at: float | None = None
+    deaths: int = 0
+    outstanding: set[int] = field(default_factory=set)
+    pending_delays: dict[str, float] = field(default_factory=dict)
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        settings: DispatchSettings,
+        *,
+        frontier: FrontierLike,
+        quotas: Quotas,
+        serials: SerialAllocator,
+        clock: Callable[[], float],
+    ) -> None:
+        if settings.n_min < 1 or settings.n_max < settings.n_min or settings.k < 1:
+            raise ValueError("dispatch settings need k >= 1 and 1 <= n_min <= n_max")
+        self.settings = settings
+        self._frontier = frontier
+        self._quotas = quotas
+        self._serials = serials
+        self._clock = clock
+        self._admission = Admission(quotas)
+        self._liveness = Liveness(settings.heartbeat_s, settings.missed_heartbeats)
+        self._fetchers: dict[str, _Fetcher] = {}
+        self._avg = AverageTracker()
+        self._outstanding: dict[int, Batch] = {}  # insertion order == issue order (for lease expiry)
+        self._closed: OrderedDict[int, str] = OrderedDict()
+        self._services: dict[str, _ServiceStats] = {}
+        self._refusals: dict[str, int] = {}
+        self._dropped: dict[str, int] = {}
+        self._expired_total = 0
+        self._requeued_urls = 0
+
+    # --- fetchers --------------------------------------------------------------------------------
+    def register(self, fetcher_id: str, *, k: int | None = None, address: str = "") -> None:
+        """Add a fetcher, or re-add one that restarted: its outstanding batches (which it has forgotten)
+        are expired and re-queued. Its page-time history is kept. Registration makes it live."""
+        now = self._clock()
+        f = self._fetchers.get(fetcher_id)
+        if f is None:
+            f = _Fetcher(fetcher_id, k or self.settings.k, PageTimeHistory(self.settings.history_window))
+            self._fetchers[fetcher_id] = f
+        else:
+            for serial in sorted(f.outstanding):
+                self._expire(serial, now)
+            if k is not None:
+                f.k = k
+        f.address = address or f.address
+        f.last_sent_at = None  # a restarted fetcher's clock may restart too
+        self._liveness.revive(fetcher_id, now)
+        self._sync_avg(f)
+
+    def heartbeat(self, hb: Heartbeat) -> None:
+        """Record p, q and counters. Unknown fetchers are registered with the default k. A heartbeat
+        older (by ``sent_at``) than the last one seen from that fetcher is ignored entirely."""
+        f = self._fetchers.get(hb.fetcher_id)
+        if f is None:
+            self.register(hb.fetcher_id, address=hb.address)
+            f = self._fetchers[hb.fetcher_id]
+        if f.last_sent_at is not None and hb.sent_at <= f.last_sent_at:
+            return
+        f.last_sent_at = hb.sent_at
+        f.p, f.q = max(0.0, float(hb.rate)), max(0, int(hb.free_slots))
+        f.successes, f.failures = hb.successes, hb.failures
+        f.address = hb.address or f.address
+        self._liveness.revive(hb.fetcher_id, self._clock())
+        self._sync_avg(f)
+
+    # --- work ------------------------------------------------------------------------------------
+    def next_batch(self, service: str) -> Batch | Refusal:
+        """S1 path: pick the fetcher (max u > t among live), size (S3), admit (S1), lease."""
+        now = self._clock()
+        budget = self._budget_or_refusal(service, now)
+        if isinstance(budget, Refusal):
+            return budget
+        if self._frontier.available(now) <= 0:
+            return self._refuse(service, P.EMPTY, 1.0)
+        live = [f for f in self._fetchers.values() if self._liveness.is_live(f.fetcher_id, now)]
+        if not live:
+            return self._refuse(service, P.NOT_LIVE, self.settings.heartbeat_s)
+        choice = self._admission.choose(self._candidates(live), budget, now)
+        if choice is None:
+            return self._refuse(service, P.NO_CANDIDATE, 1.0)
+        return self._lease(self._fetchers[choice.fetcher_id], service, choice.t, now)
+
+    def offer(self, fetcher_id: str, service: str) -> Batch | Refusal:
+        """S3 path: an idle fetcher asks for work; quota admission applies, node choice does not."""
+        now = self._clock()
+        budget = self._budget_or_refusal(service, now)
+        if isinstance(budget, Refusal):
+            return budget
+        f = self._fetchers.get(fetcher_id)
+        if f is None:
+            return self._refuse(service, P.UNKNOWN_FETCHER, 0.0)
+        if not self._liveness.is_live(fetcher_id, now):
+            return self._refuse(service, P.NOT_LIVE, 0.0, detail="heartbeat or register again")
+        self._liveness.touch(fetcher_id, now)
+        t = Admission.admitted(self._size(f), budget)
+        if self._frontier.available(now) <= 0:
+            return self._refuse(service, P.EMPTY, 1.0)
+        return self._lease(f, service, t, now)
+
+    def complete(
+        self,
+        serial: int,
+        *,
+        fetcher_id: str,
+        pages: int,
+        elapsed_s: float,
+        host_delays: Mapping[str, float] = {},
+        unfinished: Sequence[UrlTask] = (),
+    ) -> bool:
+        """A fetcher returns batch ``serial``: ``pages`` URLs finished (any outcome) in ``elapsed_s``.
+
+        Updates t_i with elapsed_s/pages (when both > 0), re-queues ``unfinished`` (only tasks that were
+        in the batch, each once), and releases the fetcher's hosts once it has no batch outstanding,
+        passing the largest delay reported per host over those batches. Returns False, counting why,
+        for an unknown, expired, already-completed or wrong-fetcher serial (nothing else changes).
+        """
+        now = self._clock()
+        batch = self._outstanding.get(serial)
+        if batch is None:
+            closed = self._closed.get(serial)
+            reason = P.DROP_UNKNOWN if closed is None else closed
+            self._dropped[reason] = self._dropped.get(reason, 0) + 1
+            return False
+        if batch.fetcher_id != fetcher_id:
+            self._dropped[P.DROP_WRONG_FETCHER] = self._dropped.get(P.DROP_WRONG_FETCHER, 0) + 1
+            return False
+        del self._outstanding[serial]
+        self._close(serial, P.DROP_DUPLICATE)
+        f = self._fetchers[fetcher_id]
+        f.outstanding.discard(serial)
+        self._liveness.touch(fetcher_id, now)
+        if pages > 0 and elapsed_s > 0 and math.isfinite(elapsed_s):
+            f.history.add(elapsed_s / pages)
+            self._sync_avg(f)
+        f.count += 1
+        if unfinished:
+            in_batch = {(t.url_id, t.url): t for t in batch.tasks}
+            back = [in_batch.pop(key) for key in ((t.url_id, t.url) for t in unfinished) if key in in_batch]
+            if back:
+                self._frontier.requeue(fetcher_id, back)
+                self._requeued_urls += len(back)
+        for host, delay in host_delays.items():
+            f.pending_delays[host] = max(delay, f.pending_delays.get(host, 0.0))
+        if not f.outstanding:
+            self._release(f, now)
+        return True
+
+    def tick(self) -> list[int]:
+        """Liveness sweep and lease expiry; returns the serials expired by this call, ascending."""
+        now = self._clock()
+        self._admission.roll(now)
+        expired: list[int] = []
+        for fid in self._liveness.sweep(now):
+            f = self._fetchers.get(fid)
+            if f is None:
+                continue
+            f.deaths += 1
+            self._avg.remove(fid)
+            for serial in sorted(f.outstanding):
+                self._expire(serial, now)
+                expired.append(serial)
+        if self.settings.lease_s > 0:
+            limit = now - self.settings.lease_s
+            late = []
+            for serial, batch in self._outstanding.items():  # oldest first
+                if batch.issued_at > limit:
+                    break
+                late.append(serial)
+            for serial in late:
+                self._expire(serial, now)
+            expired.extend(late)
+        return sorted(expired)
+
+    # --- introspection ---------------------------------------------------------------------------
+    def snapshot(self) -> DispatcherStats:
+        now = self._clock()
+        self._admission.roll(now)
+        s = second_of_minute(now)
+        fetchers = {}
+        for fid, f in self._fetchers.items():
+            r = self._admission.r(fid)
+            fetchers[fid] = FetcherStats(
+                fetcher_id=fid, address=f.address, k=f.k, n=self._size(f), t=f.history.mean,
+                count=f.count, live=self._liveness.is_live(fid, now), r=r, p=f.p, q=f.q,
+                u=capacity(p=f.p, q=f.q, r=r, s=s), outstanding=len(f.outstanding),
+                successes=f.successes, failures=f.failures, deaths=f.deaths,
+            )  # fmt: skip
+        services = {}
+        for name, st in self._services.items():
+            m = self._quotas.quota(name)
+            services[name] = _ServiceStats(
+                service=name, quota=None if m is None or math.isinf(m) else m,
+                n=self._admission.n(name), granted_total=st.granted_total,
+                batches_total=st.batches_total, refusals=dict(st.refusals),
+            )  # fmt: skip
+        return DispatcherStats(
+            now=now, second=s, fetchers=fetchers, services=services, avg_t=self._avg.avg,
+            in_flight=len(self._outstanding),
+            in_flight_urls=sum(len(b.tasks) for b in self._outstanding.values()),
+            refusals=dict(self._refusals), dropped=dict(self._dropped),
+            duplicates_dropped=sum(self._dropped.values()), expired_total=self._expired_total,
+            requeued_urls=self._requeued_urls, last_serial=self._serials.last,
+        )  # fmt: skip
+
+    def batch_size(self, fetcher_id: str) -> int:
+        """n_i for a known fetcher (S3), before admission."""
+        return self._size(self._fetchers[fetcher_id])
+
+    def outstanding(self) -> list[Batch]:
+        """Batches issued and not yet completed or expired, oldest first."""
+        return list(self._outstanding.values())
+
+    # --- internals -------------------------------------------------------------------------------
+    def _size(self, f: _Fetcher) -> int:
+        st = self.settings
+        return batch_size(k=f.k, t_i=f.history.mean, avg=self._avg.avg, n_min=st.n_min, n_max=st.n_max)
+
+    def _candidates(self, live: list[_Fetcher]) -> Iterator[Candidate]:
+        for f in live:
+            yield Candidate(f.fetcher_id, f.p, f.q, self._size(f))
+
+    def _budget_or_refusal(self, service: str, now: float) -> float | Refusal:
+        budget = self._admission.budget(service, now)
+        if budget is None:
+            return self._refuse(None, P.UNKNOWN_SERVICE, 0.0, detail=service)
+        self._services.setdefault(service, _ServiceStats(service, None, 0, 0, 0))
+        if budget < 1:
+            return self._refuse(service, P.QUOTA, self._quota_wait(service, now))
+        return budget
+
+    def _quota_wait(self, service: str, now: float) -> float:
+        """Seconds until floor(s*m) - n >= 1, or until the next minute if that is later."""
+        m = self._quotas.quota(service) or 0.0
+        start = minute_of(now) * 60.0
+        need = math.ceil((self._admission.n(service) + 1) / m) if m > 0 else 61  # the second s that fits
+        return max(0.0, start + need - 1 - now) if need <= 60 else max(0.0, start + 60 - now)
+
+    def _lease(self, f: _Fetcher, service: str, t: int, now: float) -> Batch | Refusal:
+        tasks = self._frontier.lease(f.fetcher_id, t, now)[:t] if t > 0 else []
+        if not tasks:
+            if not f.outstanding:
+                self._release(f, now)  # nothing leased; make sure no host stays held for nothing
+            return self._refuse(service, P.EMPTY, 1.0)
+        batch = Batch(serial=self._serials.next(), fetcher_id=f.fetcher_id, tasks=tasks,
+                      service=service, issued_at=now)  # fmt: skip
+        self._outstanding[batch.serial] = Batch(batch.serial, f.fetcher_id, list(tasks), service, now)
+        f.outstanding.add(batch.serial)
+        self._admission.grant(service, f.fetcher_id, len(tasks), now)
+        st = self._services[service]
+        st.granted_total += len(tasks)
+        st.batches_total += 1
+        return batch
+
+    def _expire(self, serial: int, now: float) -> None:
+        batch = self._outstanding.pop(serial)
+        self._close(serial, P.DROP_EXPIRED)
+        self._expired_total += 1
+        f = self._fetchers[batch.fetcher_id]
+        f.outstanding.discard(serial)
+        self._frontier.requeue(batch.fetcher_id, batch.tasks)
+        self._requeued_urls += len(batch.tasks)
+        if not f.outstanding:
+            self._release(f, now)
+
+    def _release(self, f: _Fetcher, now: float) -> None:
+        delays, f.pending_delays = f.pending_delays, {}
+        self._frontier.release(f.fetcher_id, now, host_delays=delays)
+
+    def _close(self, serial: int, reason: str) -> None:
+        self._closed[serial] = reason
+        if len(self._closed) > CLOSED_MEMORY:
+            self._closed.popitem(last=False)
+
+    def _sync_avg(self, f: _Fetcher) -> None:
+        t = f.history.mean
+        if t is not None and not self._liveness.is_dead(f.fetcher_id):
+            self._avg.set(f.fetcher_id, t)
+
+    def _refuse(self, service: str | None, reason: str, retry_after_s: float, *, detail: str = "") -> Refusal:
+        self._refusals[reason] = self._refusals.get(reason, 0) + 1
+        if service is not None and service in self._services:
+            refusals = self._services[service].refusals
+            refusals[reason] = refusals.get(reason, 0) + 1
+        return Refusal(reason, retry_after_s, detail)

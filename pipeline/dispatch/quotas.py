@@ -1,0 +1,75 @@
+"""The S1 quota list: service name -> URLs allowed per second, loaded once at start-up.
+
+File format (``quotas.toml``; see ``quotas.example.toml`` at the repository root)::
+
+    [services]
+    default = 200      # URLs per second
+    news = 12.5        # fractions are allowed; the minute budget is floor(s * m)
+    paused = 0         # known service, refused every time
+
+A crawl without a quota file uses ``Quotas.unlimited()``: every service is known and has no limit.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class QuotaError(ValueError):
+    """The quota file is malformed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Quotas:
+    """Per-service quotas. ``quota(service)`` is m, ``math.inf`` when unlimited, None when unknown."""
+
+    per_second: Mapping[str, float] = field(default_factory=dict)
+    unlimited_all: bool = False
+
+    def __post_init__(self) -> None:
+        for name, m in self.per_second.items():
+            if not isinstance(name, str) or not name:
+                raise QuotaError(f"bad service name {name!r}")
+            if isinstance(m, bool) or not isinstance(m, int | float) or not math.isfinite(m) or m < 0:
+                raise QuotaError(f"quota for {name!r} must be a finite number >= 0, got {m!r}")
+
+    @classmethod
+    def unlimited(cls) -> Quotas:
+        return cls({}, unlimited_all=True)
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, object]) -> Quotas:
+        """Build from a parsed TOML document (``{"services": {name: m}}``)."""
+        unexpected = set(data) - {"services"}
+        if unexpected:
+            raise QuotaError(f"unexpected top-level keys {sorted(unexpected)}; put quotas under [services]")
+        services = data.get("services", {})
+        if not isinstance(services, Mapping):
+            raise QuotaError("[services] must be a table of name = URLs per second")
+        return cls({str(k): v for k, v in services.items()})  # type: ignore[misc]
+
+    @classmethod
+    def load(cls, path: str | Path) -> Quotas:
+        try:
+            with open(path, "rb") as fh:
+                data = tomllib.load(fh)
+        except tomllib.TOMLDecodeError as exc:
+            raise QuotaError(f"{path}: {exc}") from exc
+        return cls.from_mapping(data)
+
+    @classmethod
+    def from_settings_file(cls, quotas_file: str) -> Quotas:
+        """The quota file named by DispatchSettings.quotas_file, or unlimited when it is empty."""
+        return cls.load(quotas_file) if quotas_file else cls.unlimited()
+
+    def quota(self, service: str) -> float | None:
+        if self.unlimited_all:
+            return math.inf
+        return self.per_second.get(service)
+
+    def services(self) -> list[str]:
+        return sorted(self.per_second)
