@@ -1,0 +1,313 @@
+"""AMQP edges of fleet mode (kombu over py-amqp): the worker's outbox and the dead-letter helper.
+
+``Outbox`` is one thread with its own connection in publisher-confirm mode. It packs results as they
+arrive (``ResultPacker``), publishes them to the service's results queue in arrival order, and sends
+the node's heartbeat on the fanout exchange every period. ``put_report`` returns an event that is set
+once the broker has confirmed every result of the batch and the report itself: the Celery task waits
+for it before returning, so a task message is acked (acks_late) only when its results are safe.
+
+While the broker is away the outbox keeps everything it has not had confirmed and retries every
+``retry_s``; heartbeats are not queued (a stale heartbeat means nothing). A message the broker
+nacks or a connection lost mid-publish is published again: duplicates are possible, losses are not,
+and the dispatcher drops duplicates by serial id and the store's exactly-once rule.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kombu import Connection, Producer
+from kombu.message import Message
+
+from fetchers.records import FetchResult
+from fetchers.report import BatchReport
+from pipeline.settings import FleetSettings
+from pipeline.transport import topology
+from pipeline.transport.messages import Encoded, NodeHeartbeat, ResultPacker, encode, wrap
+
+log = logging.getLogger(__name__)
+
+
+def connection(url: str, *, confirm: bool = False, heartbeat: float = 0) -> Connection:
+    """A kombu connection; ``confirm`` makes every publish wait for the broker's ack."""
+    options: dict[str, Any] = {"confirm_publish": True} if confirm else {}
+    return Connection(url, heartbeat=heartbeat, transport_options=options, connect_timeout=5)
+
+
+def dead_letter(producer: Producer, message: Message, *, reason: str, source: str) -> None:
+    """Copy ``message`` to the dead-letter queue with its reason in the headers, then ack it.
+
+    Used by consumers that find a message unusable (not JSON, wrong schema, oversized). The reason
+    is also logged here, once, so "why did this land in crawlfleet.dead" is answered in both places.
+    """
+    log.warning("dead-lettering a message from %s: %s", source, reason)
+    headers = dict(message.headers or {})
+    headers.update({"x-crawlfleet-reason": reason[:1000], "x-crawlfleet-source": source})
+    producer.publish(
+        message.body,
+        exchange=topology.dead_exchange(),
+        routing_key=source,
+        headers=headers,
+        content_type=message.content_type or "application/octet-stream",
+        content_encoding=message.content_encoding or "binary",
+        delivery_mode=2,
+        declare=[topology.dead_queue()],
+        retry=False,
+    )
+    message.ack()
+
+
+@dataclass(slots=True)
+class OutboxStats:
+    messages: int = 0
+    bytes: int = 0
+    results: int = 0
+    reports: int = 0
+    heartbeats: int = 0
+    republished: int = 0
+    reconnects: int = 0
+    stripped: int = 0
+
+
+@dataclass(slots=True)
+class _Pending:
+    service: str
+    encoded: Encoded
+    events: list[threading.Event] = field(default_factory=list)
+
+
+class Outbox:
+    """The publishing thread of one worker process. Thread-safe ``put_*``; see the module docstring."""
+
+    def __init__(
+        self,
+        fleet: FleetSettings,
+        *,
+        node: str,
+        incarnation: str,
+        heartbeat_s: float,
+        heartbeat: Callable[[], NodeHeartbeat],
+        linger_s: float = 0.02,
+        pack_bytes: int = 1024 * 1024,
+        compress: bool = False,
+        retry_s: float = 0.5,
+    ) -> None:
+        self.fleet = fleet
+        self.node, self.incarnation = node, incarnation
+        self.heartbeat_s = heartbeat_s
+        self._heartbeat = heartbeat
+        self.linger_s, self.retry_s, self.compress = linger_s, retry_s, compress
+        self.limit = max(4096, min(fleet.max_message_bytes, pack_bytes))
+        self.stats = OutboxStats()
+        self._in: queue.SimpleQueue[tuple[str, str, Any]] = queue.SimpleQueue()
+        self._packers: dict[str, ResultPacker] = {}
+        self._first_at: dict[str, float] = {}
+        self._pending: collections.deque[_Pending] = collections.deque()
+        self._conn: Connection | None = None
+        self._producer: Producer | None = None
+        self._declared: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"outbox-{node}", daemon=True)
+        self._next_heartbeat = 0.0
+        self._down_since: float | None = None
+
+    # --- API (any thread) ------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread.start()
+
+    def put_result(self, service: str, result: FetchResult) -> None:
+        self._in.put(("result", service, result))
+
+    def put_report(self, service: str, report: BatchReport) -> threading.Event:
+        done = threading.Event()
+        self._in.put(("report", service, (report, done)))
+        return done
+
+    def heartbeat_now(self) -> None:
+        """Send a heartbeat at the next chance (e.g. right after start-up)."""
+        self._in.put(("heartbeat", "", None))
+
+    @property
+    def connected(self) -> bool:
+        return self._conn is not None
+
+    def close(self, *, timeout: float = 5.0) -> None:
+        """Publish what is queued (within ``timeout``) and stop."""
+        self._in.put(("stop", "", None))
+        self._thread.join(timeout)
+        self._stop.set()
+
+    # --- the thread ------------------------------------------------------------------------------
+    def _run(self) -> None:
+        stopping = False
+        while True:
+            timeout = self._wait_time()
+            try:
+                kind, service, payload = self._in.get(timeout=timeout)
+                stopping = self._take(kind, service, payload) or stopping
+                while True:  # take everything already queued before publishing
+                    kind, service, payload = self._in.get_nowait()
+                    stopping = self._take(kind, service, payload) or stopping
+            except queue.Empty:
+                pass
+            self._flush_lingering(force=stopping)
+            self._publish_pending()
+            self._maybe_heartbeat()
+            if stopping and (not self._pending or self._stop.is_set()):
+                break
+            if stopping and self._conn is None:
+                time.sleep(self.retry_s)
+        self._disconnect()
+
+    def _wait_time(self) -> float:
+        now = time.monotonic()
+        waits = [max(0.0, self._next_heartbeat - now)]
+        if self._first_at:
+            waits.append(max(0.0, min(self._first_at.values()) + self.linger_s - now))
+        if self._pending:
+            waits.append(self.retry_s)
+        return max(0.001, min(waits))
+
+    def _take(self, kind: str, service: str, payload: Any) -> bool:
+        if kind == "stop":
+            return True
+        if kind == "heartbeat":
+            self._next_heartbeat = 0.0
+            return False
+        packer = self._packers.get(service)
+        if packer is None:
+            packer = self._packers[service] = ResultPacker(node=self.node, incarnation=self.incarnation, limit=self.limit)
+        if kind == "result":
+            self.stats.results += 1
+            self._first_at.setdefault(service, time.monotonic())
+            for text in packer.add_result(payload):
+                self._queue(service, text, [])
+        else:  # a report closes its batch: publish it with the results before it, now
+            report, done = payload
+            self.stats.reports += 1
+            for text in packer.add_report(report):
+                self._queue(service, text, [])
+            self._queue_flush(service, [done])
+        self.stats.stripped = sum(p.stripped for p in self._packers.values())
+        return False
+
+    def _flush_lingering(self, *, force: bool) -> None:
+        now = time.monotonic()
+        for service, first in list(self._first_at.items()):
+            if force or now - first >= self.linger_s:
+                self._queue_flush(service, [])
+
+    def _queue_flush(self, service: str, events: list[threading.Event]) -> None:
+        self._first_at.pop(service, None)
+        texts = self._packers[service].flush()
+        for i, text in enumerate(texts):
+            self._queue(service, text, events if i == len(texts) - 1 else [])
+        if not texts:
+            for ev in events:  # nothing left unsent for this service: already confirmed earlier
+                self._attach_or_set(ev)
+
+    def _attach_or_set(self, ev: threading.Event) -> None:
+        if self._pending:
+            self._pending[-1].events.append(ev)  # FIFO: set when everything before it is confirmed
+        else:
+            ev.set()
+
+    def _queue(self, service: str, text: str, events: list[threading.Event]) -> None:
+        self._pending.append(_Pending(service, wrap(text.encode(), compress=self.compress), list(events)))
+
+    def _publish_pending(self) -> None:
+        while self._pending:
+            item = self._pending[0]
+            if not self._send(item.service, item.encoded, persistent=True):
+                return
+            self._pending.popleft()
+            self.stats.messages += 1
+            self.stats.bytes += len(item.encoded.body)
+            for ev in item.events:
+                ev.set()
+
+    def _maybe_heartbeat(self) -> None:
+        now = time.monotonic()
+        if now < self._next_heartbeat:
+            return
+        self._next_heartbeat = now + self.heartbeat_s
+        try:
+            hb = self._heartbeat()
+        except Exception:  # a stats bug must not stop the heartbeat thread
+            log.exception("heartbeat source failed")
+            return
+        if self._send("", encode(hb.to_json()), persistent=False, heartbeat=True):
+            self.stats.heartbeats += 1
+
+    def _send(self, service: str, enc: Encoded, *, persistent: bool, heartbeat: bool = False) -> bool:
+        """Publish one message; False (and disconnected) if the broker is away or refused it."""
+        producer = self._ensure_producer()
+        if producer is None:
+            return False
+        try:
+            if heartbeat:
+                exchange, key = topology.heartbeat_exchange(self.fleet), ""
+            else:
+                exchange, key = topology.results_exchange(self.fleet), service
+                if service not in self._declared:
+                    # Declare the queue too, so results are kept even before the dispatcher first starts.
+                    topology.results_queue(self.fleet, service).declare(channel=producer.channel)
+                    self._declared.add(service)
+            producer.publish(
+                enc.body, exchange=exchange, routing_key=key, content_type=enc.content_type,
+                content_encoding=enc.content_encoding, delivery_mode=2 if persistent else 1, retry=False,
+            )  # fmt: skip
+            return True
+        except Exception as exc:  # connection, channel or nack: all mean "not confirmed, send again"
+            log.warning("outbox: publish failed (%s: %s); will retry", type(exc).__name__, exc)
+            if not heartbeat:
+                self.stats.republished += 1
+            self._disconnect()
+            return False
+
+    def _ensure_producer(self) -> Producer | None:
+        if self._producer is not None:
+            return self._producer
+        now = time.monotonic()
+        if self._down_since is not None and now - self._down_since < self.retry_s:
+            return None
+        conn = connection(self.fleet.broker_url, confirm=True)
+        try:
+            conn.connect()
+            channel = conn.channel()
+            topology.heartbeat_exchange(self.fleet).declare(channel=channel)
+            topology.results_exchange(self.fleet).declare(channel=channel)
+            self._producer = Producer(channel)
+        except Exception as exc:
+            if self._down_since is None:
+                log.warning("outbox: broker unreachable (%s); retrying every %.1fs", exc, self.retry_s)
+            self._down_since = now
+            _close_quietly(conn)
+            return None
+        if self._down_since is not None:
+            self.stats.reconnects += 1
+            log.info("outbox: reconnected after %.1fs", now - self._down_since)
+        self._conn, self._down_since = conn, None
+        self._declared.clear()
+        return self._producer
+
+    def _disconnect(self) -> None:
+        if self._conn is not None:
+            _close_quietly(self._conn)
+        self._conn, self._producer = None, None
+        if self._down_since is None:
+            self._down_since = time.monotonic()
+
+
+def _close_quietly(conn: Connection) -> None:
+    try:
+        conn.release()
+    except Exception:  # already broken; nothing more to do
+        log.debug("closing a broken connection", exc_info=True)

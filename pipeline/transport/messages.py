@@ -1,0 +1,250 @@
+"""Wire format of the fleet's own messages (the fetch task itself is a Celery JSON message).
+
+Every message is a JSON object with ``"v": 1`` and a ``"kind"``:
+
+- ``results``: ``{"node", "incarnation", "results": [FetchResult...], "reports": [BatchReport...]}``.
+  A pack holds the results that arrived within a short linger window, then any batch reports, in
+  order: a batch's report is never published before its last result (same channel, FIFO), so the
+  dispatcher closes a batch only after it has seen every result of it.
+- ``heartbeat``: S1's fields (successes, failures, rate p, free slots q) plus ``incarnation`` (changes
+  when the worker process restarts), ``slots`` (batches it runs at once) and ``active`` (batches running).
+- ``submit``: ``{"service", "urls": [...]}`` from a client.
+
+Bodies are UTF-8 JSON, optionally deflated as a whole (``content_encoding="deflate"``); FetchResult
+bodies are already zlib+base64 inside. ``decode`` never trusts sizes: the raw body and the inflated
+body are both bounded by ``max_bytes``, and any violation raises ``BadMessage`` with a reason.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from fetchers.records import FetchResult, SchemaError
+from fetchers.report import BatchReport
+from pipeline.dispatch.protocols import Heartbeat
+
+log = logging.getLogger(__name__)
+
+CONTENT_TYPE = "application/json"
+DEFLATE = "deflate"
+VERSION = 1
+
+
+class BadMessage(ValueError):
+    """A message that must go to the dead-letter queue; ``str(exc)`` is the logged reason."""
+
+
+@dataclass(slots=True)
+class Encoded:
+    body: bytes
+    content_type: str = CONTENT_TYPE
+    content_encoding: str = "utf-8"
+
+
+def encode(obj: dict[str, Any], *, compress: bool = False) -> Encoded:
+    raw = json.dumps(obj, separators=(",", ":")).encode()
+    return wrap(raw, compress=compress)
+
+
+def wrap(raw: bytes, *, compress: bool) -> Encoded:
+    if compress:
+        return Encoded(zlib.compress(raw, 1), CONTENT_TYPE, DEFLATE)
+    return Encoded(raw)
+
+
+def decode(body: bytes | str, *, content_type: str | None, content_encoding: str | None, max_bytes: int) -> dict[str, Any]:
+    """Parse one message body into a JSON object, or raise BadMessage saying why."""
+    if isinstance(body, str):
+        body = body.encode("utf-8", "surrogatepass")
+    if len(body) > max_bytes:
+        raise BadMessage(f"oversized: {len(body)} bytes > limit {max_bytes}")
+    if (content_type or "") != CONTENT_TYPE:
+        raise BadMessage(f"content_type {content_type!r} is not {CONTENT_TYPE}")
+    if content_encoding == DEFLATE:
+        inflater = zlib.decompressobj()
+        try:
+            body = inflater.decompress(body, max_bytes)
+        except zlib.error as exc:
+            raise BadMessage(f"bad deflate body: {exc}") from exc
+        if inflater.unconsumed_tail:
+            raise BadMessage(f"oversized: inflates beyond limit {max_bytes}")
+    elif content_encoding not in (None, "", "utf-8", "utf8"):
+        raise BadMessage(f"unknown content_encoding {content_encoding!r}")
+    try:
+        obj = json.loads(body)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise BadMessage(f"not JSON: {exc}") from exc
+    if not isinstance(obj, dict):
+        raise BadMessage("not a JSON object")
+    if obj.get("v") != VERSION:
+        raise BadMessage(f"unknown version {obj.get('v')!r}")
+    return obj
+
+
+# --- results ---------------------------------------------------------------------------------------
+@dataclass(slots=True)
+class ResultsPack:
+    node: str
+    incarnation: str
+    results: list[FetchResult] = field(default_factory=list)
+    reports: list[BatchReport] = field(default_factory=list)
+
+
+def parse_results(obj: dict[str, Any], *, max_body_bytes: int) -> ResultsPack:
+    if obj.get("kind") != "results":
+        raise BadMessage(f"expected kind 'results', got {obj.get('kind')!r}")
+    try:
+        node, inc = obj["node"], obj["incarnation"]
+        if not isinstance(node, str) or not isinstance(inc, str):
+            raise SchemaError("node/incarnation must be strings")
+        raw_results, raw_reports = obj["results"], obj["reports"]
+        if not isinstance(raw_results, list) or not isinstance(raw_reports, list):
+            raise SchemaError("results/reports must be lists")
+        results = [FetchResult.from_json(r, max_body_bytes=max_body_bytes) for r in raw_results]
+        reports = [_parse_report(r) for r in raw_reports]
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:  # SchemaError is a ValueError
+        raise BadMessage(f"wrong schema: {exc!r}") from exc
+    return ResultsPack(node, inc, results, reports)
+
+
+def _parse_report(obj: Any) -> BatchReport:
+    if not isinstance(obj, dict):
+        raise SchemaError("report must be an object")
+    report = BatchReport.from_json(obj)
+    if report.pages < 0 or report.elapsed_s < 0:
+        raise SchemaError("report pages/elapsed_s must be >= 0")
+    return report
+
+
+class ResultPacker:
+    """Joins pre-serialised results and reports into ``results`` messages of at most ``limit`` bytes.
+
+    Pure and single-threaded. ``add_result``/``add_report`` return the messages that became full;
+    ``flush`` returns what is left. A single result too large for any message is sent without its
+    body (``truncated`` set) and logged: never silently dropped, never over the broker's limit.
+    """
+
+    # Room for the envelope around the items; node/incarnation names are short (checked).
+    _ENVELOPE = 256
+
+    def __init__(self, *, node: str, incarnation: str, limit: int, max_items: int = 256) -> None:
+        if limit < 4096:
+            raise ValueError("message limit must be >= 4096 bytes")
+        self.node, self.incarnation = node, incarnation
+        self.limit, self.max_items = limit, max_items
+        self._results: list[str] = []
+        self._reports: list[str] = []
+        self._size = 0
+        self.stripped = 0  # results whose body was dropped to fit the limit
+
+    def __len__(self) -> int:
+        return len(self._results) + len(self._reports)
+
+    def add_result(self, result: FetchResult) -> list[str]:
+        item = json.dumps(result.to_json(), separators=(",", ":"))
+        if len(item) + self._ENVELOPE > self.limit:
+            item = self._strip(result, len(item))
+        return self._add(self._results, item)
+
+    def add_report(self, report: BatchReport) -> list[str]:
+        return self._add(self._reports, json.dumps(report.to_json(), separators=(",", ":")))
+
+    def flush(self) -> list[str]:
+        if not self._results and not self._reports:
+            return []
+        head = json.dumps({"v": VERSION, "kind": "results", "node": self.node, "incarnation": self.incarnation})
+        text = f'{head[:-1]},"results":[{",".join(self._results)}],"reports":[{",".join(self._reports)}]}}'
+        self._results, self._reports, self._size = [], [], 0
+        return [text]
+
+    def _add(self, bucket: list[str], item: str) -> list[str]:
+        out: list[str] = []
+        if self._size + len(item) + 1 + self._ENVELOPE > self.limit or len(self) >= self.max_items:
+            out = self.flush()
+        bucket.append(item)
+        self._size += len(item) + 1
+        return out
+
+    def _strip(self, result: FetchResult, size: int) -> str:
+        self.stripped += 1
+        log.warning(
+            "result for %s is %d bytes, over the %d-byte message limit: sending it without its body",
+            result.url, size, self.limit,
+        )  # fmt: skip
+        obj = result.to_json()
+        obj["body_z"] = ""
+        obj["truncated"] = True
+        obj["headers"] = {}
+        obj["error_message"] = (obj["error_message"] + " body dropped: over fleet.max_message_bytes").strip()
+        item = json.dumps(obj, separators=(",", ":"))
+        if len(item) + self._ENVELOPE > self.limit:  # a monstrous URL/redirect chain: keep only the skeleton
+            obj["redirects"], obj["final_url"], obj["error_message"] = [], "", "over fleet.max_message_bytes"
+            item = json.dumps(obj, separators=(",", ":"))
+        return item
+
+
+# --- heartbeats ------------------------------------------------------------------------------------
+@dataclass(slots=True)
+class NodeHeartbeat:
+    """S1 heartbeat of one fetch node plus what the fleet dispatcher needs to route to it."""
+
+    node: str
+    incarnation: str
+    sent_at: float
+    successes: int
+    failures: int
+    rate: float
+    free_slots: int
+    slots: int
+    active: int
+    address: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "v": VERSION, "kind": "heartbeat", "node": self.node, "incarnation": self.incarnation,
+            "sent_at": self.sent_at, "successes": self.successes, "failures": self.failures,
+            "rate": self.rate, "free_slots": self.free_slots, "slots": self.slots,
+            "active": self.active, "address": self.address,
+        }  # fmt: skip
+
+    def for_fetcher(self, fetcher_id: str, *, share: int) -> Heartbeat:
+        """The S1 heartbeat of one of the node's ``share`` virtual fetchers (p and q split evenly)."""
+        share = max(1, share)
+        return Heartbeat(
+            fetcher_id=fetcher_id, sent_at=self.sent_at, successes=self.successes, failures=self.failures,
+            rate=self.rate / share, free_slots=self.free_slots // share, address=self.address,
+        )  # fmt: skip
+
+
+def parse_heartbeat(obj: dict[str, Any]) -> NodeHeartbeat:
+    if obj.get("kind") != "heartbeat":
+        raise BadMessage(f"expected kind 'heartbeat', got {obj.get('kind')!r}")
+    spec: dict[str, type | tuple[type, ...]] = {
+        "node": str, "incarnation": str, "sent_at": (int, float), "successes": int, "failures": int,
+        "rate": (int, float), "free_slots": int, "slots": int, "active": int, "address": str,
+    }  # fmt: skip
+    for name, kind in spec.items():
+        value = obj.get(name)
+        if isinstance(value, bool) or not isinstance(value, kind):
+            raise BadMessage(f"wrong schema: heartbeat field {name!r}")
+    if obj["slots"] < 1 or obj["slots"] > 4096 or obj["active"] < 0:
+        raise BadMessage("wrong schema: heartbeat slots/active out of range")
+    return NodeHeartbeat(**{name: obj[name] for name in spec})  # type: ignore[arg-type]
+
+
+# --- submit ----------------------------------------------------------------------------------------
+def submit_message(service: str, urls: list[str]) -> dict[str, Any]:
+    return {"v": VERSION, "kind": "submit", "service": service, "urls": list(urls)}
+
+
+def parse_submit(obj: dict[str, Any]) -> tuple[str, list[str]]:
+    if obj.get("kind") != "submit":
+        raise BadMessage(f"expected kind 'submit', got {obj.get('kind')!r}")
+    service, urls = obj.get("service"), obj.get("urls")
+    if not isinstance(service, str) or not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
+        raise BadMessage("wrong schema: submit needs service (str) and urls (list of str)")
+    return service, urls

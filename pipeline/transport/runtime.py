@@ -1,0 +1,241 @@
+"""The long-lived half of a fetch worker process: one asyncio loop, its fetchers, one DNS cache, the outbox.
+
+Celery has no async tasks, so the worker runs on the *threads* pool (never solo: measured at 1-2
+tasks/s) and each task thread hands its batch to this runtime's loop thread and blocks until the batch
+is done and its results are confirmed by the broker. One event loop, one aiohttp session per scope and
+one DNS cache serve every batch of the process, as S1's event-driven slave does.
+
+Serial ids make a batch idempotent here: a re-delivered message (after a broker restart, or a lost ack)
+whose serial is running joins the running fetch, and one that already finished is answered from memory
+without fetching again. ``incarnation`` names this process; a batch addressed to another incarnation of
+the node (issued before a restart, which the dispatcher has already re-queued) is dropped unfetched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import hashlib
+import json
+import logging
+import os
+import re
+import socket
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from fetchers.records import Batch, FetchResult
+from fetchers.report import BatchReport
+from pipeline.settings import Settings
+from pipeline.transport.amqp import Outbox
+from pipeline.transport.messages import NodeHeartbeat
+from pipeline.urls import Scope
+
+log = logging.getLogger(__name__)
+
+DONE_MEMORY = 20_000  # finished serials remembered for re-deliveries
+
+
+class Fetcher(Protocol):
+    """What the runtime needs from a fetcher (``fetchers.aio.AioFetcher`` in production)."""
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    @property
+    def free_slots(self) -> int: ...
+
+    def fetch_batch(self, batch: Batch, on_result: Callable[[FetchResult], None]) -> Awaitable[BatchReport]: ...
+
+
+# (settings, node, scope, shared) -> Fetcher; ``shared`` is a per-process dict for a shared DNS cache.
+FetcherFactory = Callable[[Settings, str, Scope | None, dict[str, Any]], Fetcher]
+
+
+def aio_fetcher_factory(settings: Settings, node: str, scope: Scope | None, shared: dict[str, Any]) -> Fetcher:
+    """AioFetcher behind this process's one caching resolver (built on the loop thread)."""
+    from fetchers.aio import AioFetcher
+    from pipeline.dns.aiohttp_resolver import AiohttpResolver
+    from pipeline.dns.cache_resolver import CachingResolver
+
+    if "resolver" not in shared:
+        shared["caching"] = CachingResolver.from_settings(settings.dns)
+        shared["resolver"] = AiohttpResolver(shared["caching"])
+    return AioFetcher(settings, fetcher_id=node, resolver=shared["resolver"], scope=scope)
+
+
+def scope_to_json(scope: Scope | None) -> dict[str, Any] | None:
+    if scope is None:
+        return None
+    return {
+        "domains": sorted(scope.domains),
+        "allow": [p.pattern for p in scope.allow],
+        "deny": [p.pattern for p in scope.deny],
+    }
+
+
+def scope_from_json(obj: Any) -> Scope | None:
+    """Rebuild a Scope; raises ValueError on anything but the shape ``scope_to_json`` makes."""
+    if obj is None:
+        return None
+    if not isinstance(obj, dict) or not all(isinstance(obj.get(k), list) for k in ("domains", "allow", "deny")):
+        raise ValueError("scope must be {domains, allow, deny} lists")
+    if not all(isinstance(x, str) for x in obj["domains"] + obj["allow"] + obj["deny"]):
+        raise ValueError("scope entries must be strings")
+    try:
+        return Scope(
+            domains=frozenset(d.lower() for d in obj["domains"]),
+            allow=tuple(re.compile(p) for p in obj["allow"]),
+            deny=tuple(re.compile(p) for p in obj["deny"]),
+        )
+    except re.error as exc:
+        raise ValueError(f"bad scope pattern: {exc}") from exc
+
+
+@dataclass(slots=True)
+class _Counters:
+    successes: int = 0
+    failures: int = 0
+    last_total: int = 0
+    last_at: float = 0.0
+    rate: float = 0.0
+
+
+class FetchRuntime:
+    """One per worker process. ``start`` once; ``run_batch`` from any thread; ``close`` at shutdown."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        node: str,
+        slots: int,
+        factory: FetcherFactory = aio_fetcher_factory,
+        reserved: Callable[[], int] | None = None,
+        outbox_options: dict[str, Any] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.node = node
+        self.slots = slots
+        self.incarnation = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self._factory = factory
+        self._reserved = reserved
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name=f"fetch-loop-{node}", daemon=True)
+        self._shared: dict[str, Any] = {}
+        self._fetchers: dict[str, Fetcher] = {}
+        self._lock = threading.Lock()
+        self._running: dict[int, concurrent.futures.Future[tuple[BatchReport, threading.Event]]] = {}
+        self._done: OrderedDict[int, dict[str, Any]] = OrderedDict()
+        self._active = 0
+        self._counters = _Counters(last_at=time.monotonic())
+        self.outbox = Outbox(
+            settings.fleet, node=node, incarnation=self.incarnation, heartbeat_s=settings.dispatch.heartbeat_s,
+            heartbeat=self.heartbeat, **(outbox_options or {}),
+        )  # fmt: skip
+        self.duplicates = 0
+        self.stale = 0
+
+    # --- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread.start()
+        self.outbox.start()
+        log.info("fetch runtime up: node=%s incarnation=%s slots=%d", self.node, self.incarnation, self.slots)
+
+    def close(self, *, timeout: float = 10.0) -> None:
+        async def _close_all() -> None:
+            for fetcher in self._fetchers.values():
+                await fetcher.close()
+            caching = self._shared.get("caching")
+            if caching is not None and hasattr(caching, "aclose"):
+                await caching.aclose()
+
+        if self._thread.is_alive():
+            try:
+                asyncio.run_coroutine_threadsafe(_close_all(), self._loop).result(timeout)
+            except Exception:  # shutting down: log and carry on
+                log.exception("closing fetchers failed")
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout)
+        self.outbox.close(timeout=timeout)
+
+    # --- batches ---------------------------------------------------------------------------------
+    def run_batch(self, batch: Batch, *, incarnation: str | None, scope: Scope | None) -> dict[str, Any]:
+        """Fetch ``batch`` (blocking) and return its report as JSON, once per serial per process."""
+        if incarnation and incarnation != self.incarnation:
+            self.stale += 1
+            log.warning("dropping stale batch %d: addressed to incarnation %s, I am %s",
+                        batch.serial, incarnation, self.incarnation)  # fmt: skip
+            return {"serial": batch.serial, "dropped": "stale_incarnation"}
+        with self._lock:
+            known = self._done.get(batch.serial)
+            if known is not None:
+                self.duplicates += 1
+                return dict(known, duplicate=True)
+            future = self._running.get(batch.serial)
+            if future is None:
+                future = asyncio.run_coroutine_threadsafe(self._fetch(batch, scope), self._loop)
+                self._running[batch.serial] = future
+            else:
+                self.duplicates += 1
+            self._active += 1
+        try:
+            report, confirmed = future.result()
+            confirmed.wait()
+            out = report.to_json()
+            with self._lock:
+                self._running.pop(batch.serial, None)
+                self._done[batch.serial] = out
+                while len(self._done) > DONE_MEMORY:
+                    self._done.popitem(last=False)
+            return out
+        finally:
+            with self._lock:
+                self._active -= 1
+
+    async def _fetch(self, batch: Batch, scope: Scope | None) -> tuple[BatchReport, threading.Event]:
+        fetcher = await self._fetcher_for(scope)
+        service = batch.service
+        counters = self._counters
+
+        def on_result(result: FetchResult) -> None:
+            if result.ok:
+                counters.successes += 1
+            else:
+                counters.failures += 1
+            self.outbox.put_result(service, result)
+
+        report = await fetcher.fetch_batch(batch, on_result)
+        report.fetcher_id = batch.fetcher_id  # the dispatcher's (virtual) fetcher, not the node
+        return report, self.outbox.put_report(service, report)
+
+    async def _fetcher_for(self, scope: Scope | None) -> Fetcher:
+        key = hashlib.sha1(json.dumps(scope_to_json(scope), sort_keys=True).encode()).hexdigest()
+        fetcher = self._fetchers.get(key)
+        if fetcher is None:
+            fetcher = self._factory(self.settings, self.node, scope, self._shared)
+            await fetcher.start()
+            self._fetchers[key] = fetcher
+        return fetcher
+
+    # --- heartbeat (outbox thread) ---------------------------------------------------------------
+    def heartbeat(self) -> NodeHeartbeat:
+        c = self._counters
+        now = time.monotonic()
+        total = c.successes + c.failures
+        if now - c.last_at >= 0.5:
+            c.rate = (total - c.last_total) / (now - c.last_at)
+            c.last_total, c.last_at = total, now
+        free = sum(f.free_slots for f in self._fetchers.values()) if self._fetchers else self.settings.fetch.concurrency
+        active = self._reserved() if self._reserved is not None else self._active
+        return NodeHeartbeat(
+            node=self.node, incarnation=self.incarnation, sent_at=time.time(), successes=c.successes,
+            failures=c.failures, rate=round(c.rate, 3), free_slots=int(free), slots=self.slots,
+            active=max(active, self._active), address=f"fetch.{self.node}",
+        )  # fmt: skip
