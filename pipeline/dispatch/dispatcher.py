@@ -14,6 +14,12 @@ Decision order of ``next_batch(service)``:
 ``offer(fetcher_id, service)`` is the same with the fetcher fixed: it skips the u test, because the
 fetcher saying "I am idle" is fresher than the p and q of its last heartbeat; quota still applies.
 
+At most ``max_outstanding`` batches (default 1) are out per fetcher: a fetcher at the cap is no candidate
+for ``next_batch`` and ``offer`` answers ``busy``. The reason is host leases: the frontier releases per
+fetcher, so the dispatcher releases a fetcher's hosts only when it has nothing outstanding; with more
+than one batch in flight a busy fetcher may never reach zero and would hold its hosts for ever. Raise it
+(e.g. 2 for double buffering) only with a frontier where that is acceptable.
+
 Signs of life: ``register`` and ``heartbeat`` make a fetcher live (and bring back a dead one);
 ``offer`` and ``complete`` keep a live fetcher live but never revive a dead one. ``tick`` declares dead
 every fetcher silent for missed_heartbeats * heartbeat_s, expires its batches and re-queues their URLs;
@@ -69,7 +75,10 @@ class Dispatcher:
         quotas: Quotas,
         serials: SerialAllocator,
         clock: Callable[[], float],
+        max_outstanding: int = 1,
     ) -> None:
+        if max_outstanding < 1:
+            raise ValueError("max_outstanding must be >= 1")
         if settings.n_min < 1 or settings.n_max < settings.n_min or settings.k < 1:
             raise ValueError("dispatch settings need k >= 1 and 1 <= n_min <= n_max")
         self.settings = settings
@@ -77,6 +86,7 @@ class Dispatcher:
         self._quotas = quotas
         self._serials = serials
         self._clock = clock
+        self.max_outstanding = max_outstanding
         self._admission = Admission(quotas)
         self._liveness = Liveness(settings.heartbeat_s, settings.missed_heartbeats)
         self._fetchers: dict[str, _Fetcher] = {}
@@ -136,7 +146,8 @@ class Dispatcher:
         live = [f for f in self._fetchers.values() if self._liveness.is_live(f.fetcher_id, now)]
         if not live:
             return self._refuse(service, P.NOT_LIVE, self.settings.heartbeat_s)
-        choice = self._admission.choose(self._candidates(live), budget, now)
+        free = [f for f in live if len(f.outstanding) < self.max_outstanding]
+        choice = self._admission.choose(self._candidates(free), budget, now)
         if choice is None:
             return self._refuse(service, P.NO_CANDIDATE, 1.0)
         return self._lease(self._fetchers[choice.fetcher_id], service, choice.t, now)
@@ -153,6 +164,8 @@ class Dispatcher:
         if not self._liveness.is_live(fetcher_id, now):
             return self._refuse(service, P.NOT_LIVE, 0.0, detail="heartbeat or register again")
         self._liveness.touch(fetcher_id, now)
+        if len(f.outstanding) >= self.max_outstanding:
+            return self._refuse(service, P.BUSY, 0.0, detail=f"{len(f.outstanding)} batch(es) outstanding")
         t = Admission.admitted(self._size(f), budget)
         if self._frontier.available(now) <= 0:
             return self._refuse(service, P.EMPTY, 1.0)
@@ -293,8 +306,10 @@ class Dispatcher:
         """Seconds until floor(s*m) - n >= 1, or until the next minute if that is later."""
         m = self._quotas.quota(service) or 0.0
         start = minute_of(now) * 60.0
-        need = math.ceil((self._admission.n(service) + 1) / m) if m > 0 else 61  # the second s that fits
-        return max(0.0, start + need - 1 - now) if need <= 60 else max(0.0, start + 60 - now)
+        need = (self._admission.n(service) + 1) / m if m > 0 else math.inf  # the second s that fits
+        if need > 60:
+            return max(0.0, start + 60 - now)
+        return max(0.0, start + math.ceil(need) - 1 - now)
 
     def _lease(self, f: _Fetcher, service: str, t: int, now: float) -> Batch | Refusal:
         tasks = self._frontier.lease(f.fetcher_id, t, now)[:t] if t > 0 else []

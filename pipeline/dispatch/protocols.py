@@ -37,6 +37,7 @@ NOT_LIVE: Final = "not_live"  # no live fetcher at all / the offering fetcher is
 NO_CANDIDATE: Final = "no_candidate"  # live fetchers exist but none has u > t (S1 rule 3)
 EMPTY: Final = "empty"  # the frontier has nothing leasable now
 UNKNOWN_FETCHER: Final = "unknown_fetcher"  # offer() from a fetcher that never registered
+BUSY: Final = "busy"  # offer() from a fetcher already holding max_outstanding batches
 
 # Why a completion was dropped (DispatcherStats.dropped keys).
 DROP_UNKNOWN: Final = "unknown"  # never issued by this dispatcher (or from before a restart)

@@ -30,7 +30,12 @@ def tasks(n: int, hosts: int = 10, start: int = 0) -> list[UrlTask]:
 
 
 def make(
-    quotas: Quotas | None = None, *, urls: int = 1000, store: MemorySerialStore | None = None, **kw
+    quotas: Quotas | None = None,
+    *,
+    urls: int = 1000,
+    store: MemorySerialStore | None = None,
+    max_outstanding: int = 1,
+    **kw,
 ) -> tuple[Dispatcher, MemoryFrontier, Clock]:
     clock = Clock()
     frontier = MemoryFrontier(per_host=1000)
@@ -38,7 +43,8 @@ def make(
     settings = DispatchSettings(**{"k": 10, "n_min": 2, "n_max": 100, "heartbeat_s": 2.0, **kw})
     store = store or MemorySerialStore()
     d = Dispatcher(settings, frontier=frontier, quotas=quotas or Quotas.unlimited(),
-                   serials=SerialAllocator(store.reserve_serials, block=8), clock=clock)  # fmt: skip
+                   serials=SerialAllocator(store.reserve_serials, block=8), clock=clock,
+                   max_outstanding=max_outstanding)  # fmt: skip
     return d, frontier, clock
 
 
@@ -153,11 +159,23 @@ def test_empty_frontier() -> None:
 
 
 def test_lease_returns_fewer_than_asked() -> None:
-    d, _, clock = make(urls=3)
+    d, _, clock = make(urls=3, max_outstanding=2)
     d.register("a")
     batch = ok(d.offer("a", "default"))
     assert len(batch.tasks) == 3
     refused(d.offer("a", "default"), "empty")
+
+
+def test_max_outstanding_busy_and_no_candidate() -> None:
+    d, _, clock = make()
+    d.heartbeat(hb("a", clock))
+    batch = ok(d.offer("a", "default"))
+    refused(d.offer("a", "default"), "busy")
+    refused(d.next_batch("default"), "no_candidate")  # its only fetcher is at the cap
+    d.complete(batch.serial, fetcher_id="a", pages=10, elapsed_s=1.0)
+    ok(d.next_batch("default"))
+    with pytest.raises(ValueError):
+        make(max_outstanding=0)
 
 
 def test_serial_replay_unknown_and_wrong_fetcher() -> None:
@@ -175,7 +193,7 @@ def test_serial_replay_unknown_and_wrong_fetcher() -> None:
 
 
 def test_death_requeues_without_loss_or_duplicates_and_expires_serials() -> None:
-    d, frontier, clock = make(urls=50)
+    d, frontier, clock = make(urls=50, max_outstanding=2)
     d.register("a")
     d.register("b")
     a1 = ok(d.offer("a", "default"))
@@ -268,7 +286,8 @@ def test_host_delays_and_release_after_last_batch() -> None:
     frontier = MemoryFrontier(per_host=1)
     frontier.add([UrlTask("http://a.test/1", 1), UrlTask("http://a.test/2", 2), UrlTask("http://b.test/1", 3)])
     d = Dispatcher(DispatchSettings(k=1, n_min=1), frontier=frontier, quotas=Quotas.unlimited(),
-                   serials=SerialAllocator(MemorySerialStore().reserve_serials), clock=clock)  # fmt: skip
+                   serials=SerialAllocator(MemorySerialStore().reserve_serials), clock=clock,
+                   max_outstanding=2)  # fmt: skip
     d.register("f")
     first, second = ok(d.offer("f", "default")), ok(d.offer("f", "default"))
     assert {first.tasks[0].url_id, second.tasks[0].url_id} == {1, 3}

@@ -39,15 +39,18 @@ op = st.one_of(
     ),
     k=st.integers(1, 80),
     start=st.floats(0.0, 59.99),
+    cap=st.integers(1, 3),
     ops=st.lists(op, min_size=20, max_size=150),
 )
-def test_quota_never_exceeded(quotas: dict[str, float], k: int, start: float, ops: list[tuple]) -> None:
+def test_quota_never_exceeded(
+    quotas: dict[str, float], k: int, start: float, cap: int, ops: list[tuple]
+) -> None:
     now = [T0 + start]
     frontier = MemoryFrontier(per_host=7)
     frontier.add([UrlTask(f"http://h{i % 37}.test/{i}", i) for i in range(3000)])
     d = Dispatcher(DispatchSettings(k=k, n_min=1, n_max=200), frontier=frontier, quotas=Quotas(quotas),
                    serials=SerialAllocator(MemorySerialStore().reserve_serials, block=3),
-                   clock=lambda: now[0])  # fmt: skip
+                   clock=lambda: now[0], max_outstanding=cap)  # fmt: skip
     for fid in FETCHERS:
         d.heartbeat(Heartbeat(fid, now[0], 0, 0, 100.0, 300))
     granted: dict[tuple[str, int], int] = defaultdict(int)
