@@ -1,0 +1,240 @@
+"""The event-driven fetcher (S1): one aiohttp ClientSession and TCPConnector per process, many sockets
+on one loop. ``AioFetcher`` is what the embedded engine and the Celery worker use.
+
+The connector resolves through ``GuardedResolver`` so that only SSRF-checked addresses are connected
+to. Bodies are read raw (``auto_decompress=False``) and decoded by ``BodyDecoder`` under a cap. All
+rules (robots, redirects, retries, pacing) live in ``fetchers.engine``, shared with the threaded fetcher.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import time
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+from aiohttp.abc import AbstractResolver
+from yarl import URL
+
+from fetchers.body import ACCEPT_ENCODING, BodyDecoder
+from fetchers.engine import REDIRECT_STATUSES, Engine, Exchange, dns_error_class
+from fetchers.guard import GuardedResolver, SsrfBlocked
+from fetchers.records import Batch, FetchResult
+from fetchers.report import BatchReport
+from pipeline.settings import FetchSettings, Settings
+from pipeline.urls import Scope
+
+# Response headers kept in FetchResult.headers (lower-case names).
+KEEP_HEADERS = (
+    "content-type", "content-length", "content-encoding", "content-language", "last-modified", "etag",
+    "location", "retry-after", "x-robots-tag", "cache-control", "expires", "date", "server",
+)  # fmt: skip
+_REDIRECT_BODY_CAP = 64 * 1024  # read (and drop) small redirect bodies so the connection can be reused
+_READ_CHUNK = 64 * 1024
+
+# Time spent creating a new connection for the current exchange (set per task; see _TimedConnector).
+_CONNECT_TIME: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar("connect_time", default=None)
+
+
+class _TimedConnector(aiohttp.TCPConnector):
+    """Records connection set-up time into the running exchange's holder; cheaper than TraceConfig,
+    which adds signal dispatch to every request and every body chunk."""
+
+    async def _create_connection(self, req: Any, traces: Any, timeout: Any) -> Any:
+        t0 = time.perf_counter()
+        proto = await super()._create_connection(req, traces, timeout)
+        holder = _CONNECT_TIME.get()
+        if holder is not None:
+            holder[0] = time.perf_counter() - t0
+        return proto
+
+
+def classify(exc: BaseException, *, got_response: bool) -> tuple[str, bool]:
+    """(error_class, retryable) for an exception raised by aiohttp during one exchange."""
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        os_error = exc.os_error
+        if isinstance(os_error, SsrfBlocked):
+            return "ssrf_blocked", False
+        return dns_error_class(os_error), False
+    if isinstance(exc, aiohttp.ClientSSLError):
+        return "tls_error", False
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return "connect_error", True
+    if isinstance(exc, asyncio.TimeoutError):  # includes aiohttp.ServerTimeoutError
+        return "timeout", not got_response
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "server_disconnected", not got_response
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return "incomplete_body", False
+    if isinstance(exc, aiohttp.ClientResponseError):  # the response head did not parse
+        text = f"{exc.message} {exc.__cause__!r}".lower()
+        if "status" in text:
+            return "bad_status_line", False
+        if "too long" in text or "got more than" in text or "too many headers" in text:
+            return "headers_too_large", False
+        return "bad_response", False
+    if isinstance(exc, aiohttp.InvalidURL | ValueError):
+        return "invalid_url", False
+    if isinstance(exc, aiohttp.ClientOSError | OSError):
+        return "connect_error", not got_response
+    if isinstance(exc, aiohttp.ClientError):
+        return "http_error", False
+    return "internal_error", False
+
+
+class AioTransport:
+    """One HTTP exchange on the shared session; implements ``fetchers.engine.Transport``."""
+
+    def __init__(self, session: aiohttp.ClientSession, fetch: FetchSettings, clock: Callable[[], float]) -> None:
+        self._session = session
+        self._clock = clock
+        self._timeout = aiohttp.ClientTimeout(
+            total=fetch.total_timeout_s,
+            connect=fetch.connect_timeout_s,
+            sock_connect=fetch.connect_timeout_s,
+            sock_read=fetch.read_timeout_s,
+        )
+
+    async def exchange(self, url: str, host: str, ip: str, *, max_body: int) -> Exchange:
+        ex = Exchange()
+        holder = [0.0]
+        _CONNECT_TIME.set(holder)
+        t0 = self._clock()
+        got_response = False
+        try:
+            async with self._session.get(URL(url, encoded=True), allow_redirects=False, timeout=self._timeout) as resp:
+                got_response = True
+                ex.ttfb_s = self._clock() - t0
+                ex.status = status = resp.status
+                h = resp.headers
+                ex.headers = {k: h[k] for k in KEEP_HEADERS if k in h}
+                ctype = ex.headers.get("content-type", "")
+                ex.content_type = ctype.partition(";")[0].strip().lower()
+                ex.ip = ip  # the connector resolves through the same guarded resolver: same answer
+                conn = resp.connection
+                if conn is not None and conn.transport is not None:  # the actual peer, when still attached
+                    peer = conn.transport.get_extra_info("peername")
+                    if peer:
+                        ex.ip = peer[0]
+                limit = _REDIRECT_BODY_CAP if status in REDIRECT_STATUSES else max_body
+                decoder = BodyDecoder(ex.headers.get("content-encoding", ""), limit)
+                try:
+                    content = resp.content
+                    while True:
+                        chunk = await content.readany()
+                        if not chunk:
+                            break
+                        if not decoder.feed(chunk):
+                            resp.close()  # capped or undecodable: drop the rest with the connection
+                            break
+                finally:
+                    ex.body = decoder.body
+                    ex.wire_bytes = decoder.wire
+                    ex.truncated = decoder.truncated
+                if decoder.error:
+                    ex.error_class, ex.error_message = "decode_error", decoder.error
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # every failure is a result, never an exception
+            ex.error_class, ex.retryable = classify(exc, got_response=got_response)
+            ex.error_message = (f"{type(exc).__name__}: {exc}")[:300]
+        ex.connect_s = holder[0]
+        return ex
+
+
+class AioFetcher:
+    """The event-driven fetcher. ``start`` once per process; batches may run concurrently.
+
+    ``resolver``: any aiohttp resolver (our ``pipeline.dns.AiohttpResolver`` in production); None means
+    aiohttp's default. It is always wrapped in the SSRF guard; a resolver passed in is not closed here.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        fetcher_id: str,
+        resolver: AbstractResolver | None = None,
+        scope: Scope | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self.fetcher_id = fetcher_id
+        self._given_resolver = resolver
+        self.scope = scope
+        self.clock = clock
+        self._session: aiohttp.ClientSession | None = None
+        self._own_resolver: AbstractResolver | None = None
+        self.engine: Engine | None = None
+
+    async def start(self) -> None:
+        if self.engine is not None:
+            return
+        f = self.settings.fetch
+        inner = self._given_resolver
+        if inner is None:
+            inner = self._own_resolver = aiohttp.DefaultResolver()
+        guarded = _NonClosingGuard(inner, self.settings.security.allow_networks)
+        connector = _TimedConnector(
+            limit=f.concurrency + 16,  # the pacer bounds in-flight requests; leave headroom for closing sockets
+            limit_per_host=0,
+            resolver=guarded,
+            use_dns_cache=self._given_resolver is None,  # our DNS layer caches with real TTLs
+            ttl_dns_cache=30,
+            keepalive_timeout=15.0,
+        )
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            headers={"User-Agent": f.user_agent, "Accept-Encoding": ACCEPT_ENCODING, "Accept": "*/*"},
+            auto_decompress=False,
+            cookie_jar=aiohttp.DummyCookieJar(),
+            trust_env=False,
+            raise_for_status=False,
+            requote_redirect_url=False,
+            max_line_size=f.max_header_bytes,
+            max_field_size=f.max_header_bytes,
+            read_bufsize=_READ_CHUNK,
+        )
+        transport = AioTransport(self._session, f, self.clock)
+        self.engine = Engine(
+            self.settings, fetcher_id=self.fetcher_id, transport=transport, resolver=guarded,
+            scope=self.scope, clock=self.clock,
+        )  # fmt: skip
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+        if self._own_resolver is not None:
+            await self._own_resolver.close()
+            self._own_resolver = None
+        self.engine = None
+
+    @property
+    def free_slots(self) -> int:
+        if self.engine is None:
+            return self.settings.fetch.concurrency
+        return self.engine.free_slots
+
+    async def fetch_batch(self, batch: Batch, on_result: Callable[[FetchResult], None]) -> BatchReport:
+        """Fetch every task; ``on_result`` is called as each URL completes. Never raises (but can be cancelled)."""
+        if self.engine is None:
+            await self.start()
+        assert self.engine is not None
+        return await self.engine.run_batch(batch, on_result)
+
+    async def __aenter__(self) -> AioFetcher:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+class _NonClosingGuard(GuardedResolver):
+    """The connector closes its resolver; the inner one belongs to whoever passed it in."""
+
+    async def close(self) -> None:
+        return None

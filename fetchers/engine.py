@@ -1,0 +1,389 @@
+"""The fetch engine shared by the aiohttp and the thread-pool fetchers: batches, robots, scope, SSRF
+checks, redirects, retries, Retry-After and pacing. A ``Transport`` performs one HTTP exchange (no
+redirects followed); everything else is here, so both fetchers obey exactly the same rules.
+
+Per URL: for each hop -> scope -> resolve (through the guarded resolver; IP literals checked directly)
+-> robots of that hop's origin -> paced exchange (retried with exponential back-off only when the
+transport says the error is retryable or the status is a 5xx other than 501) -> follow a redirect or
+finish. Every failure becomes a FetchResult with ``error_class``; nothing raises out of ``run_batch``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from fetchers.guard import GuardedResolver, SsrfBlocked
+from fetchers.politeness import Deferred, Pacer, parse_retry_after
+from fetchers.records import Batch, FetchResult, Timings, UrlTask
+from fetchers.report import DEFERRED, RETRY_LATER, ROBOTS_UNAVAILABLE, THROTTLED, BatchReport
+from pipeline.robots import MAX_ROBOTS_BYTES, MAX_ROBOTS_REDIRECTS, RobotsCache, origin_of, robots_url
+from pipeline.settings import Settings
+from pipeline.urls import Scope, host_of, join, normalize
+
+log = logging.getLogger(__name__)
+
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+DEFAULT_THROTTLE_S = 60.0  # a 429 without Retry-After keeps the host away this long (capped by settings)
+_IP_TTL_S = 60.0
+
+
+@dataclass(slots=True)
+class Exchange:
+    """One HTTP request and its response (or failure), as a transport reports it."""
+
+    status: int = 0
+    headers: dict[str, str] = field(default_factory=dict)
+    content_type: str = ""
+    body: bytes = b""
+    truncated: bool = False
+    wire_bytes: int = 0
+    ip: str = ""
+    connect_s: float = 0.0
+    ttfb_s: float = 0.0
+    error_class: str = ""
+    error_message: str = ""
+    retryable: bool = False  # the failure happened before any response; another try may succeed
+
+
+class Transport(Protocol):
+    async def exchange(self, url: str, host: str, ip: str, *, max_body: int) -> Exchange:
+        """GET ``url`` (connecting to ``ip``, already SSRF-checked); read at most ``max_body`` decoded
+        bytes. Never raises except CancelledError."""
+        ...
+
+
+class _Fail(Exception):
+    def __init__(self, error_class: str, message: str) -> None:
+        super().__init__(message)
+        self.error_class = error_class
+        self.message = message
+
+
+def dns_error_class(exc: BaseException) -> str:
+    """Map a resolver failure to an error_class (our DNS layer's ``kind`` when it has one)."""
+    if isinstance(exc, SsrfBlocked):
+        return "ssrf_blocked"
+    kind = getattr(exc, "kind", None)
+    if isinstance(kind, str) and kind:
+        return "dns_nxdomain" if kind == "no_address" else f"dns_{kind}"
+    if isinstance(exc, TimeoutError):
+        return "dns_timeout"
+    msg = str(exc).lower()
+    if "timeout" in msg or "timed out" in msg or "temporary failure" in msg:
+        return "dns_timeout"
+    return "dns_nxdomain"
+
+
+@dataclass(slots=True)
+class _BatchCtx:
+    batch: Batch
+    on_result: Callable[[FetchResult], None]
+    unfinished: list[UrlTask] = field(default_factory=list)
+    host_ips: dict[str, str] = field(default_factory=dict)
+    origins: dict[str, str] = field(default_factory=dict)  # host -> origin, for robots back-offs
+    failed_hosts: dict[str, _Fail] = field(default_factory=dict)  # DNS/SSRF failures, once per host
+    pages: int = 0
+
+
+class Engine:
+    """Shared state of one fetcher process: pacer, robots cache, host->IP map. Batches run concurrently."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        fetcher_id: str,
+        transport: Transport,
+        resolver: GuardedResolver,
+        scope: Scope | None,
+        clock: Callable[[], float],
+    ) -> None:
+        self.settings = settings
+        self.fetcher_id = fetcher_id
+        self.transport = transport
+        self.resolver = resolver
+        self.scope = scope
+        self.clock = clock
+        f, p = settings.fetch, settings.politeness
+        self.pacer = Pacer(p, concurrency=f.concurrency, clock=clock)
+        self.robots = RobotsCache(p, agent=f.robots_agent, clock=clock)
+        self._ips: dict[str, tuple[str, float]] = {}
+        self._pending = 0
+        self._max_body = f.max_body_bytes
+        self._keep_all = f.keep_body
+        self._parse_types = frozenset(f.parse_content_types)
+
+    @property
+    def free_slots(self) -> int:
+        return max(0, self.settings.fetch.concurrency - self._pending)
+
+    # -- batches --------------------------------------------------------------------------------------
+    async def run_batch(self, batch: Batch, on_result: Callable[[FetchResult], None]) -> BatchReport:
+        t0 = self.clock()
+        ctx = _BatchCtx(batch, on_result)
+        queues: dict[str, deque[UrlTask]] = {}
+        for task in batch.tasks:
+            try:
+                host = host_of(task.url)
+            except ValueError:
+                host = ""
+            queues.setdefault(host, deque()).append(task)
+        per_host = max(1, self.settings.politeness.per_host_concurrency)
+        workers = [
+            self._worker(q, ctx) for host, q in queues.items() for _ in range(min(len(q), per_host if host else 1))
+        ]
+        self._pending += len(batch.tasks)
+        left = [len(batch.tasks)]
+        try:
+            await asyncio.gather(*(w.run(left) for w in workers))
+        finally:
+            self._pending -= left[0]
+        now = self.clock()
+        delays = {}
+        for host in queues:
+            if host:
+                wait = self.pacer.wait_for(host)
+                origin = ctx.origins.get(host)
+                if origin:
+                    wait = max(wait, self.robots.remaining_block(origin))
+                delays[host] = round(wait, 3)
+        return BatchReport(
+            serial=batch.serial,
+            fetcher_id=self.fetcher_id,
+            pages=ctx.pages,
+            elapsed_s=now - t0,
+            host_delays=delays,
+            host_ips=ctx.host_ips,
+            unfinished=ctx.unfinished,
+        )
+
+    def _worker(self, queue: deque[UrlTask], ctx: _BatchCtx) -> _Worker:
+        return _Worker(self, queue, ctx)
+
+    # -- one URL --------------------------------------------------------------------------------------
+    def _result(self, task: UrlTask, ctx: _BatchCtx, error_class: str = "", message: str = "") -> FetchResult:
+        return FetchResult(
+            task.url, task.url_id, task.depth, final_url=task.url, error_class=error_class,
+            error_message=message, serial=ctx.batch.serial, fetcher_id=self.fetcher_id, fetched_at=time.time(),
+        )  # fmt: skip
+
+    async def fetch_task(self, task: UrlTask, ctx: _BatchCtx) -> FetchResult:
+        t0 = self.clock()
+        url = task.url
+        chain: list[str] = []
+        seen = {url}
+        dns_s = 0.0
+        max_redirects = self.settings.fetch.max_redirects
+        hop = 0
+        while True:
+            res = None
+            try:
+                host = host_of(url) if url.startswith(("http://", "https://")) else ""
+                if not host:
+                    raise _Fail("invalid_url", f"not an absolute URL: {url[:200]}")
+                if self.scope is not None and not self.scope.allows(url):
+                    raise _Fail("out_of_scope", f"{url[:200]} is out of scope")
+                t_dns = self.clock()
+                ip = await self.ip_of(host, ctx)
+                dns_s += self.clock() - t_dns
+                if self.settings.politeness.obey_robots:
+                    origin = origin_of(url)
+                    ctx.origins[host] = origin
+                    rules = self.robots.fresh(origin) or await self.robots.get(origin, self._fetch_robots)
+                    if rules.unreachable:
+                        raise _Fail(ROBOTS_UNAVAILABLE, f"robots.txt of {origin} unavailable (status {rules.status})")
+                    if not rules.allows(url):
+                        raise _Fail("robots_blocked", f"disallowed by {origin}/robots.txt")
+                    self.pacer.set_crawl_delay(host, rules.crawl_delay)
+                ex = await self.exchange(url, host, ip, self._max_body)
+            except _Fail as fail:
+                res = self._result(task, ctx, fail.error_class, fail.message)
+                ex = None
+            if ex is not None and ex.status in REDIRECT_STATUSES and not ex.error_class:
+                location = ex.headers.get("location", "")
+                if location:
+                    nxt = normalize(join(url, location))
+                    chain.append(url)
+                    if nxt is None:
+                        res = self._from_exchange(task, ctx, url, ex)
+                        res.error_class, res.error_message = "invalid_url", f"bad redirect target {location[:200]!r}"
+                    elif nxt in seen:
+                        res = self._from_exchange(task, ctx, url, ex)
+                        res.error_class, res.error_message = "redirect_loop", f"{url} redirects back to {nxt}"
+                    elif hop >= max_redirects:
+                        res = self._from_exchange(task, ctx, url, ex)
+                        res.error_class = "too_many_redirects"
+                        res.error_message = f"more than {max_redirects} redirects"
+                    else:
+                        seen.add(nxt)
+                        url = nxt
+                        hop += 1
+                        continue
+            if res is None:
+                assert ex is not None
+                res = self._from_exchange(task, ctx, url, ex)
+            else:
+                res.final_url = url
+            res.redirects = chain
+            res.timings.dns_s = dns_s
+            res.timings.total_s = self.clock() - t0
+            return res
+
+    def _from_exchange(self, task: UrlTask, ctx: _BatchCtx, url: str, ex: Exchange) -> FetchResult:
+        body = ex.body
+        if not self._keep_all and ex.content_type not in self._parse_types:
+            body = b""
+        retry_after = None
+        if ex.error_class == THROTTLED:
+            retry_after = self.pacer.wait_for(host_of(url))
+        return FetchResult(
+            task.url, task.url_id, task.depth, final_url=url, status=ex.status, headers=ex.headers,
+            content_type=ex.content_type, body=body, truncated=ex.truncated, wire_bytes=ex.wire_bytes,
+            body_bytes=len(ex.body), timings=Timings(0.0, ex.connect_s, ex.ttfb_s, 0.0), ip=ex.ip,
+            error_class=ex.error_class, error_message=ex.error_message, serial=ctx.batch.serial,
+            fetcher_id=self.fetcher_id, fetched_at=time.time(), retry_after_s=retry_after,
+        )  # fmt: skip
+
+    async def ip_of(self, host: str, ctx: _BatchCtx | None) -> str:
+        """The SSRF-checked address for ``host`` (``name[:port]`` or an IP literal); raises _Fail."""
+        if ctx is not None:
+            failed = ctx.failed_hosts.get(host)
+            if failed is not None:
+                raise failed
+        cached = self._ips.get(host)
+        if cached is not None and cached[1] > self.clock():
+            if ctx is not None:
+                ctx.host_ips[host] = cached[0]
+            return cached[0]
+        name, port = _split_host(host)
+        try:
+            if _is_ip(name):
+                reason = self.resolver.check(name)
+                if reason:
+                    raise SsrfBlocked(name, name, reason)
+                ip = name
+            else:
+                answers = await self.resolver.resolve(name, port, socket.AF_INET)
+                ip = answers[0]["host"]
+        except Exception as exc:
+            fail = _Fail(dns_error_class(exc), str(exc)[:300] or type(exc).__name__)
+            if ctx is not None:
+                ctx.failed_hosts[host] = fail
+            raise fail from exc
+        if len(self._ips) > 100_000:
+            self._ips.clear()
+        self._ips[host] = (ip, self.clock() + _IP_TTL_S)
+        if ctx is not None:
+            ctx.host_ips[host] = ip
+        return ip
+
+    async def exchange(self, url: str, host: str, ip: str, max_body: int) -> Exchange:
+        """A paced exchange, retried for retryable failures and 5xx (not 501), honouring Retry-After."""
+        retries = self.settings.fetch.retries
+        backoff = self.settings.fetch.retry_backoff_s
+        attempt = 0
+        while True:
+            try:
+                await self.pacer.acquire(host, ip)
+            except Deferred as d:
+                return Exchange(error_class=DEFERRED, error_message=str(d))
+            try:
+                ex = await self.transport.exchange(url, host, ip, max_body=max_body)
+            finally:
+                self.pacer.release(host, ip)
+            status = ex.status
+            if status == 429 or (status == 503 and "retry-after" in ex.headers):
+                raw = ex.headers.get("retry-after", "")
+                wait = parse_retry_after(raw, now=time.time()) if raw else None
+                wait = DEFAULT_THROTTLE_S if wait is None else wait
+                self.pacer.defer(host, wait)
+                if wait <= self.pacer.max_wait_s and attempt < retries:
+                    attempt += 1
+                    continue  # acquire() sleeps until the host's Retry-After has passed
+                ex.error_class = THROTTLED
+                ex.error_message = f"{status} with Retry-After {raw or 'absent'}; host deferred {wait:.0f}s"
+                return ex
+            retry = ex.retryable if ex.error_class else (status >= 500 and status != 501)
+            if not retry or attempt >= retries:
+                return ex
+            await asyncio.sleep(backoff * (2**attempt))
+            attempt += 1
+
+    async def _fetch_robots(self, origin: str) -> tuple[int, bytes]:
+        """GET robots.txt for ``origin`` through the same transport, guard and pacer; follows up to 5
+        redirects (RFC 9309). Returns (0, b'') when there is no HTTP answer."""
+        url = robots_url(origin)
+        for _ in range(MAX_ROBOTS_REDIRECTS + 1):
+            host = host_of(url)
+            try:
+                ip = await self.ip_of(host, None)
+            except _Fail:
+                return 0, b""
+            ex = await self.exchange(url, host, ip, MAX_ROBOTS_BYTES)
+            if ex.error_class:
+                return 0, b""
+            if ex.status in REDIRECT_STATUSES:
+                nxt = normalize(join(url, ex.headers.get("location", "")))
+                if nxt is None:
+                    return ex.status, b""
+                url = nxt
+                continue
+            return ex.status, ex.body
+        return 310, b""  # too many redirects: treated like a 3xx/4xx (allow all), as RFC 9309 permits
+
+
+class _Worker:
+    """Drains one host's queue of a batch; several per host up to per-host concurrency."""
+
+    __slots__ = ("engine", "queue", "ctx")
+
+    def __init__(self, engine: Engine, queue: deque[UrlTask], ctx: _BatchCtx) -> None:
+        self.engine, self.queue, self.ctx = engine, queue, ctx
+
+    async def run(self, left: list[int]) -> None:
+        engine, queue, ctx = self.engine, self.queue, self.ctx
+        while queue:
+            task = queue.popleft()
+            try:
+                res = await engine.fetch_task(task, ctx)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a bug must cost one URL, not the batch or the loop
+                log.exception("fetch of %s failed unexpectedly", task.url)
+                res = engine._result(task, ctx, "internal_error", f"{type(exc).__name__}: {exc}"[:300])
+            if res.error_class in RETRY_LATER:
+                ctx.unfinished.append(task)
+            else:
+                ctx.pages += 1
+            left[0] -= 1
+            engine._pending -= 1
+            try:
+                ctx.on_result(res)
+            except Exception:
+                log.exception("on_result failed for %s", task.url)
+
+
+def _split_host(host: str) -> tuple[str, int]:
+    """``name[:port]`` (IPv6 in brackets) -> (name, port); port 80 when absent (we see http here)."""
+    if host.startswith("["):
+        end = host.find("]")
+        name, rest = host[1:end], host[end + 1 :]
+        return name, int(rest[1:]) if rest.startswith(":") else 80
+    name, sep, port = host.rpartition(":")
+    if sep and port.isdigit():
+        return name, int(port)
+    return host, 80
+
+
+def _is_ip(name: str) -> bool:
+    if ":" in name:
+        return True
+    last = name.rpartition(".")[2]
+    return last.isdigit()  # a DNS name's last label (a TLD) is never all digits

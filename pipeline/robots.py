@@ -1,0 +1,157 @@
+"""robots.txt per RFC 9309, parsed with protego, cached per origin with expiry.
+
+The cache does no I/O itself: ``get`` takes the fetch function (the fetcher's own HTTP session, so robots
+requests share its connection pool, SSRF guard and pacing). Concurrent ``get`` calls for one origin join
+a single fetch.
+
+Status handling (RFC 9309 section 2.3.1):
+- 2xx: parse; cached for ``robots_ttl_s``.
+- 4xx other than 429 (and too many redirects): "unavailable" in the RFC's sense, so everything is
+  allowed; cached for ``robots_ttl_s``.
+- 429, 5xx, network errors: "unreachable": the whole origin is treated as disallowed for
+  ``robots_5xx_retry_s``, after which robots.txt is fetched again. URLs refused this way are to be
+  retried later, not recorded as blocked.
+Crawl-delay (and Request-rate, as seconds per request) of the matching group is honoured, capped at
+``max_crawl_delay_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from protego import Protego
+
+from pipeline.settings import PolitenessSettings
+
+MAX_ROBOTS_BYTES = 512 * 1024  # RFC 9309: parse at least 500 KiB
+MAX_ROBOTS_REDIRECTS = 5  # RFC 9309: follow at least five consecutive redirects
+
+# status 0 = no HTTP answer (connect error, timeout, refused by the SSRF guard, ...)
+RobotsFetch = Callable[[str], Awaitable[tuple[int, bytes]]]
+
+
+@dataclass(slots=True)
+class RobotsRules:
+    """What one origin's robots.txt says for our agent. ``state``: parsed | allow_all | unreachable."""
+
+    state: str
+    expires: float
+    status: int = 0
+    crawl_delay: float = 0.0
+    parser: Protego | None = None
+    agent: str = ""
+
+    def allows(self, url: str) -> bool:
+        """May ``url`` (on this origin) be fetched? Unreachable robots disallow everything."""
+        if self.parser is not None:
+            return bool(self.parser.can_fetch(url, self.agent))
+        return self.state == "allow_all"
+
+    @property
+    def unreachable(self) -> bool:
+        return self.state == "unreachable"
+
+
+def robots_url(origin: str) -> str:
+    return origin + "/robots.txt"
+
+
+def origin_of(url: str) -> str:
+    """``scheme://host[:port]`` of a normalized URL: robots.txt applies per origin."""
+    end = url.find("/", url.index("//") + 2)
+    return url if end < 0 else url[:end]
+
+
+class RobotsCache:
+    """Per-origin robots rules with expiry; bounded to ``max_entries`` origins (oldest dropped first)."""
+
+    def __init__(
+        self,
+        politeness: PolitenessSettings,
+        *,
+        agent: str,
+        clock: Callable[[], float] = time.monotonic,
+        max_entries: int = 20_000,
+    ) -> None:
+        self._p = politeness
+        self.agent = agent.strip().lower()
+        self._clock = clock
+        self._max = max_entries
+        self._rules: dict[str, RobotsRules] = {}
+        self._inflight: dict[str, asyncio.Future[RobotsRules]] = {}  # fetch tasks, joined by waiters
+        self.fetches = 0  # robots.txt downloads started (tests and stats)
+
+    def fresh(self, origin: str) -> RobotsRules | None:
+        """Cached, unexpired rules for ``origin`` or None. Synchronous: the per-URL fast path."""
+        rules = self._rules.get(origin)
+        if rules is not None and rules.expires > self._clock():
+            return rules
+        return None
+
+    async def get(self, origin: str, fetch: RobotsFetch) -> RobotsRules:
+        """Rules for ``origin``, fetching robots.txt at most once at a time per origin. Never raises
+        for fetch failures (they become 'unreachable' rules). The fetch runs in its own task, so a
+        cancelled caller does not cancel it for the others that joined."""
+        rules = self.fresh(origin)
+        if rules is not None:
+            return rules
+        task = self._inflight.get(origin)
+        if task is None:
+            task = asyncio.ensure_future(self._fetch(origin, fetch))
+            self._inflight[origin] = task
+        return await asyncio.shield(task)
+
+    async def _fetch(self, origin: str, fetch: RobotsFetch) -> RobotsRules:
+        try:
+            self.fetches += 1
+            try:
+                status, body = await fetch(origin)
+            except Exception:  # a fetch function must not fail the cache; treat as unreachable
+                status, body = 0, b""
+            rules = self.from_response(status, body)
+            self._store(origin, rules)
+            return rules
+        finally:
+            self._inflight.pop(origin, None)
+
+    def from_response(self, status: int, body: bytes) -> RobotsRules:
+        """Pure mapping of a robots.txt answer to rules (expiry from the injected clock)."""
+        now = self._clock()
+        ttl = self._p.robots_ttl_s
+        if 200 <= status < 300:
+            text = body[:MAX_ROBOTS_BYTES].decode("utf-8", errors="replace").lstrip("\ufeff")
+            parser = Protego.parse(text)
+            return RobotsRules(
+                "parsed", now + ttl, status, crawl_delay=self._delay_of(parser), parser=parser, agent=self.agent
+            )
+        if 400 <= status < 500 and status != 429 or 300 <= status < 400:
+            return RobotsRules("allow_all", now + ttl, status, agent=self.agent)
+        return RobotsRules("unreachable", now + self._p.robots_5xx_retry_s, status, agent=self.agent)
+
+    def _delay_of(self, parser: Protego) -> float:
+        delay = parser.crawl_delay(self.agent) or 0.0
+        rate = parser.request_rate(self.agent)
+        if rate is not None and rate.requests > 0:
+            delay = max(delay, rate.seconds / rate.requests)
+        return max(0.0, min(float(delay), self._p.max_crawl_delay_s))
+
+    def _store(self, origin: str, rules: RobotsRules) -> None:
+        rules_map = self._rules
+        rules_map.pop(origin, None)
+        if len(rules_map) >= self._max:
+            now = self._clock()
+            for key in [k for k, v in rules_map.items() if v.expires <= now]:
+                del rules_map[key]
+            while len(rules_map) >= self._max:
+                del rules_map[next(iter(rules_map))]
+        rules_map[origin] = rules
+
+    def remaining_block(self, origin: str) -> float:
+        """Seconds until an unreachable origin's robots.txt may be tried again (0 if not blocked)."""
+        rules = self._rules.get(origin)
+        if rules is None or not rules.unreachable:
+            return 0.0
+        return max(0.0, rules.expires - self._clock())
