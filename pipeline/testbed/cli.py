@@ -25,6 +25,9 @@ def register(subparsers: Any) -> None:
     serve.add_argument("--dns-latency-ms", type=float, default=0.0, help="delay added to every DNS answer")
     serve.add_argument("--dns-slow-ms", type=float, default=2000.0, help="delay of slow.crawl.test")
     serve.add_argument("--cache-size", type=int, default=4096, help="rendered pages kept (LRU)")
+    serve.add_argument(
+        "--engine", choices=("fast", "aiohttp"), default="fast", help="HTTP server implementation"
+    )
     serve.add_argument("--no-ipv6", action="store_true", help="do not also listen on ::1")
     serve.set_defaults(func=_serve)
 
@@ -60,6 +63,7 @@ def _serve(args: argparse.Namespace) -> int:
             dns_slow_ms=args.dns_slow_ms,
             cache_size=args.cache_size,
             ipv6=not args.no_ipv6,
+            engine=args.engine,
         )
     )
 

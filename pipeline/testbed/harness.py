@@ -42,6 +42,7 @@ class TestbedProcess:
         hostile: bool = False,
         dns_latency_ms: float = 0.0,
         workers: int = 1,
+        engine: str = "fast",
         workdir: str | os.PathLike[str] | None = None,
         extra_args: tuple[str, ...] = (),
         start_timeout_s: float = 30.0,
@@ -50,6 +51,7 @@ class TestbedProcess:
         self.hosts, self.pages, self.seed = hosts, pages, seed
         self.hostile, self.dns_latency_ms, self.workers = hostile, dns_latency_ms, workers
         self.extra_args = extra_args
+        self.engine = engine
         self.start_timeout_s, self.stop_timeout_s = start_timeout_s, stop_timeout_s
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if workdir is None:
@@ -70,6 +72,7 @@ class TestbedProcess:
             "--port", "0", "--dns-port", "0",
             "--access-log", str(self.access_log), "--ready-file", str(self.ready_file),
             "--workers", str(self.workers), "--dns-latency-ms", str(self.dns_latency_ms),
+            "--engine", self.engine,
         ]  # fmt: skip
         if self.hostile:
             cmd.append("--hostile")
@@ -79,7 +82,9 @@ class TestbedProcess:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.ready_file.unlink(missing_ok=True)
         with open(self.stderr_path, "wb") as err:
-            self.proc = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+            self.proc = subprocess.Popen(
+                self.command(), stdout=subprocess.DEVNULL, stderr=err, start_new_session=True
+            )
         deadline = time.monotonic() + self.start_timeout_s
         while not self.ready_file.exists():
             if self.proc.poll() is not None:

@@ -35,7 +35,6 @@ relative links resolve against the root, not against ``/p/``.
 from __future__ import annotations
 
 import math
-import random
 from dataclasses import dataclass
 
 DOMAIN = "crawl.test"
@@ -86,6 +85,31 @@ def host_index(name: str, hosts: int) -> int:
         return -1
     i = int(digits)
     return i if i < hosts else -1
+
+
+class Rng:
+    """A tiny deterministic generator (64-bit LCG, splitmix-seeded): far cheaper than random.Random
+    to create, which matters because every rendered page makes one. Not for anything but the testbed."""
+
+    __slots__ = ("x",)
+
+    def __init__(self, seed: int) -> None:
+        z = (seed * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & _MASK
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+        self.x = z ^ (z >> 31)
+
+    def below(self, n: int) -> int:
+        """A number in [0, n)."""
+        self.x = (self.x * 6364136223846793005 + 1442695040888963407) & _MASK
+        return ((self.x >> 32) * n) >> 32
+
+    def between(self, lo: int, hi: int) -> int:
+        """A number in [lo, hi]."""
+        return lo + self.below(hi - lo + 1)
+
+
+_MASK = (1 << 64) - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,8 +217,8 @@ class Web:
                     return n + 1
         return -1
 
-    def rng(self, i: int, m: int) -> random.Random:
-        return random.Random((self.seed * 1_000_003 + i) * 10_000_019 + m)
+    def rng(self, i: int, m: int) -> Rng:
+        return Rng((self.seed * 1_000_003 + i) * 10_000_019 + m)
 
     def has_base(self, m: int) -> bool:
         return m >= 1 and (m - 1) % 7 == 3
@@ -203,33 +227,35 @@ class Web:
         """The links of normal page m on host i, in document order (duplicates included)."""
         rng = self.rng(i, m)
         P, H = self.pages, self.hosts
-        dir_ = "/" if (m == 0 or self.has_base(m)) else "/p/"
-        targets: list[tuple[int, str]] = []
-        if m + 1 < P:
-            targets.append((i, self.page_path(m + 1)))
-        for _ in range(rng.randint(14, 18)):
-            targets.append((i, self.page_path(rng.randrange(P))))
+        below = rng.below
+        page_path = self.page_path
+        # One draw per link: target page * 100 + href form * 10 + fragment digit.
+        draws = [(i, below(P * 100)) for _ in range(14 + below(5))]
         if H > 1:
-            for _ in range(rng.randint(1, 3)):
-                j = rng.randrange(H - 1)
-                j = j + 1 if j >= i else j
-                targets.append((j, self.page_path(rng.randrange(min(P, 8)) if rng.random() < 0.5 else 0)))
-        targets.append(targets[rng.randrange(len(targets))])  # a duplicate link
-        rng.shuffle(targets)
-        out = [Link(self._href(rng, i, j, path, dir_), j, path) for j, path in targets]
+            for _ in range(1 + below(3)):
+                j = below(H - 1)
+                draws.append((j + 1 if j >= i else j, below(min(P, 8) * 100) if below(2) else below(100)))
+        if m + 1 < P:  # the chain that makes every page reachable
+            draws.insert(below(len(draws) + 1), (i, (m + 1) * 100 + below(100)))
+        draws.insert(below(len(draws) + 1), draws[below(len(draws))])  # a duplicate link
+        dir_ = "/" if (m == 0 or self.has_base(m)) else "/p/"
+        href = self._href
+        out = []
+        for j, v in draws:
+            path = page_path(v // 100)
+            out.append(Link(href((v // 10) % 10, v % 10 == 0, i, j, path, dir_), j, path))
         out += self._special_links(i, m)
         return out
 
-    def _href(self, rng: random.Random, i: int, j: int, path: str, dir_: str) -> str:
+    def _href(self, form: int, fragment: bool, i: int, j: int, path: str, dir_: str) -> str:
         """Write a link to (j, path) from a page of host i whose base directory is ``dir_``."""
-        form = rng.randrange(10)
-        frag = "#sec" if rng.random() < 0.1 else ""
+        frag = "#sec" if fragment else ""
         if j != i or form <= 1:
             if form == 0:
                 return f"http://{host_name(j).upper()}:{self.port}{path}{frag}"
             if form == 1 and j != i:
                 return f"//{host_name(j)}:{self.port}{path}{frag}"
-            return f"{self.url(j, path)}{frag}"
+            return f"http://{host_name(j)}:{self.port}{path}{frag}"
         if form <= 4:
             return f"{path}{frag}"
         # relative forms
@@ -273,7 +299,12 @@ class Web:
 
     def leaf_links(self, i: int) -> list[Link]:
         """Links of a leaf page (special targets): back to the home page and the first page."""
-        return [Link("/", i, "/"), Link(self.url(i, self.page_path(min(1, self.pages - 1))), i, self.page_path(min(1, self.pages - 1)))]
+        return [
+            Link("/", i, "/"),
+            Link(
+                self.url(i, self.page_path(min(1, self.pages - 1))), i, self.page_path(min(1, self.pages - 1))
+            ),
+        ]
 
     def metanf_links(self, i: int) -> list[Link]:
         """Links of /metanf: only /mnf/{k}, which nothing else links to."""

@@ -15,7 +15,42 @@ from dataclasses import dataclass, field
 from pipeline.testbed.model import N_SPECIAL, Link, Web, host_name
 
 HTML = "text/html; charset=utf-8"
-_WORDS = ["crawler", "frontier", "politeness", "fetch", "queue", "batch", "robots", "sitemap", "anchor", "domain", "resolver", "cache", "latency", "throughput", "heartbeat", "quota", "slave", "master", "dispatcher", "partition", "shard", "replica", "lease", "canonical", "fragment", "redirect", "status", "header", "encoding", "charset", "payload", "archive", "record", "index"]
+_WORDS = [
+    "crawler",
+    "frontier",
+    "politeness",
+    "fetch",
+    "queue",
+    "batch",
+    "robots",
+    "sitemap",
+    "anchor",
+    "domain",
+    "resolver",
+    "cache",
+    "latency",
+    "throughput",
+    "heartbeat",
+    "quota",
+    "slave",
+    "master",
+    "dispatcher",
+    "partition",
+    "shard",
+    "replica",
+    "lease",
+    "canonical",
+    "fragment",
+    "redirect",
+    "status",
+    "header",
+    "encoding",
+    "charset",
+    "payload",
+    "archive",
+    "record",
+    "index",
+]
 
 
 def _make_blocks(n: int = 48, size: int = 900) -> tuple[str, ...]:
@@ -51,7 +86,7 @@ def _anchor(link: Link) -> str:
 
 def _page(title: str, links: list[Link], *, filler_seed: int, size: int, head_extra: str = "") -> str:
     parts = [
-        f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title>{head_extra}</head>\n",
+        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{title}</title>{head_extra}</head>\n',
         f"<body><h1>{title}</h1>\n",
     ]
     total = sum(len(p) for p in parts)
@@ -155,10 +190,10 @@ class Renderer:
     def _normal(self, i: int, m: int) -> Reply:
         web = self.web
         rng = web.rng(i, -m - 1)
-        size = rng.randint(10_000, 28_000)
+        size = rng.between(10_000, 28_000)
         head = f'<base href="{web.origin(i)}/">' if web.has_base(m) else ""
         title = f"{host_name(i)} {web.page_path(m)}"
-        html = _page(title, web.links(i, m), filler_seed=rng.randrange(1 << 20), size=size, head_extra=head)
+        html = _page(title, web.links(i, m), filler_seed=rng.below(1 << 20), size=size, head_extra=head)
         return Reply(200, html.encode())
 
     def _leaf(self, i: int, path: str) -> Reply:
@@ -174,7 +209,7 @@ class Renderer:
     def _latin1(self, i: int) -> Reply:
         links = "".join(_anchor(x) for x in self.web.leaf_links(i))
         text = (
-            "<!DOCTYPE html>\n<html><head><meta charset=\"iso-8859-1\"><title>Café crème</title></head>\n"
+            '<!DOCTYPE html>\n<html><head><meta charset="iso-8859-1"><title>Café crème</title></head>\n'
             f"<body><h1>Déjà vu à {host_name(i)}</h1><p>Señor Müller ½ £ ¥ ©</p><ul>\n{links}</ul>\n"
             "<p>Ærøskøbing · naïve façade</p></body></html>\n"
         )

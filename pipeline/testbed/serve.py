@@ -22,6 +22,8 @@ import aiohttp
 
 from pipeline.testbed.accesslog import AccessLog
 from pipeline.testbed.dns_server import Zone, start_dns
+from pipeline.testbed.fastserver import FastHTTP
+from pipeline.testbed.hostile import HostileSite
 from pipeline.testbed.model import Web, all_ips, host_name, ip_for_host
 from pipeline.testbed.server import HOSTILE_HOST, READY_HOST, TestbedHTTP, bind_sockets
 
@@ -42,6 +44,7 @@ class ServeOptions:
     dns_slow_ms: float = 2000.0
     cache_size: int = 4096
     ipv6: bool = True
+    engine: str = "fast"  # "fast" (fastserver.py) or "aiohttp" (server.py)
 
 
 def _listen_ips(opts: ServeOptions) -> list[str]:
@@ -91,11 +94,11 @@ def _stop_event() -> asyncio.Event:
     return stop
 
 
-def _make_http(opts: ServeOptions, web: Web, log: AccessLog) -> TestbedHTTP:
+def _make_http(opts: ServeOptions, web: Web, log: AccessLog) -> TestbedHTTP | FastHTTP:
+    if opts.engine == "fast":
+        return FastHTTP(web, log, cache_size=opts.cache_size)
     http = TestbedHTTP(web, log, cache_size=opts.cache_size)
     if opts.hostile:
-        from pipeline.testbed.hostile import HostileSite
-
         http.hostile = HostileSite(port=web.port).handle
     return http
 
@@ -143,7 +146,9 @@ async def _run_main(opts: ServeOptions, web: Web, socks: list[socket.socket], ch
             with open(tmp, "w") as fh:
                 json.dump(info, fh, indent=1)
             os.replace(tmp, opts.ready_file)
-        print(json.dumps({"ready": True, "port": web.port, "dns_port": dns_port}), file=sys.stderr, flush=True)
+        print(
+            json.dumps({"ready": True, "port": web.port, "dns_port": dns_port}), file=sys.stderr, flush=True
+        )
         await stop.wait()
     finally:
         for s in servers:
@@ -161,9 +166,10 @@ def _host_ips(web: Web) -> list[str]:
 async def _self_check(ip: str, port: int, dns_host: str, dns_port: int) -> None:
     """One HTTP request and one DNS query must be answered before we declare readiness."""
     host = f"[{ip}]" if ":" in ip else ip
-    async with aiohttp.ClientSession() as session, session.get(
-        f"http://{host}:{port}/", headers={"Host": READY_HOST}
-    ) as resp:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://{host}:{port}/", headers={"Host": READY_HOST}) as resp,
+    ):
         await resp.read()
     loop = asyncio.get_running_loop()
     query = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x05site0\x05crawl\x04test\x00\x00\x01\x00\x01"

@@ -105,7 +105,13 @@ def compute_truth(web: Web, *, max_depth: int = 20) -> dict[str, Any]:
         "nofollow_only": nofollow_only,
         "trap_prefix": TRAP_PREFIX,
         "robots_txt": robots_txt,
-        "params": {"hosts": web.hosts, "pages": web.pages, "seed": web.seed, "port": web.port, "max_depth": max_depth},
+        "params": {
+            "hosts": web.hosts,
+            "pages": web.pages,
+            "seed": web.seed,
+            "port": web.port,
+            "max_depth": max_depth,
+        },
     }
 
 

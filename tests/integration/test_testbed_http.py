@@ -51,9 +51,10 @@ def get(tb: TestbedProcess, url: str, **kw: Any) -> tuple[int, dict[str, str], b
     return asyncio.run(_get(tb, url, **kw))
 
 
-@pytest.fixture(scope="module")
-def tb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestbedProcess]:
-    with TestbedProcess(20, 50, seed=0, workdir=tmp_path_factory.mktemp("tb_http")) as t:
+@pytest.fixture(scope="module", params=["fast", "aiohttp"])
+def tb(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestbedProcess]:
+    workdir = tmp_path_factory.mktemp(f"tb_http_{request.param}")
+    with TestbedProcess(20, 50, seed=0, engine=request.param, workdir=workdir) as t:
         yield t
 
 
@@ -121,3 +122,48 @@ def test_sigterm_flushes_access_log(make_testbed: Any) -> None:
     assert paths == ["/", "/p/0", "/p/1", "/p/2"]
     raw = t.access_log.read_text().splitlines()
     assert all(json.loads(line) for line in raw)
+
+
+def _raw(tb: TestbedProcess, data: bytes, *, ip: str = "127.0.10.1") -> bytes:
+    """Send raw bytes, read until the server closes the connection."""
+    with socket.create_connection((ip, tb.port), timeout=10) as s:
+        s.sendall(data)
+        chunks = []
+        while chunk := s.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_pipelining_keepalive_head_and_close(tb: TestbedProcess) -> None:
+    host = f"site0.crawl.test:{tb.port}"
+    req = (
+        f"GET /p/1 HTTP/1.1\r\nHost: {host}\r\n\r\n"
+        f"HEAD /p/2 HTTP/1.1\r\nHost: {host}\r\n\r\n"
+        f"GET /missing/0 HTTP/1.1\r\nHost: site1.crawl.test\r\nConnection: close\r\n\r\n"
+    ).encode()
+    out = _raw(tb, req)
+    assert out.count(b"HTTP/1.1 200") == 2 and out.count(b"HTTP/1.1 404") == 1
+    assert out.index(b"HTTP/1.1 404") > out.rindex(b"HTTP/1.1 200")  # in order
+    # HTTP/1.0 closes by default
+    out = _raw(tb, f"GET / HTTP/1.0\r\nHost: {host}\r\n\r\n".encode())
+    assert out.startswith(b"HTTP/1.") and b" 200 " in out.split(b"\r\n")[0]
+
+
+def test_junk_request_gets_400(tb: TestbedProcess) -> None:
+    out = _raw(tb, b"NONSENSE\r\n\r\n")
+    assert b" 400 " in out.split(b"\r\n")[0]
+
+
+def test_slow_page_does_not_block_others(tb: TestbedProcess) -> None:
+    async def both() -> tuple[float, float]:
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        slow = asyncio.ensure_future(_get(tb, tb.url(4, "/slow")))
+        fast = await _get(tb, tb.url(4, "/p/1"))
+        t_fast = loop.time() - t0
+        assert fast[0] == 200
+        assert (await slow)[0] == 200
+        return t_fast, loop.time() - t0
+
+    t_fast, t_slow = asyncio.run(both())
+    assert t_slow >= 1.4  # the contract of /slow, not a performance assertion

@@ -31,7 +31,14 @@ def test_truth_properties() -> None:
         assert web.url(5, f"/private/{k}") in t["forbidden"]
         assert web.url(8, f"/nf/{k}") in t["nofollow_only"]
         assert web.url(8, f"/mnf/{k}") in t["nofollow_only"]
-    for i, path in ((4, "/slow"), (4, "/gzip"), (5, "/big"), (5, "/file.bin"), (6, "/latin1"), (8, "/metanf")):
+    for i, path in (
+        (4, "/slow"),
+        (4, "/gzip"),
+        (5, "/big"),
+        (5, "/file.bin"),
+        (6, "/latin1"),
+        (8, "/metanf"),
+    ):
         assert web.url(i, path) in pages
     assert web.url(0, "/loop/a") in fetch and web.url(0, "/loop/b") in t["redirect_hops"]
     assert len(t["robots_txt"]) == 7

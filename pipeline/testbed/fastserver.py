@@ -1,0 +1,196 @@
+"""The default HTTP engine: a minimal HTTP/1.1 server on asyncio.Protocol.
+
+Why not aiohttp's server: on a 2-core box the crawler and the testbed share the CPU, and
+aiohttp spends ~100 us per request in its own machinery; this spends a few. It implements
+what a crawler's client needs: GET/HEAD, keep-alive, pipelining (responses in order),
+``Connection: close``, HTTP/1.0, request bodies with Content-Length (skipped), 400 on junk and
+431 on oversized heads. Pages come from the same ``Renderer`` as the aiohttp engine
+(``server.TestbedHTTP``), which stays available with ``--engine aiohttp`` and serves the
+streamed hostile host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from dataclasses import dataclass, field
+from typing import cast
+
+from pipeline.testbed.accesslog import AccessLog
+from pipeline.testbed.model import Web, host_index
+from pipeline.testbed.render import Renderer, Reply
+from pipeline.testbed.server import MISC_HOSTS, READY_HOST, strip_port
+
+MAX_HEAD = 64 * 1024
+_REASONS = {
+    200: "OK", 301: "Moved Permanently", 302: "Found", 400: "Bad Request", 404: "Not Found",
+    431: "Request Header Fields Too Large", 500: "Internal Server Error", 501: "Not Implemented",
+}  # fmt: skip
+_UNKNOWN = Reply(404, b"unknown host", "text/plain")
+
+
+def _head(reply: Reply, *, close: bool) -> bytes:
+    lines = [
+        f"HTTP/1.1 {reply.status} {_REASONS.get(reply.status, 'Status')}",
+        f"Content-Type: {reply.content_type}",
+        f"Content-Length: {len(reply.body)}",
+        "Server: crawlfleet-testbed",
+    ]
+    lines += [f"{k}: {v}" for k, v in reply.headers]
+    if close:
+        lines.append("Connection: close")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+@dataclass(slots=True)
+class FastHTTP:
+    """Request handling shared by all connections of one process."""
+
+    web: Web
+    log: AccessLog
+    cache_size: int = 4096
+    renderer: Renderer = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.renderer = Renderer(self.web, cache_size=self.cache_size)
+
+    def reply_for(self, raw_host: bytes, target: bytes, client: str) -> Reply:
+        host = strip_port(raw_host.decode("latin-1"))
+        path = target.decode("latin-1")
+        if path.startswith(("http://", "https://")):  # absolute-form request target
+            slash = path.find("/", path.index("//") + 2)
+            path = path[slash:] if slash >= 0 else "/"
+        i = host_index(host, self.web.hosts)
+        if i < 0:
+            if host in MISC_HOSTS and path == "/":
+                reply = Reply(200, f"<html><body>{host}</body></html>".encode())
+            else:
+                reply = _UNKNOWN
+            if host != READY_HOST:
+                self.log.record(host, path, client, reply.status)
+            return reply
+        reply = self.renderer.reply(i, path)
+        self.log.record(host, path, client, reply.status)
+        return reply
+
+    async def start(self, socks: list[socket.socket]) -> list[asyncio.AbstractServer]:
+        loop = asyncio.get_running_loop()
+        self.log.start()
+        return [await loop.create_server(lambda: _Conn(self), sock=s, backlog=2048) for s in socks]
+
+
+class _Conn(asyncio.Protocol):
+    __slots__ = ("app", "transport", "peer", "buf", "skip", "waiting", "closing")
+
+    def __init__(self, app: FastHTTP) -> None:
+        self.app = app
+        self.transport: asyncio.Transport | None = None
+        self.peer = ""
+        self.buf = b""
+        self.skip = 0  # request-body bytes still to discard
+        self.waiting = False  # a delayed reply is pending; later requests queue behind it
+        self.closing = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+        peer = transport.get_extra_info("peername")
+        self.peer = peer[0] if peer else ""
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+
+    def data_received(self, data: bytes) -> None:
+        if self.skip:
+            n = min(self.skip, len(data))
+            self.skip -= n
+            data = data[n:]
+        self.buf = self.buf + data if self.buf else data
+        if not self.waiting:
+            self._process()
+
+    def _process(self) -> None:
+        buf = self.buf
+        while buf and self.transport is not None and not self.closing:
+            end = buf.find(b"\r\n\r\n")
+            if end < 0:
+                if len(buf) > MAX_HEAD:
+                    self._fail(431)
+                self.buf = buf
+                return
+            head, buf = buf[:end], buf[end + 4 :]
+            parsed = _parse(head)
+            if parsed is None:
+                self._fail(400)
+                return
+            method, target, host, close, length = parsed
+            if length < 0:
+                self._fail(501)
+                return
+            if length:
+                n = min(length, len(buf))
+                buf = buf[n:]
+                self.skip = length - n
+            reply = self.app.reply_for(host, target, self.peer)
+            out = _head(reply, close=close)
+            if method != b"HEAD":
+                out += reply.body
+            if reply.delay_s > 0:
+                self.waiting = True
+                self.buf = buf
+                asyncio.get_running_loop().call_later(reply.delay_s, self._delayed, out, close)
+                return
+            self.transport.write(out)
+            if close:
+                self.closing = True
+                self.transport.close()
+        self.buf = buf
+
+    def _delayed(self, out: bytes, close: bool) -> None:
+        self.waiting = False
+        if self.transport is None:
+            return
+        self.transport.write(out)
+        if close:
+            self.closing = True
+            self.transport.close()
+        else:
+            self._process()
+
+    def _fail(self, status: int) -> None:
+        if self.transport is not None:
+            self.transport.write(_head(Reply(status, b""), close=True))
+            self.transport.close()
+        self.closing = True
+        self.buf = b""
+
+
+def _parse(head: bytes) -> tuple[bytes, bytes, bytes, bool, int] | None:
+    """(method, target, host, close, content_length) of a request head; None when malformed.
+
+    content_length is -1 for a chunked request body, which this server does not accept."""
+    lines = head.split(b"\r\n")
+    parts = lines[0].split(b" ")
+    if len(parts) != 3 or not parts[2].startswith(b"HTTP/1."):
+        return None
+    method, target, version = parts
+    close = version == b"HTTP/1.0"
+    host = b""
+    length = 0
+    for line in lines[1:]:
+        name, sep, value = line.partition(b":")
+        if not sep:
+            return None
+        name = name.lower()
+        if name == b"host":
+            host = value.strip()
+        elif name == b"connection":
+            token = value.strip().lower()
+            close = token == b"close" or (close and token != b"keep-alive")
+        elif name == b"content-length":
+            try:
+                length = int(value)
+            except ValueError:
+                return None
+        elif name == b"transfer-encoding":
+            length = -1
+    return method, target, host, close, length

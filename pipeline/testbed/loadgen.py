@@ -1,0 +1,70 @@
+"""A quick load generator: how many pages a second the testbed serves (is it ever the bottleneck?).
+
+Fetches normal pages of a running testbed with a bare aiohttp client (connecting straight to the
+host's address, no DNS), ``concurrency`` requests in flight, for ``seconds`` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from pipeline.testbed.model import Web, host_name, ip_for_host
+
+
+@dataclass(frozen=True, slots=True)
+class LoadResult:
+    requests: int
+    bytes: int
+    errors: int
+    elapsed_s: float
+
+    @property
+    def req_per_s(self) -> float:
+        return self.requests / self.elapsed_s if self.elapsed_s else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "errors": self.errors,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "req_per_s": round(self.req_per_s, 1),
+            "mb_per_s": round(self.bytes / self.elapsed_s / 1e6, 1) if self.elapsed_s else 0.0,
+        }
+
+
+async def run_load(
+    web: Web, *, seconds: float = 5.0, concurrency: int = 64, distinct: bool = True
+) -> LoadResult:
+    """Hammer the testbed. ``distinct`` walks pages in order (cache misses, like a crawl)."""
+    counter = 0
+    n_total = web.hosts * web.pages
+    done = errors = nbytes = 0
+    stop_at = time.perf_counter() + seconds
+    conn = aiohttp.TCPConnector(limit=concurrency, limit_per_host=0)
+
+    async def worker(session: aiohttp.ClientSession) -> None:
+        nonlocal counter, done, errors, nbytes
+        while time.perf_counter() < stop_at:
+            k = counter if distinct else counter % 64
+            counter += 1
+            i, m = k % web.hosts, (k // web.hosts) % web.pages
+            url = f"http://{ip_for_host(i, web.hosts)}:{web.port}{web.page_path(m)}"
+            try:
+                async with session.get(url, headers={"Host": host_name(i)}) as resp:
+                    body = await resp.read()
+                    nbytes += len(body)
+                    done += 1
+            except aiohttp.ClientError:
+                errors += 1
+            if counter >= n_total:
+                counter = 0
+
+    start = time.perf_counter()
+    async with aiohttp.ClientSession(connector=conn, auto_decompress=False) as session:
+        await asyncio.gather(*(worker(session) for _ in range(concurrency)))
+    return LoadResult(done, nbytes, errors, time.perf_counter() - start)
