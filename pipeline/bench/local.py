@@ -1,0 +1,117 @@
+"""``crawlfleet bench local``: the embedded crawl vs a bare aiohttp + selectolax loop, same run.
+
+Both run against one testbed process (its own core) over the same URLs. The bare loop is the
+ceiling: a fixed URL list, a static name->IP map, 256 sockets and 8 per host, link extraction with
+selectolax, and nothing else (no frontier, no politeness, no store). The crawl uses the product's
+default code path with bench politeness (8 connections per host, no minimum gap, Crawl-delay capped
+to 0 because the bare loop does not honour it either) and everything else at defaults: robots.txt,
+DNS through our resolver, SSRF guard, dedup, SQLite store with pages, the journal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import resource
+import shutil
+import socket
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp.abc import AbstractResolver, ResolveResult
+from selectolax.lexbor import LexborHTMLParser
+
+from pipeline.settings import load_settings
+from pipeline.testbed.harness import TestbedProcess
+from pipeline.testbed.model import host_index, ip_for_host
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--hosts", type=int, default=100)
+    p.add_argument("--pages", type=int, default=100)
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--out", default="")
+
+
+class _StaticResolver(AbstractResolver):
+    def __init__(self, hosts: int) -> None:
+        self.hosts = hosts
+
+    async def resolve(self, host: str, port: int = 0, family: int = socket.AF_INET) -> list[ResolveResult]:
+        ip = ip_for_host(host_index(host, self.hosts), self.hosts)
+        return [ResolveResult(hostname=host, host=ip, port=port, family=socket.AF_INET, proto=0, flags=0)]
+
+    async def close(self) -> None:
+        return None
+
+
+def _cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+async def bare_loop(urls: list[str], hosts: int) -> dict[str, float]:
+    """The ceiling: fetch every URL and extract its links, nothing more."""
+    conn = aiohttp.TCPConnector(limit=256, limit_per_host=8, resolver=_StaticResolver(hosts))
+    links = 0
+    queue: asyncio.Queue[str] = asyncio.Queue()
+    for u in urls:
+        queue.put_nowait(u)
+
+    async def worker(session: aiohttp.ClientSession) -> None:
+        nonlocal links
+        while True:
+            try:
+                url = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            try:
+                async with session.get(url, allow_redirects=True) as resp:
+                    body = await resp.read()
+                if resp.content_type == "text/html":
+                    links += len(LexborHTMLParser(body).css("a[href]"))
+            except aiohttp.ClientError:
+                pass
+
+    t0, c0 = time.perf_counter(), _cpu()
+    async with aiohttp.ClientSession(connector=conn) as session:
+        await asyncio.gather(*(worker(session) for _ in range(256)))
+    elapsed, cpu = time.perf_counter() - t0, _cpu() - c0
+    return {"pages": len(urls), "elapsed_s": elapsed, "pages_per_s": len(urls) / elapsed, "cpu_s": cpu,
+            "links": links}
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from pipeline.crawl_cli import run_crawl
+
+    workdir = Path(args.out or tempfile.mkdtemp(prefix="bench-local-"))
+    with TestbedProcess(args.hosts, args.pages, seed=args.seed, workdir=workdir / "testbed") as tb:
+        truth = tb.truth()
+        urls = [u for u in truth["pages"] if "/slow" not in u and "/big" not in u]
+        bare = asyncio.run(bare_loop(urls, args.hosts))
+        settings = load_settings(overrides={
+            "dns": {"servers": (f"127.0.0.1:{tb.dns_port}",)},
+            "security": {"allow_networks": ("127.0.10.0/24",)},
+            "politeness": {"per_host_concurrency": 8, "per_ip_concurrency": 64, "min_host_delay_s": 0.0,
+                           "max_crawl_delay_s": 0.0},
+            "scope": {"deny_regex": (r"/slow$", r"/big$")},
+        })
+        out = workdir / "crawl"
+        shutil.rmtree(out, ignore_errors=True)
+        c0 = _cpu()
+        summary = run_crawl(settings, list(tb.seeds), out, resume=False, progress=False)
+        crawl_cpu = _cpu() - c0
+    crawl_pps = summary["pages_fetched"] / summary["elapsed_s"]
+    return {
+        "testbed": {"hosts": args.hosts, "pages_per_host": args.pages, "truth_pages": len(truth["pages"])},
+        "bare_pages_per_s": round(bare["pages_per_s"], 1),
+        "bare_cpu_s_per_1k": round(1000 * bare["cpu_s"] / bare["pages"], 3),
+        "crawl_pages_fetched": summary["pages_fetched"],
+        "crawl_pages_per_s": round(crawl_pps, 1),
+        "crawl_cpu_s_per_1k": round(1000 * crawl_cpu / max(1, summary["pages_fetched"]), 3),
+        "ratio_crawl_to_bare": round(crawl_pps / bare["pages_per_s"], 3),
+        "goal": "ratio >= 0.5",
+    }

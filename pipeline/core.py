@@ -1,0 +1,317 @@
+"""CrawlCore: the transport-free crawl state machine shared by the embedded engine and the fleet.
+
+It owns the frontier, the dispatcher, the seen-filter, the journal and the store, and knows nothing
+of how batches travel. The embedded engine calls it from one asyncio loop; the fleet dispatcher
+process calls it from its AMQP consumers. All methods are synchronous and must be called from one
+thread.
+
+Exactly-once, end to end:
+1. a result is journaled (``SegmentWriter``) before anything else happens to it;
+2. its discovered links are written to the store before its own outcome is (so a crash between the two
+   replays the result rather than losing its links);
+3. ``Store.record_results`` applies an outcome only while the URL is PENDING, so a replayed, re-delivered
+   or duplicated result never stores a page twice; results of unknown or finished serials are dropped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fetchers.records import Batch, FetchResult, UrlTask
+from pipeline import linkfilter, links
+from pipeline.dedup import SeenFilter
+from pipeline.dispatch.dispatcher import Dispatcher
+from pipeline.dispatch.protocols import Heartbeat, Refusal
+from pipeline.dispatch.quotas import Quotas
+from pipeline.dispatch.serials import SerialAllocator
+from pipeline.frontier import Frontier, FrontierLimits
+from pipeline.journal import Checkpoint, SegmentWriter, replay
+from pipeline.settings import Settings
+from pipeline.stats import CrawlStats
+from pipeline.storage.base import Outcome, PageRecord, Store, UrlRecord, UrlState
+from pipeline.urls import Scope, TrapRules, fingerprint, host_of, normalize
+
+log = logging.getLogger(__name__)
+
+# Errors after which the URL is final (not retried by the dispatcher).
+_NOT_FINAL = frozenset({"robots_unavailable"})
+_FLUSH_EVERY = 256
+
+
+@dataclass(slots=True)
+class _InFlight:
+    batch: Batch
+    urls: frozenset[int]
+
+
+class CrawlCore:
+    """Crawl state for one crawl directory. See the module docstring for the guarantees."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        *,
+        seeds: Sequence[str],
+        out_dir: Path,
+        clock: Callable[[], float],
+        stats: CrawlStats | None = None,
+        resume: bool = False,
+        quotas: Quotas | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.clock = clock
+        self.out_dir = out_dir
+        self.stats = stats or CrawlStats()
+        self.service = settings.dispatch.service
+        seeds = self._remember_seeds(seeds, resume=resume)
+        sc = settings.scope
+        self.scope = Scope.build(
+            seeds, allowed_domains=sc.allowed_domains, allow_regex=sc.allow_regex, deny_regex=sc.deny_regex
+        )
+        self.traps = TrapRules(sc.max_url_length, sc.max_path_depth, sc.max_repeated_segments)
+        pol = settings.politeness
+        self.frontier = Frontier(
+            FrontierLimits(
+                window_per_host=max(64, settings.dispatch.n_max),
+                max_urls_per_host_batch=max(1, settings.dispatch.k // 4),
+                hosts_per_ip=max(1, pol.per_ip_concurrency // max(1, pol.per_host_concurrency)),
+                max_pages_per_host=sc.max_pages_per_host,
+            )
+        )
+        self.dispatcher = Dispatcher(
+            settings.dispatch,
+            frontier=self.frontier,
+            quotas=quotas or Quotas.unlimited(),
+            serials=SerialAllocator(store.reserve_serials),
+            clock=clock,
+        )
+        self.seen = SeenFilter(store, lru_size=200_000)
+        self.journal = SegmentWriter(out_dir / "segments")
+        self._inflight: dict[int, _InFlight] = {}
+        self._outcomes: list[Outcome] = []
+        self._new: list[UrlRecord] = []
+        self._issued = 0
+        self.dropped_results = 0
+        if resume:
+            self._resume()
+        self._add_seeds(seeds)
+
+    # --- start-up ----------------------------------------------------------------------------------
+    def _remember_seeds(self, seeds: Sequence[str], *, resume: bool) -> list[str]:
+        stored = self.store.get_meta("seeds")
+        if resume and stored and not seeds:
+            return list(json.loads(stored))
+        clean = [u for u in (normalize(s) for s in seeds) if u]
+        if not clean and not stored:
+            raise ValueError("no valid seed URL")
+        merged = sorted(set(clean) | set(json.loads(stored) if stored else []))
+        self.store.put_meta("seeds", json.dumps(merged))
+        return merged
+
+    def _add_seeds(self, seeds: Sequence[str]) -> None:
+        records = [UrlRecord(u, fingerprint(u), host_of(u), 0) for u in seeds]
+        new = self.seen.add_new(records)
+        self.frontier.add(new)
+        self.stats.on_discovered(len(new))
+
+    def _resume(self) -> None:
+        """Replay the journal past the last checkpoint, then rebuild the frontier from the store."""
+        since = Checkpoint.decode(self.store.get_meta("journal_checkpoint"))
+        replayed = 0
+        for result in replay(self.out_dir / "segments", since):
+            self._apply(result)
+            replayed += 1
+            if len(self._outcomes) >= _FLUSH_EVERY:
+                self._flush_store()
+        self._flush_store()
+        self._checkpoint()
+        for host, count in self.store.pending_hosts():
+            self.frontier.restore(host, count)
+        log.info("resume: replayed %d journaled results, %d URLs pending", replayed, self.frontier.pending)
+
+    # --- dispatch ----------------------------------------------------------------------------------
+    def register_fetcher(self, fetcher_id: str, *, address: str = "") -> None:
+        self.dispatcher.register(fetcher_id, address=address)
+
+    def next_batch(self, fetcher_id: str) -> Batch | None:
+        """A batch for an idle fetcher, or None when nothing may be dispatched to it now."""
+        limit = self.settings.scope.max_pages
+        if limit and self._issued >= limit:
+            return None
+        self._refill()
+        offered = self.dispatcher.offer(fetcher_id, self.service)
+        if isinstance(offered, Refusal):
+            if offered.reason == "quota":
+                self.stats.on_quota_refusal(self.service, offered.reason)
+            return None
+        if limit and self._issued + len(offered.tasks) > limit:
+            extra = offered.tasks[limit - self._issued :]
+            del offered.tasks[limit - self._issued :]
+            self.frontier.requeue(fetcher_id, extra)
+        self._issued += len(offered.tasks)
+        self._inflight[offered.serial] = _InFlight(offered, frozenset(t.url_id for t in offered.tasks))
+        return offered
+
+    def _refill(self) -> None:
+        window = self.frontier.limits.window_per_host
+        for host in self.frontier.wants_refill():
+            self.frontier.refill(host, self.store.pending(host, window + 1))
+
+    # --- results -----------------------------------------------------------------------------------
+    def on_result(self, result: FetchResult) -> None:
+        """Journal, then process one result. Results of unknown serials are dropped and counted."""
+        flight = self._inflight.get(result.serial)
+        if flight is None or result.url_id not in flight.urls:
+            self.dropped_results += 1
+            return
+        self.journal.append(result)
+        self._apply(result)
+        if len(self._outcomes) >= _FLUSH_EVERY:
+            self.flush()
+
+    def on_batch_done(
+        self,
+        serial: int,
+        *,
+        fetcher_id: str,
+        pages: int,
+        elapsed_s: float,
+        host_delays: Mapping[str, float] | None = None,
+        host_ips: Mapping[str, str] | None = None,
+        unfinished: Sequence[UrlTask] = (),
+    ) -> bool:
+        """Close a batch: make its results durable, release its hosts, requeue what it left undone."""
+        self.flush()
+        if host_ips:
+            self.frontier.note_ips(host_ips)
+        accepted = self.dispatcher.complete(
+            serial,
+            fetcher_id=fetcher_id,
+            pages=pages,
+            elapsed_s=elapsed_s,
+            host_delays=dict(host_delays or {}),
+            unfinished=list(unfinished),
+        )
+        if accepted:
+            self._issued -= len(unfinished)
+        self._inflight.pop(serial, None)
+        return accepted
+
+    def on_heartbeat(self, hb: Heartbeat) -> None:
+        self.dispatcher.heartbeat(hb)
+
+    def tick(self) -> dict[str, Any] | None:
+        """Liveness and stats; returns a stats row once per second (for stats.jsonl)."""
+        for serial in self.dispatcher.tick():
+            self._inflight.pop(serial, None)
+        self.stats.set_queue(self.frontier.pending)
+        return self.stats.tick()
+
+    def _apply(self, result: FetchResult) -> None:
+        if result.error_class in _NOT_FINAL:
+            return  # comes back through the batch's unfinished list
+        self.stats.on_result(result)
+        state = UrlState.DONE
+        if result.error_class == "robots_blocked":
+            state = UrlState.BLOCKED
+            self.stats.on_robots_blocked()
+        elif result.error_class:
+            state = UrlState.FAILED
+        page = None
+        if state is UrlState.DONE:
+            page = PageRecord(
+                url=result.url,
+                url_id=result.url_id,
+                final_url=result.final_url or result.url,
+                status=result.status,
+                content_type=result.content_type,
+                body=result.body if self.settings.fetch.keep_body else b"",
+                fetched_at=result.fetched_at,
+                headers=result.headers,
+                ip=result.ip,
+                serial=result.serial,
+                truncated=result.truncated,
+                redirects=result.redirects,
+            )
+            self._discover(result)
+        self._outcomes.append(
+            Outcome(
+                url=result.url,
+                url_id=result.url_id,
+                state=state,
+                status=result.status,
+                fetched_at=result.fetched_at,
+                error=f"{result.error_class}: {result.error_message}" if result.error_class else "",
+                page=page,
+            )
+        )
+
+    def _discover(self, result: FetchResult) -> None:
+        if not result.ok or result.nofollow or not result.body:
+            return
+        ctype = result.content_type.split(";")[0].strip().lower()
+        if ctype not in self.settings.fetch.parse_content_types:
+            return
+        page = links.extract(result.body, base_url=result.final_url or result.url, content_type=result.content_type)
+        cands = linkfilter.candidates(
+            result.url,
+            result.final_url or result.url,
+            result.depth,
+            page,
+            scope=self.scope,
+            traps=self.traps,
+            max_depth=self.settings.scope.max_depth,
+        )
+        self._new.extend(linkfilter.to_records(cands))
+
+    def flush(self) -> None:
+        """Make every processed result durable and move the journal checkpoint past it."""
+        self._flush_store()
+        self._checkpoint()
+
+    def _flush_store(self) -> None:
+        if self._new:
+            new = self.seen.add_new(self._new)
+            self._new = []
+            self.frontier.add(new)
+            self.stats.on_discovered(len(new))
+        if self._outcomes:
+            self.store.record_results(self._outcomes)
+            self._outcomes = []
+
+    def _checkpoint(self) -> None:
+        self.store.put_meta("journal_checkpoint", self.journal.position().encode())
+
+    # --- status ------------------------------------------------------------------------------------
+    def done(self) -> bool:
+        """True when nothing is pending, leased or in flight (or the page limit is reached)."""
+        if self._inflight:
+            return False
+        limit = self.settings.scope.max_pages
+        if limit and self._issued >= limit:
+            return True
+        return self.frontier.pending == 0 and self.frontier.leased == 0 and not self.frontier.wants_refill(1)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._inflight)
+
+    def summary(self) -> dict[str, Any]:
+        out = dict(self.stats.summary())
+        out["results_dropped"] = self.dropped_results
+        out["store"] = self.store.counts()
+        out["dedup"] = dataclasses.asdict(self.seen.stats)
+        return out
+
+    def close(self) -> None:
+        self.flush()
+        self.journal.close()
+        self.store.flush()

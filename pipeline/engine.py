@@ -1,0 +1,212 @@
+"""The embedded default: CrawlCore + AioFetcher joined by in-process calls on one asyncio loop.
+
+The fetcher is one long-lived object with one connection pool; the dispatcher sees it as
+``slots`` virtual fetchers (``local-0`` ...), so S3's batch sizing and the host leases work exactly
+as in the fleet, where each virtual fetcher is a Celery worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fetchers.aio import AioFetcher
+from fetchers.records import Batch
+from pipeline.core import CrawlCore
+from pipeline.dispatch.protocols import Heartbeat
+from pipeline.dns.aiohttp_resolver import AiohttpResolver
+from pipeline.dns.cache_resolver import CachingResolver
+from pipeline.settings import Settings
+from pipeline.stats import CrawlStats
+from pipeline.storage.sqlite import SqliteStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class CrawlRequest:
+    seeds: Sequence[str]
+    out_dir: Path
+    resume: bool = False
+
+
+def local_slots(settings: Settings) -> int:
+    """How many virtual fetchers keep ``fetch.concurrency`` sockets busy under the host limits."""
+    hosts_per_batch = max(1, settings.dispatch.k // max(1, settings.dispatch.k // 4))
+    sockets_per_batch = hosts_per_batch * max(1, settings.politeness.per_host_concurrency)
+    return max(4, min(128, -(-settings.fetch.concurrency // sockets_per_batch)))
+
+
+class EmbeddedCrawl:
+    """Runs one crawl to completion in the current event loop."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        request: CrawlRequest,
+        *,
+        stats: CrawlStats | None = None,
+        on_tick: Callable[[CrawlCore, dict[str, Any] | None], None] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.stats = stats or CrawlStats()
+        self.request = request
+        self.on_tick = on_tick
+        self.clock = clock
+        self._stop = asyncio.Event()
+
+    def stop(self) -> None:
+        """Ask the crawl to finish its in-flight batches and stop (SIGINT/SIGTERM)."""
+        self._stop.set()
+
+    async def run(self) -> dict[str, Any]:
+        out = self.request.out_dir
+        out.mkdir(parents=True, exist_ok=True)
+        store = SqliteStore(out / "crawl.db")
+        stats = self.stats
+        core = CrawlCore(
+            self.settings,
+            store,
+            seeds=self.request.seeds,
+            out_dir=out,
+            clock=self.clock,
+            stats=stats,
+            resume=self.request.resume,
+        )
+        resolver = CachingResolver.from_settings(self.settings.dns)
+        # AioFetcher wraps the resolver in the SSRF guard itself (check and connect use one answer).
+        fetcher = AioFetcher(self.settings, fetcher_id="local", resolver=AiohttpResolver(resolver), scope=core.scope)
+        await fetcher.start()
+        started = time.monotonic()
+        try:
+            await self._loop(core, fetcher, resolver, out)
+        finally:
+            await fetcher.close()
+            await resolver.aclose()
+            core.close()
+            summary = core.summary()
+            summary["elapsed_s"] = round(time.monotonic() - started, 3)
+            fetched = summary.get("pages_fetched", 0)
+            summary["pages_per_s"] = round(fetched / summary["elapsed_s"], 1) if summary["elapsed_s"] else 0.0
+            summary["interrupted"] = self._stop.is_set() and not core.done()
+            (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True))
+            store.close()
+        return summary
+
+    async def _loop(self, core: CrawlCore, fetcher: AioFetcher, resolver: CachingResolver, out: Path) -> None:
+        slots = [f"local-{i}" for i in range(local_slots(self.settings))]
+        for fid in slots:
+            core.register_fetcher(fid)
+        idle = list(slots)
+        running: dict[asyncio.Task[Any], tuple[str, Batch]] = {}
+        stats_file = open(out / "stats.jsonl", "a", encoding="utf-8")  # noqa: SIM115 - closed below
+        last_tick = last_beat = 0.0
+        # Local slots report like remote fetchers do (S1), so liveness never expires a live batch.
+        beat_every = self.settings.dispatch.heartbeat_s / 2
+        try:
+            while True:
+                if not self._stop.is_set():
+                    still_idle = []
+                    for fid in idle:
+                        batch = core.next_batch(fid)
+                        if batch is None:
+                            still_idle.append(fid)
+                            continue
+                        task = asyncio.ensure_future(fetcher.fetch_batch(batch, core.on_result))
+                        running[task] = (fid, batch)
+                    idle = still_idle
+                if not running and (core.done() or self._stop.is_set()):
+                    break
+                timeout = self._sleep_for(core)
+                if running:
+                    done, _ = await asyncio.wait(running, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                else:
+                    done = set()
+                    await asyncio.sleep(timeout)
+                for task in done:
+                    fid, batch = running.pop(task)
+                    idle.append(fid)
+                    self._finish(core, fid, batch, task)
+                now = time.monotonic()
+                if now - last_beat >= beat_every:
+                    last_beat = now
+                    self._heartbeat(core, slots, idle, fetcher)
+                if now - last_tick >= 1.0:
+                    last_tick = now
+                    self._tick(core, resolver, stats_file)
+            self._tick(core, resolver, stats_file)
+        finally:
+            stats_file.close()
+
+    def _heartbeat(self, core: CrawlCore, slots: list[str], idle: list[str], fetcher: AioFetcher) -> None:
+        now = self.clock()
+        stats = core.stats
+        elapsed = max(1e-6, now - stats.started_at)
+        rate = (stats.pages + stats.failed) / elapsed / max(1, len(slots))
+        free = fetcher.free_slots // max(1, len(slots))
+        for fid in slots:
+            core.on_heartbeat(
+                Heartbeat(fid, sent_at=now, successes=stats.pages, failures=stats.failed, rate=rate, free_slots=free)
+            )
+
+    def _finish(self, core: CrawlCore, fid: str, batch: Batch, task: asyncio.Task[Any]) -> None:
+        exc = task.exception()
+        if exc is not None:
+            # A fetcher bug must not lose the batch: everything not yet journaled goes back.
+            log.error("batch %d failed: %r; requeueing it", batch.serial, exc)
+            core.on_batch_done(batch.serial, fetcher_id=fid, pages=0, elapsed_s=0.0, unfinished=batch.tasks)
+            return
+        report = task.result()
+        core.on_batch_done(
+            batch.serial,
+            fetcher_id=fid,
+            pages=report.pages,
+            elapsed_s=report.elapsed_s,
+            host_delays=report.host_delays,
+            host_ips=report.host_ips,
+            unfinished=report.unfinished,
+        )
+
+    def _sleep_for(self, core: CrawlCore) -> float:
+        ready = core.frontier.next_ready_at()
+        if ready is None:
+            return 0.05
+        return min(0.05, max(0.001, ready - self.clock()))
+
+    def _tick(self, core: CrawlCore, resolver: CachingResolver, stats_file: Any) -> None:
+        core.stats.set_dns(_dns_counters(resolver))
+        core.stats.set_fetchers(_fetcher_view(core))
+        row = core.tick()
+        if row is not None:
+            stats_file.write(json.dumps(row, separators=(",", ":")) + "\n")
+            stats_file.flush()
+        if self.on_tick is not None:
+            self.on_tick(core, row)
+
+
+def _dns_counters(resolver: CachingResolver) -> dict[str, int]:
+    snap = resolver.stats()
+    names = ("hits", "misses", "negative_hits", "inflight_joins", "evictions", "refreshes")
+    return {name: int(getattr(snap, name, 0)) for name in names}
+
+
+def _fetcher_view(core: CrawlCore) -> dict[str, dict[str, float]]:
+    snap = core.dispatcher.snapshot()
+    return {
+        fid: {"n_i": float(f.n), "t_i": float(f.t or 0.0), "live": float(f.live), "p": f.p, "q": float(f.q)}
+        for fid, f in snap.fetchers.items()
+    }
+
+
+def install_signal_handlers(crawl: EmbeddedCrawl) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, crawl.stop)
