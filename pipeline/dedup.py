@@ -1,0 +1,139 @@
+"""S5's local dedup cache in front of the remote seen-set.
+
+S5 found dedup traffic to be a crawler's largest communication cost: the same URL is looked up many
+times within a short time (navigation links repeat on every page of a site). ``SeenFilter`` keeps a
+bounded LRU of recently seen URL fingerprints and sends only the rest to the store, all of a batch in
+ONE ``Store.add_urls`` call (one round trip), whose return value says which URLs were new.
+
+A cached answer is never wrong: the seen-set only grows, so a fingerprint once seen stays seen.
+Memory is bounded by ``lru_size`` ints (no set of URL strings is kept).
+
+In-link counts: ``add_urls`` raises the count of known URLs. A URL answered by the LRU skips that
+call, so with ``track_inlinks=True`` its increment is kept in a small bounded buffer (one entry per
+URL, increments summed) and rides along with the next remote call, or goes out on ``flush()``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pipeline.storage.base import Store, UrlRecord
+
+
+@dataclass(slots=True)
+class SeenStats:
+    """Counters since construction.
+
+    ``local_hits``: URLs answered locally (LRU hit, or a repeat inside one batch).
+    ``remote_lookups``: URLs whose seen-status was asked of the store.
+    ``round_trips``: calls to the store. ``inlink_updates``: known URLs sent only to raise in-links.
+    """
+
+    local_hits: int = 0
+    remote_lookups: int = 0
+    round_trips: int = 0
+    inlink_updates: int = 0
+    new: int = 0
+    evictions: int = 0
+
+
+class SeenFilter:
+    """Bounded LRU of URL fingerprints in front of ``store.add_urls``. One thread at a time."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        lru_size: int,
+        track_inlinks: bool = False,
+        max_buffered_inlinks: int = 10_000,
+    ) -> None:
+        if lru_size < 0 or max_buffered_inlinks < 1:
+            raise ValueError("lru_size must be >= 0 and max_buffered_inlinks >= 1")
+        self._store = store
+        self._lru: OrderedDict[int, None] = OrderedDict()
+        self._lru_size = lru_size
+        self._track_inlinks = track_inlinks
+        self._max_buffered = max_buffered_inlinks
+        self._inlinks: dict[int, UrlRecord] = {}  # url_id -> record carrying the summed increment
+        self.stats = SeenStats()
+
+    @property
+    def local_hits(self) -> int:
+        return self.stats.local_hits
+
+    @property
+    def remote_lookups(self) -> int:
+        return self.stats.remote_lookups
+
+    @property
+    def round_trips(self) -> int:
+        return self.stats.round_trips
+
+    def __len__(self) -> int:
+        return len(self._lru)
+
+    def add_new(self, records: Sequence[UrlRecord]) -> list[UrlRecord]:
+        """The records whose URL was never seen before; they are now in the store as PENDING.
+
+        Makes at most one store call for the whole sequence (none when the LRU answers everything).
+        """
+        lru = self._lru
+        stats = self.stats
+        ask: dict[int, UrlRecord] = {}
+        for rec in records:
+            uid = rec.url_id
+            if uid in lru:
+                lru.move_to_end(uid)
+                stats.local_hits += 1
+                if self._track_inlinks:
+                    self._buffer_inlink(rec)
+                continue
+            prior = ask.get(uid)
+            if prior is None:
+                ask[uid] = rec
+            else:  # a repeat inside the batch: one look-up, summed in-links
+                stats.local_hits += 1
+                if self._track_inlinks:
+                    ask[uid] = dataclasses.replace(prior, inlinks=max(prior.inlinks, 1) + max(rec.inlinks, 1))
+        if not ask and len(self._inlinks) < self._max_buffered:
+            return []
+        piggyback = [r for uid, r in self._inlinks.items() if uid not in ask]
+        self._inlinks.clear()
+        new = self._remote(list(ask.values()), piggyback)
+        for uid in ask:
+            lru[uid] = None
+            lru.move_to_end(uid)
+        while len(lru) > self._lru_size:
+            lru.popitem(last=False)
+            stats.evictions += 1
+        stats.new += len(new)
+        return new
+
+    def flush(self) -> None:
+        """Send buffered in-link increments (one round trip if there are any)."""
+        if self._inlinks:
+            pending = list(self._inlinks.values())
+            self._inlinks.clear()
+            self._remote([], pending)
+
+    def _buffer_inlink(self, rec: UrlRecord) -> None:
+        prior = self._inlinks.get(rec.url_id)
+        if prior is None:
+            self._inlinks[rec.url_id] = dataclasses.replace(rec, inlinks=max(rec.inlinks, 1))
+        else:
+            prior.inlinks += max(rec.inlinks, 1)
+
+    def _remote(self, ask: list[UrlRecord], piggyback: list[UrlRecord]) -> list[UrlRecord]:
+        stats = self.stats
+        stats.round_trips += 1
+        stats.remote_lookups += len(ask)
+        stats.inlink_updates += len(piggyback)
+        result = self._store.add_urls(ask + piggyback)
+        if piggyback:  # known URLs: the store cannot report them new, but be strict about the contract
+            asked = {r.url_id for r in ask}
+            result = [r for r in result if r.url_id in asked]
+        return result

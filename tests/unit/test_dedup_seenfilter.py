@@ -1,0 +1,110 @@
+"""pipeline.dedup.SeenFilter against a tiny in-test Store fake (only add_urls is exercised)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from pipeline.dedup import SeenFilter
+from pipeline.storage.base import UrlRecord
+from pipeline.urls import fingerprint
+
+
+class FakeStore:
+    """The seen-set half of the Store contract: add_urls inserts unknown URLs, raises in-links of known."""
+
+    def __init__(self) -> None:
+        self.rows: dict[int, UrlRecord] = {}
+        self.calls: list[int] = []
+
+    def add_urls(self, records: Sequence[UrlRecord]) -> list[UrlRecord]:
+        self.calls.append(len(records))
+        new: list[UrlRecord] = []
+        for rec in records:
+            row = self.rows.get(rec.url_id)
+            if row is None:
+                self.rows[rec.url_id] = UrlRecord(rec.url, rec.url_id, rec.host, rec.depth, inlinks=max(rec.inlinks, 1))
+                new.append(rec)
+            else:
+                row.inlinks += max(rec.inlinks, 1)
+        return new
+
+
+def rec(n: int) -> UrlRecord:
+    url = f"http://h.test/{n}"
+    return UrlRecord(url, fingerprint(url), "h.test", 1, inlinks=1)
+
+
+def make(lru: int, **kw: Any) -> tuple[SeenFilter, FakeStore]:
+    store = FakeStore()
+    return SeenFilter(store, lru_size=lru, **kw), store  # type: ignore[arg-type]
+
+
+def test_new_urls_once_then_answered_locally() -> None:
+    f, store = make(100)
+    assert [r.url for r in f.add_new([rec(1), rec(2), rec(1)])] == ["http://h.test/1", "http://h.test/2"]
+    assert store.calls == [2]  # one round trip, the in-batch repeat answered locally
+    assert f.add_new([rec(1), rec(2)]) == []
+    assert store.calls == [2]  # all from the LRU: no round trip at all
+    assert (f.local_hits, f.remote_lookups, f.round_trips) == (3, 2, 1)
+
+
+def test_one_round_trip_per_batch() -> None:
+    f, store = make(10)
+    new = f.add_new([rec(i) for i in range(50)])
+    assert len(new) == 50 and store.calls == [50] and f.round_trips == 1
+
+
+def test_lru_is_bounded_and_evicted_urls_are_asked_again_but_not_new() -> None:
+    f, store = make(3)
+    f.add_new([rec(i) for i in range(10)])
+    assert len(f) == 3 and f.stats.evictions == 7
+    assert f.add_new([rec(0)]) == []  # evicted: asked remotely, store says known
+    assert f.remote_lookups == 11
+
+
+def test_zero_size_lru_is_the_baseline() -> None:
+    f, store = make(0)
+    f.add_new([rec(1)])
+    f.add_new([rec(1)])
+    assert f.local_hits == 0 and f.remote_lookups == 2 and len(f) == 0
+
+
+def test_recently_used_entries_survive_eviction() -> None:
+    f, _ = make(2)
+    f.add_new([rec(1)])
+    f.add_new([rec(2)])
+    f.add_new([rec(1)])  # touch 1, so 2 is the oldest
+    f.add_new([rec(3)])
+    before = f.remote_lookups
+    f.add_new([rec(1)])
+    assert f.remote_lookups == before
+
+
+def test_inlinks_of_local_hits_ride_along_and_flush() -> None:
+    f, store = make(100, track_inlinks=True)
+    f.add_new([rec(1)])
+    f.add_new([rec(1), rec(1)])  # two local hits, no round trip
+    assert store.calls == [1]
+    f.add_new([rec(2)])  # the buffered increment rides along with this call
+    assert store.calls == [1, 2] and store.rows[rec(1).url_id].inlinks == 3
+    assert f.stats.inlink_updates == 1 and f.remote_lookups == 2
+    f.add_new([rec(2)])
+    f.flush()
+    assert store.rows[rec(2).url_id].inlinks == 2 and store.calls == [1, 2, 1]
+    f.flush()
+    assert store.calls == [1, 2, 1]
+
+
+def test_inlink_buffer_is_bounded() -> None:
+    f, store = make(100, track_inlinks=True, max_buffered_inlinks=2)
+    f.add_new([rec(i) for i in range(5)])
+    f.add_new([rec(0), rec(1)])  # buffer now full: it goes out in this call
+    assert store.calls == [5, 2]
+
+
+def test_bad_sizes_are_rejected() -> None:
+    with pytest.raises(ValueError):
+        make(-1)
