@@ -63,6 +63,7 @@ class CrawlStats:
         "_host_errors",
         "_fetcher_pages",
         "_lat",
+        "_lat_sum",
         "_queue",
         "_fetchers",
         "_dns",
@@ -93,6 +94,7 @@ class CrawlStats:
         self._fetcher_pages: dict[str, int] = {}
         n_buckets = len(LATENCY_BOUNDS_S) + 1
         self._lat: tuple[list[int], ...] = tuple([0] * n_buckets for _ in LATENCY_PHASES)
+        self._lat_sum = [0.0] * len(LATENCY_PHASES)  # for the Prometheus histogram's _sum
         self._queue = 0
         self._fetchers: dict[str, dict[str, float]] = {}
         self._dns: dict[str, int] = {}
@@ -123,16 +125,21 @@ class CrawlStats:
         self._fetcher_pages[fid] = self._fetcher_pages.get(fid, 0) + 1
         t = result.timings
         lat = self._lat
+        sums = self._lat_sum
         bounds = LATENCY_BOUNDS_S
         # A zero phase means "not measured / not applicable" (connection reuse, cached DNS): skip it.
         if t.dns_s > 0:
             lat[0][bisect.bisect_left(bounds, t.dns_s)] += 1
+            sums[0] += t.dns_s
         if t.connect_s > 0:
             lat[1][bisect.bisect_left(bounds, t.connect_s)] += 1
+            sums[1] += t.connect_s
         if t.ttfb_s > 0:
             lat[2][bisect.bisect_left(bounds, t.ttfb_s)] += 1
+            sums[2] += t.ttfb_s
         if t.total_s > 0:
             lat[3][bisect.bisect_left(bounds, t.total_s)] += 1
+            sums[3] += t.total_s
 
     def on_discovered(self, n: int) -> None:
         self._discovered += n
@@ -216,6 +223,10 @@ class CrawlStats:
     def latency_histograms(self) -> dict[str, list[int]]:
         """phase -> bucket counts; bucket i counts values <= LATENCY_BOUNDS_S[i] (last: the rest)."""
         return {phase: list(counts) for phase, counts in zip(LATENCY_PHASES, self._lat, strict=True)}
+
+    def latency_sums(self) -> dict[str, float]:
+        """phase -> sum of the measured seconds (with ``latency_histograms``: a mean, a Prometheus sum)."""
+        return dict(zip(LATENCY_PHASES, self._lat_sum, strict=True))
 
     # --- once a second -----------------------------------------------------------------------------
     def tick(self) -> dict[str, Any] | None:
