@@ -184,7 +184,8 @@ def timeline_from_rows(rows: Iterable[Mapping[str, Any]]) -> Timeline:
                     continue
                 if isinstance(f.get("n_i"), int | float):
                     tl.fetcher_n.setdefault(str(fid), []).append((x, float(f["n_i"])))
-                if isinstance(f.get("t_i"), int | float):
+                # t_i <= 0 means "no history yet" (S3: n(0) = k), not an infinitely fast fetcher.
+                if isinstance(f.get("t_i"), int | float) and f["t_i"] > 0:
                     tl.fetcher_t.setdefault(str(fid), []).append((x, float(f["t_i"])))
     if not tl.t:
         tl.source = "none"

@@ -30,6 +30,9 @@ td:first-child,th:first-child{text-align:left}
 """
 
 
+MAX_FETCHER_ROWS = 40  # the JSON has them all
+
+
 def _e(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
@@ -115,9 +118,9 @@ def render_html(
         for phase, h in report["latency"]["phases"].items()
     )
     parts.append("<div><b>Latency</b>" + _table(("phase", "n", "p50", "p90", "p99"), lat_rows) + "</div>")
+    fetchers = sorted(report["fetchers"].items(), key=lambda kv: (-kv[1]["results"], kv[0]))[:MAX_FETCHER_ROWS]
     fetch_rows = (
-        (fid, f["results"], f["batches"], f["mean_batch"], f["n_i_last"], _ms(f["t_i_last"]))
-        for fid, f in report["fetchers"].items()
+        (fid, f["results"], f["batches"], f["mean_batch"], f["n_i_last"], _ms(f["t_i_last"])) for fid, f in fetchers
     )
     parts.append(
         "<div><b>Fetchers</b>"

@@ -6,6 +6,7 @@ HTML page has the same figures for every crawl. ``PLOTS`` lists them in page ord
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator
 from pipeline.report.aggregate import BOUNDS_S, PHASES, ReportStats, rate_stats
 
 TOP_HOSTS = 20
+MAX_LINES = 12  # more fetchers than this are drawn as a grey bundle with their median
 DPI = 100
 _COLORS = {"2": "#2e7d32", "3": "#1565c0", "4": "#ef6c00", "5": "#c62828"}
 _PHASE_COLORS = {"dns": "#6a1b9a", "connect": "#00838f", "ttfb": "#ef6c00", "total": "#37474f"}
@@ -204,12 +206,15 @@ def plot_fetchers(stats: ReportStats, path: Path) -> None:
         by_fetcher: dict[str, list[tuple[float, float]]] = {}
         for (fid, _serial), (n, at) in batches.items():
             by_fetcher.setdefault(fid or "(unnamed)", []).append((at - first if at > 0 else 0.0, n))
+        many = len(by_fetcher) > MAX_LINES
         for fid, pts in sorted(by_fetcher.items()):
             pts.sort()
-            ax_b.plot([x for x, _ in pts], [n for _, n in pts], ".", ms=4, label=fid)
+            style = {"color": "#1565c0", "alpha": 0.6} if many else {"label": fid}
+            ax_b.plot([x for x, _ in pts], [n for _, n in pts], ".", ms=4, **style)
         ax_b.set_ylim(bottom=0)
         ax_b.set_xlabel("seconds since first result")
-        _legend(ax_b, len(by_fetcher))
+        if not many:
+            _legend(ax_b, len(by_fetcher))
         ax_b.grid(alpha=0.3)
     else:
         _no_data(ax_b, "no batch serials in the stored results")
@@ -241,8 +246,19 @@ def _series(
     if not series:
         _no_data(ax, "not recorded (fleet dispatcher only)")
         return
-    for fid, pts in sorted(series.items()):
-        ax.plot([x for x, _ in pts], [v for _, v in pts], lw=1.2, label=fid)
+    if len(series) <= MAX_LINES:
+        for fid, pts in sorted(series.items()):
+            ax.plot([x for x, _ in pts], [v for _, v in pts], lw=1.2, label=fid)
+    else:
+        # Many (virtual) fetchers: thin grey lines for each, the median across fetchers in bold.
+        by_x: dict[float, list[float]] = {}
+        for pts in series.values():
+            ax.plot([x for x, _ in pts], [v for _, v in pts], lw=0.6, color="#9e9e9e", alpha=0.5)
+            for x, v in pts:
+                by_x.setdefault(x, []).append(v)
+        xs = sorted(by_x)
+        ax.plot(xs, [statistics.median(by_x[x]) for x in xs], lw=2, color="#1565c0",
+                label=f"median of {len(series)} fetchers")
     ax.set_ylabel(ylabel)
     ax.set_ylim(bottom=0)
     ax.set_xlabel("seconds since start")
@@ -253,8 +269,7 @@ def _series(
 
 
 def _legend(ax: Axes, n: int) -> None:
-    if n <= 12:
-        ax.legend(fontsize=8, loc="upper right", ncols=min(n, 4))
+    ax.legend(fontsize=8, loc="upper right", ncols=min(n, 4))
 
 
 def _ms(seconds: float | None) -> str:
