@@ -1,0 +1,235 @@
+#!/usr/bin/env bash
+# A real standalone HBase (master + region server + ZooKeeper in one JVM) and its Thrift1 server on
+# 127.0.0.1:9090, from jars fetched with Maven (docker/hbase/pom.xml). No Docker, no tarball.
+#
+#   scripts/svc-hbase.sh install    java 17 + maven (apt-get if missing), jars into the cache
+#   scripts/svc-hbase.sh start      start in the background, wait until happybase lists tables
+#   scripts/svc-hbase.sh stop       stop Thrift, then the master; wait for both
+#   scripts/svc-hbase.sh status     exit 0 when Thrift answers
+#   scripts/svc-hbase.sh run        foreground (Procfile / honcho): both JVMs, stopped together
+#   scripts/svc-hbase.sh thrift-run PORT
+#                                   a second Thrift server in the foreground on PORT (fault tests)
+#
+# Environment (all optional):
+#   CRAWLFLEET_HBASE_DATA        data, config, logs, pid files   (/var/tmp/crawlfleet-hbase)
+#   CRAWLFLEET_HBASE_CACHE       jar cache, outside the repo     (~/.cache/crawlfleet/hbase)
+#   CRAWLFLEET_HBASE_THRIFT_PORT Thrift1 port                    (9090)
+#   CRAWLFLEET_HBASE_ZK_PORT     ZooKeeper client port           (12181; avoids a system ZooKeeper)
+#   CRAWLFLEET_HBASE_TIMEOUT     seconds to wait for readiness   (240)
+#   CRAWLFLEET_HBASE_HEAP        master heap                     (1g)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+POM="$ROOT/docker/hbase/pom.xml"
+DATA="${CRAWLFLEET_HBASE_DATA:-/var/tmp/crawlfleet-hbase}"
+CACHE="${CRAWLFLEET_HBASE_CACHE:-$HOME/.cache/crawlfleet/hbase}"
+THRIFT_PORT="${CRAWLFLEET_HBASE_THRIFT_PORT:-9090}"
+ZK_PORT="${CRAWLFLEET_HBASE_ZK_PORT:-12181}"
+TIMEOUT="${CRAWLFLEET_HBASE_TIMEOUT:-240}"
+HEAP="${CRAWLFLEET_HBASE_HEAP:-1g}"
+CONF="$DATA/conf"
+LOGS="$DATA/logs"
+MASTER_PID="$DATA/master.pid"
+THRIFT_PID="$DATA/thrift.pid"
+
+log() { echo "svc-hbase: $*" >&2; }
+
+# The jar set is keyed by the POM's checksum, so editing the POM fetches a fresh set.
+pom_key() { sha256sum "$POM" | cut -c1-16; }
+lib_dir() { echo "$CACHE/$(pom_key)/lib"; }
+
+python_bin() {
+  if [ -x "$ROOT/.venv/bin/python" ]; then echo "$ROOT/.venv/bin/python"; else command -v python3; fi
+}
+
+java_bin() {
+  local j
+  for j in /usr/lib/jvm/java-17-openjdk-*/bin/java; do
+    [ -x "$j" ] && { echo "$j"; return; }
+  done
+  j="$(command -v java || true)"
+  [ -n "$j" ] && "$j" -version 2>&1 | grep -Eq 'version "(1[7-9]|2[0-9])' && { echo "$j"; return; }
+  return 1
+}
+
+apt_install() {
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -q "$@" >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q "$@" >/dev/null; }
+}
+
+# JDK 17 flags from HBase's own launcher (bin/hbase, hbase-env for JDK 11+).
+JAVA_FLAGS=(
+  -XX:+UseG1GC -Djava.net.preferIPv4Stack=true
+  -Dorg.apache.hbase.thirdparty.io.netty.tryReflectionSetAccessible=true
+  --add-modules jdk.unsupported
+  --add-opens java.base/java.nio=ALL-UNNAMED --add-opens java.base/sun.nio.ch=ALL-UNNAMED
+  --add-opens java.base/java.lang=ALL-UNNAMED --add-opens java.base/jdk.internal.ref=ALL-UNNAMED
+  --add-opens java.base/java.lang.reflect=ALL-UNNAMED --add-opens java.base/java.io=ALL-UNNAMED
+  --add-opens java.base/java.util=ALL-UNNAMED --add-opens java.base/java.util.concurrent=ALL-UNNAMED
+  --add-exports java.base/jdk.internal.misc=ALL-UNNAMED
+  --add-exports java.security.jgss/sun.security.krb5=ALL-UNNAMED
+  --add-exports java.base/sun.net.dns=ALL-UNNAMED --add-exports java.base/sun.net.util=ALL-UNNAMED
+)
+
+install() {
+  if ! java_bin >/dev/null; then log "installing JDK 17"; apt_install openjdk-17-jre-headless; fi
+  if ! command -v mvn >/dev/null; then log "installing maven"; apt_install maven; fi
+  local lib; lib="$(lib_dir)"
+  [ -f "$lib/.complete" ] && return 0
+  mkdir -p "$CACHE"
+  (
+    flock 9  # two concurrent installs (CI matrix, parallel shells) fetch once
+    [ -f "$lib/.complete" ] && exit 0
+    log "fetching HBase jars from Maven Central into $lib"
+    rm -rf "$lib.tmp"
+    mvn -q -B -f "$POM" dependency:copy-dependencies -DoutputDirectory="$lib.tmp"
+    rm -rf "$lib" && mv "$lib.tmp" "$lib" && touch "$lib/.complete"
+  ) 9>"$CACHE/.lock"
+}
+
+write_conf() {
+  mkdir -p "$CONF" "$LOGS" "$DATA/hbase" "$DATA/zk" "$DATA/tmp"
+  cat >"$CONF/hbase-site.xml" <<EOF
+<?xml version="1.0"?>
+<configuration>
+  <property><name>hbase.cluster.distributed</name><value>false</value></property>
+  <property><name>hbase.rootdir</name><value>file://$DATA/hbase</value></property>
+  <property><name>hbase.tmp.dir</name><value>$DATA/tmp</value></property>
+  <property><name>hbase.zookeeper.quorum</name><value>127.0.0.1</value></property>
+  <property><name>hbase.zookeeper.property.clientPort</name><value>$ZK_PORT</value></property>
+  <property><name>hbase.zookeeper.property.dataDir</name><value>$DATA/zk</value></property>
+  <property><name>hbase.unsafe.stream.capability.enforce</name><value>false</value></property>
+  <property><name>hbase.master.info.port</name><value>-1</value></property>
+  <property><name>hbase.regionserver.info.port</name><value>-1</value></property>
+  <property><name>hbase.thrift.info.port</name><value>-1</value></property>
+  <property><name>hbase.master.hostname</name><value>127.0.0.1</value></property>
+  <property><name>hbase.regionserver.hostname</name><value>127.0.0.1</value></property>
+  <property><name>hbase.unsafe.regionserver.hostname</name><value>127.0.0.1</value></property>
+  <property><name>hbase.master.ipc.address</name><value>127.0.0.1</value></property>
+  <property><name>hbase.regionserver.ipc.address</name><value>127.0.0.1</value></property>
+  <!-- One small machine: fewer handler threads, no periodic balancer/normalizer churn. -->
+  <property><name>hbase.regionserver.handler.count</name><value>16</value></property>
+  <property><name>hbase.balancer.period</name><value>3600000</value></property>
+  <property><name>hbase.thrift.minWorkerThreads</name><value>4</value></property>
+</configuration>
+EOF
+  cat >"$CONF/log4j2.properties" <<'EOF'
+status = warn
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{ISO8601} %-5p [%t] %c{2}: %m%n
+rootLogger = WARN,console
+logger.hbase.name = org.apache.hadoop.hbase
+logger.hbase.level = INFO
+logger.zk.name = org.apache.zookeeper
+logger.zk.level = WARN
+EOF
+}
+
+classpath() { echo "$CONF:$(lib_dir)/*"; }
+
+java_cmd() {  # java_cmd HEAP MAIN ARGS...: sets the array JAVA_CMD
+  local heap="$1"; shift
+  local java; java="$(java_bin)" || { log "no JDK 17+; run: $0 install"; exit 1; }
+  JAVA_CMD=("$java" -Xms64m "-Xmx$heap" "${JAVA_FLAGS[@]}" -Dlog4j2.configurationFile="$CONF/log4j2.properties"
+    -Dhbase.log.dir="$LOGS" -cp "$(classpath)" "$@")
+}
+
+alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+probe() {  # Thrift answers a real request (the port opens before the master is ready)
+  "$(python_bin)" - "$THRIFT_PORT" <<'EOF' >/dev/null 2>&1
+import sys
+import happybase
+conn = happybase.Connection("127.0.0.1", int(sys.argv[1]), timeout=5000, autoconnect=True)
+conn.tables()
+conn.close()
+EOF
+}
+
+wait_ready() {
+  local deadline=$((SECONDS + TIMEOUT))
+  until probe; do
+    if [ $SECONDS -ge $deadline ]; then
+      log "not ready after ${TIMEOUT}s; last log lines:"; tail -n 30 "$LOGS/master.log" "$LOGS/thrift.log" >&2 || true
+      return 1
+    fi
+    if ! alive "$MASTER_PID"; then log "master died:"; tail -n 40 "$LOGS/master.log" >&2; return 1; fi
+    sleep 2
+  done
+}
+
+start() {
+  if probe; then log "already running (thrift on 127.0.0.1:$THRIFT_PORT)"; return 0; fi
+  install
+  write_conf
+  if ! alive "$MASTER_PID"; then
+    log "starting master (data in $DATA)"
+    # setsid: the JVMs outlive the shell (and the test session) that started them.
+    java_cmd "$HEAP" org.apache.hadoop.hbase.master.HMaster start
+    setsid nohup "${JAVA_CMD[@]}" >"$LOGS/master.log" 2>&1 </dev/null &
+    echo $! >"$MASTER_PID"
+  fi
+  if ! alive "$THRIFT_PID"; then
+    log "starting thrift on 127.0.0.1:$THRIFT_PORT"
+    java_cmd 256m org.apache.hadoop.hbase.thrift.ThriftServer -b 127.0.0.1 -p "$THRIFT_PORT" start
+    setsid nohup "${JAVA_CMD[@]}" >"$LOGS/thrift.log" 2>&1 </dev/null &
+    echo $! >"$THRIFT_PID"
+  fi
+  wait_ready
+  log "ready in ${SECONDS}s"
+}
+
+stop_pid() {  # stop_pid PIDFILE NAME: TERM, wait up to 60 s, then KILL
+  local f="$1" name="$2" pid i
+  alive "$f" || { rm -f "$f"; return 0; }
+  pid="$(cat "$f")"
+  log "stopping $name ($pid)"
+  kill -TERM "$pid" 2>/dev/null || true
+  for i in $(seq 1 120); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+  if kill -0 "$pid" 2>/dev/null; then log "$name did not stop; killing"; kill -KILL "$pid" 2>/dev/null || true; fi
+  rm -f "$f"
+}
+
+stop() {
+  stop_pid "$THRIFT_PID" thrift
+  stop_pid "$MASTER_PID" master
+}
+
+run() {  # foreground for honcho: both JVMs are children; a signal stops both
+  install
+  write_conf
+  if probe; then log "another HBase already answers on $THRIFT_PORT"; exit 1; fi
+  java_cmd "$HEAP" org.apache.hadoop.hbase.master.HMaster start
+  "${JAVA_CMD[@]}" &
+  local master=$!
+  echo "$master" >"$MASTER_PID"
+  java_cmd 256m org.apache.hadoop.hbase.thrift.ThriftServer -b 127.0.0.1 -p "$THRIFT_PORT" start
+  "${JAVA_CMD[@]}" &
+  local thrift=$!
+  echo "$thrift" >"$THRIFT_PID"
+  trap 'kill -TERM $thrift 2>/dev/null; wait $thrift; kill -TERM $master 2>/dev/null; wait $master; rm -f "$MASTER_PID" "$THRIFT_PID"; exit 0' TERM INT
+  wait -n "$master" "$thrift" || true
+  kill -TERM "$thrift" "$master" 2>/dev/null || true
+  wait || true
+  rm -f "$MASTER_PID" "$THRIFT_PID"
+}
+
+thrift_run() {  # a separate Thrift server on another port, same master; replaced by exec
+  local port="${1:?usage: $0 thrift-run PORT}"
+  [ -f "$CONF/hbase-site.xml" ] || write_conf
+  java_cmd 256m org.apache.hadoop.hbase.thrift.ThriftServer -b 127.0.0.1 -p "$port" start
+  exec "${JAVA_CMD[@]}"
+}
+
+case "${1:-}" in
+  install) install ;;
+  start) start ;;
+  stop) stop ;;
+  status) if probe; then echo "hbase: up (thrift 127.0.0.1:$THRIFT_PORT)"; else echo "hbase: down"; exit 1; fi ;;
+  run) run ;;
+  thrift-run) thrift_run "${2:-}" ;;
+  *) echo "usage: $0 install|start|stop|status|run|thrift-run PORT" >&2; exit 2 ;;
+esac
