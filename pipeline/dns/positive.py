@@ -70,11 +70,12 @@ class PositiveCache:
         self._m = max(capacity + 1, math.ceil(capacity / load_factor))
         m = self._m
         self._ipv6 = ipv6
-        self._khi = array("Q", bytes(8 * m))
-        self._tag = array("H", bytes(2 * m))
-        self._ip = array("Q", bytes(16 * m)) if ipv6 else array(_U32, bytes(4 * m))
-        self._born = array(_U32, bytes(4 * m))
-        self._ttl = array("H", bytes(2 * m))
+        # Repetition allocates exactly m items (frombytes would over-allocate by 1/16).
+        self._khi = array("Q", [0]) * m
+        self._tag = array("H", [0]) * m
+        self._ip = array("Q", [0]) * (2 * m) if ipv6 else array(_U32, [0]) * m
+        self._born = array(_U32, [0]) * m
+        self._ttl = array("H", [0]) * m
         self._extra: dict[int, tuple[int, ...]] = {}
         self._size = 0
         self._hand = 0

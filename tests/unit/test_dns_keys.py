@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import random
-
 import mmh3
 
 from pipeline.dns.keys import KEY_BITS, key_parts, name_key, normalize_name, prefix_range
+from pipeline.dns.namegen import real_looking_names
 from pipeline.dns.tld import MAX_CODE, UNKNOWN, distinct_codes, tld_code, tld_table
 
 
@@ -57,27 +56,6 @@ def test_normalize_name() -> None:
     assert normalize_name("WWW.Example.COM.") == "www.example.com"
 
 
-def _real_looking_names(n: int, seed: int = 7) -> list[str]:
-    rng = random.Random(seed)
-    tlds = ["com"] * 50 + ["net"] * 8 + ["org"] * 8 + ["de", "uk", "ru", "cn", "jp", "fr", "io", "info", "br", "it"] * 2
-    syll = ["ka", "lo", "mi", "ne", "tor", "web", "shop", "net", "data", "blog", "news", "tech", "ar", "zu", "qi"]
-    subs = ["www", "blog", "shop", "m", "api", "cdn", "mail", "news", "static", "img"]
-    out: set[str] = set()
-    while len(out) < n:
-        sld = "".join(rng.choice(syll) for _ in range(rng.randint(2, 4))) + (str(rng.randint(0, 999)) if rng.random() < 0.3 else "")
-        tld = rng.choice(tlds)
-        if tld == "uk":
-            sld += ".co"
-        r = rng.random()
-        if r < 0.3:
-            out.add(f"{sld}.{tld}")
-        elif r < 0.8:
-            out.add(f"{rng.choice(subs)}.{sld}.{tld}")
-        else:  # a site with many hosts (blog platforms, CDNs)
-            out.add(f"u{rng.randint(0, 200_000)}.{rng.choice(['blogspot', 'github', 'wordpress'])}.{tld}")
-    return sorted(out)
-
-
 def expected_collisions(names: list[str]) -> float:
     """Birthday estimate for the key: two names collide when they share the TLD and one of the
     other two parts, and the 32-bit hashes of the differing part collide (both differing: 2^-64)."""
@@ -93,7 +71,7 @@ def expected_collisions(names: list[str]) -> float:
 
 
 def test_key_collisions_on_1m_real_looking_names_match_the_birthday_bound() -> None:
-    names = _real_looking_names(1_000_000)
+    names = real_looking_names(1_000_000)
     keys = {name_key(n) for n in names}
     collisions = len(names) - len(keys)
     expected = expected_collisions(names)
