@@ -1,0 +1,71 @@
+"""``crawlfleet jobs run``: segments -> extract -> update crawl db -> pending set, on any runner.
+
+Examples::
+
+    crawlfleet jobs run --runner local --segment var/crawl/segments/segment-00000.jsonl \\
+        --store sqlite:var/crawl/crawl.db --allowed-domain crawl.test --max-depth 5
+    crawlfleet jobs run --runner spark --segments-dir var/crawl/segments --follow \\
+        --store sqlite:var/crawl/crawl.db      # processes each segment once the writer closes it
+
+One JSON summary line per segment goes to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+from jobs.runner import RUNNERS, JobArgs, LinkPipeline, RunnerConfig, closed_segments, run_pipelined, watch_segments
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    jobs = subparsers.add_parser("jobs", help="MapReduce link processing (mrjob)")
+    jsub = jobs.add_subparsers(dest="jobs_command", required=True)
+    run = jsub.add_parser("run", help="run the link jobs over closed segments")
+    run.add_argument("--runner", choices=RUNNERS, default="inline")
+    src = run.add_mutually_exclusive_group(required=True)
+    src.add_argument("--segment", action="append", type=Path, help="a segment file (repeatable)")
+    src.add_argument("--segments-dir", type=Path, help="process every closed segment of this directory")
+    run.add_argument("--follow", action="store_true",
+                     help="with --segments-dir: keep watching; stop once FILE named by --stop-file exists")
+    run.add_argument("--stop-file", type=Path, help="with --follow: its existence means the crawl ended")
+    run.add_argument("--store", required=True, help="sqlite:PATH or hbase[:HOST[:PORT]]")
+    run.add_argument("--allowed-domain", action="append", default=[], help="repeatable; none = any domain")
+    run.add_argument("--max-depth", type=int, default=10)
+    run.add_argument("--max-links", type=int, default=10_000)
+    run.add_argument("--batch-size", type=int, default=500, help="URLs per store round trip")
+    run.add_argument("--lru-size", type=int, default=200_000, help="S5 local seen-cache entries")
+    run.add_argument("--spark-master", default="local[2]")
+    run.add_argument("--conf-path", help="mrjob.conf (e.g. for EMR; see docs/mrjob.emr.conf.example)")
+    run.add_argument("--work-dir", type=Path, default=Path("var/jobs"))
+    run.add_argument("--host-stats", action="store_true", help="also run mr_host_stats per segment")
+    run.set_defaults(func=_run)
+
+
+def _segments(args: argparse.Namespace) -> Iterable[Path]:
+    if args.segment:
+        return args.segment
+    if not args.follow:
+        return closed_segments(args.segments_dir, include_last=True)
+    stop = args.stop_file
+    return watch_segments(args.segments_dir, done=lambda: stop is not None and stop.exists())
+
+
+def _run(args: argparse.Namespace) -> int:
+    cfg = RunnerConfig(runner=args.runner, work_dir=args.work_dir.resolve(), spark_master=args.spark_master,
+                       conf_path=args.conf_path)
+    jargs = JobArgs(store=args.store, allowed_domains=tuple(args.allowed_domain), max_depth=args.max_depth,
+                    max_links=args.max_links, batch_size=args.batch_size, lru_size=args.lru_size)
+    pipeline = LinkPipeline(cfg, jargs, host_stats=args.host_stats)
+    total = 0
+    for result in run_pipelined(_segments(args), pipeline.process):
+        total += len(result.new_pending)
+        line = result.summary()
+        if result.host_stats is not None:
+            line["host_stats"] = result.host_stats
+        print(json.dumps(line, sort_keys=True), flush=True)
+    print(json.dumps({"done": True, "new_pending_total": total}), file=sys.stderr)
+    return 0

@@ -1,0 +1,206 @@
+"""The link-processing logic of the MapReduce jobs, as plain functions.
+
+mrjob is unmaintained, so the jobs in this package are thin shells: every mapper and reducer body is
+a function here, importable by the embedded crawl engine and by any other runner. Values that cross
+the shuffle are plain JSON (lists and dicts), never pickles.
+
+Every reducer here is insensitive to the order of its values, so all runners (inline, local, Spark,
+Hadoop) give the same output for the same input, whatever the partitioning.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Iterator, MutableMapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fetchers.records import FetchResult, SchemaError
+from pipeline import linkfilter, links
+from pipeline.linkfilter import Candidate
+from pipeline.storage.base import Store, UrlRecord, UrlState
+from pipeline.urls import Scope, TrapRules, fingerprint, host_of, normalize
+
+MAX_ANCHORS = 3  # anchor texts kept per target URL (the most frequent ones)
+MAX_ANCHOR_CHARS = 120
+
+
+@dataclass(frozen=True, slots=True)
+class LinkRules:
+    """What the extract step keeps: scope, depth limit, trap rules, per-page link cap."""
+
+    scope: Scope
+    traps: TrapRules
+    max_depth: int
+    max_links: int = links.DEFAULT_MAX_LINKS
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        allowed_domains: Sequence[str] = (),
+        max_depth: int,
+        max_links: int = links.DEFAULT_MAX_LINKS,
+        traps: TrapRules | None = None,
+    ) -> LinkRules:
+        """Rules from job arguments. No ``allowed_domains`` means no domain restriction."""
+        scope = Scope(domains=frozenset(d.lower().strip(".") for d in allowed_domains if d))
+        return cls(scope=scope, traps=traps or TrapRules(), max_depth=max_depth, max_links=max_links)
+
+
+# --- segment records ---------------------------------------------------------------------------
+
+
+def decode_result(line: str | bytes) -> FetchResult | None:
+    """One segment line as a FetchResult, or None for a torn or invalid line."""
+    try:
+        return FetchResult.from_json(json.loads(line))
+    except (ValueError, SchemaError):
+        return None
+
+
+def page_candidates(
+    result: FetchResult, rules: LinkRules, *, stats: MutableMapping[str, int] | None = None
+) -> list[Candidate]:
+    """Extract and filter the links of one fetch result (S3 step 4). Nothing for failures/non-HTML.
+
+    ``result.nofollow`` (the fetcher's X-Robots-Tag view) drops every link like a meta nofollow.
+    """
+    if not result.ok or not result.body or result.nofollow:
+        return []
+    page = links.extract(
+        result.body,
+        base_url=result.final_url or result.url,
+        content_type=result.content_type,
+        max_links=rules.max_links,
+    )
+    if stats is not None:
+        stats["links"] = stats.get("links", 0) + len(page.links)
+        if page.truncated:
+            stats["pages_truncated"] = stats.get("pages_truncated", 0) + 1
+    return linkfilter.candidates(
+        result.url,
+        result.final_url,
+        result.depth,
+        page,
+        scope=rules.scope,
+        traps=rules.traps,
+        max_depth=rules.max_depth,
+        stats=stats,
+    )
+
+
+# --- extract: map and reduce --------------------------------------------------------------------
+
+
+def link_value(c: Candidate) -> list[Any]:
+    """The shuffle value for one candidate: [depth, source, anchor]."""
+    return [c.depth, c.source, c.anchor[:MAX_ANCHOR_CHARS]]
+
+
+def merge_link_values(url: str, values: Iterable[Sequence[Any]]) -> dict[str, Any]:
+    """One record per target URL: min depth, its source (smallest at that depth), distinct in-linking
+    pages, and the most frequent anchor texts (ties by text). Order-insensitive."""
+    depth: int | None = None
+    source = ""
+    sources: set[str] = set()
+    anchors: Counter[str] = Counter()
+    for d, src, anchor in values:
+        sources.add(src)
+        if anchor:
+            anchors[anchor] += 1
+        if depth is None or d < depth or (d == depth and src < source):
+            depth, source = d, src
+    top = sorted(anchors.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_ANCHORS]
+    return {
+        "url": url,
+        "host": host_of(url),
+        "depth": depth if depth is not None else 0,
+        "source": source,
+        "inlinks": len(sources),
+        "anchors": [a for a, _ in top],
+    }
+
+
+def merged_to_record(merged: dict[str, Any]) -> UrlRecord:
+    """The crawl-db row for one merged extract record (PENDING, with its in-link count)."""
+    url = merged["url"]
+    return UrlRecord(
+        url=url,
+        url_id=fingerprint(url),
+        host=merged.get("host") or host_of(url),
+        depth=int(merged["depth"]),
+        state=UrlState.PENDING,
+        discovered_from=merged.get("source", ""),
+        inlinks=max(1, int(merged.get("inlinks", 1))),
+    )
+
+
+def pending_json(rec: UrlRecord) -> dict[str, Any]:
+    """What the update step emits for a URL that just became PENDING."""
+    return {"url": rec.url, "url_id": rec.url_id, "host": rec.host, "depth": rec.depth, "source": rec.discovered_from}
+
+
+# --- update crawl db ----------------------------------------------------------------------------
+
+
+def open_store(spec: str) -> Store:
+    """A Store from a job argument: ``sqlite:PATH`` or ``hbase[:HOST[:PORT]]``."""
+    kind, _, rest = spec.partition(":")
+    if kind == "sqlite" and rest:
+        from pipeline.storage.sqlite import SqliteStore
+
+        return SqliteStore(rest)
+    if kind == "hbase":
+        from pipeline.storage import hbase  # type: ignore[attr-defined]
+
+        host, _, port = rest.partition(":")
+        return hbase.HBaseStore(host=host or "127.0.0.1", port=int(port or 9090))  # type: ignore[no-any-return]
+    raise ValueError(f"store spec must be sqlite:PATH or hbase[:HOST[:PORT]], got {spec!r}")
+
+
+def update_batches(
+    seen: Any, merged: Iterable[dict[str, Any]], *, batch_size: int = 500
+) -> Iterator[UrlRecord]:
+    """Merge extract records into the crawl db through a SeenFilter, ``batch_size`` per round trip.
+
+    Yields the records that became PENDING. Known URLs only get their in-link counts raised (the
+    SeenFilter buffers those of local hits; call ``seen.flush()`` at the end).
+    """
+    buf: list[UrlRecord] = []
+    for m in merged:
+        buf.append(merged_to_record(m))
+        if len(buf) >= batch_size:
+            yield from seen.add_new(buf)
+            buf = []
+    if buf:
+        yield from seen.add_new(buf)
+
+
+# --- host stats ---------------------------------------------------------------------------------
+
+HOST_STAT_FIELDS = ("pages", "ok", "errors", "bytes", "wire_bytes", "s2xx", "s3xx", "s4xx", "s5xx")
+
+
+def host_stat_value(result: FetchResult) -> tuple[str, list[int]] | None:
+    """(host, counters in HOST_STAT_FIELDS order) for one fetch result."""
+    url = normalize(result.url)
+    if url is None:
+        return None
+    status = result.status
+    klass = [int(200 <= status < 300), int(300 <= status < 400), int(400 <= status < 500), int(status >= 500)]
+    errors = int(bool(result.error_class) or status >= 400)
+    return host_of(url), [1, int(result.ok), errors, result.body_bytes or len(result.body), result.wire_bytes, *klass]
+
+
+def sum_host_values(values: Iterable[Sequence[int]]) -> list[int]:
+    total = [0] * len(HOST_STAT_FIELDS)
+    for v in values:
+        for i, x in enumerate(v):
+            total[i] += x
+    return total
+
+
+def host_stats_record(host: str, total: Sequence[int]) -> dict[str, Any]:
+    return {"host": host, **dict(zip(HOST_STAT_FIELDS, total, strict=True))}

@@ -1,0 +1,68 @@
+"""MapReduce step 1 (S3 step 4): extract and filter the links of a segment of fetch results.
+
+Input: a segment, JSON lines of ``FetchResult.to_json()``. Output: JSON lines, one per target URL:
+``{"url", "host", "depth" (min), "source", "inlinks" (distinct pages), "anchors" (up to 3)}``.
+The mapper and reducer bodies are ``jobs.logic`` functions, shared with the embedded crawl engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from mrjob.job import MRJob
+from mrjob.protocol import JSONProtocol, JSONValueProtocol, RawValueProtocol
+from mrjob.step import MRStep
+
+from jobs import logic
+
+
+class MRExtractLinks(MRJob):
+    INPUT_PROTOCOL = RawValueProtocol
+    INTERNAL_PROTOCOL = JSONProtocol
+    OUTPUT_PROTOCOL = JSONValueProtocol
+
+    def configure_args(self) -> None:
+        super().configure_args()
+        self.add_passthru_arg("--allowed-domain", action="append", default=[], help="repeatable; none = any")
+        self.add_passthru_arg("--max-depth", type=int, default=10)
+        self.add_passthru_arg("--max-links", type=int, default=10_000, help="cap per page")
+
+    def steps(self) -> list[MRStep]:
+        return [
+            MRStep(
+                mapper_init=self.extractor_init,
+                mapper=self.extractor_map,
+                mapper_final=self.extractor_final,
+                reducer=self.merger_reduce,
+            )
+        ]
+
+    def extractor_init(self) -> None:
+        self.rules = logic.LinkRules.build(
+            allowed_domains=self.options.allowed_domain,
+            max_depth=self.options.max_depth,
+            max_links=self.options.max_links,
+        )
+        self.drops: dict[str, int] = {}
+
+    def extractor_map(self, _: None, line: str) -> Iterator[tuple[str, list[Any]]]:
+        result = logic.decode_result(line)
+        if result is None:
+            self.increment_counter("extract", "bad_lines")
+            return
+        self.increment_counter("extract", "results")
+        for cand in logic.page_candidates(result, self.rules, stats=self.drops):
+            yield cand.url, logic.link_value(cand)
+
+    def extractor_final(self) -> Iterator[tuple[str, list[Any]]]:
+        for reason, n in sorted(self.drops.items()):
+            self.increment_counter("links", reason, n)
+        return iter(())
+
+    def merger_reduce(self, url: str, values: Iterator[list[Any]]) -> Iterator[tuple[None, dict[str, Any]]]:
+        yield None, logic.merge_link_values(url, values)
+
+
+if __name__ == "__main__":
+    MRExtractLinks.run()

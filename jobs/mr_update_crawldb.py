@@ -1,0 +1,64 @@
+"""MapReduce step 2 (S3 step 4, S5): merge extracted links into the crawl database.
+
+Input: the output of ``mr_extract_links`` (one JSON record per target URL). Each mapper opens the
+Store (``--store sqlite:PATH`` or ``hbase[:HOST[:PORT]]``) and puts S5's SeenFilter in front of it:
+a bounded LRU of fingerprints answers repeats locally and the rest goes to the store in batches of
+``--batch-size`` (one round trip each). New URLs become PENDING; known ones only gain in-links.
+Output: JSON lines of the URLs that became PENDING.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from mrjob.job import MRJob
+from mrjob.protocol import JSONValueProtocol
+from mrjob.step import MRStep
+
+from jobs import logic
+from pipeline.dedup import SeenFilter
+from pipeline.storage.base import UrlRecord
+
+
+class MRUpdateCrawlDb(MRJob):
+    INPUT_PROTOCOL = JSONValueProtocol
+    OUTPUT_PROTOCOL = JSONValueProtocol
+
+    def configure_args(self) -> None:
+        super().configure_args()
+        self.add_passthru_arg("--store", required=True, help="sqlite:PATH or hbase[:HOST[:PORT]]")
+        self.add_passthru_arg("--batch-size", type=int, default=500)
+        self.add_passthru_arg("--lru-size", type=int, default=200_000)
+
+    def steps(self) -> list[MRStep]:
+        return [MRStep(mapper_init=self.merger_init, mapper=self.merger_map, mapper_final=self.merger_final)]
+
+    def merger_init(self) -> None:
+        self.store = logic.open_store(self.options.store)
+        self.seen = SeenFilter(self.store, lru_size=self.options.lru_size, track_inlinks=True)
+        self.buf: list[dict[str, Any]] = []
+
+    def merger_map(self, _: None, merged: dict[str, Any]) -> Iterator[tuple[None, dict[str, Any]]]:
+        self.buf.append(merged)
+        if len(self.buf) >= self.options.batch_size:
+            yield from self._flush()
+
+    def merger_final(self) -> Iterator[tuple[None, dict[str, Any]]]:
+        yield from self._flush()
+        self.seen.flush()
+        self.store.flush()
+        self.store.close()
+        stats = self.seen.stats
+        for name in ("local_hits", "remote_lookups", "round_trips", "inlink_updates", "new"):
+            self.increment_counter("dedup", name, getattr(stats, name))
+
+    def _flush(self) -> Iterator[tuple[None, dict[str, Any]]]:
+        batch, self.buf = self.buf, []
+        new: list[UrlRecord] = list(logic.update_batches(self.seen, batch, batch_size=self.options.batch_size))
+        for rec in new:
+            yield None, logic.pending_json(rec)
+
+
+if __name__ == "__main__":
+    MRUpdateCrawlDb.run()

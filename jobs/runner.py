@@ -1,0 +1,242 @@
+"""Run the link jobs on any mrjob runner, and the pipelined driver that closes the crawl loop.
+
+S3's loop: fetchers write results into a segment; a closed segment goes through
+``mr_extract_links`` -> ``mr_update_crawldb``; the URLs that became PENDING are in the store, where
+the frontier picks them up. ``LinkPipeline`` runs that per segment. ``run_pipelined`` does it on a
+background thread so that the fetchers keep writing the next segment meanwhile (not stop-the-world).
+
+Segment closing follows pipeline.journal.SegmentWriter: segments are ``segment-NNNNN.jsonl``; one is
+closed once a later one exists (or when the caller says the crawl has ended).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mrjob.job import MRJob
+
+from jobs import hadoop
+from jobs.mr_extract_links import MRExtractLinks
+from jobs.mr_host_stats import MRHostStats
+from jobs.mr_update_crawldb import MRUpdateCrawlDb
+
+RUNNERS = ("inline", "local", "spark", "hadoop", "emr")
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerConfig:
+    """How to run a job. ``work_dir`` holds temp space (one sub-directory per job run)."""
+
+    runner: str = "inline"
+    work_dir: Path = field(default_factory=lambda: Path(tempfile.gettempdir()) / "crawlfleet-jobs")
+    spark_master: str = "local[2]"
+    python_bin: str = sys.executable
+    conf_path: str | None = None  # an mrjob.conf (EMR); None means --no-conf
+    extra_args: tuple[str, ...] = ()
+
+    def args(self) -> list[str]:
+        """mrjob switches for this runner (everything but the job's own arguments and inputs)."""
+        if self.runner not in RUNNERS:
+            raise ValueError(f"runner must be one of {RUNNERS}, got {self.runner!r}")
+        out = ["-r", self.runner]
+        out += ["--conf-path", self.conf_path] if self.conf_path else ["--no-conf"]
+        if self.runner in ("local", "hadoop", "spark"):
+            out += ["--python-bin", self.python_bin]
+        if self.runner == "spark":
+            out += ["--spark-master", self.spark_master, "--spark-submit-bin", spark_submit_bin()]
+            # Loopback only, no web UI: the machine is shared and must send nothing off-host.
+            for conf in ("spark.ui.enabled=false", "spark.driver.host=127.0.0.1",
+                         "spark.driver.bindAddress=127.0.0.1", "spark.sql.shuffle.partitions=4"):
+                out += ["-D", conf]
+        if self.runner == "hadoop":
+            out += hadoop.runner_args(self.work_dir / "hadoop-tmp")
+        return out + list(self.extra_args)
+
+
+def spark_submit_bin() -> str:
+    """spark-submit from the pyspark package next to this interpreter (PyPI pyspark ships it)."""
+    local = Path(sys.executable).with_name("spark-submit")
+    if local.exists():
+        return str(local)
+    found = shutil.which("spark-submit")
+    if found:
+        return found
+    raise FileNotFoundError("spark-submit not found: pip install 'crawlfleet[spark]'")
+
+
+@dataclass(slots=True)
+class JobOutput:
+    records: list[Any]
+    counters: dict[str, dict[str, int]]
+    seconds: float
+
+
+def run_job(job_cls: type[MRJob], inputs: Sequence[Path | str], job_args: Sequence[str],
+            cfg: RunnerConfig) -> JobOutput:
+    """Run one job to completion and return its parsed output records and counters."""
+    cfg.work_dir.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    argv = [*cfg.args(), *job_args, *[str(p) for p in inputs]]
+    job = job_cls(args=argv)
+    started = time.perf_counter()
+    with job.make_runner() as runner:
+        runner.run()
+        records = [value for _, value in job.parse_output(runner.cat_output())]
+        counters = _merge_counters(runner.counters())
+    return JobOutput(records, counters, time.perf_counter() - started)
+
+
+def _merge_counters(per_step: list[dict[str, dict[str, int]]]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for step in per_step or []:
+        for group, names in step.items():
+            for name, n in names.items():
+                out.setdefault(group, {})[name] = out.setdefault(group, {}).get(name, 0) + n
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class JobArgs:
+    """Arguments of the link jobs (scope, depth, store)."""
+
+    store: str
+    allowed_domains: tuple[str, ...] = ()
+    max_depth: int = 10
+    max_links: int = 10_000
+    batch_size: int = 500
+    lru_size: int = 200_000
+
+    def extract(self) -> list[str]:
+        out = ["--max-depth", str(self.max_depth), "--max-links", str(self.max_links)]
+        for d in self.allowed_domains:
+            out += ["--allowed-domain", d]
+        return out
+
+    def update(self) -> list[str]:
+        return ["--store", self.store, "--batch-size", str(self.batch_size), "--lru-size", str(self.lru_size)]
+
+
+@dataclass(slots=True)
+class RoundResult:
+    """One segment through the loop."""
+
+    segment: str
+    candidates: int
+    new_pending: list[dict[str, Any]]
+    extract_s: float
+    update_s: float
+    counters: dict[str, dict[str, int]]
+    host_stats: list[dict[str, Any]] | None = None
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "segment": self.segment, "candidates": self.candidates, "new_pending": len(self.new_pending),
+            "extract_s": round(self.extract_s, 3), "update_s": round(self.update_s, 3),
+            "counters": self.counters,
+        }  # fmt: skip
+
+
+class LinkPipeline:
+    """segment -> extract -> update crawl db -> (new PENDING URLs are in the store)."""
+
+    def __init__(self, cfg: RunnerConfig, args: JobArgs, *, host_stats: bool = False) -> None:
+        self.cfg = cfg
+        self.args = args
+        self.host_stats = host_stats
+
+    def process(self, segment: Path) -> RoundResult:
+        extracted = run_job(MRExtractLinks, [segment], self.args.extract(), self.cfg)
+        work = Path(tempfile.mkdtemp(prefix="round-", dir=self.cfg.work_dir))
+        try:
+            merged = work / "candidates.jsonl"
+            _write_jsonl(merged, extracted.records)
+            updated = run_job(MRUpdateCrawlDb, [merged], self.args.update(), self.cfg)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        stats = run_job(MRHostStats, [segment], [], self.cfg).records if self.host_stats else None
+        counters = _merge_counters([extracted.counters, updated.counters])
+        return RoundResult(segment.name, len(extracted.records), updated.records, extracted.seconds,
+                           updated.seconds, counters, stats)
+
+
+def _write_jsonl(path: Path, records: Iterable[Any]) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        for r in records:
+            fh.write(json.dumps(r, separators=(",", ":")))
+            fh.write("\n")
+
+
+def closed_segments(directory: Path, *, include_last: bool) -> list[Path]:
+    """Segments in name order; the newest is still being written unless ``include_last``."""
+    segs = sorted(directory.glob("segment-*.jsonl"))
+    return segs if include_last else segs[:-1]
+
+
+def watch_segments(directory: Path, *, done: Callable[[], bool], poll_s: float = 1.0,
+                   sleep: Callable[[float], None] = time.sleep) -> Iterator[Path]:
+    """Yield each segment of ``directory`` once it is closed; the last one once ``done()`` is true."""
+    yielded: set[str] = set()
+    while True:
+        finished = done()  # read before listing, so a segment closed meanwhile is not missed
+        for seg in closed_segments(directory, include_last=finished):
+            if seg.name not in yielded:
+                yielded.add(seg.name)
+                yield seg
+        if finished:
+            return
+        sleep(poll_s)
+
+
+def run_pipelined(segments: Iterable[Path], process: Callable[[Path], RoundResult], *,
+                  max_queued: int = 2) -> Iterator[RoundResult]:
+    """Process segments on a background thread while the caller keeps producing them.
+
+    ``segments`` is consumed on the caller's thread (it may block waiting for the next closed
+    segment); at most ``max_queued`` closed segments wait for processing. Results come back in order.
+    An exception in ``process`` is re-raised here.
+    """
+    todo: queue.Queue[Path | None] = queue.Queue(maxsize=max_queued)
+    done: queue.Queue[RoundResult | BaseException | None] = queue.Queue()
+
+    def worker() -> None:
+        failed = False
+        while (seg := todo.get()) is not None:
+            if failed:
+                continue  # keep draining so the producer never blocks on a full queue
+            try:
+                done.put(process(seg))
+            except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+                failed = True
+                done.put(exc)
+        done.put(None)
+
+    thread = threading.Thread(target=worker, name="link-pipeline", daemon=True)
+    thread.start()
+
+    def take(item: RoundResult | BaseException | None) -> RoundResult | None:
+        if isinstance(item, BaseException):
+            todo.put(None)
+            raise item
+        return item
+
+    for seg in segments:
+        todo.put(seg)
+        while not done.empty():
+            got = take(done.get())
+            if got is not None:
+                yield got
+    todo.put(None)
+    while (got := take(done.get())) is not None:
+        yield got
+    thread.join()
