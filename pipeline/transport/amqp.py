@@ -42,7 +42,7 @@ def connection(url: str, *, confirm: bool = False, heartbeat: float = 0) -> Conn
 
 
 def dead_letter(producer: Producer, message: Message, *, reason: str, source: str) -> None:
-    """Copy ``message`` to the dead-letter queue with its reason in the headers, then ack it.
+    """Copy ``message`` to the dead-letter queue with its reason in the headers (the caller acks it).
 
     Used by consumers that find a message unusable (not JSON, wrong schema, oversized). The reason
     is also logged here, once, so "why did this land in crawlfleet.dead" is answered in both places.
@@ -61,7 +61,6 @@ def dead_letter(producer: Producer, message: Message, *, reason: str, source: st
         declare=[topology.dead_queue()],
         retry=False,
     )
-    message.ack()
 
 
 @dataclass(slots=True)

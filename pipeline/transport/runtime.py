@@ -98,6 +98,11 @@ def scope_from_json(obj: Any) -> Scope | None:
         raise ValueError(f"bad scope pattern: {exc}") from exc
 
 
+def _log_failure(future: concurrent.futures.Future[Any]) -> None:
+    if future.exception() is not None:
+        log.error("fetcher warm-up failed: %r", future.exception())
+
+
 @dataclass(slots=True)
 class _Counters:
     successes: int = 0
@@ -146,6 +151,9 @@ class FetchRuntime:
     def start(self) -> None:
         self._thread.start()
         self.outbox.start()
+        # Build the first fetcher now (imports, DNS cache, session) rather than in the first batch's time.
+        warm = asyncio.run_coroutine_threadsafe(self._fetcher_for(None), self._loop)
+        warm.add_done_callback(_log_failure)
         log.info("fetch runtime up: node=%s incarnation=%s slots=%d", self.node, self.incarnation, self.slots)
 
     def close(self, *, timeout: float = 10.0) -> None:
@@ -186,8 +194,13 @@ class FetchRuntime:
                 self.duplicates += 1
             self._active += 1
         try:
+            t0 = time.time()
             report, confirmed = future.result()
+            t1 = time.time()
             confirmed.wait()
+            t2 = time.time()
+            log.debug("batch %d: queued %.3fs, fetched in %.3fs (fetcher says %.3fs), confirmed in %.3fs",
+                      batch.serial, t0 - batch.issued_at, t1 - t0, report.elapsed_s, t2 - t1)  # fmt: skip
             out = report.to_json()
             with self._lock:
                 self._running.pop(batch.serial, None)

@@ -1,0 +1,150 @@
+"""``crawlfleet dispatcher``, ``crawlfleet worker`` and ``crawlfleet submit``: fleet mode (see docs/FLEET.md).
+
+- ``crawlfleet dispatcher [SEEDS...] --out DIR [--service NAME] [--resume] [--serve]`` runs the central
+  dispatcher for one service until the crawl is done (``--serve``: keep waiting for submits).
+- ``crawlfleet worker --node NAME [--slots N]`` becomes ``celery -A pipeline.transport.celery_app worker
+  -Q fetch.NAME --pool threads -c N`` (exec, so signals reach Celery directly).
+- ``crawlfleet submit --service NAME SEEDS...`` hands seed URLs to that service's dispatcher.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from pipeline import logs
+from pipeline.settings import Settings, load_settings
+
+
+def register(subparsers: Any) -> None:
+    from pipeline.crawl_cli import add_crawl_flags
+
+    d = subparsers.add_parser("dispatcher", help="run the fleet dispatcher (RabbitMQ + Celery workers)")
+    d.add_argument("seeds", nargs="*", help="seed URLs (or submit them later with `crawlfleet submit`)")
+    add_crawl_flags(d)
+    _fleet_flags(d)
+    d.add_argument("--resume", action="store_true", help="continue the crawl in --out after a stop or crash")
+    d.add_argument("--serve", action="store_true", help="keep running when the crawl is done (for submits)")
+    logs.add_arguments(d)
+    d.set_defaults(func=_cmd_dispatcher)
+
+    w = subparsers.add_parser("worker", help="run a Celery fetch worker for one node")
+    w.add_argument("--node", required=True, help="node name; the worker consumes the queue fetch.NODE")
+    w.add_argument("--slots", type=int, default=None, help="batches run at once (Celery -c); default from settings")
+    w.add_argument("--config", help="TOML settings file")
+    w.add_argument("--dns-server", action="append", default=None, metavar="HOST:PORT")
+    w.add_argument("--allow-network", action="append", default=None, metavar="CIDR")
+    w.add_argument("--loglevel", default="INFO")
+    _fleet_flags(w, service=False)
+    w.add_argument("celery_args", nargs=argparse.REMAINDER, help="extra arguments for `celery worker` after --")
+    w.set_defaults(func=_cmd_worker)
+
+    s = subparsers.add_parser("submit", help="submit seed URLs to a fleet dispatcher's service")
+    s.add_argument("--service", required=True)
+    s.add_argument("--broker-url", default=None)
+    s.add_argument("--config", help="TOML settings file")
+    s.add_argument("seeds", nargs="+")
+    s.set_defaults(func=_cmd_submit)
+
+
+def _fleet_flags(p: argparse.ArgumentParser, *, service: bool = True) -> None:
+    if service:
+        p.add_argument("--service", default=None, help="service name (quota list key; results queue)")
+    p.add_argument("--broker-url", default=None, help="AMQP URL (default: settings / CRAWLFLEET_BROKER_URL)")
+    p.add_argument("--heartbeat-s", type=float, default=None, help="heartbeat period (S1)")
+
+
+def _fleet_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    return {
+        "fleet": {"broker_url": args.broker_url},
+        "dispatch": {"service": getattr(args, "service", None), "heartbeat_s": getattr(args, "heartbeat_s", None)},
+    }
+
+
+def _cmd_dispatcher(args: argparse.Namespace) -> int:
+    from pipeline.crawl_cli import settings_from_args
+    from pipeline.transport.dispatcher_service import FleetDispatcher
+
+    logs.setup_from_args(args)
+    settings: Settings = settings_from_args(args).with_overrides(_fleet_overrides(args))
+    seeds = list(args.seeds)
+    out = Path(args.out)
+    if not seeds and not args.resume and not args.serve:
+        print("crawlfleet dispatcher: give seed URLs, --resume or --serve", file=sys.stderr)
+        return 2
+    service = FleetDispatcher(settings, out_dir=out, seeds=seeds, resume=args.resume, serve=args.serve)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: service.stop())
+    summary = service.run()
+    if args.json:
+        print(json.dumps(summary, sort_keys=True))
+    else:
+        for key in ("pages_fetched", "pages_failed", "elapsed_s", "pages_per_s"):
+            print(f"{key:16} {summary.get(key)}")
+    return 0
+
+
+def worker_command(args: argparse.Namespace, settings: Settings) -> tuple[list[str], dict[str, str]]:
+    """The celery command line and environment for ``crawlfleet worker`` (pure, for tests)."""
+    from pipeline.transport import topology
+
+    node = topology.check_name(args.node, what="node")
+    slots = args.slots or default_slots(settings)
+    env = dict(os.environ)
+    env["CRAWLFLEET_NODE"] = node
+    if args.config:
+        env["CRAWLFLEET_CONFIG"] = str(Path(args.config).resolve())
+    if args.broker_url:
+        env["CRAWLFLEET_BROKER_URL"] = args.broker_url
+    if args.dns_server:
+        env["CRAWLFLEET_DNS_SERVERS"] = ",".join(args.dns_server)
+    if args.allow_network:
+        env["CRAWLFLEET_SECURITY_ALLOW_NETWORKS"] = ",".join(args.allow_network)
+    if args.heartbeat_s:
+        env["CRAWLFLEET_DISPATCH_HEARTBEAT_S"] = str(args.heartbeat_s)
+    extra = [a for a in (args.celery_args or []) if a != "--"]
+    cmd = [
+        sys.executable, "-m", "celery", "-A", "pipeline.transport.celery_app", "worker",
+        "-Q", topology.fetch_queue_name(node), "--pool", "threads", "-c", str(slots),
+        "-n", f"{node}@%h", "--without-mingle", "--without-gossip", "--without-heartbeat",
+        "-l", args.loglevel, *extra,
+    ]  # fmt: skip
+    return cmd, env
+
+
+def default_slots(settings: Settings) -> int:
+    """As many batches at once as keep ``fetch.concurrency`` sockets busy under the per-host limits."""
+    from pipeline.engine import local_slots
+
+    return local_slots(settings)
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    settings = load_settings(args.config, overrides=_fleet_overrides(args))
+    cmd, env = worker_command(args, settings)
+    os.execvpe(cmd[0], cmd, env)
+    return 0  # not reached
+
+
+def _cmd_submit(args: argparse.Namespace) -> int:
+    from kombu import Producer
+
+    from pipeline.transport import topology
+    from pipeline.transport.amqp import connection
+    from pipeline.transport.messages import encode, submit_message
+
+    settings = load_settings(args.config, overrides={"fleet": {"broker_url": args.broker_url}})
+    service = topology.check_name(args.service, what="service")
+    enc = encode(submit_message(service, list(args.seeds)))
+    with connection(settings.fleet.broker_url, confirm=True) as conn:
+        producer = Producer(conn.channel())
+        producer.publish(enc.body, exchange=topology.submit_exchange(), routing_key=service,
+                         content_type=enc.content_type, content_encoding=enc.content_encoding, delivery_mode=2,
+                         declare=[topology.submit_queue(service)], retry=True)  # fmt: skip
+    print(f"submitted {len(args.seeds)} URL(s) to service {service}")
+    return 0

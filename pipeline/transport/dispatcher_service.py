@@ -1,0 +1,407 @@
+"""The fleet dispatcher process: CrawlCore driven by AMQP instead of in-process calls.
+
+Each fetch node (a Celery worker on ``fetch.<node>``) appears as ``slots`` virtual fetchers
+``<node>#<i>``, exactly as the embedded engine splits its one fetcher, so S3's per-fetcher sizing and
+the frontier's per-fetcher host leases work unchanged. A virtual fetcher is idle until the report of
+its batch comes back; an idle fetcher of a live node asks ``CrawlCore.next_batch`` and the batch is
+published to its node's queue, tagged with the node's incarnation (a restarted node drops batches
+meant for its previous life, which the dispatcher has already re-queued).
+
+Heartbeats (S1) arrive on the fanout exchange. A new incarnation re-registers the node's fetchers
+(``Dispatcher.register`` expires what they held) and purges the node's queue; a node silent for
+``missed_heartbeats`` periods is excluded by the core and its queue is purged, so nothing is sent to
+a dead node and nothing stale waits for it. Results are de-duplicated per (serial, URL) before the
+core, which also drops unknown serials and applies each outcome to the store exactly once.
+
+Crash safety: results are journaled by the core before they are acked; a restarted dispatcher first
+journals whatever its predecessor's batches still bring (``recovery.drain_previous``), then resumes.
+A broker restart pauses the dispatcher's clock (``BrokerSession.paused_s``) instead of killing
+every fetcher at once. ``fleet-events.jsonl`` records issues, completions, expiries and node changes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from fetchers.records import Batch
+from pipeline.core import CrawlCore
+from pipeline.settings import Settings
+from pipeline.storage.base import Store
+from pipeline.transport.messages import (
+    BadMessage,
+    NodeHeartbeat,
+    decode,
+    parse_heartbeat,
+    parse_results,
+    parse_submit,
+)
+from pipeline.transport.recovery import drain_previous
+from pipeline.transport.runtime import scope_to_json
+from pipeline.transport.session import BrokerSession
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _Node:
+    name: str
+    incarnation: str
+    vfids: list[str]
+    last_seen: float
+    active: int = 0
+    dead: bool = False
+
+
+@dataclass(slots=True)
+class _Issued:
+    batch: Batch
+    node: str
+    vfid: str
+    received: set[int] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class FleetCounters:
+    batches_sent: int = 0
+    batch_bytes: int = 0
+    results_messages: int = 0
+    results_bytes: int = 0
+    heartbeats: int = 0
+    heartbeat_bytes: int = 0
+    duplicate_results: int = 0
+    late_reports: int = 0
+    expired_batches: int = 0
+    purged_messages: int = 0
+    dead_lettered: int = 0
+    resends: int = 0
+
+
+def open_store(settings: Settings, out_dir: Path) -> Store:
+    try:
+        from pipeline.storage.factory import open_store as factory_open  # type: ignore[import-not-found]
+    except ModuleNotFoundError:
+        from pipeline.storage.sqlite import SqliteStore
+
+        return SqliteStore(out_dir / "crawl.db")
+    store: Store = factory_open(settings.store, out_dir / "crawl.db")
+    return store
+
+
+class FleetDispatcher:
+    """One crawl (one service) dispatched over RabbitMQ. ``run()`` returns the summary dict."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        out_dir: Path,
+        seeds: Sequence[str] = (),
+        resume: bool = False,
+        serve: bool = False,
+        wall: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        from pipeline.transport.celery_app import make_app
+
+        self.settings = settings
+        self.service = settings.dispatch.service
+        self.out_dir = out_dir
+        self.seeds = list(seeds)
+        self.resume = resume
+        self.serve = serve
+        self._wall, self._mono = wall, monotonic
+        d = settings.dispatch
+        self.hb_timeout = d.heartbeat_s * d.missed_heartbeats
+        self.session = BrokerSession(settings.fleet, service=self.service, heartbeat_ttl_s=self.hb_timeout,
+                                     on_connect=self._on_connect, monotonic=monotonic)  # fmt: skip
+        self.app = make_app(settings)
+        self.core: CrawlCore | None = None
+        self.counters = FleetCounters()
+        self._nodes: dict[str, _Node] = {}
+        self._issued: dict[int, _Issued] = {}
+        self._busy: dict[str, int] = {}
+        self._unsent: list[int] = []
+        self._scope_json: dict[str, Any] | None = None
+        self._stopping = False
+        self._events: IO[str] | None = None
+        self._stats_file: IO[str] | None = None
+
+    def clock(self) -> float:
+        """Wall time minus the time the broker was unreachable (see the module docstring)."""
+        return self._wall() - self.session.paused_s
+
+    def stop(self) -> None:
+        """Stop dispatching and return (from a signal handler). In-flight batches finish on the workers;
+        their results wait in the results queue for the next dispatcher."""
+        self._stopping = True
+
+    # --- run ---------------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self._events = open(self.out_dir / "fleet-events.jsonl", "a", encoding="utf-8", buffering=1)  # noqa: SIM115
+        self._stats_file = open(self.out_dir / "stats.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+        store = open_store(self.settings, self.out_dir)
+        started = self._mono()
+        summary: dict[str, Any] = {}
+        try:
+            while not self.session.connect() and not self._stopping:
+                time.sleep(self.session.retry_s)
+            early: list[NodeHeartbeat] = []
+            if self.resume and store.get_meta("seeds"):
+                rec = drain_previous(self.session, self.settings, out_dir=self.out_dir, monotonic=self._mono,
+                                     stop=lambda: self._stopping)  # fmt: skip
+                self._event("recovered", results=rec.results, waited_s=rec.waited_s, timed_out=rec.timed_out)
+                early = list(rec.heartbeats.values())
+                self.seeds += [u for _, urls in rec.submits for u in urls]
+            elif not self.seeds and not store.get_meta("seeds"):
+                self.seeds = self._wait_for_seeds()
+            if self._stopping:
+                return {"interrupted": True}
+            self.core = CrawlCore(self.settings, store, seeds=self.seeds, out_dir=self.out_dir,
+                                  clock=self.clock, resume=self.resume)  # fmt: skip
+            self._scope_json = scope_to_json(self.core.scope)
+            for hb in early:
+                self._on_heartbeat(hb)
+            self._loop()
+        finally:
+            if self.core is not None:
+                self.core.close()
+                summary = self._summary(started)
+                (self.out_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True))
+            store.close()
+            self.session.close()
+            for fh in (self._events, self._stats_file):
+                if fh is not None:
+                    fh.close()
+        return summary
+
+    def _wait_for_seeds(self) -> list[str]:
+        log.info("no seeds yet: waiting for `crawlfleet submit --service %s`", self.service)
+        while not self._stopping:
+            self.session.pump(0.5)
+            items, self.session.inbox = self.session.inbox, []
+            urls: list[str] = []
+            for item in items:
+                if item.kind == "submit":
+                    try:
+                        urls += parse_submit(self._decode(item.message))[1]
+                    except BadMessage as exc:
+                        self.session.dead_letter(item, str(exc))
+            if items:
+                self.session.ack_through(items[-1].message)  # heartbeats before the crawl are moot
+            if urls:
+                return urls
+        return []
+
+    def _loop(self) -> None:
+        core = self.core
+        assert core is not None
+        last_tick = 0.0
+        while not self._stopping:
+            idle = self.session.connected and len(self._busy) < sum(len(n.vfids) for n in self._live())
+            self.session.pump(0.005 if idle and core.frontier.pending else 0.05)
+            self._process_inbox()
+            now = self._mono()
+            if now - last_tick >= 0.2:
+                last_tick = now
+                self._tick()
+            self._resend()
+            self._dispatch()
+            if not self.serve and core.done() and not self._issued and not self._unsent:
+                break
+        self._tick()
+
+    # --- inbound -----------------------------------------------------------------------------------
+    def _decode(self, message: Any) -> dict[str, Any]:
+        return decode(message.body, content_type=message.content_type, content_encoding=message.content_encoding,
+                      max_bytes=self.settings.fleet.max_message_bytes)  # fmt: skip
+
+    def _process_inbox(self) -> None:
+        items, self.session.inbox = self.session.inbox, []
+        for item in items:
+            size = len(item.message.body or b"")
+            try:
+                obj = self._decode(item.message)
+                if item.kind == "results":
+                    self.counters.results_messages += 1
+                    self.counters.results_bytes += size
+                    self._on_results(obj)
+                elif item.kind == "heartbeat":
+                    self.counters.heartbeats += 1
+                    self.counters.heartbeat_bytes += size
+                    self._on_heartbeat(parse_heartbeat(obj))
+                else:
+                    self._on_submit(*parse_submit(obj))
+            except BadMessage as exc:
+                self.counters.dead_lettered += 1
+                self.session.dead_letter(item, str(exc))
+        if items:
+            self.session.ack_through(items[-1].message)
+
+    def _on_results(self, obj: dict[str, Any]) -> None:
+        core = self.core
+        assert core is not None
+        pack = parse_results(obj, max_body_bytes=self.settings.fleet.max_message_bytes)
+        for result in pack.results:
+            issued = self._issued.get(result.serial)
+            if issued is not None:
+                if result.url_id in issued.received:
+                    self.counters.duplicate_results += 1
+                    continue
+                issued.received.add(result.url_id)
+            core.on_result(result)  # the core drops serials it did not issue (or has expired)
+        for rep in pack.reports:
+            issued = self._issued.pop(rep.serial, None)
+            if issued is None:
+                self.counters.late_reports += 1
+                continue
+            self._busy.pop(issued.vfid, None)
+            core.on_batch_done(rep.serial, fetcher_id=issued.vfid, pages=rep.pages, elapsed_s=rep.elapsed_s,
+                               host_delays=rep.host_delays, host_ips=rep.host_ips, unfinished=rep.unfinished)  # fmt: skip
+            self._event("done", serial=rep.serial, node=issued.node, pages=rep.pages, unfinished=len(rep.unfinished),
+                        elapsed_s=round(rep.elapsed_s, 3))
+
+    def _on_heartbeat(self, hb: NodeHeartbeat) -> None:
+        core = self.core
+        assert core is not None
+        now = self.clock()
+        node = self._nodes.get(hb.node)
+        if node is None or node.incarnation != hb.incarnation:
+            old = node.vfids if node is not None else []
+            vfids = [f"{hb.node}#{i}" for i in range(hb.slots)]
+            if node is not None:
+                self.counters.purged_messages += self.session.purge_fetch_queue(hb.node)
+            self.session.declare_fetch_queue(hb.node)
+            for vfid in sorted(set(old) | set(vfids)):
+                core.register_fetcher(vfid, address=hb.address)  # expires what the old incarnation held
+                self._forget_fetcher(vfid, reason="restarted")
+            node = self._nodes[hb.node] = _Node(hb.node, hb.incarnation, vfids, now)
+            self._event("node_up", node=hb.node, incarnation=hb.incarnation, slots=hb.slots)
+        elif node.dead:
+            self._event("node_back", node=hb.node)
+        node.last_seen, node.active, node.dead = now, hb.active, False
+        for vfid in node.vfids:
+            core.on_heartbeat(hb.for_fetcher(vfid, share=len(node.vfids)))
+
+    def _on_submit(self, service: str, urls: list[str]) -> None:
+        core = self.core
+        assert core is not None
+        if service != self.service:
+            raise BadMessage(f"submit for service {service!r} reached the queue of {self.service!r}")
+        add = getattr(core, "add_seeds", None) or core._add_seeds
+        add(urls)
+        self._event("submit", urls=len(urls))
+
+    def _forget_fetcher(self, vfid: str, *, reason: str) -> None:
+        """Close our side of a batch the core has expired or is about to (node restart)."""
+        serial = self._busy.pop(vfid, None)
+        if serial is None:
+            return
+        issued = self._issued.pop(serial, None)
+        if issued is None:
+            return
+        self.counters.expired_batches += 1
+        self._event("expired", serial=serial, node=issued.node, reason=reason,
+                    urls=[t.url for t in issued.batch.tasks if t.url_id not in issued.received])  # fmt: skip
+        if self.core is not None and reason == "restarted":
+            # Dispatcher.register has expired the serial (and re-queued its URLs); this completion is then
+            # refused, but it drops the serial from CrawlCore's in-flight table, which register does not.
+            self.core.on_batch_done(serial, fetcher_id=vfid, pages=0, elapsed_s=0.0)
+
+    # --- periodic ----------------------------------------------------------------------------------
+    def _tick(self) -> None:
+        core = self.core
+        assert core is not None
+        row = core.tick()
+        if row is not None and self._stats_file is not None:
+            self._stats_file.write(json.dumps(row, separators=(",", ":")) + "\n")
+            self._stats_file.flush()
+        outstanding = {b.serial for b in core.dispatcher.outstanding()}
+        for serial, issued in list(self._issued.items()):
+            if serial not in outstanding:  # expired by the core (dead fetcher or lease timeout)
+                self._busy[issued.vfid] = serial
+                self._forget_fetcher(issued.vfid, reason="expired")
+        now = self.clock()
+        for node in self._nodes.values():
+            if not node.dead and now - node.last_seen >= self.hb_timeout:
+                node.dead = True
+                purged = self.session.purge_fetch_queue(node.name)
+                self.counters.purged_messages += purged
+                self._event("node_dead", node=node.name, purged=purged)
+
+    def _live(self) -> list[_Node]:
+        return [n for n in self._nodes.values() if not n.dead]
+
+    def _dispatch(self) -> None:
+        core = self.core
+        if core is None or not self.session.connected or self._stopping:
+            return
+        live = self._live()
+        width = max((len(n.vfids) for n in live), default=0)
+        for i in range(width):  # round-robin over nodes so each gets work at the same pace
+            for node in live:
+                if i >= len(node.vfids) or node.vfids[i] in self._busy:
+                    continue
+                batch = core.next_batch(node.vfids[i])
+                if batch is None:
+                    return  # nothing leasable now (or not admitted): ask again on the next turn
+                self._issued[batch.serial] = _Issued(batch, node.name, node.vfids[i])
+                self._busy[node.vfids[i]] = batch.serial
+                self._event("issue", serial=batch.serial, node=node.name, vfid=node.vfids[i], n=len(batch.tasks))
+                self._send(batch.serial)
+
+    def _send(self, serial: int) -> None:
+        from pipeline.transport.tasks import send_batch
+
+        issued = self._issued.get(serial)
+        node = self._nodes.get(issued.node) if issued is not None else None
+        if issued is None or node is None:
+            return
+        if self.session.producer is None:
+            self._unsent.append(serial)
+            return
+        try:
+            send_batch(self.app, self.session.producer, issued.batch, node=node.name, incarnation=node.incarnation,
+                       scope_json=self._scope_json, expires_s=self.settings.dispatch.lease_s)  # fmt: skip
+        except Exception as exc:  # broker trouble: keep it and send again once reconnected
+            self._unsent.append(serial)
+            self.session.lost(exc)
+            return
+        self.counters.batches_sent += 1
+        self.counters.batch_bytes += len(json.dumps(issued.batch.to_json())) + 64 + len(json.dumps(self._scope_json))
+
+    def _resend(self) -> None:
+        if not self._unsent or not self.session.connected:
+            return
+        pending, self._unsent = self._unsent, []
+        for serial in pending:
+            self.counters.resends += 1
+            self._send(serial)
+
+    def _on_connect(self) -> None:
+        for node in self._nodes:
+            self.session.declare_fetch_queue(node)
+
+    # --- output ------------------------------------------------------------------------------------
+    def _event(self, kind: str, **fields: Any) -> None:
+        if self._events is not None:
+            self._events.write(json.dumps({"t": round(self._wall(), 3), "ev": kind, **fields}) + "\n")
+
+    def _summary(self, started: float) -> dict[str, Any]:
+        core = self.core
+        assert core is not None
+        out = dict(core.summary())
+        elapsed = self._mono() - started
+        out["elapsed_s"] = round(elapsed, 3)
+        fetched = out.get("pages_fetched", 0)
+        out["pages_per_s"] = round(fetched / elapsed, 1) if elapsed > 0 else 0.0
+        out["fleet"] = dict(dataclasses.asdict(self.counters), reconnects=self.session.reconnects, paused_s=round(self.session.paused_s, 3),
+                            nodes=sorted(self._nodes), interrupted=self._stopping and not core.done())  # fmt: skip
+        return out

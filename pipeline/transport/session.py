@@ -1,0 +1,212 @@
+"""The dispatcher's broker session: one connection, consumers for results/heartbeats/submits, a producer.
+
+Single-threaded by design (the dispatcher calls ``pump`` from its loop). Messages are collected into
+``inbox`` in arrival order; the caller processes them, then ``ack_through`` the last one. Unusable
+messages are copied to the dead-letter queue with their reason (``amqp.dead_letter``) by the caller.
+
+When the broker goes away, ``pump`` notes the time and reconnects every ``retry_s``; messages that
+were delivered but not acked come back from the broker (the caller drops duplicates by serial id).
+``paused_s`` is the total time the session was disconnected: the dispatcher's clock subtracts it, so
+a broker restart is not mistaken for every fetcher missing its heartbeats at once (S1's 2 periods are
+measured on time the dispatcher could actually hear them).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kombu import Connection, Consumer, Producer, Queue
+from kombu.message import Message
+
+from pipeline.settings import FleetSettings
+from pipeline.transport import topology
+from pipeline.transport.amqp import connection, dead_letter
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Inbound:
+    kind: str  # "results" | "heartbeat" | "submit"
+    message: Message
+
+
+class BrokerSession:
+    def __init__(
+        self,
+        fleet: FleetSettings,
+        *,
+        service: str,
+        heartbeat_ttl_s: float,
+        prefetch: int = 512,
+        retry_s: float = 0.5,
+        on_connect: Callable[[], None] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.fleet = fleet
+        self.service = service
+        self.heartbeat_ttl_s = heartbeat_ttl_s
+        self.prefetch = prefetch
+        self.retry_s = retry_s
+        self.on_connect = on_connect
+        self._mono = monotonic
+        self.inbox: list[Inbound] = []
+        self.conn: Connection | None = None
+        self.producer: Producer | None = None
+        self._consumer_channel: Any = None
+        self._down_since: float | None = None
+        self._last_attempt = -1e9
+        self.paused_s = 0.0
+        self.reconnects = 0
+        self.dead_lettered = 0
+
+    # --- connection ------------------------------------------------------------------------------
+    @property
+    def connected(self) -> bool:
+        return self.conn is not None
+
+    def connect(self) -> bool:
+        """Try once (rate-limited to one attempt per ``retry_s``); True when connected."""
+        if self.conn is not None:
+            return True
+        now = self._mono()
+        if now - self._last_attempt < self.retry_s:
+            return False
+        self._last_attempt = now
+        conn = connection(self.fleet.broker_url, confirm=True)
+        try:
+            conn.connect()
+            self._setup(conn)
+        except Exception as exc:
+            if self._down_since is None:
+                log.warning("broker unreachable (%s); retrying every %.1fs", exc, self.retry_s)
+                self._down_since = now
+            _close(conn)
+            self.conn = self.producer = None
+            return False
+        if self._down_since is not None:
+            outage = self._mono() - self._down_since
+            self.paused_s += outage
+            self.reconnects += 1
+            log.info("broker session: reconnected after %.1fs", outage)
+        self._down_since = None
+        if self.on_connect is not None:
+            self.on_connect()
+        return True
+
+    def _setup(self, conn: Connection) -> None:
+        consume = conn.channel()
+        consume.basic_qos(0, self.prefetch, False)
+        queues: list[tuple[str, Queue]] = [
+            ("results", topology.results_queue(self.fleet, self.service)),
+            ("heartbeat", topology.heartbeat_queue(self.fleet, service=self.service, ttl_s=self.heartbeat_ttl_s)),
+            ("submit", topology.submit_queue(self.service)),
+        ]
+        topology.dead_queue()(consume).declare()
+        for kind, queue in queues:
+            bound = queue(consume)
+            bound.declare()
+            Consumer(consume, queues=[bound], on_message=self._collector(kind), no_ack=False).consume()
+        self.conn, self._consumer_channel = conn, consume
+        self.producer = Producer(conn.channel())
+
+    def _collector(self, kind: str) -> Callable[[Message], None]:
+        def collect(message: Message) -> None:
+            self.inbox.append(Inbound(kind, message))
+
+        return collect
+
+    def lost(self, exc: BaseException) -> None:
+        """Mark the session down after a broker error seen by the caller (e.g. a failed publish)."""
+        if self.conn is None:
+            return
+        log.warning("broker session lost: %s: %s", type(exc).__name__, exc)
+        _close(self.conn)
+        self.conn = self.producer = self._consumer_channel = None
+        self.inbox.clear()  # unacked deliveries of a dead channel come back from the broker
+        self._down_since = self._mono()
+
+    # --- consuming -------------------------------------------------------------------------------
+    def pump(self, timeout: float, *, max_messages: int = 2000) -> None:
+        """Wait up to ``timeout`` for messages, then take whatever else is already there."""
+        if not self.connect():
+            time.sleep(min(timeout, self.retry_s))
+            return
+        assert self.conn is not None
+        try:
+            self.conn.drain_events(timeout=timeout)
+            while len(self.inbox) < max_messages:
+                self.conn.drain_events(timeout=0)
+        except TimeoutError:
+            pass
+        except Exception as exc:
+            self.lost(exc)
+
+    def ack_through(self, message: Message) -> None:
+        """Ack every delivery up to and including ``message`` (they are all processed)."""
+        try:
+            message.ack(multiple=True)
+        except Exception as exc:
+            self.lost(exc)
+
+    def dead_letter(self, item: Inbound, reason: str) -> None:
+        """Copy a message to the dead-letter queue with ``reason``; ``ack_through`` acks the original."""
+        self.dead_lettered += 1
+        assert self.producer is not None
+        source = (item.message.delivery_info or {}).get("routing_key") or item.kind
+        try:
+            dead_letter(self.producer, item.message, reason=reason, source=f"{item.kind}:{source}")
+        except Exception as exc:
+            self.lost(exc)
+
+    # --- queue management ------------------------------------------------------------------------
+    def declare_fetch_queue(self, node: str) -> None:
+        self._queue_op(lambda ch: topology.fetch_queue(node)(ch).declare())
+
+    def purge_fetch_queue(self, node: str) -> int:
+        """Drop the batches waiting in ``fetch.<node>`` (their serials were expired and re-queued)."""
+        out: list[int] = []
+        self._queue_op(lambda ch: out.append(topology.fetch_queue(node)(ch).purge() or 0))
+        return out[0] if out else 0
+
+    def ready_count(self, queue: Queue) -> int | None:
+        """Messages ready in ``queue`` (not counting unacked ones), or None if the broker is away."""
+        out: list[int] = []
+
+        def op(ch: Any) -> None:
+            _, count, _ = ch.queue_declare(queue=queue.name, passive=True)
+            out.append(int(count))
+
+        self._queue_op(op)
+        return out[0] if out else None
+
+    def _queue_op(self, op: Callable[[Any], Any]) -> None:
+        if self.conn is None:
+            return
+        try:
+            ch = self.conn.channel()  # a private channel: a passive-declare failure closes only it
+            try:
+                op(ch)
+            finally:
+                ch.close()
+        except Exception as exc:
+            if isinstance(exc, tuple(self.conn.connection_errors)):
+                self.lost(exc)
+            else:
+                log.warning("queue operation failed: %s", exc)
+
+    def close(self) -> None:
+        if self.conn is not None:
+            _close(self.conn)
+        self.conn = self.producer = None
+
+
+def _close(conn: Connection) -> None:
+    try:
+        conn.release()
+    except Exception:  # already broken
+        log.debug("closing a broken connection", exc_info=True)
