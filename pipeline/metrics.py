@@ -9,6 +9,12 @@ a ``pipeline.dispatch.protocols.DispatcherStats``); only the attributes in ``Fle
 ``FetcherView`` are read, plus ``last_seen`` (heartbeat time) per fetcher when it exists. Without a
 fleet the fetchers come from ``CrawlStats.set_fetchers``.
 
+The fleet dispatcher runs a blocking loop, so ``start_in_thread`` serves the app from its own event
+loop on a daemon thread. The collector then reads ``CrawlStats`` from that thread: its accessors copy
+dicts in one C-level step, so a scrape never sees a dict change size mid-iteration. The dispatcher
+snapshot is not safe to take from another thread; publish one per tick through ``LatestSnapshot``
+(``box.set(dispatcher.snapshot())`` in the loop, ``fleet=box``).
+
 Routes: ``/metrics`` (text exposition), ``/status`` (HTML, refreshes itself every 2 s, no scripts),
 ``/status.json`` (the same as JSON), ``/`` (redirects to /status). Bind to loopback unless you mean it.
 """
@@ -18,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import html
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
@@ -70,6 +77,23 @@ class FleetView(Protocol):
 
 
 FleetSource = Callable[[], FleetView]
+
+
+class LatestSnapshot:
+    """A one-slot mailbox: the dispatcher's loop ``set``s its snapshot, the metrics thread reads it.
+
+    Attribute assignment is atomic, so no lock is needed; readers get the last complete snapshot.
+    Calling it before the first ``set`` returns None (the pages then show no fleet fields).
+    """
+
+    def __init__(self) -> None:
+        self._value: FleetView | None = None
+
+    def set(self, snapshot: FleetView) -> None:
+        self._value = snapshot
+
+    def __call__(self) -> FleetView | None:
+        return self._value
 
 
 class RateMeter:
@@ -150,7 +174,9 @@ def fetcher_rows(stats: CrawlStats, fleet: FleetView | None, now: float) -> list
 class StatsCollector:
     """A prometheus-client collector that reads the live stats at scrape time."""
 
-    def __init__(self, stats: CrawlStats, fleet: FleetSource | None, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, stats: CrawlStats, fleet: Callable[[], FleetView | None] | None, clock: Callable[[], float]
+    ) -> None:
         self._stats = stats
         self._fleet = fleet
         self._clock = clock
@@ -245,7 +271,11 @@ class MetricsServer:
     """The dispatcher's HTTP view. ``await start(host, port)`` returns the bound port (0 = any free one)."""
 
     def __init__(
-        self, stats: CrawlStats, *, fleet: FleetSource | None = None, clock: Callable[[], float] = time.time
+        self,
+        stats: CrawlStats,
+        *,
+        fleet: Callable[[], FleetView | None] | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.stats = stats
         self.fleet = fleet
@@ -260,6 +290,8 @@ class MetricsServer:
         self.app.router.add_get("/status.json", self._status_json)
         self._runner: web.AppRunner | None = None
         self._sampler: asyncio.Task[None] | None = None
+        self._thread: threading.Thread | None = None
+        self._thread_loop: asyncio.AbstractEventLoop | None = None
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
         self._runner = web.AppRunner(self.app, access_log=None)
@@ -278,6 +310,31 @@ class MetricsServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+
+    def start_in_thread(self, host: str = "127.0.0.1", port: int = 0, *, timeout_s: float = 30.0) -> int:
+        """Serve from a daemon thread with its own event loop (for a blocking caller); returns the port."""
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, name="crawlfleet-metrics", daemon=True)
+        thread.start()
+        self._thread, self._thread_loop = thread, loop
+        try:
+            return asyncio.run_coroutine_threadsafe(self.start(host, port), loop).result(timeout_s)
+        except BaseException:
+            self.stop_thread()
+            raise
+
+    def stop_thread(self, *, timeout_s: float = 10.0) -> None:
+        """Stop a server started with ``start_in_thread``. Idempotent."""
+        loop, thread = self._thread_loop, self._thread
+        if loop is None or thread is None:
+            return
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(self.stop(), loop).result(timeout_s)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout_s)
+        if not thread.is_alive():
+            loop.close()
+        self._thread = self._thread_loop = None
 
     async def _sample_forever(self) -> None:
         while True:

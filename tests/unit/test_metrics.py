@@ -143,3 +143,53 @@ def test_render_status_marks_dead_fetchers() -> None:
     }
     page = render_status(st)
     assert "class='dead'>DEAD<" in page and "class='live'>live<" in page
+
+
+def test_thread_mode_serves_a_blocking_caller_while_stats_change() -> None:
+    """The fleet dispatcher's loop is blocking: the server runs on its own thread and scrapes stay
+    consistent while the caller keeps counting."""
+    import threading
+    import urllib.request
+
+    from pipeline.metrics import LatestSnapshot
+
+    clock = Clock()
+    stats = _stats(clock)
+    box = LatestSnapshot()
+    server = MetricsServer(stats, fleet=box, clock=clock)
+    port = server.start_in_thread()
+    try:
+        def get(path: str) -> str:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as resp:
+                assert resp.status == 200
+                return resp.read().decode()
+
+        assert "crawlfleet_batches_in_flight" not in get("/metrics")  # no snapshot published yet
+        box.set(_dispatcher(clock).snapshot())
+        stop = threading.Event()
+
+        def dispatcher_loop() -> None:  # mutates the stats while the scrapes run
+            i = 0
+            while not stop.is_set():
+                i += 1
+                j = i % 50
+                stats.on_result(FetchResult(url=f"http://n{j}.test/{i}", url_id=j, depth=i % 9, status=200 + j % 3,
+                                            error_class="" if j % 7 else f"e{i % 40}", fetcher_id=f"edge-{j % 4}"))
+                stats.set_fetchers({f"edge-{k}": {"n_i": k} for k in range(j % 5)})
+                stats.set_dns({"hits": i, "misses": j})
+
+        mutator = threading.Thread(target=dispatcher_loop)
+        mutator.start()
+        try:
+            for _ in range(30):
+                _families(get("/metrics"))
+                get("/status.json")
+        finally:
+            stop.set()
+            mutator.join()
+        fams = _families(get("/metrics"))
+        assert fams["crawlfleet_batches_in_flight"].samples[0].value == 1
+        assert "edge-2" in get("/status")
+    finally:
+        server.stop_thread()
+        server.stop_thread()  # idempotent
