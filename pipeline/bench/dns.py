@@ -54,8 +54,8 @@ from pipeline.settings import DnsSettings
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--parts", default="s4,mem", help="comma list of s4, mem")
-    parser.add_argument("--lookups", type=int, default=10_000, help="stream length (full: 1000000)")
-    parser.add_argument("--names", type=int, default=500, help="distinct names (full: 50000)")
+    parser.add_argument("--lookups", type=int, default=6_000, help="stream length (full: 1000000)")
+    parser.add_argument("--names", type=int, default=300, help="distinct names (full: 50000)")
     parser.add_argument("--zipf", type=float, default=1.0, help="Zipf exponent of the repeats")
     parser.add_argument("--latency-ms", type=float, default=20.0, help="added to every DNS answer")
     parser.add_argument("--threads", type=int, default=10, help="blocking pool size (Scrapy: 10)")
@@ -67,7 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--neg-names", type=int, default=100_000_000, help="negative cache capacity (S2: 1e8)")
     parser.add_argument("--neg-fp", type=float, default=1e-6, help="negative cache false-positive rate")
     parser.add_argument("--neg-sample", type=int, default=1_000_000, help="names inserted to time inserts")
-    parser.add_argument("--collision-names", type=int, default=1_000_000, help="real-looking names keyed")
+    parser.add_argument("--collision-names", type=int, default=200_000, help="real-looking names keyed")
     parser.add_argument("--seed", type=int, default=1)
 
 

@@ -47,3 +47,4 @@ def test_plain_ttl_mode_without_refresh_period() -> None:
 def test_bad_policy_rejected() -> None:
     with pytest.raises(ValueError):
         TtlPolicy(min_ttl_s=100, max_ttl_s=10, refresh_period_s=0)
+
