@@ -21,7 +21,8 @@ def register(subparsers: Any) -> None:
     serve.add_argument("--access-log", default=None, help="JSON-lines access log path")
     serve.add_argument("--ready-file", default=None, help="write JSON (ports, seeds, ips) here once ready")
     serve.add_argument("--workers", type=int, default=1, help="HTTP processes sharing the sockets")
-    serve.add_argument("--hostile", action="store_true", help="also serve hostile.crawl.test")
+    serve.add_argument("--hostile", action="store_true", help="also serve hostile.crawl.test (own port)")
+    serve.add_argument("--hostile-port", type=int, default=0, help="port of hostile.crawl.test (0 = free)")
     serve.add_argument("--dns-latency-ms", type=float, default=0.0, help="delay added to every DNS answer")
     serve.add_argument("--dns-slow-ms", type=float, default=2000.0, help="delay of slow.crawl.test")
     serve.add_argument("--cache-size", type=int, default=4096, help="rendered pages kept (LRU)")
@@ -59,6 +60,7 @@ def _serve(args: argparse.Namespace) -> int:
             ready_file=args.ready_file,
             workers=args.workers,
             hostile=args.hostile,
+            hostile_port=args.hostile_port,
             dns_latency_ms=args.dns_latency_ms,
             dns_slow_ms=args.dns_slow_ms,
             cache_size=args.cache_size,

@@ -145,6 +145,18 @@ class TestbedProcess:
         return f"{self.info['dns_host']}:{self.dns_port}"
 
     @property
+    def hostile_port(self) -> int:
+        """Port of hostile.crawl.test (only with ``hostile=True``)."""
+        return int(self.info["hostile_port"])
+
+    @property
+    def hostile_seed(self) -> str:
+        return str(self.info["hostile_seed"])
+
+    def hostile_url(self, path: str) -> str:
+        return f"http://hostile.crawl.test:{self.hostile_port}{path}"
+
+    @property
     def seeds(self) -> list[str]:
         return list(self.info["seeds"])
 

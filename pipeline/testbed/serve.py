@@ -23,9 +23,9 @@ import aiohttp
 from pipeline.testbed.accesslog import AccessLog
 from pipeline.testbed.dns_server import Zone, start_dns
 from pipeline.testbed.fastserver import FastHTTP
-from pipeline.testbed.hostile import HostileSite
+from pipeline.testbed.hostile import HostileSite, start_hostile
 from pipeline.testbed.model import Web, all_ips, host_name, ip_for_host
-from pipeline.testbed.server import HOSTILE_HOST, READY_HOST, TestbedHTTP, bind_sockets
+from pipeline.testbed.server import READY_HOST, TestbedHTTP, bind_sockets
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +44,7 @@ class ServeOptions:
     dns_slow_ms: float = 2000.0
     cache_size: int = 4096
     ipv6: bool = True
+    hostile_port: int = 0
     engine: str = "fast"  # "fast" (fastserver.py) or "aiohttp" (server.py)
 
 
@@ -97,10 +98,7 @@ def _stop_event() -> asyncio.Event:
 def _make_http(opts: ServeOptions, web: Web, log: AccessLog) -> TestbedHTTP | FastHTTP:
     if opts.engine == "fast":
         return FastHTTP(web, log, cache_size=opts.cache_size)
-    http = TestbedHTTP(web, log, cache_size=opts.cache_size)
-    if opts.hostile:
-        http.hostile = HostileSite(port=web.port).handle
-    return http
+    return TestbedHTTP(web, log, cache_size=opts.cache_size)
 
 
 async def _run_worker(opts: ServeOptions, web: Web, socks: list[socket.socket]) -> None:
@@ -121,6 +119,10 @@ async def _run_main(opts: ServeOptions, web: Web, socks: list[socket.socket], ch
     servers = await _make_http(opts, web, log).start(socks)
     zone = Zone(web, hostile=opts.hostile, latency_ms=opts.dns_latency_ms, slow_ms=opts.dns_slow_ms)
     dns_port, dns_parts = await start_dns(zone, opts.dns_host, opts.dns_port)
+    hostile: HostileSite | None = None
+    if opts.hostile:
+        hostile = HostileSite(port=0, web_port=web.port, log=log)
+        servers.append(await start_hostile(hostile, opts.hostile_port))
     try:
         ips = [s.getsockname()[0] for s in socks]
         await _self_check(ips[0], web.port, opts.dns_host, dns_port)
@@ -139,8 +141,9 @@ async def _run_main(opts: ServeOptions, web: Web, socks: list[socket.socket], ch
             "access_log": opts.access_log,
             "workers": opts.workers,
         }
-        if opts.hostile:
-            info["hostile_seed"] = f"http://{HOSTILE_HOST}:{web.port}/"
+        if hostile is not None:
+            info["hostile_port"] = hostile.port
+            info["hostile_seed"] = hostile.url("/")
         if opts.ready_file:
             tmp = f"{opts.ready_file}.tmp"
             with open(tmp, "w") as fh:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import socket
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from aiohttp import web as aioweb
@@ -22,10 +21,7 @@ from pipeline.testbed.render import Renderer
 
 # Names that resolve in the DNS zone and answer a tiny page (IPv6, TTL and SSRF tests).
 MISC_HOSTS = frozenset({"v6.crawl.test", "shortttl.crawl.test", "longttl.crawl.test", "private.crawl.test"})
-HOSTILE_HOST = "hostile.crawl.test"
 READY_HOST = "readiness.invalid"  # the self-check; not logged
-
-HostileHandler = Callable[[aioweb.BaseRequest, str, AccessLog, str], Awaitable[aioweb.StreamResponse]]
 
 
 def strip_port(host: str) -> str:
@@ -67,12 +63,11 @@ def bind_sockets(ips: list[str], port: int, *, reuse_port: bool, attempts: int =
 
 @dataclass(slots=True)
 class TestbedHTTP:
-    """Request handling for one process. ``hostile`` handles ``hostile.crawl.test`` when set."""
+    """Request handling for one process (the ``--engine aiohttp`` alternative to FastHTTP)."""
 
     web: Web
     log: AccessLog
     cache_size: int = 4096
-    hostile: HostileHandler | None = None
     renderer: Renderer = field(init=False)
 
     def __post_init__(self) -> None:
@@ -84,8 +79,6 @@ class TestbedHTTP:
         client = request.remote or ""
         i = host_index(host, self.web.hosts)
         if i < 0:
-            if host == HOSTILE_HOST and self.hostile is not None:
-                return await self.hostile(request, path, self.log, client)
             status = 200 if host in MISC_HOSTS and path == "/" else 404
             if host != READY_HOST:
                 self.log.record(host, path, client, status)
