@@ -146,6 +146,8 @@ class CrawlCore:
         limit = self.settings.scope.max_pages
         if limit and self._issued >= limit:
             return None
+        if self._new and self.frontier.pending == 0:
+            self._flush_store()  # the frontier is starved: publish buffered discoveries now
         self._refill()
         offered = self.dispatcher.offer(fetcher_id, self.service)
         if isinstance(offered, Refusal):
@@ -161,8 +163,13 @@ class CrawlCore:
         return offered
 
     def _refill(self) -> None:
+        wanted = self.frontier.wants_refill()
+        if not wanted:
+            return
+        # A released host's finished URLs must be DONE in the store before its pending rows are read.
+        self._flush_store()
         window = self.frontier.limits.window_per_host
-        for host in self.frontier.wants_refill():
+        for host in wanted:
             self.frontier.refill(host, self.store.pending(host, window + 1))
 
     # --- results -----------------------------------------------------------------------------------
@@ -188,8 +195,11 @@ class CrawlCore:
         host_ips: Mapping[str, str] | None = None,
         unfinished: Sequence[UrlTask] = (),
     ) -> bool:
-        """Close a batch: make its results durable, release its hosts, requeue what it left undone."""
-        self.flush()
+        """Close a batch: release its hosts and requeue what it left undone.
+
+        Results are not flushed here (a commit per batch costs more than the batch's parsing); the
+        refill contract is kept by ``_refill``, which flushes before it reads the store.
+        """
         if host_ips:
             self.frontier.note_ips(host_ips)
         accepted = self.dispatcher.complete(
@@ -212,6 +222,7 @@ class CrawlCore:
         """Liveness and stats; returns a stats row once per second (for stats.jsonl)."""
         for serial in self.dispatcher.tick():
             self._inflight.pop(serial, None)
+        self.flush()  # bounds what a replay has to redo to about one second of results
         self.stats.set_queue(self.frontier.pending)
         return self.stats.tick()
 
@@ -260,7 +271,13 @@ class CrawlCore:
         ctype = result.content_type.split(";")[0].strip().lower()
         if ctype not in self.settings.fetch.parse_content_types:
             return
-        page = links.extract(result.body, base_url=result.final_url or result.url, content_type=result.content_type)
+        # Anchor texts feed the jobs' reducer, not the embedded crawl; skipping them halves extraction.
+        page = links.extract(
+            result.body, base_url=result.final_url or result.url, content_type=result.content_type, max_anchor=0
+        )
+        # S5: most links of a site repeat; drop those the local LRU knows before building candidates.
+        known = self.seen.known
+        page.links = [link for link in page.links if not known(fingerprint(link.url))]
         cands = linkfilter.candidates(
             result.url,
             result.final_url or result.url,
@@ -295,6 +312,8 @@ class CrawlCore:
         """True when nothing is pending, leased or in flight (or the page limit is reached)."""
         if self._inflight:
             return False
+        if self._new or self._outcomes:
+            self._flush_store()  # buffered discoveries may still hold work
         limit = self.settings.scope.max_pages
         if limit and self._issued >= limit:
             return True

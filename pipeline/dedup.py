@@ -76,6 +76,16 @@ class SeenFilter:
     def __len__(self) -> int:
         return len(self._lru)
 
+    def known(self, url_id: int) -> bool:
+        """True when the local LRU already knows the URL (a cheap pre-filter; no store call).
+
+        False means "ask the store", not "new". Counts as a local hit when True.
+        """
+        if url_id in self._lru:
+            self.stats.local_hits += 1
+            return True
+        return False
+
     def add_new(self, records: Sequence[UrlRecord]) -> list[UrlRecord]:
         """The records whose URL was never seen before; they are now in the store as PENDING.
 

@@ -68,7 +68,7 @@ class SegmentWriter:
         self._offset += len(line)
 
     def append(self, result: FetchResult) -> None:
-        self.append_line(json.dumps(result.to_json(), separators=(",", ":")).encode() + b"\n")
+        self.append_line(json.dumps(result.to_json(codec="lz4"), separators=(",", ":")).encode() + b"\n")
 
     def position(self) -> Checkpoint:
         return Checkpoint(self._name, self._offset)

@@ -139,7 +139,7 @@ def _extract_into(
             continue
         rel = attrs.get("rel")
         nofollow = bool(rel) and "nofollow" in rel.lower().split()  # type: ignore[union-attr]
-        links.append(Link(url, _anchor(node, max_anchor), nofollow))
+        links.append(Link(url, _anchor(node, max_anchor) if max_anchor > 0 else "", nofollow))
         if len(links) >= max_links:
             page.truncated = True
             break

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import posixpath
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import SplitResult, parse_qsl, urlencode, urljoin, urlsplit
 
 import mmh3
@@ -23,7 +23,9 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]")
 _BAD_PCT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _HOST_OK = re.compile(r"^(?:[a-z0-9](?:[a-z0-9\-_]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9\-_]{0,61}[a-z0-9])?\.?$")
 
-_EXTRACT = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
+# One offline public-suffix extractor per process (building its trie costs ~0.5 s): shared with
+# pipeline.dns.tld, which numbers the TLDs for S2's keys from the same snapshot.
+EXTRACTOR = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None, include_psl_private_domains=False)
 
 
 def normalize(url: str, *, sort_query: bool = False, max_length: int = 8192) -> str | None:
@@ -118,7 +120,7 @@ def registered_domain(host: str) -> str:
     Falls back to the last two labels for names under suffixes the PSL does not know (e.g. ``.test``).
     """
     hostname = host.split(":")[0] if not host.startswith("[") else host
-    ext = _EXTRACT(hostname)
+    ext = EXTRACTOR(hostname)
     if ext.suffix and ext.domain:
         return f"{ext.domain}.{ext.suffix}"
     labels = hostname.split(".")
@@ -140,6 +142,8 @@ def trap_reason(url: str, rules: TrapRules) -> str:
     if start < 0:
         return ""
     path = url[start:].split("?", 1)[0]
+    if path.count("/") <= rules.max_repeated_segments:
+        return ""  # too few segments to be too deep or to repeat one: the common case, decided cheaply
     segments = [s for s in path.split("/") if s]
     if len(segments) > rules.max_path_depth:
         return "path_too_deep"
@@ -154,11 +158,15 @@ def trap_reason(url: str, rules: TrapRules) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Scope:
-    """Which URLs a crawl may follow. Pure: built once from settings and seeds."""
+    """Which URLs a crawl may follow. Pure: built once from settings and seeds.
+
+    The per-host domain decision is memoised (``_hosts``, bounded): a page's links mostly share a few hosts.
+    """
 
     domains: frozenset[str]
     allow: tuple[re.Pattern[str], ...] = ()
     deny: tuple[re.Pattern[str], ...] = ()
+    _hosts: dict[str, bool] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def build(
@@ -179,9 +187,17 @@ class Scope:
         )
 
     def allows(self, url: str) -> bool:
-        host = host_of(url).split(":")[0]
-        if self.domains and not self._in_domains(host):
-            return False
+        if self.domains:
+            start = url.index("//") + 2
+            end = url.find("/", start)
+            authority = url[start:] if end < 0 else url[start:end]
+            ok = self._hosts.get(authority)
+            if ok is None:
+                if len(self._hosts) > 100_000:
+                    self._hosts.clear()
+                ok = self._hosts[authority] = self._in_domains(authority.split(":")[0])
+            if not ok:
+                return False
         if self.deny and any(p.search(url) for p in self.deny):
             return False
         return not self.allow or any(p.search(url) for p in self.allow)

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import functools
 
-import tldextract
-
 TLD_BITS = 12
 MAX_CODE = (1 << TLD_BITS) - 1
 UNKNOWN = 0
@@ -37,8 +35,9 @@ def _ascii(tld: str) -> str:
 @functools.lru_cache(maxsize=1)
 def tld_table() -> dict[str, int]:
     """Map of TLD (lower case, Unicode and ``xn--`` forms) to its 12-bit code (1..4095)."""
-    extractor = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None, include_psl_private_domains=False)
-    suffixes = extractor._get_tld_extractor().tlds_excl_private  # the bundled ICANN snapshot
+    from pipeline.urls import EXTRACTOR  # one trie per process
+
+    suffixes = EXTRACTOR._get_tld_extractor().tlds_excl_private  # the bundled ICANN snapshot
     forms: dict[str, set[str]] = {}
     for suffix in suffixes:
         last = suffix.rsplit(".", 1)[-1].lower()
