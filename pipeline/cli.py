@@ -13,15 +13,16 @@ import sys
 
 from pipeline.bench import BENCHES
 
-# Areas that contribute sub-commands, in help order.
-AREAS = (
-    "pipeline.crawl_cli",  # crawl, demo
-    "pipeline.testbed.cli",  # testbed serve | truth
-    "pipeline.report.cli",  # report
-    "pipeline.storage.cli",  # export warc
-    "jobs.cli",  # jobs run
-    "pipeline.transport.cli",  # dispatcher, worker, submit
-)
+# Areas that contribute sub-commands, in help order, with the commands each registers. Only the
+# area owning the command being run is imported: `crawl` should not pay for importing Celery.
+AREAS: dict[str, tuple[str, ...]] = {
+    "pipeline.crawl_cli": ("crawl", "demo"),
+    "pipeline.testbed.cli": ("testbed",),
+    "pipeline.report.cli": ("report",),
+    "pipeline.storage.cli": ("export",),
+    "jobs.cli": ("jobs",),
+    "pipeline.transport.cli": ("dispatcher", "worker", "submit"),
+}
 
 
 def _bench(args: argparse.Namespace, rest: list[str]) -> int:
@@ -39,10 +40,12 @@ def _bench(args: argparse.Namespace, rest: list[str]) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The CLI parser; with ``command``, only the area that owns it is imported."""
     parser = argparse.ArgumentParser(prog="crawlfleet", description="A distributed web crawler.")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in AREAS:
+    owners = [m for m, cmds in AREAS.items() if command in cmds]
+    for name in owners or list(AREAS):
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
@@ -57,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser()
+    parser = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)
     args, rest = parser.parse_known_args(argv)
     if args.command == "bench":
         return _bench(args, rest)

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pipeline import logs
 from pipeline.settings import Settings, load_settings
 
 
@@ -27,6 +28,7 @@ def add_crawl_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", type=int, default=None, help="sockets in flight")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    logs.add_arguments(p)
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
@@ -74,6 +76,7 @@ def _print_summary(summary: dict[str, Any], *, as_json: bool) -> None:
 
 
 def _cmd_crawl(args: argparse.Namespace) -> int:
+    logs.setup_from_args(args)
     seeds = list(args.seeds)
     if args.seeds_file:
         seeds += [ln.strip() for ln in Path(args.seeds_file).read_text().splitlines() if ln.strip()]
@@ -91,6 +94,7 @@ def _cmd_crawl(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    logs.setup_from_args(args)
     from pipeline.testbed.harness import TestbedProcess
 
     shutil.rmtree(args.out, ignore_errors=True)  # a demo always starts from scratch
