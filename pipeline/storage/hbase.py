@@ -1,0 +1,369 @@
+"""The HBase store: crawl database, pending set, page store and serial ids over Thrift1 (happybase).
+
+Tables (``{prefix}_NAME``), each designed for one access path:
+
+- ``crawldb``  key = reversed URL (``rowkey.row_key``), family ``m``: one row per known URL. A site
+  is one contiguous key range; ``seen``/``add_urls`` are one multi-get (``getRowsWithColumns``).
+  In-links are an HBase counter cell (``m:n``) so that bumps are atomic increments.
+- ``pending``  key = ``authority_key(host) | depth (2 bytes, big-endian) | row_key(url)``, family
+  ``p``: ``pending(host)`` is one prefix scan, already shallowest first then in URL order.
+- ``pages``    key = reversed URL, family ``m`` (fetch metadata) and family ``b`` (the body), so that
+  metadata scans never read bodies.
+- ``meta``     rows ``k:<key>`` (family ``m``), ``serials`` (counter ``m:next``) and ``counts``
+  (family ``c``: one counter per state name and ``pages``).
+
+Contracts beyond :class:`~pipeline.storage.base.Store`:
+
+- Every Thrift round trip is retried (tenacity, with a fresh connection from the pool) on transport
+  and server errors for up to ``retry_seconds``, so a restart of the Thrift server or HBase loses no
+  write. Puts and deletes are idempotent, so a retried batch is harmless.
+- Write order keeps every crash state safe: a pending row is written before its crawl-db row (a
+  URL is never known without being pending or done), a page before the state that says DONE, and a
+  pending row is deleted last; ``pending`` skips (and removes) pending rows whose URL is no longer
+  PENDING.
+- ``counts`` comes from counters maintained by increments. An increment whose reply is lost in a
+  connection failure may be applied twice on retry, so after faults the counters can drift;
+  ``recount()`` rebuilds them exactly by scanning.
+- Exactly-once in ``record_results`` assumes one writer per URL at a time (the dispatcher).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import struct
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import replace
+from typing import Any, TypeVar
+
+import happybase
+from Hbase_thrift import AlreadyExists, IllegalArgument, TIncrement
+from tenacity import Retrying, before_sleep_log, retry_if_exception, stop_after_delay, wait_exponential_jitter
+from thriftpy2.thrift import TException
+
+from pipeline.storage.base import Outcome, PageRecord, Store, UrlRecord, UrlState
+from pipeline.storage.rowkey import authority_key, authority_of, row_key
+from pipeline.urls import fingerprint
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_Q, _I, _D, _H = struct.Struct(">q"), struct.Struct(">i"), struct.Struct(">d"), struct.Struct(">H")
+_STATE_NAMES = {s: s.name.lower() for s in UrlState}
+FAMILIES: dict[str, dict[str, dict[str, Any]]] = {
+    "crawldb": {"m": {"max_versions": 1, "bloom_filter_type": "ROW"}},
+    "pending": {"p": {"max_versions": 1, "bloom_filter_type": "NONE"}},
+    "pages": {"m": {"max_versions": 1, "bloom_filter_type": "ROW"}, "b": {"max_versions": 1}},
+    "meta": {"m": {"max_versions": 1}, "c": {"max_versions": 1}},
+}
+_URL_COLS = [b"m:u", b"m:i", b"m:h", b"m:d", b"m:s", b"m:f", b"m:n", b"m:t", b"m:c", b"m:g", b"m:r", b"m:e"]
+
+
+def _transient(exc: BaseException) -> bool:
+    """Transport failures, dropped sockets and HBase IOErrors are retried; bad requests are not."""
+    if isinstance(exc, IllegalArgument | AlreadyExists):
+        return False
+    return isinstance(exc, TException | OSError | EOFError)
+
+
+def _long(value: bytes | None) -> int:
+    return _Q.unpack(value)[0] if value else 0
+
+
+def _stop_key(prefix: bytes) -> bytes:
+    return prefix[:-1] + bytes([prefix[-1] + 1])
+
+
+class HBaseStore(Store):
+    """HBase implementation of :class:`Store` (see the module docstring for its contracts)."""
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 9090,
+        *,
+        prefix: str = "crawlfleet",
+        batch_size: int = 200,
+        pool_size: int = 2,
+        timeout_ms: int = 60_000,
+        retry_seconds: float = 180.0,
+    ) -> None:
+        self.prefix = prefix
+        self.batch_size = batch_size
+        self._retry_seconds = retry_seconds
+        self._pool = happybase.ConnectionPool(
+            pool_size, host=host, port=port, table_prefix=prefix, timeout=timeout_ms, autoconnect=False
+        )
+        self._names = {name: f"{prefix}_{name}".encode() for name in FAMILIES}
+        self._ensure_tables()
+
+    # --- plumbing --------------------------------------------------------------------------------
+    def _call(self, fn: Callable[[happybase.Connection], T]) -> T:
+        """Run one round trip, retrying on a fresh pooled connection while the error is transient."""
+        retrying = Retrying(
+            retry=retry_if_exception(_transient),
+            stop=stop_after_delay(self._retry_seconds),
+            wait=wait_exponential_jitter(initial=0.05, max=2.0),
+            before_sleep=before_sleep_log(log, logging.WARNING),
+            reraise=True,
+        )
+        for attempt in retrying:
+            with attempt, self._pool.connection() as conn:
+                return fn(conn)
+        raise AssertionError("unreachable")  # pragma: no cover - Retrying either returns or raises
+
+    def _ensure_tables(self) -> None:
+        existing = set(self._call(lambda c: c.tables()))
+        for name, families in FAMILIES.items():
+            if name.encode() in existing:
+                continue
+            with contextlib.suppress(AlreadyExists):  # another process created it first
+                self._call(lambda c, n=name, f=families: c.create_table(n, f))  # type: ignore[misc]
+
+    def _put(self, table: str, rows: Iterable[tuple[bytes, dict[bytes, bytes]]]) -> None:
+        items = list(rows)
+        if not items:
+            return
+
+        def send(conn: happybase.Connection) -> None:
+            with conn.table(table).batch(batch_size=self.batch_size) as batch:
+                for key, data in items:
+                    batch.put(key, data)
+
+        self._call(send)
+
+    def _delete(self, table: str, keys: Sequence[bytes]) -> None:
+        if not keys:
+            return
+
+        def send(conn: happybase.Connection) -> None:
+            with conn.table(table).batch(batch_size=self.batch_size) as batch:
+                for key in keys:
+                    batch.delete(key)
+
+        self._call(send)
+
+    def _rows(self, table: str, keys: Sequence[bytes], columns: list[bytes] | None = None) -> dict[bytes, dict]:  # type: ignore[type-arg]
+        if not keys:
+            return {}
+        return dict(self._call(lambda c: c.table(table).rows(list(keys), columns=columns)))
+
+    def _increment(self, incs: Iterable[tuple[str, bytes, bytes, int]]) -> None:
+        """Apply ``(table, row, column, amount)`` increments in one ``incrementRows`` round trip."""
+        batch = [TIncrement(table=self._names[t], row=r, column=col, ammount=n) for t, r, col, n in incs if n]
+        if batch:
+            self._call(lambda c: c.client.incrementRows(batch))
+
+    # --- codecs ----------------------------------------------------------------------------------
+    @staticmethod
+    def _url_cells(r: UrlRecord) -> dict[bytes, bytes]:
+        return {
+            b"m:u": r.url.encode(), b"m:i": _Q.pack(r.url_id), b"m:h": r.host.encode(), b"m:d": _I.pack(r.depth),
+            b"m:s": bytes([UrlState.PENDING]), b"m:f": r.discovered_from.encode(), b"m:n": _Q.pack(r.inlinks),
+            b"m:t": _D.pack(r.fetched_at), b"m:c": _I.pack(r.status), b"m:g": r.signature.encode(),
+            b"m:r": _I.pack(r.retries), b"m:e": r.error.encode(),
+        }  # fmt: skip
+
+    @staticmethod
+    def _url_record(row: dict[bytes, bytes]) -> UrlRecord:
+        g = row.get
+        return UrlRecord(
+            g(b"m:u", b"").decode(), _long(g(b"m:i")), g(b"m:h", b"").decode(), _I.unpack(row[b"m:d"])[0],
+            UrlState(row[b"m:s"][0]), g(b"m:f", b"").decode(), _long(g(b"m:n")), _D.unpack(row[b"m:t"])[0],
+            _I.unpack(row[b"m:c"])[0], g(b"m:g", b"").decode(), _I.unpack(row[b"m:r"])[0], g(b"m:e", b"").decode(),
+        )  # fmt: skip
+
+    @staticmethod
+    def _page_cells(p: PageRecord, url_id: int) -> dict[bytes, bytes]:
+        return {
+            b"m:u": p.url.encode(), b"m:i": _Q.pack(url_id), b"m:F": p.final_url.encode(),
+            b"m:c": _I.pack(p.status), b"m:t": p.content_type.encode(), b"m:T": _D.pack(p.fetched_at),
+            b"m:H": json.dumps(p.headers).encode(), b"m:p": p.ip.encode(), b"m:S": _Q.pack(p.serial),
+            b"m:x": b"\x01" if p.truncated else b"\x00", b"m:r": json.dumps(p.redirects).encode(), b"b:b": p.body,
+        }  # fmt: skip
+
+    @staticmethod
+    def _page_record(row: dict[bytes, bytes]) -> PageRecord:
+        return PageRecord(
+            row[b"m:u"].decode(), _long(row[b"m:i"]), row[b"m:F"].decode(), _I.unpack(row[b"m:c"])[0],
+            row[b"m:t"].decode(), row.get(b"b:b", b""), _D.unpack(row[b"m:T"])[0], json.loads(row[b"m:H"]),
+            row[b"m:p"].decode(), _long(row[b"m:S"]), row[b"m:x"] == b"\x01", json.loads(row[b"m:r"]),
+        )  # fmt: skip
+
+    @staticmethod
+    def _pending_key(host: str, depth: int, key: bytes) -> bytes:
+        return authority_key(host) + b"|" + _H.pack(min(max(depth, 0), 0xFFFF)) + key
+
+    # --- crawl database and seen-set -------------------------------------------------------------
+    def add_urls(self, records: Sequence[UrlRecord]) -> list[UrlRecord]:
+        batch: dict[bytes, UrlRecord] = {}
+        for rec in records:
+            key = row_key(rec.url)
+            if key not in batch:  # duplicates inside the call count once
+                batch[key] = rec if rec.url_id else replace(rec, url_id=fingerprint(rec.url))
+        if not batch:
+            return []
+        known = self._rows("crawldb", list(batch), [b"m:s"])
+        new = [
+            rec if rec.state == UrlState.PENDING else replace(rec, state=UrlState.PENDING)
+            for key, rec in batch.items()
+            if key not in known
+        ]
+        # Pending rows first: a crash in between leaves a pending row without a crawl-db row (skipped
+        # by pending(), re-added on rediscovery), never a known URL that is not pending.
+        self._put("pending", ((self._pending_key(r.host, r.depth, row_key(r.url)), {b"p:x": b""}) for r in new))
+        self._put("crawldb", ((row_key(r.url), self._url_cells(r)) for r in new))
+        incs = [("crawldb", key, b"m:n", max(1, batch[key].inlinks)) for key in known]
+        incs.append(("meta", b"counts", b"c:pending", len(new)))
+        self._increment(incs)
+        return new
+
+    def seen(self, urls: Sequence[str]) -> set[str]:
+        by_key = {row_key(u): u for u in urls}
+        return {by_key[k] for k in self._rows("crawldb", list(by_key), [b"m:s"])}
+
+    def get_url(self, url: str) -> UrlRecord | None:
+        row = self._call(lambda c: c.table("crawldb").row(row_key(url), columns=_URL_COLS))
+        return self._url_record(row) if row else None
+
+    # --- pending set -----------------------------------------------------------------------------
+    def pending(self, host: str, limit: int, *, after: tuple[int, str] | None = None) -> list[UrlRecord]:
+        prefix = authority_key(host) + b"|"
+        start = prefix if after is None else self._pending_key(host, after[0], row_key(after[1])) + b"\x00"
+        out: list[UrlRecord] = []
+        while len(out) < limit:
+            want = limit - len(out)
+            keys = self._call(
+                lambda c, s=start, w=want: [  # type: ignore[misc]
+                    k
+                    for k, _ in c.table("pending").scan(
+                        row_start=s, row_stop=_stop_key(prefix), columns=[b"p:x"], limit=w, batch_size=min(w, 1000)
+                    )
+                ]
+            )
+            if not keys:
+                break
+            url_keys = [k[len(prefix) + 2 :] for k in keys]
+            rows = self._rows("crawldb", url_keys, _URL_COLS)
+            stale = []
+            for pkey, ukey in zip(keys, url_keys, strict=True):
+                row = rows.get(ukey)
+                if row and row[b"m:s"][0] == UrlState.PENDING:
+                    out.append(self._url_record(row))
+                elif row:  # done already (a crash between the state write and this delete)
+                    stale.append(pkey)
+            self._delete("pending", stale)
+            if len(keys) < want:
+                break
+            start = keys[-1] + b"\x00"
+        return out
+
+    def pending_hosts(self, limit: int = 1_000_000) -> list[tuple[str, int]]:
+        """Exact counts from a key-only scan of the pending table (for resume, not the hot path)."""
+
+        def scan(conn: happybase.Connection) -> list[tuple[str, int]]:
+            counts: Counter[bytes] = Counter()
+            for key, _ in conn.table("pending").scan(filter=b"KeyOnlyFilter()", batch_size=5000):
+                counts[key[: key.index(b"|")]] += 1
+                if len(counts) > limit:
+                    break
+            return sorted((authority_of(k), n) for k, n in counts.items())[:limit]
+
+        return self._call(scan)
+
+    # --- results ---------------------------------------------------------------------------------
+    def record_results(self, outcomes: Sequence[Outcome]) -> int:
+        batch: dict[bytes, Outcome] = {}
+        for out in outcomes:
+            batch.setdefault(row_key(out.url), out)  # a replay inside one call counts once
+        if not batch:
+            return 0
+        rows = self._rows("crawldb", list(batch), [b"m:s", b"m:d", b"m:h", b"m:i"])
+        live = [k for k, row in rows.items() if row[b"m:s"][0] == UrlState.PENDING]
+        if not live:
+            return 0
+        states: Counter[str] = Counter()
+        pages, updates, done = [], [], []
+        for key in live:
+            out, row = batch[key], rows[key]
+            uid = _long(row[b"m:i"]) or out.url_id or fingerprint(out.url)
+            updates.append((key, {
+                b"m:s": bytes([out.state]), b"m:c": _I.pack(out.status), b"m:t": _D.pack(out.fetched_at),
+                b"m:g": out.signature.encode(), b"m:e": out.error.encode(), b"m:r": _I.pack(out.retries),
+            }))  # fmt: skip
+            if out.page is not None:
+                pages.append((key, self._page_cells(out.page, uid)))
+            if out.state != UrlState.PENDING:
+                done.append(self._pending_key(row[b"m:h"].decode(), _I.unpack(row[b"m:d"])[0], key))
+                states["pending"] -= 1
+                states[_STATE_NAMES[UrlState(out.state)]] += 1
+        states["pages"] += len(pages)
+        self._put("pages", pages)  # pages before the states that point at them
+        self._put("crawldb", updates)
+        self._delete("pending", done)
+        self._increment(("meta", b"counts", f"c:{name}".encode(), n) for name, n in states.items())
+        return len(live)
+
+    def get_page(self, url: str) -> PageRecord | None:
+        row = self._call(lambda c: c.table("pages").row(row_key(url)))
+        return self._page_record(row) if row else None
+
+    def iter_pages(self) -> Iterator[PageRecord]:
+        """Pages in row-key order; a broken scan resumes after the last row it delivered."""
+        start = b""
+        while True:
+            chunk = self._call(lambda c, s=start: list(c.table("pages").scan(row_start=s, limit=64, batch_size=64)))  # type: ignore[misc]
+            yield from (self._page_record(row) for _, row in chunk)
+            if len(chunk) < 64:
+                return
+            start = chunk[-1][0] + b"\x00"
+
+    def counts(self) -> dict[str, int]:
+        row = self._call(lambda c: c.table("meta").row(b"counts", columns=[b"c"]))
+        out = {name: 0 for name in [*_STATE_NAMES.values(), "pages"]}
+        out.update({k[2:].decode(): _long(v) for k, v in row.items()})
+        return out
+
+    def recount(self) -> dict[str, int]:
+        """Rebuild the ``counts`` counters exactly by scanning crawldb and pages (after faults)."""
+        states: Counter[str] = Counter({name: 0 for name in _STATE_NAMES.values()})
+
+        def scan(conn: happybase.Connection) -> int:
+            for _, row in conn.table("crawldb").scan(columns=[b"m:s"], batch_size=5000):
+                states[_STATE_NAMES[UrlState(row[b"m:s"][0])]] += 1
+            return sum(1 for _ in conn.table("pages").scan(columns=[b"m:c"], batch_size=5000))
+
+        states["pages"] = self._call(scan)
+        current = self.counts()
+        self._increment(("meta", b"counts", f"c:{k}".encode(), n - current.get(k, 0)) for k, n in states.items())
+        return dict(states)
+
+    # --- serial ids and metadata -----------------------------------------------------------------
+    def reserve_serials(self, n: int) -> range:
+        if n < 0:
+            raise ValueError("n must be >= 0")
+        end = self._call(lambda c: c.table("meta").counter_inc(b"serials", b"m:next", n))
+        return range(end - n + 1, end + 1)
+
+    def get_meta(self, key: str) -> str | None:
+        row = self._call(lambda c: c.table("meta").row(b"k:" + key.encode(), columns=[b"m:v"]))
+        return row[b"m:v"].decode() if row else None
+
+    def put_meta(self, key: str, value: str) -> None:
+        self._call(lambda c: c.table("meta").put(b"k:" + key.encode(), {b"m:v": value.encode()}))
+
+    def drop(self) -> None:
+        """Delete this prefix's tables (tests, benchmarks)."""
+        for name in FAMILIES:
+            self._call(lambda c, n=name: c.delete_table(n, disable=True) if n.encode() in c.tables() else None)  # type: ignore[misc]
+
+    def close(self) -> None:
+        # ConnectionPool has no close(); drain it and close each connection.
+        while True:
+            try:
+                conn = self._pool._queue.get_nowait()
+            except Exception:  # queue.Empty
+                return
+            conn.close()
