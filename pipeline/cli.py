@@ -45,7 +45,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="crawlfleet", description="A distributed web crawler.")
     sub = parser.add_subparsers(dest="command", required=True)
     owners = [m for m, cmds in AREAS.items() if command in cmds]
-    for name in owners or list(AREAS):
+    if command != "bench" and not owners:
+        owners = list(AREAS)  # help, or an unknown command: show everything
+    for name in owners:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:

@@ -17,11 +17,11 @@ The frontier never performs I/O; ``wants_refill`` names the hosts and the caller
 from __future__ import annotations
 
 import heapq
-from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fetchers.records import UrlTask
+from pipeline.hostqueue import HostQueue
 from pipeline.storage.base import UrlRecord
 from pipeline.urls import host_of
 
@@ -30,7 +30,7 @@ from pipeline.urls import host_of
 class HostState:
     host: str
     pending: int = 0  # PENDING URLs of this host, in RAM or in the store, not leased
-    window: deque[UrlTask] = field(default_factory=deque)
+    window: HostQueue = field(init=False)
     complete: bool = True  # the window holds every pending URL of the host
     next_allowed: float = 0.0
     leased_to: str = ""
@@ -38,6 +38,9 @@ class HostState:
     ip: str = ""
     in_heap: bool = False
     issued: int = 0  # URLs ever leased from this host (max-pages-per-host)
+
+    def __post_init__(self) -> None:
+        self.window = HostQueue(self.host)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +77,7 @@ class Frontier:
             hs.pending += 1
             self._pending_total += 1
             if hs.complete and not hs.leased_to and len(hs.window) < self.limits.window_per_host:
-                hs.window.append(UrlTask(rec.url, rec.url_id, rec.depth))
+                hs.window.append(rec.url, rec.url_id, rec.depth)
             elif hs.complete and (hs.leased_to or len(hs.window) >= self.limits.window_per_host):
                 # Spill: the URL lives only in the store from now on. While leased, appending could
                 # race a refill; marking incomplete is always safe (refill reads the store).
@@ -108,7 +111,8 @@ class Frontier:
         if hs.leased_to or hs.window:
             return  # the contract says refill only idle, empty hosts; ignore a stale call
         keep = records[: self.limits.window_per_host]
-        hs.window.extend(UrlTask(r.url, r.url_id, r.depth) for r in keep)
+        for r in keep:
+            hs.window.append(r.url, r.url_id, r.depth)
         hs.complete = len(records) <= self.limits.window_per_host
         # The store is the truth: fix a drifted count (e.g. URLs finished by a replayed journal).
         if hs.complete:
@@ -216,6 +220,16 @@ class Frontier:
 
     def in_ram(self) -> int:
         return sum(len(hs.window) for hs in self._hosts.values())
+
+    HOST_OVERHEAD = 400  # bytes per host: HostState + HostQueue objects, array headers, dict slot
+
+    def queue_bytes(self) -> int:
+        """Bytes of the queued-URL buffers (what grows with URLs; per-host overhead excluded)."""
+        return sum(hs.window.nbytes() for hs in self._hosts.values())
+
+    def ram_bytes(self) -> int:
+        """Approximate bytes the frontier holds: URL buffers plus a fixed cost per host."""
+        return self.queue_bytes() + self.HOST_OVERHEAD * len(self._hosts)
 
     def host(self, host: str) -> HostState | None:
         return self._hosts.get(host)

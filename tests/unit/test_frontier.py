@@ -128,3 +128,17 @@ def test_every_url_is_leased_exactly_once(spec: list[tuple[int, int]]) -> None:
         now += 1.0
     assert sorted(seen) == sorted(set(seen))
     assert not store
+
+
+def test_host_queue_is_compact_and_round_trips() -> None:
+    from pipeline.hostqueue import HostQueue
+
+    q = HostQueue("a.test:8080")
+    urls_in = [f"http://a.test:8080/p/{i}?x={i}" for i in range(10_000)] + ["https://a.test:8080/s"]
+    for i, u in enumerate(urls_in):
+        q.append(u, i, i % 40)
+    assert q.nbytes() / len(q) < 32  # vs ~150 bytes for a str + task object
+    out = [q.popleft() for _ in range(len(q))]
+    assert [t.url for t in out] == urls_in
+    assert [t.depth for t in out[:41]] == [i % 40 for i in range(41)]
+    assert len(q) == 0 and not q

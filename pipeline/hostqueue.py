@@ -1,0 +1,94 @@
+"""A compact FIFO of one host's URLs, for the frontier's RAM window (issue #11).
+
+A Python ``str`` plus a task object costs 150+ bytes per URL; here a URL costs its path length + 1
+(one shared ``bytearray``), 8 bytes of fingerprint and 2 bytes of depth/scheme (``array``s). The host
+part is not stored at all: every URL of the queue shares it.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import deque
+
+from fetchers.records import UrlTask
+
+_HTTPS = 1 << 15  # the scheme rides in the depth word's top bit
+_COMPACT_AT = 4096
+
+
+class HostQueue:
+    """FIFO of (url, url_id, depth) for URLs of one authority (``host[:port]``)."""
+
+    __slots__ = ("authority", "_blob", "_pos", "_ids", "_meta", "_head", "_front")
+
+    def __init__(self, authority: str) -> None:
+        self.authority = authority
+        self._blob = bytearray()
+        self._pos = 0  # read offset into _blob
+        self._ids = array("q")
+        self._meta = array("H")  # depth | https flag
+        self._head = 0  # read index into _ids/_meta
+        self._front: deque[UrlTask] | None = None  # URLs given back (requeue), served first
+
+    def append(self, url: str, url_id: int, depth: int) -> None:
+        https = url.startswith("https://")
+        path = url[(8 if https else 7) + len(self.authority) :] or "/"
+        self._blob += path.encode("utf-8", "surrogateescape")
+        self._blob += b"\n"
+        self._ids.append(url_id)
+        self._meta.append(min(depth, _HTTPS - 1) | (_HTTPS if https else 0))
+
+    def appendleft(self, task: UrlTask) -> None:
+        if self._front is None:
+            self._front = deque()
+        self._front.appendleft(task)
+
+    def popleft(self) -> UrlTask:
+        if self._front:
+            return self._front.popleft()
+        if self._head >= len(self._ids):
+            raise IndexError("pop from an empty HostQueue")
+        end = self._blob.index(b"\n", self._pos)
+        path = self._blob[self._pos : end].decode("utf-8", "surrogateescape")
+        self._pos = end + 1
+        url_id, meta = self._ids[self._head], self._meta[self._head]
+        self._head += 1
+        if self._head >= len(self._ids):
+            self._reset()
+        elif self._head >= _COMPACT_AT and self._head * 2 >= len(self._ids):
+            self._compact()
+        scheme = "https://" if meta & _HTTPS else "http://"
+        return UrlTask(f"{scheme}{self.authority}{path}", url_id, meta & (_HTTPS - 1))
+
+    def clear(self) -> None:
+        self._reset()
+        self._front = None
+
+    def __len__(self) -> int:
+        return len(self._ids) - self._head + (len(self._front) if self._front else 0)
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+    def nbytes(self) -> int:
+        """Bytes held for queued URLs (buffers, not the fixed object headers)."""
+        front = sum(100 + len(t.url) for t in self._front) if self._front else 0
+        return (
+            len(self._blob) - self._pos
+            + (len(self._ids) - self._head) * (self._ids.itemsize + self._meta.itemsize)
+            + front
+        )
+
+    def _reset(self) -> None:
+        self._blob = bytearray()
+        self._pos = 0
+        self._ids = array("q")
+        self._meta = array("H")
+        self._head = 0
+
+    def _compact(self) -> None:
+        del self._blob[: self._pos]
+        self._pos = 0
+        del self._ids[: self._head]
+        del self._meta[: self._head]
+        self._head = 0
