@@ -1,0 +1,237 @@
+"""``crawlfleet bench jobs``: link extraction per runner, and S5's local dedup cache.
+
+Part ``extract``: a synthetic segment of ``--pages`` pages (~20 KB, ~20 links each, 5% errors) goes
+through ``mr_extract_links`` on each of ``--runners``. Baseline: the same logic functions called in
+a plain loop (``bare``), no mrjob. Figures: wall pages/s, pages per CPU-second (user+sys of this
+process and its children, so "per core" holds on a contended machine) and both as ratios to bare.
+
+Part ``s5``: the candidate stream of the same pages in crawl order (hosts interleaved, navigation
+links repeating on every page of a host) is merged into a fresh SQLite crawl db through
+``SeenFilter``. Remote look-ups and round trips are counted without the LRU and with it at several
+sizes (goal: >= 4x fewer remote look-ups). Then the store is wrapped to sleep ``--latency-ms`` per
+round trip (a remote seen-set) and crawl throughput (extract + filter + dedup per page) is measured
+for S5's baseline (one round trip per URL, no cache) and with the cache and/or batching; S5 reports
+~4x with both of its optimisations at 10 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import resource
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from fetchers.records import FetchResult
+from jobs import logic
+from jobs.mr_extract_links import MRExtractLinks
+from jobs.runner import RunnerConfig, run_job
+from jobs.synth import make_results, write_segment
+from pipeline.dedup import SeenFilter
+from pipeline.storage.base import Store, UrlRecord
+from pipeline.storage.sqlite import SqliteStore
+
+S5_CLAIM = "~4x throughput with the local dedup cache + large-granularity transfer (3 nodes, 10 ms latency)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--parts", default="extract,s5", help="comma list of extract, s5")
+    parser.add_argument("--pages", type=int, default=10_000, help="pages in the synthetic segment")
+    parser.add_argument("--hosts", type=int, default=20)
+    parser.add_argument("--runners", default="inline,local,spark", help="comma list; hadoop also works")
+    parser.add_argument("--lru-sizes", default="1000,10000,100000")
+    parser.add_argument("--batch-size", type=int, default=500, help="URLs per round trip when batching")
+    parser.add_argument("--latency-ms", type=float, default=10.0, help="added per store round trip")
+    parser.add_argument("--latency-pages", type=int, default=150, help="pages in each latency run")
+    parser.add_argument("--work-dir", type=Path, default=None)
+
+
+def machine() -> dict[str, Any]:
+    model = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            model = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), "")
+    except OSError:
+        pass
+    return {"nproc": os.cpu_count(), "cpu": model, "python": platform.python_version()}
+
+
+def _cpu() -> float:
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    work = args.work_dir or Path(tempfile.mkdtemp(prefix="bench-jobs-"))
+    work.mkdir(parents=True, exist_ok=True)
+    segment = work / "segment-00000.jsonl"
+    started = time.perf_counter()
+    results = list(make_results(args.pages, hosts=args.hosts, seed=1))
+    write_segment(segment, results)
+    out: dict[str, Any] = {
+        "machine": machine(),
+        "segment": {"pages": args.pages, "hosts": args.hosts, "bytes": segment.stat().st_size,
+                    "generate_s": round(time.perf_counter() - started, 2)},
+    }
+    parts = set(args.parts.split(","))
+    rules = logic.LinkRules.build(allowed_domains=("crawl.test",), max_depth=10)
+    if "extract" in parts:
+        out["extract"] = bench_extract(segment, args.pages, rules, args.runners.split(","), work)
+    if "s5" in parts:
+        out["s5"] = bench_s5(results, rules, args, work)
+    return out
+
+
+# --- extraction per runner ----------------------------------------------------------------------
+
+
+def bench_extract(segment: Path, pages: int, rules: logic.LinkRules, runners: Sequence[str],
+                  work: Path) -> dict[str, Any]:
+    res: dict[str, Any] = {}
+    cpu0, t0 = _cpu(), time.perf_counter()
+    targets: dict[str, list[list[Any]]] = {}
+    with open(segment, "rb") as fh:
+        for line in fh:
+            r = logic.decode_result(line)
+            if r is not None:
+                for c in logic.page_candidates(r, rules):
+                    targets.setdefault(c.url, []).append(logic.link_value(c))
+    merged = [logic.merge_link_values(u, v) for u, v in targets.items()]
+    res["bare"] = _rates(pages, time.perf_counter() - t0, _cpu() - cpu0, cores=1)
+    res["bare"]["records"] = len(merged)
+    args = ["--allowed-domain", "crawl.test", "--max-depth", "10"]
+    for runner in runners:
+        cfg = RunnerConfig(runner=runner, work_dir=work / f"work-{runner}")
+        cpu0, t0 = _cpu(), time.perf_counter()
+        try:
+            job = run_job(MRExtractLinks, [segment], args, cfg)
+        except Exception as exc:  # noqa: BLE001 - a missing runner is reported, not fatal
+            res[runner] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            continue
+        wall, cpu = time.perf_counter() - t0, _cpu() - cpu0
+        cores = 1 if runner == "inline" else min(2, os.cpu_count() or 1)
+        res[runner] = _rates(pages, wall, cpu, cores=cores)
+        res[runner]["records"] = len(job.records)
+        res[runner]["same_output_as_bare"] = len(job.records) == len(merged)
+        # JVM-based runners spend CPU in the JVM too, which RUSAGE_CHILDREN counts once it exits.
+    base = res["bare"]
+    for r in res.values():
+        if "pages_per_s" in r:
+            r["ratio_wall_vs_bare"] = round(r["pages_per_s"] / base["pages_per_s"], 3)
+            r["ratio_per_cpu_s_vs_bare"] = round(r["pages_per_cpu_s"] / base["pages_per_cpu_s"], 3)
+    return res
+
+
+def _rates(pages: int, wall: float, cpu: float, *, cores: int) -> dict[str, Any]:
+    return {
+        "wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "cores": cores,
+        "pages_per_s": round(pages / wall, 1),
+        "pages_per_s_per_core": round(pages / wall / cores, 1),
+        "pages_per_cpu_s": round(pages / cpu, 1) if cpu > 0 else None,
+    }  # fmt: skip
+
+
+# --- S5: local dedup cache ----------------------------------------------------------------------
+
+
+class DelayedStore:
+    """A Store stand-in for a remote seen-set: every add_urls call (one round trip) sleeps first."""
+
+    def __init__(self, inner: Store, delay_s: float) -> None:
+        self.inner = inner
+        self.delay_s = delay_s
+        self.calls = 0
+
+    def add_urls(self, records: Sequence[UrlRecord]) -> list[UrlRecord]:
+        self.calls += 1
+        time.sleep(self.delay_s)
+        return self.inner.add_urls(records)
+
+
+def candidate_stream(results: Sequence[FetchResult], rules: logic.LinkRules) -> list[list[UrlRecord]]:
+    """Per page, in crawl order: the records the filter passes (what the update step looks up)."""
+    return [[c.to_record() for c in logic.page_candidates(r, rules)] for r in results]
+
+
+def count_lookups(stream: Sequence[Sequence[UrlRecord]], store: Store, *, lru_size: int,
+                  batch_size: int) -> dict[str, Any]:
+    """Feed the stream in batches of ``batch_size`` URLs (0 = one batch per page)."""
+    seen = SeenFilter(store, lru_size=lru_size)
+    new = _feed(seen, stream, batch_size)
+    s = seen.stats
+    return {"lookups": sum(len(p) for p in stream), "new": new, "remote_lookups": s.remote_lookups,
+            "round_trips": s.round_trips, "local_hits": s.local_hits}
+
+
+def bench_s5(results: Sequence[FetchResult], rules: logic.LinkRules, args: argparse.Namespace,
+             work: Path) -> dict[str, Any]:
+    stream = candidate_stream(results, rules)
+    out: dict[str, Any] = {"s5_claim": S5_CLAIM, "lookups": sum(len(p) for p in stream)}
+    sizes = [int(x) for x in args.lru_sizes.split(",") if x]
+    counts: dict[str, Any] = {}
+    for label, lru, batch in [("no_lru_per_url", 0, 1), ("no_lru_batched", 0, args.batch_size),
+                              *[(f"lru_{n}_per_url", n, 1) for n in sizes],
+                              *[(f"lru_{n}_batched", n, args.batch_size) for n in sizes]]:
+        with SqliteStore(work / f"s5-{label}.db") as store:
+            counts[label] = count_lookups(stream, store, lru_size=lru, batch_size=batch)
+    base = counts["no_lru_per_url"]
+    for c in counts.values():
+        c["fewer_remote_lookups_x"] = round(base["remote_lookups"] / max(1, c["remote_lookups"]), 2)
+        c["fewer_round_trips_x"] = round(base["round_trips"] / max(1, c["round_trips"]), 2)
+    assert len({c["new"] for c in counts.values()}) == 1, "every configuration must find the same new URLs"
+    out["counts"] = counts
+    out["latency"] = bench_latency(results, stream, rules, args, work, max(sizes))
+    return out
+
+
+def bench_latency(results: Sequence[FetchResult], stream: Sequence[Sequence[UrlRecord]],
+                  rules: logic.LinkRules, args: argparse.Namespace, work: Path, lru_size: int) -> dict[str, Any]:
+    """Pages/s of extract + filter + dedup with ``--latency-ms`` per store round trip.
+
+    A crawl in progress, not a cold start: each configuration first merges the candidates of all
+    but the last ``--latency-pages`` pages with no delay (store and cache warm up), then the delay
+    is switched on and the last pages are processed for real (extraction included).
+    """
+    n = min(args.latency_pages, len(results))
+    warm, measured = stream[: len(results) - n], results[len(results) - n :]
+    configs = [("s5_baseline_per_url_no_lru", 0, 1), ("per_url_lru", lru_size, 1),
+               ("per_page_no_lru", 0, 0), ("per_page_lru", lru_size, 0),
+               ("batched_no_lru", 0, args.batch_size), ("batched_lru", lru_size, args.batch_size)]
+    out: dict[str, Any] = {"latency_ms": args.latency_ms, "pages": n, "warm_pages": len(warm)}
+    for label, lru, batch in configs:
+        with SqliteStore(work / f"lat-{label}.db") as inner:
+            store = DelayedStore(inner, 0.0)
+            seen = SeenFilter(store, lru_size=lru)  # type: ignore[arg-type]
+            _feed(seen, warm, batch)
+            store.delay_s, store.calls, before = args.latency_ms / 1000.0, 0, seen.remote_lookups
+            t0 = time.perf_counter()
+            _feed(seen, ([c.to_record() for c in logic.page_candidates(r, rules)] for r in measured), batch)
+            wall = time.perf_counter() - t0
+        out[label] = {"pages_per_s": round(n / wall, 1), "round_trips": store.calls,
+                      "remote_lookups": seen.remote_lookups - before}
+    base = out["s5_baseline_per_url_no_lru"]["pages_per_s"]
+    for label, _, _ in configs:
+        out[label]["throughput_x"] = round(out[label]["pages_per_s"] / base, 2)
+    return out
+
+
+def _feed(seen: SeenFilter, pages: Iterable[Sequence[UrlRecord]], batch: int) -> int:
+    """Merge per-page record lists, ``batch`` URLs per call (0: one call per page); returns new URLs."""
+    new = 0
+    buf: list[UrlRecord] = []
+    for recs in pages:
+        if batch == 0:
+            new += len(seen.add_new(recs))
+            continue
+        for rec in recs:
+            buf.append(rec)
+            if len(buf) >= batch:
+                new += len(seen.add_new(buf))
+                buf = []
+    if buf:
+        new += len(seen.add_new(buf))
+    return new
