@@ -65,7 +65,9 @@ def classify(exc: BaseException, *, got_response: bool) -> tuple[str, bool]:
     if isinstance(exc, asyncio.TimeoutError):  # includes aiohttp.ServerTimeoutError
         return "timeout", not got_response
     if isinstance(exc, aiohttp.ServerDisconnectedError):
-        return "server_disconnected", not got_response
+        # aiohttp already retried once on a fresh connection if a reused keep-alive one was closed under
+        # it; a server that hangs up on a new connection too is not worth a third visible request.
+        return "server_disconnected", False
     if isinstance(exc, aiohttp.ClientPayloadError):
         return "incomplete_body", False
     if isinstance(exc, aiohttp.ClientResponseError):  # the response head did not parse
@@ -90,6 +92,7 @@ class AioTransport:
     def __init__(self, session: aiohttp.ClientSession, fetch: FetchSettings, clock: Callable[[], float]) -> None:
         self._session = session
         self._clock = clock
+        self._max_head = fetch.max_header_bytes
         self._timeout = aiohttp.ClientTimeout(
             total=fetch.total_timeout_s,
             connect=fetch.connect_timeout_s,
@@ -110,6 +113,12 @@ class AioTransport:
                 ex.status = status = resp.status
                 h = resp.headers
                 ex.headers = {k: h[k] for k in KEEP_HEADERS if k in h}
+                head_size = sum(len(k) + len(v) + 4 for k, v in resp.raw_headers)
+                if head_size > self._max_head:
+                    resp.close()
+                    ex.error_class = "headers_too_large"
+                    ex.error_message = f"{head_size} bytes of response headers (max {self._max_head})"
+                    return ex
                 ctype = ex.headers.get("content-type", "")
                 ex.content_type = ctype.partition(";")[0].strip().lower()
                 ex.ip = ip  # the connector resolves through the same guarded resolver: same answer

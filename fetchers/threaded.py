@@ -1,0 +1,272 @@
+"""The thread-pool baseline (one thread per download, as S1 argues against): requests-futures.
+
+Same interface and same result records as ``AioFetcher``; the shared ``fetchers.engine`` runs the rules
+(robots, redirects, retries, pacing) on the event loop and hands each single exchange to a worker thread,
+where requests does the blocking I/O and the body is read raw and decoded under the same caps.
+
+SSRF pinning: the engine resolves and checks every host through ``GuardedResolver`` before an exchange
+and records the checked address in ``pins``; the urllib3 connection class connects only to that pinned
+address (never resolving again), so there is no rebinding window here either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import socket
+import time
+from collections.abc import Callable
+from http.cookiejar import DefaultCookiePolicy
+from typing import Any
+
+import aiohttp
+import requests
+import urllib3
+from aiohttp.abc import AbstractResolver
+from requests.adapters import HTTPAdapter
+from requests_futures.sessions import FuturesSession
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
+
+from fetchers.aio import KEEP_HEADERS
+from fetchers.body import ACCEPT_ENCODING, BodyDecoder
+from fetchers.engine import REDIRECT_STATUSES, Engine, Exchange, _split_host
+from fetchers.guard import GuardedResolver, SsrfBlocked
+from fetchers.records import Batch, FetchResult
+from fetchers.report import BatchReport
+from pipeline.settings import FetchSettings, Settings
+from pipeline.urls import Scope
+
+_REDIRECT_BODY_CAP = 64 * 1024
+_READ_CHUNK = 64 * 1024
+
+Pins = dict[tuple[str, int], str]
+
+
+def _pinned_classes(pins: Pins) -> dict[str, type[HTTPConnectionPool]]:
+    """Pool classes whose connections connect to ``pins[(host, port)]`` and nowhere else."""
+
+    def new_conn(self: HTTPConnection) -> socket.socket:
+        ip = pins.get((self.host, self.port))
+        if ip is None:
+            raise NewConnectionError(self, f"ssrf guard: no checked address for {self.host}")
+        try:
+            return urllib3.util.connection.create_connection(
+                (ip, self.port), self.timeout, source_address=self.source_address, socket_options=self.socket_options
+            )
+        except TimeoutError as exc:
+            raise ConnectTimeoutError(self, f"connect to {self.host} ({ip}) timed out") from exc
+        except OSError as exc:
+            raise NewConnectionError(self, f"failed to connect to {self.host} ({ip}): {exc}") from exc
+
+    conn = type("PinnedHTTPConnection", (HTTPConnection,), {"_new_conn": new_conn})
+    sconn = type("PinnedHTTPSConnection", (HTTPSConnection,), {"_new_conn": new_conn})
+    pool = type("PinnedHTTPConnectionPool", (HTTPConnectionPool,), {"ConnectionCls": conn})
+    spool = type("PinnedHTTPSConnectionPool", (HTTPSConnectionPool,), {"ConnectionCls": sconn})
+    return {"http": pool, "https": spool}
+
+
+class _PinnedAdapter(HTTPAdapter):
+    def __init__(self, pins: Pins, **kw: Any) -> None:
+        self._pins = pins
+        super().__init__(**kw)
+
+    def init_poolmanager(self, *args: Any, **kw: Any) -> None:
+        super().init_poolmanager(*args, **kw)
+        self.poolmanager.pool_classes_by_scheme = _pinned_classes(self._pins)
+
+
+class _HeadersTooLarge(Exception):
+    pass
+
+
+class _BodyFailed(Exception):
+    """A failure after the response head arrived (not retryable)."""
+
+    def __init__(self, exc: BaseException, resp: requests.Response) -> None:
+        super().__init__(str(exc))
+        self.exc = exc
+        self.resp = resp
+
+
+def classify(exc: BaseException, *, got_response: bool) -> tuple[str, bool]:
+    """(error_class, retryable) for an exception from requests/urllib3 during one exchange."""
+    chain: list[BaseException] = []
+    e: BaseException | None = exc
+    while e is not None and len(chain) < 10:
+        chain.append(e)
+        nxt = getattr(e, "reason", None)
+        e = nxt if isinstance(nxt, BaseException) else (e.__cause__ or e.__context__)
+    for c in chain:
+        if isinstance(c, SsrfBlocked) or "ssrf guard" in str(c):
+            return "ssrf_blocked", False
+    text = " ".join(f"{type(c).__name__} {c}" for c in chain).lower()
+    if any(isinstance(c, http.client.LineTooLong | _HeadersTooLarge) for c in chain) or "got more than" in text:
+        return "headers_too_large", False
+    if any(isinstance(c, http.client.BadStatusLine) for c in chain) and "remotedisconnected" not in text:
+        return "bad_status_line", False
+    if isinstance(exc, requests.exceptions.ConnectTimeout) or "connecttimeout" in text:
+        return "timeout", True
+    if isinstance(exc, requests.exceptions.Timeout) or any(isinstance(c, TimeoutError) for c in chain):
+        return "timeout", not got_response
+    if isinstance(exc, requests.exceptions.ChunkedEncodingError) or "incompleteread" in text:
+        return "incomplete_body", False
+    if "remotedisconnected" in text or "connection aborted" in text:
+        return "server_disconnected", not got_response
+    if isinstance(exc, requests.exceptions.InvalidURL | requests.exceptions.MissingSchema):
+        return "invalid_url", False
+    if isinstance(exc, requests.exceptions.ConnectionError | OSError):
+        return "connect_error", not got_response
+    return "http_error", False
+
+
+class ThreadedTransport:
+    """One exchange on a worker thread of a FuturesSession; implements ``fetchers.engine.Transport``."""
+
+    def __init__(self, fetch: FetchSettings, *, threads: int, clock: Callable[[], float]) -> None:
+        self._fetch = fetch
+        self._clock = clock
+        self.pins: Pins = {}
+        self.session = FuturesSession(max_workers=threads)
+        adapter = _PinnedAdapter(self.pins, pool_connections=1024, pool_maxsize=threads, max_retries=0)
+        self.session.mount("http://", adapter)
+        self.session.mount("https://", adapter)
+        self.session.trust_env = False
+        self.session.headers.clear()
+        self.session.headers.update(
+            {"User-Agent": fetch.user_agent, "Accept-Encoding": ACCEPT_ENCODING, "Accept": "*/*"}
+        )
+        self.session.cookies.set_policy(DefaultCookiePolicy(allowed_domains=[]))  # accept no cookies
+        self._timeout = (fetch.connect_timeout_s, fetch.read_timeout_s)
+
+    def _read(self, max_body: int, deadline: float) -> Callable[..., requests.Response]:
+        """A response hook (runs on the worker thread): read the raw body under the caps."""
+
+        def hook(resp: requests.Response, *args: Any, **kwargs: Any) -> requests.Response:
+            limit = _REDIRECT_BODY_CAP if resp.status_code in REDIRECT_STATUSES else max_body
+            dec = BodyDecoder(resp.headers.get("Content-Encoding", ""), limit)
+            resp.decoder = dec  # type: ignore[attr-defined]
+            head_size = sum(len(k) + len(v) + 4 for k, v in resp.raw.headers.items())
+            if head_size > self._fetch.max_header_bytes:
+                resp.close()
+                raise _BodyFailed(_HeadersTooLarge(f"{head_size} bytes of response headers"), resp)
+            try:
+                read1 = resp.raw.read1  # returns what has arrived, so the deadline is checked per packet
+                while chunk := read1(_READ_CHUNK, decode_content=False):
+                    if not dec.feed(chunk):
+                        resp.close()
+                        break
+                    if time.monotonic() > deadline:
+                        resp.close()
+                        raise TimeoutError(f"total timeout {self._fetch.total_timeout_s}s reading the body")
+            except Exception as exc:
+                raise _BodyFailed(exc, resp) from exc
+            return resp
+
+        return hook
+
+    async def exchange(self, url: str, host: str, ip: str, *, max_body: int) -> Exchange:
+        ex = Exchange(ip=ip)
+        name, port = _split_host(host)
+        if url.startswith("https://") and not host.endswith(f":{port}"):
+            port = 443
+        self.pins[(name, port)] = ip
+        deadline = time.monotonic() + self._fetch.total_timeout_s
+        try:
+            fut = self.session.get(
+                url, stream=True, allow_redirects=False, timeout=self._timeout,
+                hooks={"response": self._read(max_body, deadline)},
+            )  # fmt: skip
+            resp = await asyncio.wrap_future(fut)
+        except asyncio.CancelledError:
+            raise
+        except _BodyFailed as failed:
+            ex.error_class, ex.retryable = classify(failed.exc, got_response=True)
+            ex.error_message = f"{type(failed.exc).__name__}: {failed.exc}"[:300]
+            ex.status = failed.resp.status_code
+            dec = getattr(failed.resp, "decoder", None)
+            if dec is not None and ex.error_class != "headers_too_large":
+                ex.body, ex.wire_bytes = dec.body, dec.wire
+            return ex
+        except Exception as exc:
+            ex.error_class, ex.retryable = classify(exc, got_response=False)
+            ex.error_message = f"{type(exc).__name__}: {exc}"[:300]
+            return ex
+        ex.ttfb_s = resp.elapsed.total_seconds()
+        ex.status = resp.status_code
+        h = resp.headers
+        ex.headers = {k: h[k] for k in KEEP_HEADERS if k in h}
+        ex.content_type = ex.headers.get("content-type", "").partition(";")[0].strip().lower()
+        dec: BodyDecoder = resp.decoder  # type: ignore[attr-defined]
+        ex.body, ex.wire_bytes, ex.truncated = dec.body, dec.wire, dec.truncated
+        if dec.error:
+            ex.error_class, ex.error_message = "decode_error", dec.error
+        return ex
+
+    def close(self) -> None:
+        self.session.close()
+        self.session.executor.shutdown(wait=False, cancel_futures=True)
+
+
+class ThreadedFetcher:
+    """Thread-per-download fetcher with AioFetcher's interface (``fetch_batch`` is async)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        fetcher_id: str,
+        resolver: AbstractResolver | None = None,
+        scope: Scope | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        threads: int | None = None,
+    ) -> None:
+        self.settings = settings
+        self.fetcher_id = fetcher_id
+        self._given_resolver = resolver
+        self.scope = scope
+        self.clock = clock
+        self.threads = threads or settings.fetch.concurrency
+        self._own_resolver: AbstractResolver | None = None
+        self._transport: ThreadedTransport | None = None
+        self.engine: Engine | None = None
+
+    async def start(self) -> None:
+        if self.engine is not None:
+            return
+        inner = self._given_resolver
+        if inner is None:
+            inner = self._own_resolver = aiohttp.DefaultResolver()
+        guarded = GuardedResolver(inner, self.settings.security.allow_networks)
+        self._transport = ThreadedTransport(self.settings.fetch, threads=self.threads, clock=self.clock)
+        self.engine = Engine(
+            self.settings, fetcher_id=self.fetcher_id, transport=self._transport, resolver=guarded,
+            scope=self.scope, clock=self.clock,
+        )  # fmt: skip
+
+    async def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
+        if self._own_resolver is not None:
+            await self._own_resolver.close()
+            self._own_resolver = None
+        self.engine = None
+
+    @property
+    def free_slots(self) -> int:
+        return self.settings.fetch.concurrency if self.engine is None else self.engine.free_slots
+
+    async def fetch_batch(self, batch: Batch, on_result: Callable[[FetchResult], None]) -> BatchReport:
+        if self.engine is None:
+            await self.start()
+        assert self.engine is not None
+        return await self.engine.run_batch(batch, on_result)
+
+    async def __aenter__(self) -> ThreadedFetcher:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,110 @@
+"""Both fetchers against hostile.crawl.test: bombs (memory bounded), endless and trickling bodies,
+deep redirects, broken framing, huge headers, redirects into forbidden addresses. Every case must end
+as a clean FetchResult; nothing may raise out of fetch_batch."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import tracemalloc
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from fetchers.aio import AioFetcher
+from fetchers.testing import bed_resolver, bed_settings, run_urls
+from fetchers.threaded import ThreadedFetcher
+from pipeline.testbed.harness import TestbedProcess
+
+pytestmark = pytest.mark.integration
+
+MAX_BODY = 1 << 20
+PATHS = [
+    "/bomb", "/brbomb", "/endless", "/trickle", "/deep-redirect/0", "/badlen", "/hugeheaders",
+    "/ssrf-redirect", "/ip-redirect", "/rawbad/status", "/rawbad/garbage", "/rawbad/chunked",
+    "/rawbad/close", "/manylinks", "/badutf8",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def hostile_bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestbedProcess]:
+    with TestbedProcess(3, 3, hostile=True, workdir=tmp_path_factory.mktemp("hostile")) as tb:
+        yield tb
+
+
+@pytest.fixture(scope="module", params=[AioFetcher, ThreadedFetcher], ids=["aio", "threaded"])
+def run(request: pytest.FixtureRequest, hostile_bed: TestbedProcess) -> dict[str, Any]:
+    tb = hostile_bed
+    settings = bed_settings(
+        tb.dns_server,
+        fetch={"total_timeout_s": 2.0, "retries": 1, "retry_backoff_s": 0.05, "max_body_bytes": MAX_BODY},
+        politeness={"min_host_delay_s": 0.0, "per_host_concurrency": 4},
+    )
+    urls = {p: tb.hostile_url(p) for p in PATHS}
+
+    async def go() -> Any:
+        async with request.param(settings, fetcher_id="h", resolver=bed_resolver(settings)) as f:
+            return await run_urls(f, list(urls.values()))
+
+    t0 = time.time()
+    tracemalloc.start()
+    try:
+        results, report = asyncio.run(go())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    t1 = time.time()
+    tb.wait_log_flush()
+    log = [e for e in tb.read_access_log() if t0 - 0.01 <= e["t"] <= t1 + 0.01]
+    return {"r": {p: results[u] for p, u in urls.items()}, "report": report, "peak": peak, "log": log}
+
+
+def test_every_url_has_a_clean_result(run: dict[str, Any]) -> None:
+    assert len(run["r"]) == len(PATHS)
+    assert run["report"].pages == len(PATHS) and not run["report"].unfinished
+    for p, r in run["r"].items():
+        assert r.error_class != "internal_error", (p, r.error_message)
+
+
+def test_bombs_and_endless_are_capped_in_bounded_memory(run: dict[str, Any]) -> None:
+    for p in ("/bomb", "/brbomb", "/endless", "/manylinks"):
+        r = run["r"][p]
+        assert r.status == 200 and r.truncated and len(r.body) == MAX_BODY and not r.error_class, p
+    assert run["r"]["/bomb"].wire_bytes < 2 * MAX_BODY  # stopped reading the wire, too
+    # 1 GiB bombs, four 1 MiB caps fetched concurrently: the peak stays a small multiple of the caps.
+    assert run["peak"] < 48 * MAX_BODY
+
+
+def test_trickle_times_out_without_retry(run: dict[str, Any]) -> None:
+    r = run["r"]["/trickle"]
+    assert r.error_class == "timeout" and r.status == 200
+    # Not retried: a second attempt would take another full total_timeout_s (2 s). (The hostile server
+    # logs /trickle only when it finishes, so the access log cannot show this.)
+    assert r.timings.total_s < 2 * 2.0
+    assert Counter(e["path"] for e in run["log"])["/rawbad/close"] <= 2  # aiohttp's own stale-keep-alive retry
+
+
+def test_deep_redirects_stop(run: dict[str, Any]) -> None:
+    r = run["r"]["/deep-redirect/0"]
+    assert r.error_class == "too_many_redirects" and len(r.redirects) == 6
+    assert sum(1 for e in run["log"] if e["path"].startswith("/deep-redirect/")) == 6
+
+
+def test_redirect_to_forbidden_address_refused(run: dict[str, Any]) -> None:
+    for p in ("/ssrf-redirect", "/ip-redirect"):
+        r = run["r"][p]
+        assert r.error_class == "ssrf_blocked" and r.redirects == [run["r"][p].url], p
+        assert "127.0.0.53" in r.error_message
+
+
+def test_broken_http(run: dict[str, Any]) -> None:
+    r = run["r"]
+    assert r["/badlen"].error_class == "incomplete_body" and r["/badlen"].status == 200
+    assert r["/hugeheaders"].error_class == "headers_too_large"
+    assert r["/rawbad/status"].error_class == "bad_status_line"
+    assert r["/rawbad/garbage"].error_class == "bad_status_line"
+    assert r["/rawbad/chunked"].error_class in ("bad_response", "incomplete_body")
+    assert r["/rawbad/close"].error_class == "server_disconnected"
+    assert r["/badutf8"].ok and r["/badutf8"].body  # bytes are kept as sent; decoding is downstream

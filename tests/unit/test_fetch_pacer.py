@@ -1,0 +1,119 @@
+"""Pacer (in-process host/IP pacing) on a virtual clock, and Retry-After parsing."""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+
+import pytest
+
+from fetchers.politeness import Deferred, Pacer, parse_retry_after
+from pipeline.settings import PolitenessSettings
+
+
+class VirtualTime:
+    """A clock that only moves when a coroutine sleeps on it."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+    async def sleep(self, s: float) -> None:
+        self.t += s
+        await asyncio.sleep(0)
+
+
+def _pacer(vt: VirtualTime, **kw: float) -> Pacer:
+    p = PolitenessSettings(**{"per_host_concurrency": 2, "per_ip_concurrency": 8, "min_host_delay_s": 0.25, **kw})
+    return Pacer(p, concurrency=16, clock=vt, sleep=vt.sleep)
+
+
+def test_gap_between_starts_and_crawl_delay_cap() -> None:
+    vt = VirtualTime()
+    pacer = _pacer(vt, max_crawl_delay_s=1.0)
+    starts: list[float] = []
+
+    async def one() -> None:
+        await pacer.acquire("h", "1.2.3.4")
+        starts.append(vt())
+        pacer.release("h", "1.2.3.4")
+
+    async def go() -> None:
+        await asyncio.gather(*(one() for _ in range(5)))
+        pacer.set_crawl_delay("h", 99.0)  # capped at 1.0
+        await asyncio.gather(*(one() for _ in range(2)))
+
+    asyncio.run(go())
+    gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    assert all(g >= 0.25 - 1e-9 for g in gaps[:4]), gaps
+    assert gaps[-1] >= 1.0 - 1e-9 and gaps[-1] < 2.0
+
+
+def test_concurrency_limits() -> None:
+    vt = VirtualTime()
+    pacer = _pacer(vt, min_host_delay_s=0.0, per_ip_concurrency=3)
+    now = {"h1": 0, "h2": 0, "ip": 0}
+    peak = {"h1": 0, "h2": 0, "ip": 0}
+
+    async def one(host: str) -> None:
+        await pacer.acquire(host, "9.9.9.9")
+        now[host] += 1
+        now["ip"] += 1
+        for k in (host, "ip"):
+            peak[k] = max(peak[k], now[k])
+        await asyncio.sleep(0.001)
+        now[host] -= 1
+        now["ip"] -= 1
+        pacer.release(host, "9.9.9.9")
+
+    async def go() -> None:
+        await asyncio.gather(*(one(h) for h in ("h1", "h2") for _ in range(6)))
+
+    asyncio.run(go())
+    assert peak["h1"] == 2 and peak["h2"] == 2 and peak["ip"] == 3
+    assert pacer.global_free == 16
+
+
+def test_retry_after_defers_or_waits() -> None:
+    vt = VirtualTime()
+    pacer = _pacer(vt, min_host_delay_s=0.0, max_retry_after_s=600.0)
+
+    async def go() -> None:
+        pacer.defer("h", 3.0)
+        await pacer.acquire("h", "")  # a short back-off is waited out
+        assert vt() == pytest.approx(3.0)
+        pacer.release("h", "")
+        pacer.defer("h", 5000.0)  # capped at 600
+        assert pacer.wait_for("h") == pytest.approx(600.0)
+        with pytest.raises(Deferred):
+            await pacer.acquire("h", "")
+        assert pacer.global_free == 16  # nothing held after a refusal
+
+    asyncio.run(go())
+
+
+def test_idle_lanes_are_forgotten() -> None:
+    vt = VirtualTime()
+    pacer = _pacer(vt, min_host_delay_s=0.0)
+
+    async def go() -> None:
+        for i in range(5000):
+            await pacer.acquire(f"h{i}", f"10.0.{i // 256}.{i % 256}")
+            pacer.release(f"h{i}", f"10.0.{i // 256}.{i % 256}")
+            vt.t += 0.001
+
+    asyncio.run(go())
+    assert len(pacer._hosts) < 1000 and len(pacer._ips) < 1000
+
+
+def test_parse_retry_after() -> None:
+    now = 1_700_000_000.0
+    assert parse_retry_after("120", now=now) == 120.0
+    assert parse_retry_after(" 0 ", now=now) == 0.0
+    date = email.utils.formatdate(now + 90, usegmt=True)
+    assert parse_retry_after(date, now=now) == pytest.approx(90.0, abs=1)
+    assert parse_retry_after(email.utils.formatdate(now - 90, usegmt=True), now=now) == 0.0
+    for junk in ("", "soon", "-5", "1.5e9x", "Mon, 99 Foo 2024"):
+        assert parse_retry_after(junk, now=now) is None
