@@ -185,9 +185,9 @@ class ThreadedTransport:
             ex.error_class, ex.retryable = classify(failed.exc, got_response=True)
             ex.error_message = f"{type(failed.exc).__name__}: {failed.exc}"[:300]
             ex.status = failed.resp.status_code
-            dec = getattr(failed.resp, "decoder", None)
-            if dec is not None and ex.error_class != "headers_too_large":
-                ex.body, ex.wire_bytes = dec.body, dec.wire
+            partial: BodyDecoder | None = getattr(failed.resp, "decoder", None)
+            if partial is not None and ex.error_class != "headers_too_large":
+                ex.body, ex.wire_bytes = partial.body, partial.wire
             return ex
         except Exception as exc:
             ex.error_class, ex.retryable = classify(exc, got_response=False)
