@@ -141,6 +141,7 @@ class SqliteStore(Store):
                 "INSERT OR IGNORE INTO counters (name, n) VALUES (?, 0)",
                 [(name,) for name in [*_STATE_NAMES.values(), "pages"]],
             )
+        self._closed = False
         self._bodies = BodyLog(self.path.with_name(self.path.name + ".bodies"))
         self._checkpointer = _Checkpointer(self.path, checkpoint_interval) if checkpoint_interval > 0 else None
 
@@ -338,6 +339,10 @@ class SqliteStore(Store):
         self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     def close(self) -> None:
+        """Checkpoint and close; calling it again does nothing."""
+        if self._closed:
+            return
+        self._closed = True
         if self._checkpointer is not None:
             self._checkpointer.stop()
             self._checkpointer = None
