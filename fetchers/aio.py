@@ -113,6 +113,8 @@ class AioTransport:
                 ex.status = status = resp.status
                 h = resp.headers
                 ex.headers = {k: h[k] for k in KEEP_HEADERS if k in h}
+                if "x-robots-tag" in ex.headers:  # may repeat; each header is its own scope
+                    ex.headers["x-robots-tag"] = "\n".join(h.getall("x-robots-tag"))
                 head_size = sum(len(k) + len(v) + 4 for k, v in resp.raw_headers)
                 if head_size > self._max_head:
                     resp.close()

@@ -23,7 +23,14 @@ from fetchers.guard import GuardedResolver, SsrfBlocked
 from fetchers.politeness import Deferred, Pacer, parse_retry_after
 from fetchers.records import Batch, FetchResult, Timings, UrlTask
 from fetchers.report import DEFERRED, RETRY_LATER, ROBOTS_UNAVAILABLE, THROTTLED, BatchReport
-from pipeline.robots import MAX_ROBOTS_BYTES, MAX_ROBOTS_REDIRECTS, RobotsCache, origin_of, robots_url
+from pipeline.robots import (
+    MAX_ROBOTS_BYTES,
+    MAX_ROBOTS_REDIRECTS,
+    RobotsCache,
+    origin_of,
+    robots_url,
+    x_robots_tag,
+)
 from pipeline.settings import Settings
 from pipeline.urls import Scope, host_of, join, normalize
 
@@ -243,12 +250,17 @@ class Engine:
         retry_after = None
         if ex.error_class == THROTTLED:
             retry_after = self.pacer.wait_for(host_of(url))
+        noindex = nofollow = False
+        tag = ex.headers.get("x-robots-tag")
+        if tag:  # HTTP-level directives; meta robots in the HTML are links.py's
+            noindex, nofollow = x_robots_tag(tag, self.robots.agent)
         return FetchResult(
             task.url, task.url_id, task.depth, final_url=url, status=ex.status, headers=ex.headers,
             content_type=ex.content_type, body=body, truncated=ex.truncated, wire_bytes=ex.wire_bytes,
             body_bytes=len(ex.body), timings=Timings(0.0, ex.connect_s, ex.ttfb_s, 0.0), ip=ex.ip,
             error_class=ex.error_class, error_message=ex.error_message, serial=ctx.batch.serial,
             fetcher_id=self.fetcher_id, fetched_at=time.time(), retry_after_s=retry_after,
+            noindex=noindex, nofollow=nofollow,
         )  # fmt: skip
 
     async def ip_of(self, host: str, ctx: _BatchCtx | None) -> str:
@@ -270,7 +282,7 @@ class Engine:
                     raise SsrfBlocked(name, name, reason)
                 ip = name
             else:
-                answers = await self.resolver.resolve(name, port, socket.AF_INET)
+                answers = await self.resolver.resolve(name, port, socket.AF_UNSPEC)
                 ip = answers[0]["host"]
         except Exception as exc:
             fail = _Fail(dns_error_class(exc), str(exc)[:300] or type(exc).__name__)

@@ -91,6 +91,7 @@ class LocalSite:
     /wait?ms=N         same (a read timeout before the response head)
     /ra?status=S&after=V&times=K   the first K hits of this URL answer S with Retry-After V, then 200
     /redirect?to=URL   302 to URL
+    /xrobots?v=V       200 with ``X-Robots-Tag: V``
     anything else      200 text/html
     """
 
@@ -164,4 +165,6 @@ class LocalSite:
                 return web.Response(status=int(q.get("status", "429")), headers={"Retry-After": q.get("after", "1")})
         elif path == "/redirect":
             return web.Response(status=302, headers={"Location": q.get("to", "/")})
+        elif path == "/xrobots":
+            return web.Response(text="<html></html>", content_type="text/html", headers={"X-Robots-Tag": q.get("v", "")})
         return web.Response(text=f"<html><body>{host}{path}</body></html>", content_type="text/html")

@@ -155,3 +155,30 @@ class RobotsCache:
         if rules is None or not rules.unreachable:
             return 0.0
         return max(0.0, rules.expires - self._clock())
+
+
+_VALUE_DIRECTIVES = frozenset({"unavailable_after", "max-snippet", "max-image-preview", "max-video-preview"})
+
+
+def x_robots_tag(value: str, agent: str) -> tuple[bool, bool]:
+    """(noindex, nofollow) from X-Robots-Tag header value(s) (several headers joined by newlines).
+
+    ``googlebot: noindex`` style prefixes scope the directives after them (within one header) to that
+    agent; directives for other agents are ignored. ``none`` means both.
+    """
+    noindex = nofollow = False
+    agent = agent.lower()
+    for header in value.lower().split("\n"):
+        target = ""
+        for part in header.split(","):
+            part = part.strip()
+            head, colon, rest = part.partition(":")
+            if colon and head.strip() not in _VALUE_DIRECTIVES:
+                target, part = head.strip(), rest.strip()
+            if target and target != agent:
+                continue
+            if part in ("noindex", "none"):
+                noindex = True
+            if part in ("nofollow", "none"):
+                nofollow = True
+    return noindex, nofollow

@@ -217,7 +217,7 @@ def test_robots_5xx_and_unreachable_back_off(fetcher_cls: type) -> None:
 
 
 @FETCHERS
-def test_user_agent_timeouts_and_retries(fetcher_cls: type) -> None:
+def test_user_agent_timeouts_retries_and_x_robots_tag(fetcher_cls: type) -> None:
     async def scenario(f: Any, site: LocalSite) -> None:
         ok = site.url("a.local.test", "127.0.20.1", "/hello")
         stall = site.url("d.local.test", "127.0.20.2", "/wait?ms=1500")  # past read_timeout_s=0.5
@@ -226,5 +226,10 @@ def test_user_agent_timeouts_and_retries(fetcher_cls: type) -> None:
         assert ua == Settings().fetch.user_agent and "+http" in ua and "@" in ua
         assert res[stall].error_class == "timeout" and res[stall].status == 0
         assert len(site.hits_for("/wait")) == 2  # no response head yet: retried once (retries=1)
+        tagged = site.url("a.local.test", "127.0.20.1", "/xrobots?v=noindex,%20nofollow")
+        other = site.url("a.local.test", "127.0.20.1", "/xrobots?v=otherbot:%20noindex")
+        res, _ = await run_urls(f, [tagged, other])
+        assert (res[tagged].noindex, res[tagged].nofollow) == (True, True)
+        assert (res[other].noindex, res[other].nofollow) == (False, False)
 
     _local(fetcher_cls, scenario)

@@ -138,3 +138,15 @@ def test_bounded_entries() -> None:
 def test_origin_of() -> None:
     assert origin_of("http://a.test:8080/x/y?z") == "http://a.test:8080"
     assert origin_of("https://a.test") == "https://a.test"
+
+
+def test_x_robots_tag() -> None:
+    from pipeline.robots import x_robots_tag
+
+    assert x_robots_tag("noindex", "crawlfleet") == (True, False)
+    assert x_robots_tag("NoIndex, NOFOLLOW", "crawlfleet") == (True, True)
+    assert x_robots_tag("none", "crawlfleet") == (True, True)
+    assert x_robots_tag("googlebot: noindex, nofollow", "crawlfleet") == (False, False)
+    assert x_robots_tag("crawlfleet: nofollow", "crawlfleet") == (False, True)
+    assert x_robots_tag("googlebot: noindex\nnofollow", "crawlfleet") == (False, True)
+    assert x_robots_tag("unavailable_after: 25 Jun 2010 15:00:00 PST, noarchive", "crawlfleet") == (False, False)

@@ -1,0 +1,36 @@
+"""Pure helpers of the fetch engine: DNS error mapping, host splitting, IP-literal detection, records."""
+
+from __future__ import annotations
+
+from fetchers.engine import _is_ip, _split_host, dns_error_class
+from fetchers.guard import SsrfBlocked
+from fetchers.records import UrlTask
+from fetchers.report import RETRY_LATER, BatchReport
+from pipeline.dns.aiohttp_resolver import DnsLookupError
+from pipeline.dns.errors import DnsError
+
+
+def test_dns_error_class() -> None:
+    assert dns_error_class(SsrfBlocked("h", "10.0.0.1", "private")) == "ssrf_blocked"
+    assert dns_error_class(DnsLookupError(DnsError("nxdomain", host="x"))) == "dns_nxdomain"
+    assert dns_error_class(DnsLookupError(DnsError("timeout", host="x"))) == "dns_timeout"
+    assert dns_error_class(DnsLookupError(DnsError("servfail", host="x"))) == "dns_servfail"
+    assert dns_error_class(DnsLookupError(DnsError("no_address", host="x"))) == "dns_nxdomain"
+    assert dns_error_class(TimeoutError()) == "dns_timeout"
+    assert dns_error_class(OSError(None, "Temporary failure in name resolution")) == "dns_timeout"
+    assert dns_error_class(OSError(None, "Name or service not known")) == "dns_nxdomain"
+
+
+def test_split_host_and_ip_literals() -> None:
+    assert _split_host("a.test:8080") == ("a.test", 8080)
+    assert _split_host("a.test") == ("a.test", 80)
+    assert _split_host("[::1]:81") == ("::1", 81)
+    assert _split_host("[::1]") == ("::1", 80)
+    assert _is_ip("127.0.0.1") and _is_ip("::1") and _is_ip("2130706433") and _is_ip("0x7f.1")
+    assert not _is_ip("site1.crawl.test") and not _is_ip("localhost")
+
+
+def test_batch_report_json_round_trip() -> None:
+    rep = BatchReport(3, "f", 2, 1.5, {"a:1": 0.2}, {"a:1": "127.0.10.1"}, [UrlTask("http://a:1/", 7, 2)])
+    assert BatchReport.from_json(rep.to_json()) == rep
+    assert {"robots_unavailable", "throttled", "deferred"} == set(RETRY_LATER)
