@@ -30,7 +30,8 @@ def register(subparsers: Any) -> None:
     _fleet_flags(d)
     d.add_argument("--resume", action="store_true", help="continue the crawl in --out after a stop or crash")
     d.add_argument("--serve", action="store_true", help="keep running when the crawl is done (for submits)")
-    logs.add_arguments(d)
+    if not any("--log-level" in a.option_strings for a in d._actions):  # add_crawl_flags may include them
+        logs.add_arguments(d)
     d.set_defaults(func=_cmd_dispatcher)
 
     w = subparsers.add_parser("worker", help="run a Celery fetch worker for one node")

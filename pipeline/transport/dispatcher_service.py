@@ -308,8 +308,8 @@ class FleetDispatcher:
         if issued is None:
             return
         self.counters.expired_batches += 1
-        self._event("expired", serial=serial, node=issued.node, reason=reason,
-                    urls=[t.url for t in issued.batch.tasks if t.url_id not in issued.received])  # fmt: skip
+        self._event("expired", serial=serial, node=issued.node, reason=reason, urls=[t.url for t in issued.batch.tasks],
+                    unanswered=[t.url for t in issued.batch.tasks if t.url_id not in issued.received])  # fmt: skip
         if self.core is not None and reason == "restarted":
             # Dispatcher.register has expired the serial (and re-queued its URLs); this completion is then
             # refused, but it drops the serial from CrawlCore's in-flight table, which register does not.
