@@ -32,12 +32,13 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fetchers.records import Batch, UrlTask
 from pipeline.dispatch import protocols as P
-from pipeline.dispatch.admission import Admission, Candidate, capacity, minute_of, second_of_minute
+from pipeline.dispatch.admission import Admission, capacity, minute_of, second_of_minute
+from pipeline.dispatch.candidates import CandidateIndex
 from pipeline.dispatch.liveness import Liveness
 from pipeline.dispatch.protocols import DispatcherStats, FetcherStats, FrontierLike, Heartbeat, Refusal
 from pipeline.dispatch.protocols import ServiceStats as _ServiceStats
@@ -88,6 +89,7 @@ class Dispatcher:
         self._clock = clock
         self.max_outstanding = max_outstanding
         self._admission = Admission(quotas)
+        self._index = CandidateIndex()
         self._liveness = Liveness(settings.heartbeat_s, settings.missed_heartbeats)
         self._fetchers: dict[str, _Fetcher] = {}
         self._avg = AverageTracker()
@@ -117,6 +119,7 @@ class Dispatcher:
         f.last_sent_at = None  # a restarted fetcher's clock may restart too
         self._liveness.revive(fetcher_id, now)
         self._sync_avg(f)
+        self._index_sync(f, now)
 
     def heartbeat(self, hb: Heartbeat) -> None:
         """Record p, q and counters. Unknown fetchers are registered with the default k. A heartbeat
@@ -131,8 +134,10 @@ class Dispatcher:
         f.p, f.q = max(0.0, float(hb.rate)), max(0, int(hb.free_slots))
         f.successes, f.failures = hb.successes, hb.failures
         f.address = hb.address or f.address
-        self._liveness.revive(hb.fetcher_id, self._clock())
+        now = self._clock()
+        self._liveness.revive(hb.fetcher_id, now)
         self._sync_avg(f)
+        self._index_sync(f, now)
 
     # --- work ------------------------------------------------------------------------------------
     def next_batch(self, service: str) -> Batch | Refusal:
@@ -143,14 +148,24 @@ class Dispatcher:
             return budget
         if self._frontier.available(now) <= 0:
             return self._refuse(service, P.EMPTY, 1.0)
-        live = [f for f in self._fetchers.values() if self._liveness.is_live(f.fetcher_id, now)]
-        if not live:
-            return self._refuse(service, P.NOT_LIVE, self.settings.heartbeat_s)
-        free = [f for f in live if len(f.outstanding) < self.max_outstanding]
-        choice = self._admission.choose(self._candidates(free), budget, now)
-        if choice is None:
+        self._index_ready(now)
+
+        def accept(fetcher_id: str, u: float) -> str:
+            f = self._fetchers[fetcher_id]
+            if len(f.outstanding) >= self.max_outstanding or not self._liveness.is_live(fetcher_id, now):
+                return "drop"  # re-added by the event that changes this (complete, heartbeat)
+            t = Admission.admitted(self._size(f), budget)
+            return "yes" if t >= 1 and u > t else "retry"
+
+        found = self._index.choose(accept)
+        if found is None:
+            if not any(self._liveness.is_live(fid, now) for fid in self._fetchers):
+                return self._refuse(service, P.NOT_LIVE, self.settings.heartbeat_s)
             return self._refuse(service, P.NO_CANDIDATE, 1.0)
-        return self._lease(self._fetchers[choice.fetcher_id], service, choice.t, now)
+        f = self._fetchers[found[0]]
+        result = self._lease(f, service, Admission.admitted(self._size(f), budget), now)
+        self._index_sync(f, now)
+        return result
 
     def offer(self, fetcher_id: str, service: str) -> Batch | Refusal:
         """S3 path: an idle fetcher asks for work; quota admission applies, node choice does not."""
@@ -169,7 +184,9 @@ class Dispatcher:
         t = Admission.admitted(self._size(f), budget)
         if self._frontier.available(now) <= 0:
             return self._refuse(service, P.EMPTY, 1.0)
-        return self._lease(f, service, t, now)
+        result = self._lease(f, service, t, now)
+        self._index_sync(f, now)
+        return result
 
     def complete(
         self,
@@ -217,6 +234,7 @@ class Dispatcher:
             f.pending_delays[host] = max(delay, f.pending_delays.get(host, 0.0))
         if not f.outstanding:
             self._release(f, now)
+        self._index_sync(f, now)
         return True
 
     def tick(self) -> list[int]:
@@ -276,6 +294,10 @@ class Dispatcher:
             requeued_urls=self._requeued_urls, last_serial=self._serials.last,
         )  # fmt: skip
 
+    def is_live(self, fetcher_id: str) -> bool:
+        """Whether ``fetcher_id`` may be given work now (registered/heartbeated, not silent too long)."""
+        return self._liveness.is_live(fetcher_id, self._clock())
+
     def batch_size(self, fetcher_id: str) -> int:
         """n_i for a known fetcher (S3), before admission."""
         return self._size(self._fetchers[fetcher_id])
@@ -289,9 +311,27 @@ class Dispatcher:
         st = self.settings
         return batch_size(k=f.k, t_i=f.history.mean, avg=self._avg.avg, n_min=st.n_min, n_max=st.n_max)
 
-    def _candidates(self, live: list[_Fetcher]) -> Iterator[Candidate]:
-        for f in live:
-            yield Candidate(f.fetcher_id, f.p, f.q, self._size(f))
+    def _index_ready(self, now: float) -> None:
+        """Make the candidate index valid for this second (u = p*s + q - r changes with s)."""
+        second = math.floor(now)
+        if self._index.second == second:
+            return
+        s = second_of_minute(now)
+        r = self._admission.r
+        self._index.rebuild(second, (
+            (fid, capacity(p=f.p, q=f.q, r=r(fid), s=s)) for fid, f in self._fetchers.items()
+            if len(f.outstanding) < self.max_outstanding and self._liveness.is_live(fid, now)
+        ))  # fmt: skip
+
+    def _index_sync(self, f: _Fetcher, now: float) -> None:
+        """Re-key one fetcher after its p, q, r, outstanding or liveness changed."""
+        if self._index.second != math.floor(now):
+            return  # the next decision rebuilds the whole index anyway
+        if len(f.outstanding) < self.max_outstanding and self._liveness.is_live(f.fetcher_id, now):
+            r = self._admission.r(f.fetcher_id)
+            self._index.put(f.fetcher_id, capacity(p=f.p, q=f.q, r=r, s=second_of_minute(now)))
+        else:
+            self._index.discard(f.fetcher_id)
 
     def _budget_or_refusal(self, service: str, now: float) -> float | Refusal:
         budget = self._admission.budget(service, now)

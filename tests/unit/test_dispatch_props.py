@@ -96,3 +96,61 @@ def test_serials_strictly_increasing_across_restarts(runs: list[tuple[int, int]]
         alloc = SerialAllocator(store.reserve_serials, block=block)
         issued += [alloc.next() for _ in range(count)]
     assert all(a < b for a, b in zip(issued, issued[1:], strict=False))
+
+
+choice_op = st.one_of(
+    st.tuples(st.just("advance"), st.one_of(st.floats(0.0, 1.5), st.floats(0.0, 5.0))),
+    st.tuples(st.just("next")),
+    st.tuples(st.just("next")),
+    st.tuples(st.just("hb"), st.integers(0, 7), st.floats(0, 300), st.integers(0, 300)),
+    st.tuples(st.just("complete"), st.integers(0, 50), st.floats(0.01, 10.0)),
+    st.tuples(st.just("tick")),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    quota=st.sampled_from([3.0, 40.0, 500.0]),
+    k=st.integers(1, 120),
+    cap=st.integers(1, 2),
+    ops=st.lists(choice_op, min_size=10, max_size=120),
+)
+def test_indexed_choice_equals_brute_force_rule(quota: float, k: int, cap: int, ops: list[tuple]) -> None:
+    """The heap index picks exactly the fetcher S1's rule picks by scanning every live fetcher."""
+    from pipeline.dispatch.admission import Admission, Candidate
+
+    now = [T0 + 17.0]
+    frontier = MemoryFrontier(per_host=4)
+    frontier.add([UrlTask(f"http://h{i % 1500}.test/{i}", i) for i in range(6000)])
+    d = Dispatcher(DispatchSettings(k=k, n_min=1, n_max=150, lease_s=0), frontier=frontier,
+                   quotas=Quotas({"x": quota}), serials=SerialAllocator(MemorySerialStore().reserve_serials),
+                   clock=lambda: now[0], max_outstanding=cap)  # fmt: skip
+    out: list[Batch] = []
+    for o in ops:
+        if o[0] == "advance":
+            now[0] += o[1]
+        elif o[0] == "hb":
+            d.heartbeat(Heartbeat(f"f{o[1]}", now[0], 0, 0, o[2], o[3]))
+        elif o[0] == "complete" and out:
+            b = out.pop(o[1] % len(out))
+            d.complete(b.serial, fetcher_id=b.fetcher_id, pages=len(b.tasks), elapsed_s=o[2])
+        elif o[0] == "tick":
+            d.tick()
+        elif o[0] == "next":
+            snap = d.snapshot()
+            budget = math.floor(snap.second * quota + 1e-9) - (snap.services["x"].n if "x" in snap.services else 0)
+            cands = [Candidate(f.fetcher_id, f.p, f.q, f.n) for f in snap.fetchers.values()
+                     if f.live and f.outstanding < cap]  # fmt: skip
+            ref = Admission(Quotas({"x": quota}))
+            for f in snap.fetchers.values():
+                ref._r[f.fetcher_id] = f.r  # the same r as the dispatcher's
+            ref._minute = minute_of(now[0])
+            expected = ref.choose(cands, budget, now[0]) if budget >= 1 else None
+            res = d.next_batch("x")
+            if isinstance(res, Batch):
+                assert expected is not None and res.fetcher_id == expected.fetcher_id
+                assert len(res.tasks) <= expected.t
+                out.append(res)
+                event("indexed choice: granted")
+            else:
+                assert expected is None or res.reason == "empty", (res, expected)
