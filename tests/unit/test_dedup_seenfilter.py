@@ -108,3 +108,11 @@ def test_inlink_buffer_is_bounded() -> None:
 def test_bad_sizes_are_rejected() -> None:
     with pytest.raises(ValueError):
         make(-1)
+
+
+def test_known_answers_from_the_lru_only() -> None:
+    f, store = make(10)
+    assert not f.known(rec(1).url_id)
+    f.add_new([rec(1)])
+    assert f.known(rec(1).url_id) and f.local_hits == 1
+    assert store.calls == [1]

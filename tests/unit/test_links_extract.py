@@ -152,3 +152,8 @@ def test_links_are_normalized_fixed_points() -> None:
     html = '<a href="/a b">s</a><a href="/%zz">p</a><a href="http://\u00fcber.example/\u00e9">i</a><a href="/x?q=\u00e9">q</a>'
     for url in urls(html):
         assert normalize(url) == url
+
+
+def test_max_anchor_zero_skips_anchor_text() -> None:
+    page = extract(b'<a href="/x">some text</a>', base_url=BASE, max_anchor=0)
+    assert [(link.url, link.anchor) for link in page.links] == [("https://www.example.com/x", "")]
