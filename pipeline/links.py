@@ -215,6 +215,11 @@ def _normalize(url: str) -> str | None:
     return _normalize_cached(url)
 
 
+_MISS = object()
+_MEMO: dict[tuple[str, str], object] = {}
+_MEMO_MAX = 200_000
+
+
 class _Resolver:
     """Resolves hrefs against one base URL; fast paths for the common shapes, urljoin for the rest."""
 
@@ -234,7 +239,20 @@ class _Resolver:
             self.scheme = self.origin = self.no_query = self.directory = ""
 
     def resolve(self, href: str) -> str | None:
-        """Absolute normalized http(s) URL for ``href``, or None (other schemes, junk, fragments)."""
+        """Absolute normalized http(s) URL for ``href``, or None (other schemes, junk, fragments).
+
+        Memoised per (directory, href) across pages: a site's navigation links repeat on every page,
+        and a '?'-only href depends on the page path, so that one is keyed by the path instead.
+        """
+        key = (self.no_query if href[:1] == "?" else self.directory, href)
+        out = _MEMO.get(key, _MISS)
+        if out is _MISS:
+            if len(_MEMO) >= _MEMO_MAX:
+                _MEMO.clear()  # bounded: a crude reset is enough, the working set refills in a page or two
+            out = _MEMO[key] = self._resolve(href)
+        return out  # type: ignore[return-value]
+
+    def _resolve(self, href: str) -> str | None:
         href = href.strip()
         if "\t" in href or "\n" in href or "\r" in href:  # the URL parser drops these anywhere
             href = _TAB_NL.sub("", href)
