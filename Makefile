@@ -1,5 +1,6 @@
 # The two commands: `make demo` and `make test`. Everything a fresh machine needs is installed here.
-PY ?= python3.11
+# mrjob needs Python 3.11 or 3.12 (3.13 removed modules it imports).
+PY ?= $(shell command -v python3.11 || command -v python3.12 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -7,8 +8,7 @@ STAMP := $(VENV)/.installed
 .PHONY: demo test services services-down lint typecheck bench clean
 
 $(STAMP): pyproject.toml
-	@command -v $(PY) >/dev/null 2>&1 || PY=python3; \
-	  [ -x $(BIN)/python ] || $${PY:-$(PY)} -m venv $(VENV) || python3 -m venv $(VENV)
+	[ -x $(BIN)/python ] || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev,spark]'
 	touch $(STAMP)
