@@ -68,3 +68,42 @@ async def run_load(
     async with aiohttp.ClientSession(connector=conn, auto_decompress=False) as session:
         await asyncio.gather(*(worker(session) for _ in range(concurrency)))
     return LoadResult(done, nbytes, errors, time.perf_counter() - start)
+
+
+async def run_dns_load(host: str, port: int, *, names: list[str], window: int = 200, timeout_s: float = 2.0) -> LoadResult:
+    """Ask for every name once (A record) over UDP, ``window`` queries in flight; unanswered
+    queries after ``timeout_s`` count as errors."""
+    loop = asyncio.get_running_loop()
+    pending: dict[int, asyncio.Future[bytes]] = {}
+
+    class Proto(asyncio.DatagramProtocol):
+        def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
+            fut = pending.pop(int.from_bytes(data[:2], "big"), None)
+            if fut is not None and not fut.done():
+                fut.set_result(data)
+
+    transport, _ = await loop.create_datagram_endpoint(Proto, remote_addr=(host, port))
+    sem = asyncio.Semaphore(window)
+    done = errors = nbytes = 0
+
+    async def one(k: int, name: str) -> None:
+        nonlocal done, errors, nbytes
+        qid = k & 0xFFFF
+        labels = b"".join(bytes([len(x)]) + x.encode() for x in name.split(".")) + b"\x00"
+        query = qid.to_bytes(2, "big") + b"\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00" + labels + b"\x00\x01\x00\x01"
+        async with sem:
+            fut = loop.create_future()
+            pending[qid] = fut
+            transport.sendto(query)
+            try:
+                nbytes += len(await asyncio.wait_for(fut, timeout_s))
+                done += 1
+            except TimeoutError:
+                pending.pop(qid, None)
+                errors += 1
+
+    start = time.perf_counter()
+    await asyncio.gather(*(one(k, n) for k, n in enumerate(names)))
+    elapsed = time.perf_counter() - start
+    transport.close()
+    return LoadResult(done, nbytes, errors, elapsed)

@@ -223,13 +223,10 @@ class Web:
     def has_base(self, m: int) -> bool:
         return m >= 1 and (m - 1) % 7 == 3
 
-    def links(self, i: int, m: int) -> list[Link]:
-        """The links of normal page m on host i, in document order (duplicates included)."""
-        rng = self.rng(i, m)
+    def _draws(self, i: int, m: int) -> list[tuple[int, int]]:
+        """(target host, draw) per ordinary link of page m; draw = page * 100 + form * 10 + fragment."""
+        below = self.rng(i, m).below
         P, H = self.pages, self.hosts
-        below = rng.below
-        page_path = self.page_path
-        # One draw per link: target page * 100 + href form * 10 + fragment digit.
         draws = [(i, below(P * 100)) for _ in range(14 + below(5))]
         if H > 1:
             for _ in range(1 + below(3)):
@@ -238,13 +235,25 @@ class Web:
         if m + 1 < P:  # the chain that makes every page reachable
             draws.insert(below(len(draws) + 1), (i, (m + 1) * 100 + below(100)))
         draws.insert(below(len(draws) + 1), draws[below(len(draws))])  # a duplicate link
+        return draws
+
+    def links(self, i: int, m: int) -> list[Link]:
+        """The links of normal page m on host i, in document order (duplicates included)."""
         dir_ = "/" if (m == 0 or self.has_base(m)) else "/p/"
-        href = self._href
+        href, page_path = self._href, self.page_path
         out = []
-        for j, v in draws:
+        for j, v in self._draws(i, m):
             path = page_path(v // 100)
             out.append(Link(href((v // 10) % 10, v % 10 == 0, i, j, path, dir_), j, path))
         out += self._special_links(i, m)
+        return out
+
+    def targets(self, i: int, m: int) -> list[tuple[int, str, bool]]:
+        """(host, path, nofollow) of every link of page m: ``links`` without writing the hrefs
+        (the ground truth walks a million pages through this)."""
+        page_path = self.page_path
+        out = [(j, page_path(v // 100), False) for j, v in self._draws(i, m)]
+        out += [(x.host, x.path, x.nofollow) for x in self._special_links(i, m)]
         return out
 
     def _href(self, form: int, fragment: bool, i: int, j: int, path: str, dir_: str) -> str:

@@ -134,18 +134,18 @@ def _visit_page(
         fetch.append(url)
     m = web.page_number(path)
     if m >= 0:
-        links = web.links(i, m)
+        links = web.targets(i, m)
     elif path == "/metanf":
         nofollow_targets.update((x.host, x.path) for x in web.metanf_links(i))
         return
     elif path in ("/file.bin",):
         return
     else:
-        links = web.leaf_links(i)
+        links = [(x.host, x.path, x.nofollow) for x in web.leaf_links(i)]
     if depth >= max_depth:
         return
-    for link in links:
-        if link.nofollow:
-            nofollow_targets.add((link.host, link.path))
+    for host, target, nofollow in links:
+        if nofollow:
+            nofollow_targets.add((host, target))
         else:
-            enqueue(link.host, link.path, depth + 1)
+            enqueue(host, target, depth + 1)

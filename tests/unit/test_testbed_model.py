@@ -125,3 +125,10 @@ def test_specials_render() -> None:
     assert b'rel="nofollow"' in r.reply(8, "/").body
     assert r.reply(3, "/r/1").status == 404  # specials only on their host
     assert r.reply(0, "/p/9").status == 404 and r.reply(0, "/p/08").status == 404
+
+
+def test_targets_match_links() -> None:
+    web = Web(9, 30, seed=5)
+    for i in range(9):
+        for m in range(30):
+            assert web.targets(i, m) == [(x.host, x.path, x.nofollow) for x in web.links(i, m)]
