@@ -18,7 +18,15 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from jobs.runner import RUNNERS, JobArgs, LinkPipeline, RunnerConfig, closed_segments, run_pipelined, watch_segments
+from jobs.runner import (
+    RUNNERS,
+    JobArgs,
+    LinkPipeline,
+    RunnerConfig,
+    closed_segments,
+    run_pipelined,
+    watch_segments,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -32,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     run.add_argument("--follow", action="store_true",
                      help="with --segments-dir: keep watching; stop once FILE named by --stop-file exists")
     run.add_argument("--stop-file", type=Path, help="with --follow: its existence means the crawl ended")
-    run.add_argument("--store", required=True, help="sqlite:PATH or hbase[:HOST[:PORT]]")
+    run.add_argument("--store", required=True, help="sqlite:PATH, hbase or hbase://HOST:PORT/PREFIX")
     run.add_argument("--allowed-domain", action="append", default=[], help="repeatable; none = any domain")
     run.add_argument("--max-depth", type=int, default=10)
     run.add_argument("--max-links", type=int, default=10_000)

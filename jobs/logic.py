@@ -146,18 +146,10 @@ def pending_json(rec: UrlRecord) -> dict[str, Any]:
 
 
 def open_store(spec: str) -> Store:
-    """A Store from a job argument: ``sqlite:PATH`` or ``hbase[:HOST[:PORT]]``."""
-    kind, _, rest = spec.partition(":")
-    if kind == "sqlite" and rest:
-        from pipeline.storage.sqlite import SqliteStore
+    """A Store from a job argument: ``sqlite:PATH``, ``hbase`` or ``hbase://HOST:PORT/PREFIX``."""
+    from pipeline.storage.factory import from_spec
 
-        return SqliteStore(rest)
-    if kind == "hbase":
-        from pipeline.storage import hbase  # type: ignore[attr-defined]
-
-        host, _, port = rest.partition(":")
-        return hbase.HBaseStore(host=host or "127.0.0.1", port=int(port or 9090))  # type: ignore[no-any-return]
-    raise ValueError(f"store spec must be sqlite:PATH or hbase[:HOST[:PORT]], got {spec!r}")
+    return from_spec(spec)
 
 
 def update_batches(

@@ -1,9 +1,10 @@
 """MapReduce step 2 (S3 step 4, S5): merge extracted links into the crawl database.
 
 Input: the output of ``mr_extract_links`` (one JSON record per target URL). Each mapper opens the
-Store (``--store sqlite:PATH`` or ``hbase[:HOST[:PORT]]``) and puts S5's SeenFilter in front of it:
-a bounded LRU of fingerprints answers repeats locally and the rest goes to the store in batches of
-``--batch-size`` (one round trip each). New URLs become PENDING; known ones only gain in-links.
+Store (``--store sqlite:PATH``, ``hbase`` or ``hbase://HOST:PORT/PREFIX``) and puts S5's SeenFilter
+in front of it: a bounded LRU of fingerprints answers repeats locally and the rest goes to the store
+in batches of ``--batch-size`` (one round trip each). New URLs become PENDING; known ones only gain
+in-links.
 Output: JSON lines of the URLs that became PENDING.
 """
 
@@ -27,7 +28,7 @@ class MRUpdateCrawlDb(MRJob):
 
     def configure_args(self) -> None:
         super().configure_args()
-        self.add_passthru_arg("--store", required=True, help="sqlite:PATH or hbase[:HOST[:PORT]]")
+        self.add_passthru_arg("--store", required=True, help="sqlite:PATH, hbase or hbase://HOST:PORT/PREFIX")
         self.add_passthru_arg("--batch-size", type=int, default=500)
         self.add_passthru_arg("--lru-size", type=int, default=200_000)
 
