@@ -32,6 +32,16 @@ def register(subparsers: Any) -> None:
     serve.add_argument("--no-ipv6", action="store_true", help="do not also listen on ::1")
     serve.set_defaults(func=_serve)
 
+    load = sub.add_parser("load", help="measure how fast a testbed serves (HTTP and DNS)")
+    load.add_argument("--hosts", type=int, default=1000)
+    load.add_argument("--pages", type=int, default=1000)
+    load.add_argument("--seconds", type=float, default=5.0)
+    load.add_argument("--concurrency", type=int, default=64)
+    load.add_argument("--engine", choices=("fast", "aiohttp"), default="fast")
+    load.add_argument("--workers", type=int, default=1)
+    load.add_argument("--json", action="store_true", help="print JSON (the only format)")
+    load.set_defaults(func=_load)
+
     truth = sub.add_parser("truth", help="print the ground truth of a testbed web")
     _web_args(truth)
     truth.add_argument("--port", type=int, default=8080)
@@ -68,6 +78,22 @@ def _serve(args: argparse.Namespace) -> int:
             engine=args.engine,
         )
     )
+
+
+def _load(args: argparse.Namespace) -> int:
+    from pipeline.testbed.loadgen import measure
+
+    result = measure(
+        args.hosts,
+        args.pages,
+        seconds=args.seconds,
+        concurrency=args.concurrency,
+        engine=args.engine,
+        workers=args.workers,
+    )
+    json.dump(result, sys.stdout, indent=1)
+    sys.stdout.write("\n")
+    return 0
 
 
 def _truth(args: argparse.Namespace) -> int:

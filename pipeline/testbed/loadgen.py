@@ -70,7 +70,9 @@ async def run_load(
     return LoadResult(done, nbytes, errors, time.perf_counter() - start)
 
 
-async def run_dns_load(host: str, port: int, *, names: list[str], window: int = 200, timeout_s: float = 2.0) -> LoadResult:
+async def run_dns_load(
+    host: str, port: int, *, names: list[str], window: int = 200, timeout_s: float = 2.0
+) -> LoadResult:
     """Ask for every name once (A record) over UDP, ``window`` queries in flight; unanswered
     queries after ``timeout_s`` count as errors."""
     loop = asyncio.get_running_loop()
@@ -90,7 +92,12 @@ async def run_dns_load(host: str, port: int, *, names: list[str], window: int = 
         nonlocal done, errors, nbytes
         qid = k & 0xFFFF
         labels = b"".join(bytes([len(x)]) + x.encode() for x in name.split(".")) + b"\x00"
-        query = qid.to_bytes(2, "big") + b"\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00" + labels + b"\x00\x01\x00\x01"
+        query = (
+            qid.to_bytes(2, "big")
+            + b"\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00"
+            + labels
+            + b"\x00\x01\x00\x01"
+        )
         async with sem:
             fut = loop.create_future()
             pending[qid] = fut
@@ -107,3 +114,42 @@ async def run_dns_load(host: str, port: int, *, names: list[str], window: int = 
     elapsed = time.perf_counter() - start
     transport.close()
     return LoadResult(done, nbytes, errors, elapsed)
+
+
+def measure(
+    hosts: int,
+    pages: int,
+    *,
+    seconds: float = 5.0,
+    concurrency: int = 64,
+    engine: str = "fast",
+    workers: int = 1,
+) -> dict[str, Any]:
+    """Start a testbed subprocess, load it, and report req/s plus the server's CPU per request
+    (the capacity figure that does not depend on how fast this client is)."""
+    import psutil
+
+    from pipeline.testbed.harness import TestbedProcess
+
+    out: dict[str, Any] = {"hosts": hosts, "pages": pages, "engine": engine, "workers": workers}
+    with TestbedProcess(hosts, pages, engine=engine, workers=workers) as tb:
+        assert tb.proc is not None
+        server = psutil.Process(tb.proc.pid)
+
+        def server_cpu() -> float:
+            procs = [server, *server.children()]
+            return sum(p.cpu_times().user + p.cpu_times().system for p in procs)
+
+        for label, distinct in (("http_distinct", True), ("http_repeated", False)):
+            c0 = server_cpu()
+            r = asyncio.run(run_load(tb.web, seconds=seconds, concurrency=concurrency, distinct=distinct))
+            row = r.as_dict()
+            row["server_cpu_us_per_req"] = round((server_cpu() - c0) / max(1, r.requests) * 1e6, 1)
+            out[label] = row
+        names = [f"n{k}.bench.crawl.test" for k in range(20_000)]
+        c0 = server_cpu()
+        r = asyncio.run(run_dns_load("127.0.0.1", tb.dns_port, names=names))
+        row = r.as_dict()
+        row["server_cpu_us_per_req"] = round((server_cpu() - c0) / max(1, r.requests) * 1e6, 1)
+        out["dns_distinct"] = row
+    return out

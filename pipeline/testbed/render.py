@@ -85,23 +85,21 @@ def _anchor(link: Link) -> str:
 
 
 def _page(title: str, links: list[Link], *, filler_seed: int, size: int, head_extra: str = "") -> str:
+    """An HTML page: the links in four lists between filler paragraphs, padded to ~``size`` chars."""
     parts = [
-        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{title}</title>{head_extra}</head>\n',
-        f"<body><h1>{title}</h1>\n",
+        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{title}</title>{head_extra}</head>\n'
+        f"<body><h1>{title}</h1>\n"
     ]
-    total = sum(len(p) for p in parts)
     k = filler_seed
+    n_blocks = len(BLOCKS)
     per = max(1, len(links) // 4)
     for start in range(0, len(links), per):
-        parts.append("<ul>\n")
-        parts.extend(_anchor(x) for x in links[start : start + per])
-        parts.append("</ul>\n")
-        block = BLOCKS[k % len(BLOCKS)]
-        parts.append(block)
+        parts.append("<ul>\n" + "".join([_anchor(x) for x in links[start : start + per]]) + "</ul>\n")
+        parts.append(BLOCKS[k % n_blocks])
         k = k * 31 + 7
-    total = sum(len(p) for p in parts)
+    total = sum(map(len, parts))
     while total < size:
-        block = BLOCKS[k % len(BLOCKS)]
+        block = BLOCKS[k % n_blocks]
         parts.append(block)
         total += len(block)
         k = k * 31 + 7

@@ -167,3 +167,24 @@ def test_slow_page_does_not_block_others(tb: TestbedProcess) -> None:
 
     t_fast, t_slow = asyncio.run(both())
     assert t_slow >= 1.4  # the contract of /slow, not a performance assertion
+
+
+def test_workers_share_the_sockets(make_testbed: Any) -> None:
+    t = make_testbed(6, 10, workers=2)
+    urls = [t.url(i, t.web.page_path(m)) for i in range(6) for m in range(10)]
+
+    async def fetch_all() -> list[int]:
+        conn = aiohttp.TCPConnector(resolver=_Resolver(t.dns_port), force_close=True)
+        async with aiohttp.ClientSession(connector=conn) as s:
+
+            async def one(u: str) -> int:
+                async with s.get(u) as r:
+                    await r.read()
+                    return r.status
+
+            return await asyncio.gather(*(one(u) for u in urls))
+
+    assert set(asyncio.run(fetch_all())) == {200}
+    assert t.stop() == 0
+    logged = [x for x in t.read_access_log() if x["host"].startswith("site")]
+    assert len(logged) == len(urls)  # both processes flushed their share at SIGTERM
