@@ -121,6 +121,15 @@ class Admission:
         self._n[service] = self._n.get(service, 0) + urls
         self._r[fetcher_id] = self._r.get(fetcher_id, 0) + urls
 
+    def wait_s(self, service: str, now: float) -> float:
+        """Seconds until floor(s*m) - n >= 1 (a batch of one fits), or until the next minute if later."""
+        m = self.quotas.quota(service) or 0.0
+        start = minute_of(now) * 60.0
+        need = (self.n(service) + 1) / m if m > 0 else math.inf  # the second s at which it fits
+        if need > 60:
+            return max(0.0, start + 60 - now)
+        return max(0.0, start + math.ceil(need) - 1 - now)
+
     def n(self, service: str) -> int:
         return self._n.get(service, 0)
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 from fetchers.records import Batch, UrlTask
 from pipeline.dispatch import protocols as P
-from pipeline.dispatch.admission import Admission, capacity, minute_of, second_of_minute
+from pipeline.dispatch.admission import Admission, capacity, second_of_minute
 from pipeline.dispatch.candidates import CandidateIndex
 from pipeline.dispatch.liveness import Liveness
 from pipeline.dispatch.protocols import DispatcherStats, FetcherStats, FrontierLike, Heartbeat, Refusal
@@ -339,17 +339,8 @@ class Dispatcher:
             return self._refuse(None, P.UNKNOWN_SERVICE, 0.0, detail=service)
         self._services.setdefault(service, _ServiceStats(service, None, 0, 0, 0))
         if budget < 1:
-            return self._refuse(service, P.QUOTA, self._quota_wait(service, now))
+            return self._refuse(service, P.QUOTA, self._admission.wait_s(service, now))
         return budget
-
-    def _quota_wait(self, service: str, now: float) -> float:
-        """Seconds until floor(s*m) - n >= 1, or until the next minute if that is later."""
-        m = self._quotas.quota(service) or 0.0
-        start = minute_of(now) * 60.0
-        need = (self._admission.n(service) + 1) / m if m > 0 else math.inf  # the second s that fits
-        if need > 60:
-            return max(0.0, start + 60 - now)
-        return max(0.0, start + math.ceil(need) - 1 - now)
 
     def _lease(self, f: _Fetcher, service: str, t: int, now: float) -> Batch | Refusal:
         tasks = self._frontier.lease(f.fetcher_id, t, now)[:t] if t > 0 else []

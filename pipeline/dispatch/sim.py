@@ -10,7 +10,8 @@ from that round on, to show the vertical comparison's reaction time.
 ``simulate_flatness`` (S1): a client asks ``next_batch`` in a loop every ``dt``; fetchers work through
 their batch at speed x jitter, heartbeat every ``heartbeat_s`` (p = URLs done in the last period / period,
 q = concurrency - queued URLs) and complete. One fetcher dies for good, one dies and comes back. New URLs
-arrive in bursts (as link extraction delivers them). URLs per second dispatched are binned by issue time.
+arrive in bursts (as link extraction delivers them). Fleet: 1x, 2x, 4x (dies mid-batch for good),
+2x (dies mid-batch, comes back restarted and delivers its stale result), 1x; 1x = ``base_urls_per_s``. URLs per second dispatched are binned by issue time.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from pipeline.dispatch.serials import MemorySerialStore, SerialAllocator
 from pipeline.settings import DispatchSettings
 
 T0 = 1_800_000_000.0 - 1_800_000_000.0 % 60  # a minute boundary, so sim second 0 is s = 1
+FLAPS = "f4-2x-flaps"  # the fetcher that dies and comes back in the flatness simulation
 
 
 class SimClock:
@@ -198,7 +200,7 @@ def simulate_flatness(
     quota: float | None = 200.0,
     duration_s: int = 600,
     dt: float = 0.05,
-    base_urls_per_s: float = 50.0,
+    base_urls_per_s: float = 60.0,
     jitter: float = 0.3,
     seed_urls: int = 40_000,
     burst_urls: int = 20_000,
@@ -222,9 +224,9 @@ def simulate_flatness(
     quotas = Quotas.unlimited() if quota is None else Quotas({service: quota})
     d = make_dispatcher(settings, frontier, quotas, clock)
     fleet = [_SimFetcher(n, m * base_urls_per_s, 256) for n, m in
-             (("f1-1x", 1), ("f2-2x", 2), ("f3-4x", 4), ("f4-2x-dies", 2), ("f5-1x-flaps", 1))]  # fmt: skip
+             (("f1-1x", 1), ("f2-2x", 2), ("f3-4x-dies", 4), ("f4-2x-flaps", 2), ("f5-1x", 1))]  # fmt: skip
     by_name = {f.name: f for f in fleet}
-    death = {"f4-2x-dies": die_at, "f5-1x-flaps": flap_down}
+    death = {"f3-4x-dies": die_at, FLAPS: flap_down}
     events: list[tuple[float, str]] = []
     per_second = [0] * duration_s
     per_fetcher = {f.name: 0 for f in fleet}
@@ -243,13 +245,17 @@ def simulate_flatness(
             next_id += burst_urls
             next_burst += burst_every_s
         for f in fleet:
-            if f.alive and f.name in death and t >= death[f.name] and not (f.name == "f5-1x-flaps" and t >= flap_up):
+            dying = f.name in death and t >= death[f.name] and (f.batch is not None or t >= death[f.name] + 5)
+            if f.alive and dying and not (f.name == FLAPS and t >= flap_up):  # dies mid-batch if it can
                 f.alive = False
                 events.append((t, f"{f.name} dies"))
-            elif not f.alive and f.name == "f5-1x-flaps" and t >= flap_up:
-                f.alive, f.batch = True, None  # restarted: it forgot its old batch
+            elif not f.alive and f.name == FLAPS and t >= flap_up:
                 d.register(f.name)
                 events.append((t, f"{f.name} comes back"))
+                if f.batch is not None:  # it also delivers the result of the batch it held: must drop
+                    ok = d.complete(f.batch.serial, fetcher_id=f.name, pages=len(f.batch.tasks), elapsed_s=1.0)
+                    events.append((t, f"late result for serial {f.batch.serial} {'accepted' if ok else 'dropped'}"))
+                f.alive, f.batch = True, None
         if t >= next_hb:
             for f in fleet:
                 if f.alive:

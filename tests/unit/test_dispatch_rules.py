@@ -213,3 +213,12 @@ def test_serials_reject_a_reserve_that_goes_backwards() -> None:
     a.next(), a.next()
     with pytest.raises(SerialError):
         a.next()
+
+
+def test_quota_wait_hint() -> None:
+    a = Admission(Quotas({"x": 10, "zero": 0, "tiny": 5e-324}))
+    assert a.wait_s("x", T0 + 0.5) == 0.0
+    a.grant("x", "f", 10, T0 + 0.5)
+    assert a.wait_s("x", T0 + 0.5) == pytest.approx(0.5)  # 11 fits at second 2
+    assert a.wait_s("zero", T0 + 10.25) == pytest.approx(49.75)  # never this minute: next minute
+    assert a.wait_s("tiny", T0) == pytest.approx(60.0)

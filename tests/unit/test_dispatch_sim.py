@@ -63,4 +63,4 @@ def test_flatness_sim_quota_holds_and_nothing_is_lost() -> None:
     assert s["cv"] <= 0.10 and s["max_minute_over_quota"] <= 0 and s["cum_over_budget"] <= 0
     assert s["batches_to_dead"] == 0 and s["lost_urls"] == 0 and s["duplicate_urls"] == 0
     assert any("comes back" in what for _, what in r.events)
-    assert s["per_fetcher_urls"]["f5-1x-flaps"] > 0
+    assert s["per_fetcher_urls"]["f4-2x-flaps"] > 0 and s["requeued_urls"] > 0
