@@ -29,6 +29,11 @@ def register(subparsers: Any) -> None:
     serve.add_argument(
         "--engine", choices=("fast", "aiohttp"), default="fast", help="HTTP server implementation"
     )
+    serve.add_argument(
+        "--gzip-pages",
+        action="store_true",
+        help="gzip ordinary pages for clients that accept it (fast engine)",
+    )
     serve.add_argument("--no-ipv6", action="store_true", help="do not also listen on ::1")
     serve.set_defaults(func=_serve)
 
@@ -76,6 +81,7 @@ def _serve(args: argparse.Namespace) -> int:
             cache_size=args.cache_size,
             ipv6=not args.no_ipv6,
             engine=args.engine,
+            gzip_pages=args.gzip_pages,
         )
     )
 

@@ -12,7 +12,10 @@ streamed hostile host.
 from __future__ import annotations
 
 import asyncio
+import functools
 import socket
+import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -49,12 +52,22 @@ class FastHTTP:
     web: Web
     log: AccessLog
     cache_size: int = 4096
+    gzip_pages: bool = False  # honour Accept-Encoding: gzip for ordinary 200 HTML pages
     renderer: Renderer = field(init=False)
+    _gzipped: Callable[[int, str], Reply] = field(init=False)
 
     def __post_init__(self) -> None:
         self.renderer = Renderer(self.web, cache_size=self.cache_size)
+        self._gzipped = functools.lru_cache(maxsize=self.cache_size)(self._gzip)
 
-    def reply_for(self, raw_host: bytes, target: bytes, client: str) -> Reply:
+    def _gzip(self, i: int, path: str) -> Reply:
+        r = self.renderer.reply(i, path)
+        if r.status != 200 or r.headers or r.delay_s or not r.content_type.startswith("text/html"):
+            return r
+        body = zlib.compress(r.body, 1, wbits=31)
+        return Reply(200, body, r.content_type, (("Content-Encoding", "gzip"), ("Vary", "Accept-Encoding")))
+
+    def reply_for(self, raw_host: bytes, target: bytes, client: str, *, gzip_ok: bool = False) -> Reply:
         host = strip_port(raw_host.decode("latin-1"))
         path = target.decode("latin-1")
         if path.startswith(("http://", "https://")):  # absolute-form request target
@@ -69,7 +82,7 @@ class FastHTTP:
             if host != READY_HOST:
                 self.log.record(host, path, client, reply.status)
             return reply
-        reply = self.renderer.reply(i, path)
+        reply = self._gzipped(i, path) if gzip_ok and self.gzip_pages else self.renderer.reply(i, path)
         self.log.record(host, path, client, reply.status)
         return reply
 
@@ -122,7 +135,7 @@ class _Conn(asyncio.Protocol):
             if parsed is None:
                 self._fail(400)
                 return
-            method, target, host, close, length = parsed
+            method, target, host, close, length, gzip_ok = parsed
             if length < 0:
                 self._fail(501)
                 return
@@ -130,7 +143,7 @@ class _Conn(asyncio.Protocol):
                 n = min(length, len(buf))
                 buf = buf[n:]
                 self.skip = length - n
-            reply = self.app.reply_for(host, target, self.peer)
+            reply = self.app.reply_for(host, target, self.peer, gzip_ok=gzip_ok)
             out = _head(reply, close=close)
             if method != b"HEAD":
                 out += reply.body
@@ -164,8 +177,8 @@ class _Conn(asyncio.Protocol):
         self.buf = b""
 
 
-def _parse(head: bytes) -> tuple[bytes, bytes, bytes, bool, int] | None:
-    """(method, target, host, close, content_length) of a request head; None when malformed.
+def _parse(head: bytes) -> tuple[bytes, bytes, bytes, bool, int, bool] | None:
+    """(method, target, host, close, content_length, accepts_gzip) of a request head; None when malformed.
 
     content_length is -1 for a chunked request body, which this server does not accept."""
     lines = head.split(b"\r\n")
@@ -176,6 +189,7 @@ def _parse(head: bytes) -> tuple[bytes, bytes, bytes, bool, int] | None:
     close = version == b"HTTP/1.0"
     host = b""
     length = 0
+    gzip_ok = False
     for line in lines[1:]:
         name, sep, value = line.partition(b":")
         if not sep:
@@ -193,4 +207,6 @@ def _parse(head: bytes) -> tuple[bytes, bytes, bytes, bool, int] | None:
                 return None
         elif name == b"transfer-encoding":
             length = -1
-    return method, target, host, close, length
+        elif name == b"accept-encoding":
+            gzip_ok = b"gzip" in value.lower()
+    return method, target, host, close, length, gzip_ok

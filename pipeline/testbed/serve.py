@@ -45,6 +45,7 @@ class ServeOptions:
     cache_size: int = 4096
     ipv6: bool = True
     hostile_port: int = 0
+    gzip_pages: bool = False
     engine: str = "fast"  # "fast" (fastserver.py) or "aiohttp" (server.py)
 
 
@@ -97,7 +98,7 @@ def _stop_event() -> asyncio.Event:
 
 def _make_http(opts: ServeOptions, web: Web, log: AccessLog) -> TestbedHTTP | FastHTTP:
     if opts.engine == "fast":
-        return FastHTTP(web, log, cache_size=opts.cache_size)
+        return FastHTTP(web, log, cache_size=opts.cache_size, gzip_pages=opts.gzip_pages)
     return TestbedHTTP(web, log, cache_size=opts.cache_size)
 
 

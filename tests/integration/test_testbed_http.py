@@ -188,3 +188,15 @@ def test_workers_share_the_sockets(make_testbed: Any) -> None:
     assert t.stop() == 0
     logged = [x for x in t.read_access_log() if x["host"].startswith("site")]
     assert len(logged) == len(urls)  # both processes flushed their share at SIGTERM
+
+
+def test_gzip_pages_option(make_testbed: Any) -> None:
+    t = make_testbed(3, 4, extra_args=("--gzip-pages",))
+    status, headers, body, _ = get(
+        t, t.url(1, "/p/1"), auto_decompress=False, headers={"Accept-Encoding": "gzip"}
+    )
+    assert headers["Content-Encoding"] == "gzip" and b"/p/2" in gzip.decompress(body)
+    status, headers, body, _ = get(
+        t, t.url(1, "/p/1"), auto_decompress=False, headers={"Accept-Encoding": "identity"}
+    )
+    assert "Content-Encoding" not in headers and b"/p/2" in body
