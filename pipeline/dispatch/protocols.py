@@ -12,9 +12,12 @@ Frontier contract (the dispatcher relies on every clause):
   ``host_delays`` maps host -> seconds from ``now`` before that host may be leased again (Crawl-delay,
   Retry-After, back-off); hosts not named use the frontier's own politeness delay. Releasing a fetcher
   that holds nothing is a no-op.
-- ``requeue(fetcher_id, tasks)`` puts tasks that were leased to ``fetcher_id`` back as pending, each
-  exactly once (a task already pending again must not be duplicated). It does not release hosts; the
-  dispatcher always calls ``requeue`` *before* ``release`` so the URLs are back when the host is free.
+- ``requeue(fetcher_id, tasks)`` puts tasks that were leased to ``fetcher_id`` back as pending. The
+  dispatcher re-queues a task of a batch at most once (a batch is closed by its first completion or
+  expiry, and ``unfinished`` is filtered to the batch's own tasks, each once), so a frontier need not
+  deduplicate -- as long as nobody else re-queues tasks of a batch that is still outstanding. It does not
+  release hosts; the dispatcher always calls ``requeue`` *before* ``release`` so the URLs are back when
+  the host is free.
 - ``available(now)`` estimates how many URLs ``lease`` could hand out now. It may over-estimate, but it
   must not return 0 while something is leasable: the dispatcher answers ``empty`` on 0 without leasing.
 
