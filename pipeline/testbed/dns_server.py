@@ -47,7 +47,13 @@ _FIXED_A = {
     "ns.crawl.test": ("127.0.0.1", 3600),
 }
 _SPECIAL = frozenset(
-    {"silent.crawl.test", "garbage.crawl.test", "servfail.crawl.test", "truncated.crawl.test", "slow.crawl.test"}
+    {
+        "silent.crawl.test",
+        "garbage.crawl.test",
+        "servfail.crawl.test",
+        "truncated.crawl.test",
+        "slow.crawl.test",
+    }
 )
 DROP, SEND = 0, 1
 _CACHE_MAX = 200_000
