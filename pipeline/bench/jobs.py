@@ -108,8 +108,8 @@ def naive_extract(body: bytes, base: str) -> list[tuple[str, str]]:
 def bench_hotpath(results: Sequence[FetchResult], *, pages: int = 500, rounds: int = 5) -> dict[str, Any]:
     """Microseconds per page for ``links.extract`` (cold and warm normalize cache) against the naive loop.
 
-    Best of ``rounds`` passes over the same ``pages`` OK pages, so other load on the machine
-    inflates the figures less.
+    Best of ``rounds`` passes over the same ``pages`` OK pages, timed in CPU time of this thread
+    (``time.thread_time``), so other load on a shared machine inflates the figures less.
     """
     sample = [(r.body, r.final_url) for r in results if r.ok][:pages]
     avg_bytes = sum(len(b) for b, _ in sample) // max(1, len(sample))
@@ -120,10 +120,10 @@ def bench_hotpath(results: Sequence[FetchResult], *, pages: int = 500, rounds: i
         for _ in range(rounds):
             if cold:
                 links._normalize_cached.cache_clear()
-            t0 = time.perf_counter()
+            t0 = time.thread_time()
             for body, url in sample:
                 fn(body, url)
-            times.append((time.perf_counter() - t0) / len(sample) * 1e6)
+            times.append((time.thread_time() - t0) / len(sample) * 1e6)
         return round(min(times), 1)
 
     naive = best(naive_extract)
@@ -244,9 +244,11 @@ def bench_latency(results: Sequence[FetchResult], stream: Sequence[Sequence[UrlR
                   rules: logic.LinkRules, args: argparse.Namespace, work: Path, lru_size: int) -> dict[str, Any]:
     """Pages/s of extract + filter + dedup with ``--latency-ms`` per store round trip.
 
-    A crawl in progress, not a cold start: each configuration first merges the candidates of all
-    but the last ``--latency-pages`` pages with no delay (store and cache warm up), then the delay
-    is switched on and the last pages are processed for real (extraction included).
+    A crawl in progress, not a cold start: each run first merges the candidates of all but the last
+    ``--latency-pages`` pages with no delay, in large batches whatever the configuration (so store
+    and cache are warm and warming is cheap), then the delay is switched on and the last pages are
+    processed for real (extraction included). Runs shorter than 5 s are repeated (best of 3): the
+    machine is shared and the fast configurations are otherwise mostly CPU noise.
     """
     n = min(args.latency_pages, len(results))
     warm, measured = stream[: len(results) - n], results[len(results) - n :]
@@ -255,16 +257,24 @@ def bench_latency(results: Sequence[FetchResult], stream: Sequence[Sequence[UrlR
                ("batched_no_lru", 0, args.batch_size), ("batched_lru", lru_size, args.batch_size)]
     out: dict[str, Any] = {"latency_ms": args.latency_ms, "pages": n, "warm_pages": len(warm)}
     for label, lru, batch in configs:
-        with SqliteStore(work / f"lat-{label}.db") as inner:
-            store = DelayedStore(inner, 0.0)
-            seen = SeenFilter(store, lru_size=lru)  # type: ignore[arg-type]
-            _feed(seen, warm, batch)
-            store.delay_s, store.calls, before = args.latency_ms / 1000.0, 0, seen.remote_lookups
-            t0 = time.perf_counter()
-            _feed(seen, ([c.to_record() for c in logic.page_candidates(r, rules)] for r in measured), batch)
-            wall = time.perf_counter() - t0
-        out[label] = {"pages_per_s": round(n / wall, 1), "round_trips": store.calls,
-                      "remote_lookups": seen.remote_lookups - before}
+        best: dict[str, Any] | None = None
+        for attempt in range(3):
+            db = work / f"lat-{label}-{attempt}.db"
+            with SqliteStore(db) as inner:
+                store = DelayedStore(inner, 0.0)
+                seen = SeenFilter(store, lru_size=lru)  # type: ignore[arg-type]
+                _feed(seen, warm, 5000)
+                store.delay_s, store.calls, before = args.latency_ms / 1000.0, 0, seen.remote_lookups
+                t0 = time.perf_counter()
+                _feed(seen, ([c.to_record() for c in logic.page_candidates(r, rules)] for r in measured), batch)
+                wall = time.perf_counter() - t0
+            run = {"pages_per_s": round(n / wall, 1), "round_trips": store.calls,
+                   "remote_lookups": seen.remote_lookups - before}
+            if best is None or run["pages_per_s"] > best["pages_per_s"]:
+                best = run
+            if wall > 5.0:
+                break
+        out[label] = best
     base = out["s5_baseline_per_url_no_lru"]["pages_per_s"]
     for label, _, _ in configs:
         out[label]["throughput_x"] = round(out[label]["pages_per_s"] / base, 2)
