@@ -167,8 +167,11 @@ class Dispatcher:
         self._index_sync(f, now)
         return result
 
-    def offer(self, fetcher_id: str, service: str) -> Batch | Refusal:
-        """S3 path: an idle fetcher asks for work; quota admission applies, node choice does not."""
+    def offer(self, fetcher_id: str, service: str, *, limit: int | None = None) -> Batch | Refusal:
+        """S3 path: an idle fetcher asks for work; quota admission applies, node choice does not.
+
+        ``limit`` caps the batch (e.g. a page budget); never trim ``Batch.tasks`` after the fact, because
+        the dispatcher re-queues the batch as issued if it expires."""
         now = self._clock()
         budget = self._budget_or_refusal(service, now)
         if isinstance(budget, Refusal):
@@ -181,8 +184,8 @@ class Dispatcher:
         self._liveness.touch(fetcher_id, now)
         if len(f.outstanding) >= self.max_outstanding:
             return self._refuse(service, P.BUSY, 0.0, detail=f"{len(f.outstanding)} batch(es) outstanding")
-        t = Admission.admitted(self._size(f), budget)
-        if self._frontier.available(now) <= 0:
+        t = Admission.admitted(self._size(f) if limit is None else min(self._size(f), limit), budget)
+        if t < 1 or self._frontier.available(now) <= 0:
             return self._refuse(service, P.EMPTY, 1.0)
         result = self._lease(f, service, t, now)
         self._index_sync(f, now)

@@ -332,3 +332,12 @@ def test_snapshot_shape() -> None:
     assert snap.services["x"].quota == 50 and snap.services["x"].batches_total == 1
     f = snap.fetchers["a"]
     assert (f.n, f.t, f.count, f.live, f.r, f.outstanding) == (10, None, 0, True, 10, 1)
+
+
+def test_offer_limit_caps_the_batch() -> None:
+    d, frontier, _ = make()
+    d.register("a")
+    assert len(ok(d.offer("a", "default", limit=3)).tasks) == 3
+    d2, _, _ = make()
+    d2.register("a")
+    refused(d2.offer("a", "default", limit=0), "empty")
