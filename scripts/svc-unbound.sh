@@ -51,7 +51,11 @@ start() {
   if running; then echo "unbound: already running on 127.0.0.1:$PORT (pid $(cat "$PIDFILE"))"; return 0; fi
   render
   "$(dirname "$UNBOUND")/unbound-checkconf" "$CONF" >/dev/null
-  "$UNBOUND" -c "$CONF" 2>>"$RUN_DIR/unbound.log"   # daemonizes and writes the pidfile
+  if ! "$UNBOUND" -c "$CONF" 2>>"$RUN_DIR/unbound.log"; then   # daemonizes and writes the pidfile
+    echo "unbound: failed to start; see $RUN_DIR/unbound.log" >&2
+    tail -n 20 "$RUN_DIR/unbound.log" >&2 || true
+    return 1
+  fi
   for _ in $(seq 1 50); do
     if running; then echo "unbound: running on 127.0.0.1:$PORT -> crawl.test @127.0.0.1:$UPSTREAM_PORT"; return 0; fi
     sleep 0.1

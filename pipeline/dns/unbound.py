@@ -52,10 +52,18 @@ def render_config(
     return text
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def free_port() -> int:
+    """A port free on 127.0.0.1 for both UDP and TCP at the time of asking (unbound binds both)."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+            udp.bind(("127.0.0.1", 0))
+            port = int(udp.getsockname()[1])
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
+                try:
+                    tcp.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
 
 
 def _answers(port: int) -> bool:
@@ -87,9 +95,24 @@ def start_unbound(
     binary = unbound_binary()
     if binary is None:
         raise UnboundError("unbound is not installed (scripts/svc-unbound.sh install)")
-    port = port or _free_port()
     workdir = Path(workdir or tempfile.mkdtemp(prefix="unbound-"))
     workdir.mkdir(parents=True, exist_ok=True)
+    # A port found free can be taken before unbound binds it (other tests run on this machine):
+    # with port 0, try a few fresh ones.
+    attempts = 5 if port == 0 else 1
+    for attempt in range(attempts):
+        chosen = port or free_port()
+        try:
+            return _launch(binary, workdir, chosen, upstream_port, min_ttl_s, max_ttl_s, timeout_s)
+        except UnboundError:
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _launch(
+    binary: str, workdir: Path, port: int, upstream_port: int, min_ttl_s: int, max_ttl_s: int, timeout_s: float
+) -> subprocess.Popen[bytes]:
     conf = workdir / "unbound.conf"
     conf.write_text(render_config(port=port, upstream_port=upstream_port, workdir=workdir,
                                   min_ttl_s=min_ttl_s, max_ttl_s=max_ttl_s))

@@ -12,7 +12,7 @@ import pytest
 
 from pipeline.dns.blocking import GetaddrinfoResolver
 from pipeline.dns.resolver import AresResolver
-from pipeline.dns.unbound import unbound_binary
+from pipeline.dns.unbound import free_port, unbound_binary
 from pipeline.testbed.harness import TestbedProcess
 from pipeline.testbed.model import ip_for_host
 
@@ -20,23 +20,22 @@ pytestmark = pytest.mark.integration
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "svc-unbound.sh"
 
 
-def _free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_service_script_start_status_stop(dns_testbed: TestbedProcess, tmp_path: Path) -> None:
     if unbound_binary() is None:
         pytest.skip("unbound is not installed: run scripts/svc-unbound.sh install")
-    port = _free_udp_port()
-    env = {**os.environ, "CRAWLFLEET_UNBOUND_PORT": str(port), "CRAWLFLEET_UNBOUND_DIR": str(tmp_path),
-           "CRAWLFLEET_TESTBED_DNS_PORT": str(dns_testbed.dns_port)}
+    env: dict[str, str] = {}
 
     def svc(action: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["bash", str(SCRIPT), action], env=env, capture_output=True, text=True, timeout=120)
 
-    assert svc("start").returncode == 0
+    for _ in range(5):  # a port found free may be taken by another test before unbound binds it
+        port = free_port()
+        env = {**os.environ, "CRAWLFLEET_UNBOUND_PORT": str(port), "CRAWLFLEET_UNBOUND_DIR": str(tmp_path),
+               "CRAWLFLEET_TESTBED_DNS_PORT": str(dns_testbed.dns_port)}
+        started = svc("start")
+        if started.returncode == 0 or "already in use" not in started.stderr:
+            break
+    assert started.returncode == 0, started.stdout + started.stderr
     try:
         assert svc("start").returncode == 0  # idempotent
         assert svc("status").returncode == 0
