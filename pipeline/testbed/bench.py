@@ -1,0 +1,32 @@
+"""``crawlfleet bench testbed``: the testbed's own HTTP and DNS throughput (see docs/bench/testbed.md).
+
+Runs both HTTP engines in the same run, so the fast engine is reported as a ratio to aiohttp's
+server (the baseline) measured on the same machine minutes apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from pipeline.testbed.loadgen import measure
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--hosts", type=int, default=1000)
+    parser.add_argument("--pages", type=int, default=1000)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--concurrency", type=int, default=64)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    kw = {"seconds": args.seconds, "concurrency": args.concurrency}
+    fast = measure(args.hosts, args.pages, engine="fast", **kw)
+    base = measure(args.hosts, args.pages, engine="aiohttp", **kw)
+    ratios = {
+        f"{load}_cpu_per_req_vs_aiohttp": round(
+            fast[load]["server_cpu_us_per_req"] / max(1e-9, base[load]["server_cpu_us_per_req"]), 3
+        )
+        for load in ("http_distinct", "http_repeated")
+    }
+    return {"fast": fast, "aiohttp_baseline": base, **ratios}
