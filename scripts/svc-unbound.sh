@@ -2,6 +2,7 @@
 # The fleet's shared caching resolver (S1's layered DNS): unbound on 127.0.0.1:${CRAWLFLEET_UNBOUND_PORT:-5335},
 # forwarding crawl.test to the test bed's zone server on 127.0.0.1:${CRAWLFLEET_TESTBED_DNS_PORT:-5353}.
 # Usage: svc-unbound.sh install | start | stop | status   (idempotent; fast when already done)
+#        svc-unbound.sh run    (foreground, for a Procfile: `unbound: scripts/svc-unbound.sh run`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -74,6 +75,12 @@ stop() {
   rm -f "$PIDFILE"
 }
 
+run() {
+  have_unbound || install
+  render
+  exec "$UNBOUND" -d -c "$CONF"
+}
+
 status() {
   if running; then echo "unbound: running (pid $(cat "$PIDFILE")) on 127.0.0.1:$PORT"; else echo "unbound: stopped"; return 1; fi
 }
@@ -83,5 +90,6 @@ case "${1:-}" in
   start) start ;;
   stop) stop ;;
   status) status ;;
-  *) echo "usage: $0 install|start|stop|status" >&2; exit 2 ;;
+  run) run ;;
+  *) echo "usage: $0 install|start|stop|status|run" >&2; exit 2 ;;
 esac
