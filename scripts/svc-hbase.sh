@@ -15,6 +15,7 @@
 #   CRAWLFLEET_HBASE_CACHE       jar cache, outside the repo     (~/.cache/crawlfleet/hbase)
 #   CRAWLFLEET_HBASE_THRIFT_PORT Thrift1 port                    (9090)
 #   CRAWLFLEET_HBASE_ZK_PORT     ZooKeeper client port           (12181; avoids a system ZooKeeper)
+#   CRAWLFLEET_HBASE_MASTER_PORT / CRAWLFLEET_HBASE_RS_PORT  RPC ports (16000 / 16020)
 #   CRAWLFLEET_HBASE_TIMEOUT     seconds to wait for readiness   (240)
 #   CRAWLFLEET_HBASE_HEAP        master heap                     (1g)
 set -euo pipefail
@@ -25,6 +26,8 @@ DATA="${CRAWLFLEET_HBASE_DATA:-/var/tmp/crawlfleet-hbase}"
 CACHE="${CRAWLFLEET_HBASE_CACHE:-$HOME/.cache/crawlfleet/hbase}"
 THRIFT_PORT="${CRAWLFLEET_HBASE_THRIFT_PORT:-9090}"
 ZK_PORT="${CRAWLFLEET_HBASE_ZK_PORT:-12181}"
+MASTER_PORT="${CRAWLFLEET_HBASE_MASTER_PORT:-16000}"
+RS_PORT="${CRAWLFLEET_HBASE_RS_PORT:-16020}"
 TIMEOUT="${CRAWLFLEET_HBASE_TIMEOUT:-240}"
 HEAP="${CRAWLFLEET_HBASE_HEAP:-1g}"
 CONF="$DATA/conf"
@@ -102,6 +105,8 @@ write_conf() {
   <property><name>hbase.master.info.port</name><value>-1</value></property>
   <property><name>hbase.regionserver.info.port</name><value>-1</value></property>
   <property><name>hbase.thrift.info.port</name><value>-1</value></property>
+  <property><name>hbase.master.port</name><value>$MASTER_PORT</value></property>
+  <property><name>hbase.regionserver.port</name><value>$RS_PORT</value></property>
   <property><name>hbase.master.hostname</name><value>127.0.0.1</value></property>
   <property><name>hbase.regionserver.hostname</name><value>127.0.0.1</value></property>
   <property><name>hbase.unsafe.regionserver.hostname</name><value>127.0.0.1</value></property>
@@ -198,23 +203,22 @@ stop() {
   stop_pid "$MASTER_PID" master
 }
 
-run() {  # foreground for honcho: both JVMs are children; a signal stops both
+run() {  # foreground for honcho: both JVMs are children; TERM/INT (or either dying) stops both
   install
   write_conf
   if probe; then log "another HBase already answers on $THRIFT_PORT"; exit 1; fi
   java_cmd "$HEAP" org.apache.hadoop.hbase.master.HMaster start
   "${JAVA_CMD[@]}" &
-  local master=$!
-  echo "$master" >"$MASTER_PID"
+  echo $! >"$MASTER_PID"
   java_cmd 256m org.apache.hadoop.hbase.thrift.ThriftServer -b 127.0.0.1 -p "$THRIFT_PORT" start
   "${JAVA_CMD[@]}" &
-  local thrift=$!
-  echo "$thrift" >"$THRIFT_PID"
-  trap 'kill -TERM $thrift 2>/dev/null; wait $thrift; kill -TERM $master 2>/dev/null; wait $master; rm -f "$MASTER_PID" "$THRIFT_PID"; exit 0' TERM INT
-  wait -n "$master" "$thrift" || true
-  kill -TERM "$thrift" "$master" 2>/dev/null || true
-  wait || true
-  rm -f "$MASTER_PID" "$THRIFT_PID"
+  echo $! >"$THRIFT_PID"
+  trap 'stop; exit 0' TERM INT
+  # Poll rather than `wait`: the master needs ~30 s to exit on TERM, and stop() waits for it.
+  while alive "$MASTER_PID" && alive "$THRIFT_PID"; do sleep 1; done
+  log "a JVM exited; stopping the other"
+  stop
+  exit 1
 }
 
 thrift_run() {  # a separate Thrift server on another port, same master; replaced by exec
