@@ -149,15 +149,11 @@ class CrawlCore:
         if self._new and self.frontier.pending == 0:
             self._flush_store()  # the frontier is starved: publish buffered discoveries now
         self._refill()
-        offered = self.dispatcher.offer(fetcher_id, self.service)
+        offered = self.dispatcher.offer(fetcher_id, self.service, limit=limit - self._issued if limit else None)
         if isinstance(offered, Refusal):
             if offered.reason == "quota":
                 self.stats.on_quota_refusal(self.service, offered.reason)
             return None
-        if limit and self._issued + len(offered.tasks) > limit:
-            extra = offered.tasks[limit - self._issued :]
-            del offered.tasks[limit - self._issued :]
-            self.frontier.requeue(fetcher_id, extra)
         self._issued += len(offered.tasks)
         self._inflight[offered.serial] = _InFlight(offered, frozenset(t.url_id for t in offered.tasks))
         return offered

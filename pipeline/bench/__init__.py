@@ -14,4 +14,5 @@ BENCHES: dict[str, str] = {
     "jobs": "pipeline.bench.jobs",  # extraction runners and S5 dedup (#8)
     "scale": "pipeline.bench.scale",  # 10k..1M pages, memory per queued URL (#11)
     "soak": "pipeline.bench.soak",  # fault soak (#10)
+    "testbed": "pipeline.testbed.bench",  # testbed HTTP/DNS throughput (#2)
 }
