@@ -50,7 +50,8 @@ class BodyLog:
         if self._size >= self._limit:
             self._open_segment(self._segment + 1)
         refs: list[tuple[int, int, int]] = []
-        offset = self._size
+        # The file's real end, not a remembered one: stays right after a failed or partial write.
+        offset = self._size = os.fstat(self._fd).st_size
         for body in bodies:
             refs.append((self._segment, offset, len(body)))
             offset += len(body)
