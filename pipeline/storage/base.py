@@ -26,7 +26,7 @@ class UrlState(enum.IntEnum):
 
 @dataclass(slots=True)
 class UrlRecord:
-    """One row of the crawl database."""
+    """One row of the crawl database. ``url_id`` must be ``pipeline.urls.fingerprint(url)``."""
 
     url: str
     url_id: int
