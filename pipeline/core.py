@@ -35,6 +35,7 @@ from pipeline.journal import Checkpoint, SegmentWriter, replay
 from pipeline.settings import Settings
 from pipeline.stats import CrawlStats
 from pipeline.storage.base import Outcome, PageRecord, Store, UrlRecord, UrlState
+from pipeline.storage.warc import WarcWriter
 from pipeline.urls import Scope, TrapRules, fingerprint, host_of, normalize
 
 log = logging.getLogger(__name__)
@@ -95,6 +96,9 @@ class CrawlCore:
         )
         self.seen = SeenFilter(store, lru_size=200_000)
         self.journal = SegmentWriter(out_dir / "segments")
+        # Live WARC output (optional). A page replayed from the journal after a crash may appear twice
+        # in the WARC files; `crawlfleet export warc` from the store never duplicates.
+        self.warc = WarcWriter(out_dir / "warc", max_bytes=settings.store.warc_max_bytes) if settings.store.warc else None
         self._inflight: dict[int, _InFlight] = {}
         self._outcomes: list[Outcome] = []
         self._new: list[UrlRecord] = []
@@ -297,6 +301,8 @@ class CrawlCore:
             self.frontier.add(new)
             self.stats.on_discovered(len(new))
         if self._outcomes:
+            if self.warc is not None:
+                self.warc.write_pages(o.page for o in self._outcomes if o.page is not None)
             self.store.record_results(self._outcomes)
             self._outcomes = []
 
@@ -329,4 +335,6 @@ class CrawlCore:
     def close(self) -> None:
         self.flush()
         self.journal.close()
+        if self.warc is not None:
+            self.warc.close()
         self.store.flush()

@@ -26,6 +26,7 @@ def add_crawl_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--per-host", type=int, default=None, help="concurrent connections per host")
     p.add_argument("--host-delay", type=float, default=None, help="minimum seconds between requests to a host")
     p.add_argument("--concurrency", type=int, default=None, help="sockets in flight")
+    p.add_argument("--warc", action="store_true", help="also write fetched pages as WARC 1.1 under --out/warc")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     logs.add_arguments(p)
@@ -39,6 +40,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         "security": {"allow_networks": tuple(args.allow_network) if args.allow_network else None},
         "fetch": {"user_agent": args.user_agent, "concurrency": args.concurrency},
         "politeness": {"per_host_concurrency": args.per_host, "min_host_delay_s": args.host_delay},
+        "store": {"warc": True if args.warc else None},
     }
     return load_settings(args.config, overrides=overrides)
 

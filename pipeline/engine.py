@@ -25,7 +25,7 @@ from pipeline.dns.aiohttp_resolver import AiohttpResolver
 from pipeline.dns.cache_resolver import CachingResolver
 from pipeline.settings import Settings
 from pipeline.stats import CrawlStats
-from pipeline.storage.sqlite import SqliteStore
+from pipeline.storage.factory import from_settings as open_store
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class EmbeddedCrawl:
     async def run(self) -> dict[str, Any]:
         out = self.request.out_dir
         out.mkdir(parents=True, exist_ok=True)
-        store = SqliteStore(out / "crawl.db")
+        store = open_store(self.settings.store, out / "crawl.db")
         stats = self.stats
         core = CrawlCore(
             self.settings,

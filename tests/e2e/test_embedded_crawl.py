@@ -133,3 +133,15 @@ def test_resume_after_sigkill_loses_nothing(tmp_path: Path) -> None:
     stale = [k for k in repeated if first_seen[k] < killed_at - 31.0]
     assert not stale, stale[:10]
     assert len(repeated) <= 256
+
+
+def test_warc_output_reads_back(tmp_path: Path) -> None:
+    from warcio.archiveiterator import ArchiveIterator
+
+    with TestbedProcess(3, 10, seed=9, workdir=tmp_path / "tb") as tb:
+        summary = run_json(crawl_cmd(tb, tmp_path / "out", "--warc"))
+    responses = 0
+    for path in (tmp_path / "out" / "warc").glob("*.warc*"):
+        with open(path, "rb") as fh:
+            responses += sum(1 for rec in ArchiveIterator(fh) if rec.rec_type == "response")
+    assert responses == summary["store"]["pages"] > 0
