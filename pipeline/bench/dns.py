@@ -78,7 +78,8 @@ def machine() -> dict[str, Any]:
             model = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), "")
     except OSError:
         pass
-    return {"nproc": os.cpu_count(), "cpu": model or platform.processor(), "python": platform.python_version()}
+    return {"nproc": os.cpu_count(), "cpu": model or platform.processor(), "python": platform.python_version(),
+            "loadavg_1m_at_start": round(os.getloadavg()[0], 2)}
 
 
 # -- S4 ------------------------------------------------------------------------------------------
@@ -294,4 +295,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         result["s4"] = run_s4(args)
     if "mem" in parts:
         result["s2_memory"] = run_mem(args)
+    # The machine is shared: the load says how much of the 2 cores the run really had.
+    result["machine"]["loadavg_1m_at_end"] = round(os.getloadavg()[0], 2)
     return result
