@@ -38,6 +38,11 @@ log = logging.getLogger(__name__)
 
 RECONNECT_START_S = 0.5
 RECONNECT_MAX_S = 2.0
+SHUTDOWN_POLL_S = 0.25
+
+
+def _noop() -> None:
+    return None
 
 
 class FleetQueues(Queues):
@@ -70,6 +75,12 @@ class FleetConsumer(Consumer):
             return inner(message)
 
         return on_task_received
+
+    def register_with_event_loop(self, hub: Any) -> None:
+        super().register_with_event_loop(hub)
+        # The hub sleeps in poll() until its next timer (up to a minute with AMQP heartbeats), and a
+        # signal does not wake it (PEP 475 resumes the poll): a short tick keeps SIGTERM prompt.
+        hub.call_repeatedly(SHUTDOWN_POLL_S, _noop)
 
     def on_decode_error(self, message: Message, exc: Exception) -> None:
         reject(message, f"cannot decode: {exc}")
@@ -127,6 +138,10 @@ def configure(app: Celery, settings: Settings) -> None:
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
+        # After a reconnect Celery lowers the prefetch count by the tasks still running and restores it
+        # as their acks fail; we saw that leave a node's consumer stuck at a full window. Not needed
+        # here: a re-delivered batch that is still running joins the running fetch (serial ids).
+        worker_enable_prefetch_count_reduction=False,
         task_ignore_result=True,
         result_backend=None,
         task_default_queue=topology.fetch_queue_name("default"),

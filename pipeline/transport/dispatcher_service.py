@@ -84,14 +84,10 @@ class FleetCounters:
 
 
 def open_store(settings: Settings, out_dir: Path) -> Store:
-    try:
-        from pipeline.storage.factory import open_store as factory_open  # type: ignore[import-not-found]
-    except ModuleNotFoundError:
-        from pipeline.storage.sqlite import SqliteStore
+    """The crawl's store from ``settings.store`` (SQLite in ``out_dir`` by default, or HBase)."""
+    from pipeline.storage.factory import from_settings
 
-        return SqliteStore(out_dir / "crawl.db")
-    store: Store = factory_open(settings.store, out_dir / "crawl.db")
-    return store
+    return from_settings(settings.store, out_dir / "crawl.db")
 
 
 class FleetDispatcher:

@@ -15,70 +15,13 @@ import signal
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 
-from pipeline.storage.sqlite import SqliteStore
 from pipeline.testbed.harness import TestbedProcess
-from pipeline.testbed.truth import _redirect_chain  # the testbed's own chain rule
+from tests.fixtures.rabbitmq import MAX_DEPTH, check_store_exactly_once, check_truth, key, with_redirects
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
-
-MAX_DEPTH = 12
-
-
-def key(url: str) -> tuple[str, str]:
-    parts = urlsplit(url)
-    return (parts.hostname or "", parts.path + (f"?{parts.query}" if parts.query else ""))
-
-
-def fetch_counts(tb: TestbedProcess) -> collections.Counter[tuple[str, str]]:
-    tb.wait_log_flush()
-    return collections.Counter((e["host"], e["path"]) for e in tb.read_access_log())
-
-
-def stored_pages(out: Path) -> tuple[collections.Counter[str], set[str]]:
-    """(URL of every stored page, counted; every URL and final URL stored), through the Store API."""
-    store = SqliteStore(out / "crawl.db")
-    try:
-        pages = list(store.iter_pages())
-    finally:
-        store.close()
-    return collections.Counter(p.url for p in pages), {p.url for p in pages} | {p.final_url for p in pages}
-
-
-def check_truth(tb: TestbedProcess, truth: dict[str, Any], *, nodes: int, allowed_twice: set[tuple[str, str]] = frozenset()) -> None:  # type: ignore[assignment]
-    counts = fetch_counts(tb)
-    missing = [u for u in truth["pages"] if counts[key(u)] == 0]
-    twice = [u for u in truth["pages"] if counts[key(u)] > 1 and key(u) not in allowed_twice]
-    assert not missing, missing[:10]
-    assert not twice, twice[:10]
-    for u in truth["fetch_urls"]:
-        assert counts[key(u)] >= 1, u
-    allowed = {key(u) for u in truth["fetch_urls"] + truth.get("redirect_hops", []) + truth["pages"]}
-    extra = [k for k in counts if k not in allowed and k[1] != "/robots.txt" and not k[1].startswith("/calendar/")]
-    assert not extra, extra[:10]
-    assert [u for u in truth["forbidden"] if counts[key(u)]] == []
-    robots = [n for (_h, p), n in counts.items() if p == "/robots.txt"]
-    assert robots and max(robots) <= nodes
-
-
-def with_redirects(urls: list[str]) -> list[str]:
-    """``urls`` plus the later hops of their redirect chains (fetched as part of fetching them)."""
-    out = list(urls)
-    for url in urls:
-        base = url[: url.index("/", url.index("//") + 2)]
-        out += [base + hop for hop in _redirect_chain(urlsplit(url).path)]
-    return out
-
-
-def check_store_exactly_once(out: Path, truth: dict[str, Any]) -> None:
-    counted, reached = stored_pages(out)
-    assert [u for u, n in counted.items() if n > 1] == []
-    missing = [u for u in truth["pages"] if u not in reached]
-    assert not missing, missing[:10]
-
 
 def test_fleet_crawl_matches_ground_truth(rabbitmq: str, fleet: Any, tmp_path: Path) -> None:
     with TestbedProcess(20, 50, seed=3, workdir=tmp_path / "tb") as tb:

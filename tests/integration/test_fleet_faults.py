@@ -1,0 +1,109 @@
+"""Fleet faults on real processes: SIGKILL a worker mid-batch, SIGKILL the dispatcher, restart RabbitMQ.
+
+Every test ends with the ground-truth check (every page fetched, none outside the truth, none
+robots-forbidden) and the store check (every page stored, once). Repeats in the access log are
+allowed only where they cannot be avoided: requests a killed worker had in flight (its batch is
+re-issued elsewhere, and the server may already have answered the dead one).
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.testbed.harness import TestbedProcess
+from tests.fixtures.rabbitmq import MAX_DEPTH, check_store_exactly_once, check_truth, key, with_redirects
+
+pytestmark = [pytest.mark.integration, pytest.mark.faults]
+
+
+def in_flight(events: list[dict[str, Any]], node: str) -> list[int]:
+    issued = {ev["serial"] for ev in events if ev["ev"] == "issue" and ev["node"] == node}
+    closed = {ev["serial"] for ev in events if ev["ev"] in ("done", "expired")}
+    return sorted(issued - closed)
+
+
+def wait_in_flight(f: Any, node: str, *, after_done: int = 3, timeout_s: float = 60) -> list[int]:
+    """Wait until ``node`` has completed a few batches and holds at least one now."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        events = f.events()
+        done = sum(1 for ev in events if ev["ev"] == "done" and ev["node"] == node)
+        held = in_flight(events, node)
+        if done >= after_done and held:
+            return held
+        time.sleep(0.05)
+    raise AssertionError(f"{node} never held a batch; dispatcher log:\n{f.log_tail('dispatcher.log')}")
+
+
+def test_sigkill_worker_mid_batch_is_redelivered_and_finished_elsewhere(rabbitmq: str, fleet: Any, tmp_path: Path) -> None:
+    with TestbedProcess(24, 50, seed=6, workdir=tmp_path / "tb") as tb:
+        f = fleet(rabbitmq, tb, max_depth=MAX_DEPTH, host_delay=0.1)
+        a, b = f.start_worker(1), f.start_worker(2)
+        f.start_dispatcher()
+        held = wait_in_flight(f, a)
+        f.kill_worker(a)  # SIGKILL: no goodbye, its unacked batches go back to the broker
+        expired = f.wait_event(lambda ev: ev["ev"] == "expired" and ev["node"] == a)
+        f.start_worker(1)  # the node comes back as a new incarnation and gets work again
+        summary = f.wait_dispatcher()
+        events = f.events()
+        expired_serials = {ev["serial"] for ev in events if ev["ev"] == "expired"}
+        assert set(held) & expired_serials, (held, expired_serials)
+        assert expired["serial"] in expired_serials
+        assert summary["fleet"]["purged_messages"] >= 0
+        assert any(ev["ev"] == "issue" and ev["node"] == b and ev["t"] > expired["t"] for ev in events)
+        ups = [ev for ev in events if ev["ev"] == "node_up" and ev["node"] == a]
+        assert len(ups) == 2, "the restarted node registered as a new incarnation"
+        assert any(ev["ev"] == "issue" and ev["node"] == a and ev["t"] > ups[1]["t"] for ev in events)
+        truth = tb.truth(max_depth=MAX_DEPTH)
+        allowed = {key(u) for ev in events if ev["ev"] == "expired" for u in with_redirects(ev["urls"])}
+        check_truth(tb, truth, nodes=3, allowed_twice=allowed)  # 3 robots caches: a, b, a again
+        check_store_exactly_once(f.out, truth)
+        assert summary["store"]["pending"] == 0
+
+
+def test_sigkill_dispatcher_and_restart_resumes_without_refetching(rabbitmq: str, fleet: Any, tmp_path: Path) -> None:
+    with TestbedProcess(24, 50, seed=7, workdir=tmp_path / "tb") as tb:
+        f = fleet(rabbitmq, tb, max_depth=MAX_DEPTH, host_delay=0.05)
+        f.start_worker(1)
+        f.start_worker(2)
+        proc = f.start_dispatcher()
+        f.wait_event(lambda ev: ev["ev"] == "done" and ev["serial"] >= 8)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        f.start_dispatcher("--resume")
+        summary = f.wait_dispatcher()
+        events = f.events()
+        recovered = [ev for ev in events if ev["ev"] == "recovered"]
+        assert recovered and not recovered[0]["timed_out"]
+        truth = tb.truth(max_depth=MAX_DEPTH)
+        # The workers finished the dead dispatcher's batches; the new one journaled their results
+        # before resuming, so nothing was handed out (and fetched) twice.
+        check_truth(tb, truth, nodes=2)
+        check_store_exactly_once(f.out, truth)
+        assert summary["store"]["pending"] == 0
+
+
+def test_rabbitmq_restart_mid_crawl_everyone_reconnects(private_rabbitmq: Any, fleet: Any, tmp_path: Path) -> None:
+    with TestbedProcess(24, 50, seed=8, workdir=tmp_path / "tb") as tb:
+        f = fleet(private_rabbitmq.url, tb, max_depth=MAX_DEPTH, host_delay=0.05)
+        f.start_worker(1)
+        f.start_worker(2)
+        f.start_dispatcher()
+        f.wait_event(lambda ev: ev["ev"] == "done" and ev["serial"] >= 6)
+        private_rabbitmq.stop()
+        time.sleep(1.0)
+        private_rabbitmq.start()
+        summary = f.wait_dispatcher()
+        assert summary["fleet"]["reconnects"] >= 1
+        assert all(proc.poll() is None for proc in f.workers.values()), "workers survive the broker restart"
+        truth = tb.truth(max_depth=MAX_DEPTH)
+        events = f.events()
+        allowed = {key(u) for ev in events if ev["ev"] == "expired" for u in with_redirects(ev["urls"])}
+        check_truth(tb, truth, nodes=2, allowed_twice=allowed)
+        check_store_exactly_once(f.out, truth)
+        assert summary["store"]["pending"] == 0
