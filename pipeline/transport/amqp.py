@@ -116,6 +116,7 @@ class Outbox:
         self._thread = threading.Thread(target=self._run, name=f"outbox-{node}", daemon=True)
         self._next_heartbeat = 0.0
         self._down_since: float | None = None
+        self._last_attempt = 0.0
 
     # --- API (any thread) ------------------------------------------------------------------------
     def start(self) -> None:
@@ -275,7 +276,7 @@ class Outbox:
         if self._producer is not None:
             return self._producer
         now = time.monotonic()
-        if self._down_since is not None and now - self._down_since < self.retry_s:
+        if self._down_since is not None and now - self._last_attempt < self.retry_s:
             return None
         conn = connection(self.fleet.broker_url, confirm=True)
         try:
@@ -287,7 +288,8 @@ class Outbox:
         except Exception as exc:
             if self._down_since is None:
                 log.warning("outbox: broker unreachable (%s); retrying every %.1fs", exc, self.retry_s)
-            self._down_since = now
+                self._down_since = now
+            self._last_attempt = now
             _close_quietly(conn)
             return None
         if self._down_since is not None:
@@ -302,7 +304,7 @@ class Outbox:
             _close_quietly(self._conn)
         self._conn, self._producer = None, None
         if self._down_since is None:
-            self._down_since = time.monotonic()
+            self._down_since = self._last_attempt = time.monotonic()
 
 
 def _close_quietly(conn: Connection) -> None:

@@ -131,7 +131,7 @@ class FleetDispatcher:
 
     def clock(self) -> float:
         """Wall time minus the time the broker was unreachable (see the module docstring)."""
-        return self._wall() - self.session.paused_s
+        return self._wall() - self.session.paused_now()
 
     def stop(self) -> None:
         """Stop dispatching and return (from a signal handler). In-flight batches finish on the workers;

@@ -148,10 +148,10 @@ class ResultPacker:
         item = json.dumps(result.to_json(), separators=(",", ":"))
         if len(item) + self._ENVELOPE > self.limit:
             item = self._strip(result, len(item))
-        return self._add(self._results, item)
+        return self._add(item, report=False)
 
     def add_report(self, report: BatchReport) -> list[str]:
-        return self._add(self._reports, json.dumps(report.to_json(), separators=(",", ":")))
+        return self._add(json.dumps(report.to_json(), separators=(",", ":")), report=True)
 
     def flush(self) -> list[str]:
         if not self._results and not self._reports:
@@ -161,11 +161,11 @@ class ResultPacker:
         self._results, self._reports, self._size = [], [], 0
         return [text]
 
-    def _add(self, bucket: list[str], item: str) -> list[str]:
+    def _add(self, item: str, *, report: bool) -> list[str]:
         out: list[str] = []
         if self._size + len(item) + 1 + self._ENVELOPE > self.limit or len(self) >= self.max_items:
-            out = self.flush()
-        bucket.append(item)
+            out = self.flush()  # replaces the lists: pick the bucket only after this
+        (self._reports if report else self._results).append(item)
         self._size += len(item) + 1
         return out
 

@@ -65,6 +65,11 @@ class BrokerSession:
         self.dead_lettered = 0
 
     # --- connection ------------------------------------------------------------------------------
+    def paused_now(self) -> float:
+        """Total disconnected time so far, including the outage going on now (if any)."""
+        ongoing = self._mono() - self._down_since if self._down_since is not None else 0.0
+        return self.paused_s + ongoing
+
     @property
     def connected(self) -> bool:
         return self.conn is not None

@@ -15,12 +15,11 @@ import json
 import logging
 import os
 import threading
-from typing import Any
+from typing import Any, Protocol
 
 from celery import Celery
 from celery.exceptions import Reject
 from kombu import Producer
-from kombu.message import Message
 
 from fetchers.records import Batch, SchemaError
 from fetchers.report import BatchReport
@@ -74,7 +73,23 @@ def _name_ok(name: str) -> bool:
     return True
 
 
-def check_task_message(message: Message, *, max_bytes: int) -> None:
+class RawTaskMessage(Protocol):
+    """The parts of a kombu message the pre-decode check reads."""
+
+    @property
+    def body(self) -> Any: ...
+
+    @property
+    def content_type(self) -> str | None: ...
+
+    @property
+    def content_encoding(self) -> str | None: ...
+
+    @property
+    def headers(self) -> dict[str, Any] | None: ...
+
+
+def check_task_message(message: RawTaskMessage, *, max_bytes: int) -> None:
     """Raise BadMessage unless ``message`` is a well-formed fetch_batch task within ``max_bytes``."""
     body = message.body if isinstance(message.body, bytes) else str(message.body).encode()
     if len(body) > max_bytes:

@@ -1,0 +1,173 @@
+"""Fleet wire format: envelopes, size limits, the result packer, heartbeats, submits, topology names."""
+
+from __future__ import annotations
+
+import json
+import random
+import zlib
+
+import pytest
+
+from fetchers.records import FetchResult, UrlTask
+from fetchers.report import BatchReport
+from pipeline.settings import FleetSettings
+from pipeline.transport import topology
+from pipeline.transport.messages import (
+    BadMessage,
+    NodeHeartbeat,
+    ResultPacker,
+    decode,
+    encode,
+    parse_heartbeat,
+    parse_results,
+    parse_submit,
+    submit_message,
+)
+
+LIMIT = 64 * 1024
+
+
+def _decode(enc: object, limit: int = LIMIT) -> dict:
+    return decode(enc.body, content_type=enc.content_type, content_encoding=enc.content_encoding, max_bytes=limit)  # type: ignore[attr-defined]
+
+
+def _result(i: int, body: bytes = b"<html>hi</html>") -> FetchResult:
+    return FetchResult(f"http://a.test/{i}", i, 1, status=200, body=body, serial=7, content_type="text/html")
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_encode_decode_round_trip(compress: bool) -> None:
+    obj = {"v": 1, "kind": "submit", "service": "s", "urls": ["http://a.test/"]}
+    assert _decode(encode(obj, compress=compress)) == obj
+
+
+@pytest.mark.parametrize(
+    ("body", "ctype", "cenc", "reason"),
+    [
+        (b"{not json", "application/json", "utf-8", "not JSON"),
+        (b"\xff\xfe", "application/json", "utf-8", "not JSON"),
+        (b"[1, 2]", "application/json", "utf-8", "not a JSON object"),
+        (b'{"v": 2}', "application/json", "utf-8", "unknown version"),
+        (b'{"v": 1}', "application/x-python-serialize", "binary", "content_type"),
+        (b'{"v": 1}', "application/json", "gzip", "unknown content_encoding"),
+        (b"\x00garbage", "application/json", "deflate", "bad deflate body"),
+        (b"x" * (LIMIT + 1), "application/json", "utf-8", "oversized"),
+    ],
+)
+def test_decode_rejects_with_reason(body: bytes, ctype: str, cenc: str, reason: str) -> None:
+    with pytest.raises(BadMessage, match=reason):
+        decode(body, content_type=ctype, content_encoding=cenc, max_bytes=LIMIT)
+
+
+def test_decode_bounds_the_inflated_size_too() -> None:
+    bomb = zlib.compress(b'{"v":1,"pad":"' + b"a" * (LIMIT * 4) + b'"}')
+    assert len(bomb) < LIMIT
+    with pytest.raises(BadMessage, match="oversized"):
+        decode(bomb, content_type="application/json", content_encoding="deflate", max_bytes=LIMIT)
+
+
+def test_packer_keeps_order_and_the_report_after_its_results() -> None:
+    packer = ResultPacker(node="n1", incarnation="i1", limit=LIMIT)
+    out = []
+    for i in range(5):
+        out += packer.add_result(_result(i))
+    out += packer.add_report(BatchReport(7, "n1#0", 5, 0.5, unfinished=[UrlTask("http://a.test/9", 9, 1)]))
+    out += packer.flush()
+    assert len(out) == 1
+    pack = parse_results(json.loads(out[0]), max_body_bytes=LIMIT)
+    assert [r.url_id for r in pack.results] == [0, 1, 2, 3, 4]
+    assert pack.results[0].body == b"<html>hi</html>"
+    assert [r.serial for r in pack.reports] == [7]
+    assert pack.reports[0].unfinished[0].url_id == 9
+    assert (pack.node, pack.incarnation) == ("n1", "i1")
+
+
+def test_packer_splits_at_the_limit_and_never_exceeds_it() -> None:
+    packer = ResultPacker(node="n1", incarnation="i1", limit=8192)
+    noisy = random.Random(1).randbytes(2048)  # 2 KB that zlib cannot shrink
+    texts = []
+    for i in range(20):
+        texts += packer.add_result(_result(i, noisy))
+    texts += packer.flush()
+    assert len(texts) > 1
+    assert all(len(t.encode()) <= 8192 for t in texts)
+    ids = [r.url_id for t in texts for r in parse_results(json.loads(t), max_body_bytes=LIMIT).results]
+    assert ids == list(range(20))
+
+
+def test_packer_caps_items_per_message() -> None:
+    packer = ResultPacker(node="n1", incarnation="i1", limit=LIMIT, max_items=3)
+    texts = []
+    for i in range(7):
+        texts += packer.add_result(_result(i, b""))
+    texts += packer.flush()
+    assert [len(json.loads(t)["results"]) for t in texts] == [3, 3, 1]
+
+
+def test_a_result_too_big_for_any_message_goes_without_its_body_and_is_counted() -> None:
+    packer = ResultPacker(node="n1", incarnation="i1", limit=8192)
+    huge = _result(1, random.Random(2).randbytes(16384))  # 16 KB, incompressible
+    texts = packer.add_result(huge) + packer.flush()
+    [result] = parse_results(json.loads(texts[0]), max_body_bytes=LIMIT).results
+    assert result.body == b"" and result.truncated and "max_message_bytes" in result.error_message
+    assert result.status == 200 and packer.stripped == 1
+    assert len(texts[0]) <= 8192
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        {"v": 1, "kind": "heartbeat"},
+        {"v": 1, "kind": "results", "node": 3, "incarnation": "i", "results": [], "reports": []},
+        {"v": 1, "kind": "results", "node": "n", "incarnation": "i", "results": [{"url": 1}], "reports": []},
+        {"v": 1, "kind": "results", "node": "n", "incarnation": "i", "results": [], "reports": [{"serial": "x"}]},
+        {"v": 1, "kind": "results", "node": "n", "incarnation": "i", "results": [], "reports": [[1]]},
+        {"v": 1, "kind": "results", "node": "n", "incarnation": "i", "results": {}, "reports": []},
+        {"v": 1, "kind": "results", "node": "n", "incarnation": "i", "results": [],
+         "reports": [{"serial": 1, "fetcher_id": "f", "pages": -1, "elapsed_s": 0}]},
+    ],
+)
+def test_results_schema_errors(obj: dict) -> None:
+    with pytest.raises(BadMessage):
+        parse_results(obj, max_body_bytes=LIMIT)
+
+
+def test_heartbeat_round_trip_and_split_per_virtual_fetcher() -> None:
+    hb = NodeHeartbeat("n1", "inc", 12.5, successes=10, failures=2, rate=40.0, free_slots=200, slots=4, active=1,
+                       address="fetch.n1")  # fmt: skip
+    back = parse_heartbeat(json.loads(json.dumps(hb.to_json())))
+    assert back == hb
+    s1 = back.for_fetcher("n1#2", share=4)
+    assert (s1.fetcher_id, s1.rate, s1.free_slots, s1.successes) == ("n1#2", 10.0, 50, 10)
+
+
+@pytest.mark.parametrize(
+    "change", [{"slots": 0}, {"active": -1}, {"rate": "fast"}, {"successes": True}, {"node": None}, {"slots": 10**6}]
+)
+def test_heartbeat_schema_errors(change: dict) -> None:
+    obj = NodeHeartbeat("n1", "inc", 1.0, 0, 0, 0.0, 1, 1, 0).to_json() | change
+    with pytest.raises(BadMessage, match="wrong schema"):
+        parse_heartbeat(obj)
+
+
+def test_submit_round_trip_and_errors() -> None:
+    assert parse_submit(submit_message("svc", ["http://a.test/"])) == ("svc", ["http://a.test/"])
+    with pytest.raises(BadMessage):
+        parse_submit({"v": 1, "kind": "submit", "service": "svc", "urls": [1]})
+    with pytest.raises(BadMessage):
+        parse_submit({"v": 1, "kind": "results"})
+
+
+def test_topology_names_and_dead_letter_arguments() -> None:
+    fleet = FleetSettings()
+    q = topology.fetch_queue("n1")
+    assert q.name == "fetch.n1" == topology.fetch_queue("fetch.n1").name
+    assert q.queue_arguments == {"x-dead-letter-exchange": topology.DEAD_EXCHANGE}  # type: ignore[attr-defined]
+    rq = topology.results_queue(fleet, "svc")
+    assert rq.name == "crawlfleet.results.svc"
+    assert rq.queue_arguments["x-dead-letter-exchange"] == topology.DEAD_EXCHANGE  # type: ignore[attr-defined]
+    hbq = topology.heartbeat_queue(fleet, service="svc", ttl_s=4)
+    assert hbq.exclusive and hbq.queue_arguments == {"x-message-ttl": 4000}  # type: ignore[attr-defined]
+    for bad in ("", "a.b", "a b", "x" * 65, "-lead"):
+        with pytest.raises(ValueError):
+            topology.fetch_queue_name(bad)
