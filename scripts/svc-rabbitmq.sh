@@ -72,6 +72,13 @@ do_status() {
 
 do_run() {
   installed || do_install
+  if port_open; then
+    # Already running (e.g. `make services`): stay in the foreground while it is up, as honcho expects.
+    echo "rabbitmq: already running on 127.0.0.1:$PORT; watching it"
+    while port_open; do sleep 5; done
+    echo "rabbitmq: went away" >&2
+    exit 1
+  fi
   exec rabbitmq-server
 }
 

@@ -84,6 +84,8 @@ def _cmd_dispatcher(args: argparse.Namespace) -> int:
     summary = service.run()
     if args.json:
         print(json.dumps(summary, sort_keys=True))
+    elif not summary or summary.get("interrupted") is True and "pages_fetched" not in summary:
+        print("dispatcher stopped before a crawl started")
     else:
         for key in ("pages_fetched", "pages_failed", "elapsed_s", "pages_per_s"):
             print(f"{key:16} {summary.get(key)}")
