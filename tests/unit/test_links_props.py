@@ -42,9 +42,9 @@ def test_extract_never_raises_on_tag_soup(parts: list[str]) -> None:
 def test_fast_resolver_matches_urljoin_then_normalize(base: str, href: str) -> None:
     """The string fast paths give what the reference (urls.join + urls.normalize) gives.
 
-    Two places where Python's urljoin departs from RFC 3986 (and browsers) are left out: it keeps the
-    base query for a bare '?' and drops an empty query, it collapses empty path segments ('a//b' -> 'a/b'), and it reads a
-    ";" as RFC 1808 parameters (dropping empty ones).
+    Places where Python's urljoin departs from RFC 3986 (and browsers) are left out: it keeps the
+    base query for a bare '?' and drops an empty query or fragment, it collapses empty path segments
+    ('a//b' -> 'a/b'), and it reads ';' as RFC 1808 parameters (dropping empty ones).
     """
     nbase = normalize(base)
     assert nbase is not None
@@ -54,6 +54,9 @@ def test_fast_resolver_matches_urljoin_then_normalize(base: str, href: str) -> N
         assert got is None
         return
     no_frag = clean.split("#", 1)[0]
+    stem = clean.rstrip("?#")
+    if stem != stem.rstrip():  # whitespace before an empty '?'/'#': urljoin drops them, then strips
+        return
     if no_frag.endswith("?") or ";" in clean or "//" in clean.split("?", 1)[0].split("#", 1)[0].lstrip("/"):
         return
     expected = normalize(join(nbase, clean))
