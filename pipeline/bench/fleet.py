@@ -1,0 +1,225 @@
+"""``crawlfleet bench fleet``: the same testbed crawl in fleet mode and embedded, in the same run.
+
+Fleet mode is the real thing: RabbitMQ (``settings.fleet.broker_url``), ``--workers`` Celery worker
+processes (``crawlfleet worker``) and the fleet dispatcher process, all on this machine next to the
+testbed. The embedded default (``crawlfleet crawl``) crawls a fresh copy of the same testbed web with
+the same settings. Both use bench politeness (as ``bench local``): 8 connections per host, no minimum
+gap, Crawl-delay capped to 0, and the slow/big pages left out.
+
+Reported: pages/s of each and their ratio (goal: fleet >= 40% of embedded), the crawl window of the
+fleet (first batch issued to last report, i.e. without worker start-up) next to its wall time,
+broker messages per page and bytes per page (batches out, result packs and heartbeats in).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from pipeline.settings import load_settings
+from pipeline.testbed.harness import TestbedProcess
+
+GOAL = 0.40
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--hosts", type=int, default=60)
+    p.add_argument("--pages", type=int, default=100)
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--slots", type=int, default=0, help="batches per worker at once (0 = default)")
+    p.add_argument("--broker-url", default=None)
+    p.add_argument("--out", default="", help="keep the crawl directories and logs here")
+    p.add_argument("--timeout", type=float, default=600.0)
+    p.add_argument("--store", choices=("sqlite", "hbase"), default="sqlite",
+                   help="the crawl store of both runs (hbase: settings' Thrift server, a throwaway prefix)")
+
+
+def _env(tb: TestbedProcess, broker_url: str, service: str, store: str) -> dict[str, str]:
+    extra = {"CRAWLFLEET_STORE_KIND": store}
+    if store == "hbase":
+        extra["CRAWLFLEET_STORE_HBASE_PREFIX"] = _prefix(service)
+    return dict(
+        os.environ,
+        **extra,
+        CRAWLFLEET_BROKER_URL=broker_url,
+        CRAWLFLEET_DISPATCH_SERVICE=service,
+        CRAWLFLEET_DNS_SERVERS=f"127.0.0.1:{tb.dns_port}",
+        CRAWLFLEET_SECURITY_ALLOW_NETWORKS="127.0.10.0/24",
+        CRAWLFLEET_POLITENESS_PER_HOST_CONCURRENCY="8",
+        CRAWLFLEET_POLITENESS_PER_IP_CONCURRENCY="64",
+        CRAWLFLEET_POLITENESS_MIN_HOST_DELAY_S="0",
+        CRAWLFLEET_POLITENESS_MAX_CRAWL_DELAY_S="0",
+        CRAWLFLEET_SCOPE_DENY_REGEX=r"/slow$,/big$",
+        PYTHONUNBUFFERED="1",
+    )
+
+
+def _prefix(service: str) -> str:
+    return f"cfbench_{service}"
+
+
+def _drop_hbase(service: str) -> None:
+    from pipeline.storage.hbase import HBaseStore
+
+    st = load_settings().store
+    store = HBaseStore(st.hbase_host, st.hbase_port, prefix=_prefix(service))
+    try:
+        store.drop()
+    finally:
+        store.close()
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "pipeline.cli", *args]
+
+
+def _last_json(text: str) -> dict[str, Any]:
+    return dict(json.loads(text.strip().splitlines()[-1]))
+
+
+def _embedded(args: argparse.Namespace, workdir: Path, broker_url: str) -> dict[str, Any]:
+    service = f"emb{uuid.uuid4().hex[:6]}"
+    with TestbedProcess(args.hosts, args.pages, seed=args.seed, workdir=workdir / "tb-embedded") as tb:
+        out = workdir / "embedded"
+        t0 = time.monotonic()
+        try:
+            proc = subprocess.run(_cli("crawl", *tb.seeds, "--out", str(out), "--json", "--no-progress"),
+                                  env=_env(tb, broker_url, service, args.store), capture_output=True, text=True,
+                                  timeout=args.timeout, check=True)  # fmt: skip
+        finally:
+            if args.store == "hbase":
+                _drop_hbase(service)
+        wall = time.monotonic() - t0
+    summary = _last_json(proc.stdout)
+    return {"pages": summary["pages_fetched"], "pages_per_s": summary["pages_per_s"],
+            "elapsed_s": summary["elapsed_s"], "wall_s": round(wall, 2)}  # fmt: skip
+
+
+def _wait_heartbeats(broker_url: str, nodes: set[str], timeout_s: float) -> None:
+    """Until every node has sent a heartbeat (so worker start-up is not counted as crawl time)."""
+    from pipeline.transport import topology
+    from pipeline.transport.amqp import connection
+    from pipeline.transport.messages import decode, parse_heartbeat
+
+    fleet = load_settings(overrides={"fleet": {"broker_url": broker_url}}).fleet
+    seen: set[str] = set()
+    deadline = time.monotonic() + timeout_s
+    with connection(broker_url) as conn:
+        queue = topology.heartbeat_queue(fleet, service="bench", ttl_s=10)(conn.channel())
+        queue.declare()
+        while seen < nodes:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"workers not up after {timeout_s}s: heard {sorted(seen)}")
+            msg = queue.get(no_ack=True)
+            if msg is None:
+                time.sleep(0.1)
+                continue
+            obj = decode(msg.body, content_type=msg.content_type, content_encoding=msg.content_encoding,
+                         max_bytes=fleet.max_message_bytes)  # fmt: skip
+            seen.add(parse_heartbeat(obj).node)
+
+
+def _cleanup_queues(broker_url: str, names: list[str]) -> None:
+    from pipeline.transport.amqp import connection
+
+    with connection(broker_url) as conn:
+        for name in names:
+            ch = conn.channel()
+            try:
+                ch.queue_delete(name)
+            except Exception:  # already gone; a bench leaves no debris either way
+                pass
+            finally:
+                ch.close()
+
+
+def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str) -> dict[str, Any]:
+    from pipeline.transport import topology
+
+    tag = uuid.uuid4().hex[:6]
+    service, nodes = f"bench{tag}", [f"bench{tag}-{i}" for i in range(1, args.workers + 1)]
+    workers: list[subprocess.Popen[bytes]] = []
+    try:
+        with TestbedProcess(args.hosts, args.pages, seed=args.seed, workdir=workdir / "tb-fleet") as tb:
+            env = _env(tb, broker_url, service, args.store)
+            for node in nodes:
+                cmd = _cli("worker", "--node", node, "--loglevel", "WARNING")
+                if args.slots:
+                    cmd += ["--slots", str(args.slots)]
+                log = open(workdir / f"worker-{node}.log", "wb")  # noqa: SIM115 - owned by the process
+                workers.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT))
+            _wait_heartbeats(broker_url, set(nodes), timeout_s=120)
+            out = workdir / "fleet"
+            t0 = time.monotonic()
+            with open(workdir / "dispatcher.log", "w") as err:
+                proc = subprocess.run(_cli("dispatcher", *tb.seeds, "--out", str(out), "--json", "--no-progress"),
+                                      env=env, stdout=subprocess.PIPE, stderr=err, text=True,
+                                      timeout=args.timeout, check=True)  # fmt: skip
+            wall = time.monotonic() - t0
+    finally:
+        for w in workers:
+            w.terminate()
+        for w in workers:
+            try:
+                w.wait(30)
+            except subprocess.TimeoutExpired:
+                w.kill()
+        _cleanup_queues(broker_url, [topology.fetch_queue_name(n) for n in nodes]
+                        + [topology.results_queue_name(service), f"crawlfleet.submit.{service}"])  # fmt: skip
+        if args.store == "hbase":
+            _drop_hbase(service)
+    summary = _last_json(proc.stdout)
+    events = [json.loads(line) for line in (out / "fleet-events.jsonl").read_text().splitlines()]
+    issued = [ev["t"] for ev in events if ev["ev"] == "issue"]
+    done = [ev["t"] for ev in events if ev["ev"] == "done"]
+    window = max(done) - min(issued) if issued and done else float("nan")
+    pages = summary["pages_fetched"]
+    f = summary["fleet"]
+    messages = f["batches_sent"] + f["results_messages"] + f["heartbeats"]
+    nbytes = f["batch_bytes"] + f["results_bytes"] + f["heartbeat_bytes"]
+    return {
+        "pages": pages, "pages_per_s": summary["pages_per_s"], "elapsed_s": summary["elapsed_s"],
+        "wall_s": round(wall, 2), "crawl_window_s": round(window, 2),
+        "window_pages_per_s": round(pages / window, 1) if window > 0 else None,
+        "broker_messages": messages, "messages_per_page": round(messages / max(1, pages), 3),
+        "bytes_per_page": round(nbytes / max(1, pages), 1),
+        "result_bytes_per_page": round(f["results_bytes"] / max(1, pages), 1),
+        "batches": f["batches_sent"], "result_packs": f["results_messages"], "heartbeats": f["heartbeats"],
+        "expired_batches": f["expired_batches"], "duplicate_results": f["duplicate_results"],
+        "store": summary.get("store", {}),
+    }  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    broker_url = args.broker_url or load_settings().fleet.broker_url
+    workdir = Path(args.out or tempfile.mkdtemp(prefix="bench-fleet-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        embedded = _embedded(args, workdir, broker_url)
+        fleet = _fleet(args, workdir, broker_url)
+    finally:
+        if not args.out:
+            shutil.rmtree(workdir, ignore_errors=True)
+    ratio = fleet["pages_per_s"] / embedded["pages_per_s"] if embedded["pages_per_s"] else float("nan")
+    return {
+        "testbed": {"hosts": args.hosts, "pages_per_host": args.pages, "seed": args.seed},
+        "store": args.store,
+        "workers": args.workers,
+        "embedded": embedded,
+        "fleet": fleet,
+        "ratio_fleet_to_embedded": round(ratio, 3),
+        "ratio_fleet_window_to_embedded": round((fleet["window_pages_per_s"] or 0) / embedded["pages_per_s"], 3)
+        if embedded["pages_per_s"] else None,
+        "goal": f"ratio_fleet_to_embedded >= {GOAL}",
+        "goal_met": ratio >= GOAL,
+    }
