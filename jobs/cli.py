@@ -15,9 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from jobs.logic import open_store
 from jobs.runner import (
     RUNNERS,
     JobArgs,
@@ -50,6 +51,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     run.add_argument("--conf-path", help="mrjob.conf (e.g. for EMR; see docs/mrjob.emr.conf.example)")
     run.add_argument("--work-dir", type=Path, default=Path("var/jobs"))
     run.add_argument("--host-stats", action="store_true", help="also run mr_host_stats per segment")
+    run.add_argument("--reprocess", action="store_true",
+                     help="also run segments this store has already processed (in-links would count twice)")
     run.set_defaults(func=_run)
 
 
@@ -68,12 +71,31 @@ def _run(args: argparse.Namespace) -> int:
     jargs = JobArgs(store=args.store, allowed_domains=tuple(args.allowed_domain), max_depth=args.max_depth,
                     max_links=args.max_links, batch_size=args.batch_size, lru_size=args.lru_size)
     pipeline = LinkPipeline(cfg, jargs, host_stats=args.host_stats)
+    # The store remembers which segments went through the loop, so a restarted driver skips them.
+    store = open_store(args.store)
+    paths: dict[str, Path] = {}
+
+    def todo() -> Iterator[Path]:
+        for seg in _segments(args):
+            key = _done_key(seg)
+            if args.reprocess or store.get_meta(key) is None:
+                paths[seg.name] = seg
+                yield seg
+
     total = 0
-    for result in run_pipelined(_segments(args), pipeline.process):
-        total += len(result.new_pending)
-        line = result.summary()
-        if result.host_stats is not None:
-            line["host_stats"] = result.host_stats
-        print(json.dumps(line, sort_keys=True), flush=True)
+    try:
+        for result in run_pipelined(todo(), pipeline.process):
+            total += len(result.new_pending)
+            line = result.summary()
+            store.put_meta(_done_key(paths[result.segment]), json.dumps(line, sort_keys=True))
+            if result.host_stats is not None:
+                line["host_stats"] = result.host_stats
+            print(json.dumps(line, sort_keys=True), flush=True)
+    finally:
+        store.close()
     print(json.dumps({"done": True, "new_pending_total": total}), file=sys.stderr)
     return 0
+
+
+def _done_key(segment: Path) -> str:
+    return f"jobs.done:{segment.resolve()}"
