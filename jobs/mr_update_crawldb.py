@@ -6,6 +6,9 @@ in front of it: a bounded LRU of fingerprints answers repeats locally and the re
 in batches of ``--batch-size`` (one round trip each). New URLs become PENDING; known ones only gain
 in-links.
 Output: JSON lines of the URLs that became PENDING.
+
+Map tasks are short-lived, so the driver carries the cache from round to round: ``--seen-snapshot``
+ships the fingerprints the previous rounds saw (jobs/snapshot.py) and each task preloads its LRU.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from mrjob.job import MRJob
 from mrjob.protocol import JSONValueProtocol
 from mrjob.step import MRStep
 
-from jobs import logic
+from jobs import logic, snapshot
 from pipeline.dedup import SeenFilter
 from pipeline.storage.base import UrlRecord
 
@@ -31,6 +34,7 @@ class MRUpdateCrawlDb(MRJob):
         self.add_passthru_arg("--store", required=True, help="sqlite:PATH, hbase or hbase://HOST:PORT/PREFIX")
         self.add_passthru_arg("--batch-size", type=int, default=500)
         self.add_passthru_arg("--lru-size", type=int, default=200_000)
+        self.add_file_arg("--seen-snapshot", help="fingerprints the store holds (jobs/snapshot.py), to preload the LRU")
 
     def steps(self) -> list[MRStep]:
         return [MRStep(mapper_init=self.merger_init, mapper=self.merger_map, mapper_final=self.merger_final)]
@@ -38,6 +42,13 @@ class MRUpdateCrawlDb(MRJob):
     def merger_init(self) -> None:
         self.store = logic.open_store(self.options.store)
         self.seen = SeenFilter(self.store, lru_size=self.options.lru_size, track_inlinks=True)
+        if self.options.seen_snapshot:
+            token, ids = snapshot.read(self.options.seen_snapshot)
+            if token and token == snapshot.store_token(self.store, create=False):
+                self.seen.preload(ids)
+                self.increment_counter("dedup", "preloaded", len(ids))
+            else:
+                self.increment_counter("dedup", "snapshot_ignored")
         self.buf: list[dict[str, Any]] = []
 
     def merger_map(self, _: None, merged: dict[str, Any]) -> Iterator[tuple[None, dict[str, Any]]]:

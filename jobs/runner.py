@@ -11,6 +11,7 @@ closed once a later one exists (or when the caller says the crawl has ended).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import queue
@@ -26,10 +27,11 @@ from typing import Any
 
 from mrjob.job import MRJob
 
-from jobs import hadoop
+from jobs import hadoop, logic, snapshot
 from jobs.mr_extract_links import MRExtractLinks
 from jobs.mr_host_stats import MRHostStats
 from jobs.mr_update_crawldb import MRUpdateCrawlDb
+from pipeline.urls import fingerprint
 
 RUNNERS = ("inline", "local", "spark", "hadoop", "emr")
 
@@ -148,12 +150,19 @@ class RoundResult:
 
 
 class LinkPipeline:
-    """segment -> extract -> update crawl db -> (new PENDING URLs are in the store)."""
+    """segment -> extract -> update crawl db -> (new PENDING URLs are in the store).
 
-    def __init__(self, cfg: RunnerConfig, args: JobArgs, *, host_stats: bool = False) -> None:
+    With ``carry_cache`` (the default) the S5 seen-cache survives from round to round through a
+    fingerprint snapshot (jobs/snapshot.py) kept in ``cfg.work_dir`` for this store.
+    """
+
+    def __init__(self, cfg: RunnerConfig, args: JobArgs, *, host_stats: bool = False,
+                 carry_cache: bool = True) -> None:
         self.cfg = cfg
         self.args = args
         self.host_stats = host_stats
+        digest = hashlib.sha1(args.store.encode()).hexdigest()[:12]
+        self.snapshot_path = cfg.work_dir / f"seen-{digest}.txt" if carry_cache and args.lru_size > 0 else None
 
     def process(self, segment: Path) -> RoundResult:
         extracted = run_job(MRExtractLinks, [segment], self.args.extract(), self.cfg)
@@ -161,13 +170,32 @@ class LinkPipeline:
         try:
             merged = work / "candidates.jsonl"
             _write_jsonl(merged, extracted.records)
-            updated = run_job(MRUpdateCrawlDb, [merged], self.args.update(), self.cfg)
+            update_args = self.args.update()
+            if self.snapshot_path is not None and self.snapshot_path.exists():
+                update_args += ["--seen-snapshot", str(self.snapshot_path)]
+            updated = run_job(MRUpdateCrawlDb, [merged], update_args, self.cfg)
         finally:
             shutil.rmtree(work, ignore_errors=True)
+        if self.snapshot_path is not None:
+            self._save_snapshot(extracted.records)
         stats = run_job(MRHostStats, [segment], [], self.cfg).records if self.host_stats else None
         counters = _merge_counters([extracted.counters, updated.counters])
         return RoundResult(segment.name, len(extracted.records), updated.records, extracted.seconds,
                            updated.seconds, counters, stats)
+
+    def _save_snapshot(self, records: list[dict[str, Any]]) -> None:
+        """Every URL of this round is now in the store (added or known): remember the newest ones."""
+        assert self.snapshot_path is not None
+        store = logic.open_store(self.args.store)
+        try:
+            token = snapshot.store_token(store, create=True)
+        finally:
+            store.close()
+        old_token, old = snapshot.read(self.snapshot_path)
+        ids = snapshot.merged(old if old_token == token else [], (fingerprint(r["url"]) for r in records),
+                              limit=self.args.lru_size)
+        self.cfg.work_dir.mkdir(parents=True, exist_ok=True)
+        snapshot.write(self.snapshot_path, token or "", ids)
 
 
 def _write_jsonl(path: Path, records: Iterable[Any]) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from pipeline.storage.base import Store, UrlRecord
@@ -75,6 +75,23 @@ class SeenFilter:
 
     def __len__(self) -> int:
         return len(self._lru)
+
+    def preload(self, url_ids: Iterable[int]) -> None:
+        """Mark fingerprints as seen without asking the store (oldest first; the LRU bound holds).
+
+        Only for fingerprints the store is known to hold (e.g. a snapshot of this same store's LRU):
+        a fingerprint the store lacks would make its URL look seen and never be added.
+        """
+        lru = self._lru
+        for uid in url_ids:
+            lru[uid] = None
+            lru.move_to_end(uid)
+        while len(lru) > self._lru_size:
+            lru.popitem(last=False)
+
+    def snapshot(self) -> list[int]:
+        """The cached fingerprints, least recently used first (input for ``preload``)."""
+        return list(self._lru)
 
     def known(self, url_id: int) -> bool:
         """True when the local LRU already knows the URL (a cheap pre-filter; no store call).

@@ -116,3 +116,13 @@ def test_known_answers_from_the_lru_only() -> None:
     f.add_new([rec(1)])
     assert f.known(rec(1).url_id) and f.local_hits == 1
     assert store.calls == [1]
+
+
+def test_snapshot_and_preload_carry_the_cache_to_a_new_filter() -> None:
+    f, store = make(3)
+    f.add_new([rec(i) for i in range(5)])
+    snap = f.snapshot()
+    assert snap == [rec(i).url_id for i in (2, 3, 4)]
+    g = SeenFilter(store, lru_size=2)  # type: ignore[arg-type]
+    g.preload(snap)
+    assert len(g) == 2 and g.add_new([rec(3), rec(4)]) == [] and g.round_trips == 0

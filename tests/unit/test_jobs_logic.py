@@ -123,3 +123,16 @@ def test_run_pipelined_reraises_errors(tmp_path: Path) -> None:
 
     with pytest.raises(RuntimeError, match="job failed"):
         list(run_pipelined([tmp_path / "a", tmp_path / "b", tmp_path / "c", tmp_path / "d"], boom))
+
+
+def test_snapshot_round_trip_and_merge(tmp_path: Path) -> None:
+    from jobs import snapshot
+
+    path = tmp_path / "seen.txt"
+    snapshot.write(path, "tok", [3, 1, 2])
+    assert snapshot.read(path) == ("tok", [3, 1, 2])
+    assert snapshot.read(tmp_path / "missing.txt") == ("", [])
+    (tmp_path / "bad.txt").write_text("no header\n1\n")
+    assert snapshot.read(tmp_path / "bad.txt") == ("", [])
+    assert snapshot.merged([1, 2, 3], [2, 4], limit=3) == [3, 2, 4]
+    assert snapshot.merged([1], [2], limit=0) == []

@@ -1,0 +1,61 @@
+"""S5's local seen-cache carried across MapReduce rounds: a bounded snapshot of fingerprints.
+
+Each run of ``mr_update_crawldb`` starts fresh map tasks, so without help its LRU would start empty
+every round and only the reducer's per-round grouping would save look-ups. The driver therefore
+keeps a snapshot of recently seen fingerprints (the LRU's content, most recent last, at most
+``lru_size``) and ships it to the next round's tasks, which preload their SeenFilter from it.
+
+Safety: a fingerprint in the snapshot is treated as "in the store" without asking. The snapshot is
+tied to one store by a token kept in the store's meta table; a task that finds a different token
+(another store, or a store that was wiped) ignores the snapshot.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+
+from pipeline.storage.base import Store
+
+TOKEN_KEY = "jobs.seen_token"
+
+
+def store_token(store: Store, *, create: bool) -> str | None:
+    """The store's snapshot token; made and saved on first use when ``create``."""
+    token = store.get_meta(TOKEN_KEY)
+    if token is None and create:
+        token = uuid.uuid4().hex
+        store.put_meta(TOKEN_KEY, token)
+    return token
+
+
+def read(path: Path | str) -> tuple[str, list[int]]:
+    """(token, fingerprints oldest first). A missing or malformed file gives ('', [])."""
+    try:
+        with open(path, encoding="ascii") as fh:
+            header = fh.readline().strip()
+            if not header.startswith("#"):
+                return "", []
+            return header[1:].strip(), [int(line) for line in fh if line.strip()]
+    except (OSError, ValueError):
+        return "", []
+
+
+def write(path: Path, token: str, ids: Iterable[int]) -> None:
+    """Atomically replace the snapshot (write a temp file, then rename)."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w", encoding="ascii") as fh:
+        fh.write(f"# {token}\n")
+        fh.writelines(f"{i}\n" for i in ids)
+    tmp.replace(path)
+
+
+def merged(old: Iterable[int], new: Iterable[int], *, limit: int) -> list[int]:
+    """``old`` then ``new`` with repeats kept at their latest position, the newest ``limit`` of them."""
+    order: dict[int, None] = {}
+    for uid in (*old, *new):
+        order.pop(uid, None)
+        order[uid] = None
+    ids = list(order)
+    return ids[-limit:] if limit > 0 else []

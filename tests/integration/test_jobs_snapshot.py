@@ -1,0 +1,47 @@
+"""S5's cache carried across MapReduce rounds: the second round answers repeats locally, same result."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jobs import snapshot
+from jobs.runner import JobArgs, LinkPipeline, RunnerConfig
+from jobs.synth import make_results, write_segment
+from pipeline.storage.sqlite import SqliteStore
+
+pytestmark = pytest.mark.integration
+
+
+def two_rounds(tmp_path: Path, *, carry: bool) -> list[dict]:  # type: ignore[type-arg]
+    segs = [tmp_path / f"segment-{i:05d}.jsonl" for i in range(2)]
+    for i, seg in enumerate(segs):  # same hosts, different pages: many shared link targets
+        write_segment(seg, make_results(40, hosts=2, page_bytes=2000, seed=10 + i))
+    base = tmp_path / ("carry" if carry else "plain")
+    pipeline = LinkPipeline(RunnerConfig(runner="inline", work_dir=base / "work"),
+                            JobArgs(store=f"sqlite:{base / 'crawl.db'}", allowed_domains=("crawl.test",)),
+                            carry_cache=carry)
+    return [{"new": sorted(r["url"] for r in res.new_pending), "dedup": res.counters["dedup"]}
+            for res in (pipeline.process(seg) for seg in segs)]
+
+
+def test_carried_cache_saves_lookups_and_changes_nothing(tmp_path: Path) -> None:
+    plain = two_rounds(tmp_path, carry=False)
+    carried = two_rounds(tmp_path, carry=True)
+    assert [r["new"] for r in carried] == [r["new"] for r in plain]
+    second = carried[1]["dedup"]
+    assert second["preloaded"] > 0 and second["local_hits"] > 0
+    assert second["remote_lookups"] < plain[1]["dedup"]["remote_lookups"]
+
+
+def test_snapshot_of_another_store_is_ignored(tmp_path: Path) -> None:
+    two_rounds(tmp_path, carry=True)
+    db = tmp_path / "carry" / "crawl.db"
+    with SqliteStore(db) as store:
+        store.put_meta(snapshot.TOKEN_KEY, "someone-else")
+    seg = tmp_path / "segment-00001.jsonl"
+    pipeline = LinkPipeline(RunnerConfig(runner="inline", work_dir=tmp_path / "carry" / "work"),
+                            JobArgs(store=f"sqlite:{db}", allowed_domains=("crawl.test",)))
+    res = pipeline.process(seg)
+    assert res.counters["dedup"].get("snapshot_ignored") and "preloaded" not in res.counters["dedup"]
