@@ -17,6 +17,17 @@ export ERL_EPMD_ADDRESS="${ERL_EPMD_ADDRESS:-127.0.0.1}"
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; }
 
+# The broker answers an AMQP 0-9-1 protocol header with a Connection.Start frame (type 1): a cheap
+# readiness check that needs no Erlang VM, and works whatever node name the broker was started with.
+amqp_ready() {
+  (
+    exec 3<>"/dev/tcp/127.0.0.1/$PORT" || exit 1
+    printf 'AMQP\x00\x00\x09\x01' >&3
+    IFS= read -r -t 3 -n 1 -d '' frame <&3 || exit 1
+    [ "$(printf '%d' "'$frame")" = 1 ]
+  ) 2>/dev/null
+}
+
 installed() { command -v rabbitmq-server >/dev/null 2>&1 && command -v rabbitmqctl >/dev/null 2>&1; }
 
 do_install() {
@@ -36,11 +47,11 @@ ctl_ready() { rabbitmqctl -q status >/dev/null 2>&1; }
 
 wait_ready() {
   local deadline=$((SECONDS + WAIT_S))
-  until port_open; do
-    [ $SECONDS -lt $deadline ] || { echo "rabbitmq: port $PORT not open after ${WAIT_S}s" >&2; return 1; }
+  until amqp_ready; do
+    [ $SECONDS -lt $deadline ] || { echo "rabbitmq: no AMQP answer on $PORT after ${WAIT_S}s" >&2; return 1; }
     sleep 0.5
   done
-  # The port opens before the node finished booting its apps; confirm with rabbitmqctl, sparingly.
+  # Then confirm with rabbitmqctl, sparingly (each call starts an Erlang VM: ~1 s of CPU).
   until ctl_ready; do
     [ $SECONDS -lt $deadline ] || { echo "rabbitmq: rabbitmqctl status failed after ${WAIT_S}s" >&2; return 1; }
     sleep 2
@@ -49,7 +60,7 @@ wait_ready() {
 
 do_start() {
   installed || do_install
-  if port_open && ctl_ready; then echo "rabbitmq: running"; return 0; fi
+  if amqp_ready; then echo "rabbitmq: running"; return 0; fi
   if ! port_open; then
     rabbitmq-server -detached
   fi
@@ -59,14 +70,14 @@ do_start() {
 
 do_stop() {
   installed || return 0
-  if port_open || ctl_ready; then
+  if port_open; then
     rabbitmqctl -q stop >/dev/null 2>&1 || true
   fi
   echo "rabbitmq: stopped"
 }
 
 do_status() {
-  if port_open && ctl_ready; then echo "rabbitmq: running"; return 0; fi
+  if amqp_ready; then echo "rabbitmq: running"; return 0; fi
   echo "rabbitmq: not running"; return 3
 }
 
