@@ -157,7 +157,9 @@ class FleetDispatcher:
                 early = list(rec.heartbeats.values())
                 self.seeds += [u for _, urls in rec.submits for u in urls]
             elif not self.seeds and not store.get_meta("seeds"):
-                self.seeds = self._wait_for_seeds()
+                log.info("no seeds yet: waiting for `crawlfleet submit --service %s`", self.service)
+                self.seeds = self.session.wait_for_submits(max_bytes=self.settings.fleet.max_message_bytes,
+                                                           stop=lambda: self._stopping)  # fmt: skip
             if self._stopping:
                 return {"interrupted": True}
             self.core = CrawlCore(self.settings, store, seeds=self.seeds, out_dir=self.out_dir,
@@ -178,28 +180,11 @@ class FleetDispatcher:
                     fh.close()
         return summary
 
-    def _wait_for_seeds(self) -> list[str]:
-        log.info("no seeds yet: waiting for `crawlfleet submit --service %s`", self.service)
-        while not self._stopping:
-            self.session.pump(0.5)
-            items, self.session.inbox = self.session.inbox, []
-            urls: list[str] = []
-            for item in items:
-                if item.kind == "submit":
-                    try:
-                        urls += parse_submit(self._decode(item.message))[1]
-                    except BadMessage as exc:
-                        self.session.dead_letter(item, str(exc))
-            if items:
-                self.session.ack_through(items[-1].message)  # heartbeats before the crawl are moot
-            if urls:
-                return urls
-        return []
-
     def _loop(self) -> None:
         core = self.core
         assert core is not None
         last_tick = 0.0
+        was_done = False
         while not self._stopping:
             idle = self.session.connected and len(self._busy) < sum(len(n.vfids) for n in self._live())
             self.session.pump(0.005 if idle and core.frontier.pending else 0.05)
@@ -210,7 +195,11 @@ class FleetDispatcher:
                 self._tick()
             self._resend()
             self._dispatch()
-            if not self.serve and core.done() and not self._issued and not self._unsent:
+            finished = core.done() and not self._issued and not self._unsent
+            if finished and not was_done:
+                self._event("crawl_done", pages=core.stats.pages)  # --serve keeps going (more submits)
+            was_done = finished
+            if finished and not self.serve:
                 break
         self._tick()
 

@@ -25,6 +25,7 @@ from kombu.message import Message
 from pipeline.settings import FleetSettings
 from pipeline.transport import topology
 from pipeline.transport.amqp import connection, dead_letter
+from pipeline.transport.messages import BadMessage, decode, parse_submit
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +168,29 @@ class BrokerSession:
             dead_letter(self.producer, item.message, reason=reason, source=f"{item.kind}:{source}")
         except Exception as exc:
             self.lost(exc)
+
+    def wait_for_submits(self, *, max_bytes: int, stop: Callable[[], bool]) -> list[str]:
+        """Before a crawl exists: the URLs of the first ``submit`` message(s). Other messages are acked
+        unread (heartbeats before a crawl are moot; no results can be due)."""
+        while not stop():
+            self.pump(0.5)
+            items, self.inbox = self.inbox, []
+            urls: list[str] = []
+            for item in items:
+                if item.kind != "submit":
+                    continue
+                msg = item.message
+                try:
+                    obj = decode(msg.body, content_type=msg.content_type, content_encoding=msg.content_encoding,
+                                 max_bytes=max_bytes)  # fmt: skip
+                    urls += parse_submit(obj)[1]
+                except BadMessage as exc:
+                    self.dead_letter(item, str(exc))
+            if items:
+                self.ack_through(items[-1].message)
+            if urls:
+                return urls
+        return []
 
     # --- queue management ------------------------------------------------------------------------
     def declare_fetch_queue(self, node: str) -> None:

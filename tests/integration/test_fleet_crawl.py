@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import collections
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -63,3 +65,22 @@ def test_worker_missing_two_heartbeats_gets_no_batch_until_it_returns(rabbitmq: 
         check_truth(tb, truth, nodes=2, allowed_twice=expired)
         check_store_exactly_once(f.out, truth)
         assert summary["store"]["pending"] == 0
+
+
+def test_submit_seeds_to_a_serving_dispatcher(rabbitmq: str, fleet: Any, tmp_path: Path) -> None:
+    """S1's client: the dispatcher starts empty (--serve) and crawls what `crawlfleet submit` sends it."""
+    with TestbedProcess(6, 20, seed=11, workdir=tmp_path / "tb") as tb:
+        f = fleet(rabbitmq, tb, max_depth=MAX_DEPTH)
+        f.start_worker(1)
+        proc = f.start_dispatcher("--serve", seeds=False)
+        time.sleep(1.0)
+        submit = subprocess.run([sys.executable, "-m", "pipeline.cli", "submit", "--service", f.service, *tb.seeds],
+                                env=f.env, capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert submit.returncode == 0, submit.stderr
+        f.wait_event(lambda ev: ev["ev"] == "crawl_done", timeout_s=120)
+        proc.send_signal(signal.SIGTERM)
+        summary = f.wait_dispatcher()
+        assert summary["store"]["pending"] == 0
+        truth = tb.truth(max_depth=MAX_DEPTH)
+        check_truth(tb, truth, nodes=1)
+        check_store_exactly_once(f.out, truth)
