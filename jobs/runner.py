@@ -53,6 +53,8 @@ class RunnerConfig:
             raise ValueError(f"runner must be one of {RUNNERS}, got {self.runner!r}")
         out = ["-r", self.runner]
         out += ["--conf-path", self.conf_path] if self.conf_path else ["--no-conf"]
+        # Temp space (and Spark's output, which mrjob leaves behind) under work_dir, not /tmp.
+        out += ["--local-tmp-dir", str(self.work_dir)]
         if self.runner in ("local", "hadoop", "spark"):
             out += ["--python-bin", self.python_bin]
         if self.runner == "spark":
