@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from selectolax.lexbor import LexborHTMLParser
 
-from pipeline.urls import join, normalize
+from pipeline.urls import _CANONICAL, is_canonical, join, normalize  # noqa: F401 (re-exported for tests)
 
 DEFAULT_MAX_LINKS = 10_000
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
@@ -32,16 +32,6 @@ DEFAULT_MAX_ANCHOR = 200
 
 # normalize() is pure, so memoising it is safe; bounded so memory stays flat on long crawls.
 _normalize_cached = functools.lru_cache(maxsize=32768)(normalize)
-# A URL of this shape is already canonical: normalize() would return it unchanged (a property test
-# checks exactly that). Matching it costs ~0.4 us against ~2.3 us for normalize() on a clean URL.
-_LABEL = r"[a-z0-9](?:[a-z0-9\-_]{0,61}[a-z0-9])?"
-_CANONICAL = re.compile(
-    rf"(https?)://(?:{_LABEL}\.)*{_LABEL}(?::([1-9][0-9]{{0,4}}))?"
-    r"/[A-Za-z0-9\-._~!$&'()*+,;=:@/%]*(?:\?[A-Za-z0-9\-._~!$&'()*+,;=:@/?%]+)?"
-)
-_BAD_PCT = re.compile(r"%(?![0-9A-Fa-f]{2})")
-_DEFAULT_PORT = {"http": 80, "https": 443}
-_MAX_URL = 8192  # normalize()'s default max_length
 
 _CHARSET_RE = re.compile(rb"""<meta[^>]{0,512}?charset\s*=\s*["']?\s*([A-Za-z0-9_.:\-]{1,40})""", re.I)
 _HEADER_CHARSET_RE = re.compile(r"""charset\s*=\s*["']?([A-Za-z0-9_.:\-]+)""", re.I)
@@ -201,17 +191,9 @@ def _codec(label: str) -> str | None:
 
 
 def _normalize(url: str) -> str | None:
-    """``pipeline.urls.normalize`` with a fast path for URLs that are already canonical."""
-    m = _CANONICAL.fullmatch(url)
-    if (
-        m is not None
-        and "/." not in url
-        and len(url) <= _MAX_URL
-        and ("%" not in url or _BAD_PCT.search(url) is None)
-    ):
-        port = m.group(2)
-        if port is None or (int(port) <= 65535 and int(port) != _DEFAULT_PORT[m.group(1)]):
-            return url
+    """``pipeline.urls.normalize`` with its canonical fast path first, then a memo for the rest."""
+    if is_canonical(url):
+        return url
     return _normalize_cached(url)
 
 

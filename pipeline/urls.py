@@ -21,11 +21,27 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 # Characters that may stand unescaped in a normalized URL; anything else takes the slow path.
 _UNSAFE = re.compile(r"[^A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]")
 _BAD_PCT = re.compile(r"%(?![0-9A-Fa-f]{2})")
+# A URL of this shape is already canonical: normalize() would return it unchanged (a property test in
+# tests/unit/test_links_props.py checks exactly that). Matching costs ~0.4 us against ~2.3 us.
+_LABEL = r"[a-z0-9](?:[a-z0-9\-_]{0,61}[a-z0-9])?"
+_CANONICAL = re.compile(
+    rf"(https?)://(?:{_LABEL}\.)*{_LABEL}(?::([1-9][0-9]{{0,4}}))?"
+    r"/[A-Za-z0-9\-._~!$&'()*+,;=:@/%]*(?:\?[A-Za-z0-9\-._~!$&'()*+,;=:@/?%]+)?"
+)
 _HOST_OK = re.compile(r"^(?:[a-z0-9](?:[a-z0-9\-_]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9\-_]{0,61}[a-z0-9])?\.?$")
 
 # One offline public-suffix extractor per process (building its trie costs ~0.5 s): shared with
 # pipeline.dns.tld, which numbers the TLDs for S2's keys from the same snapshot.
 EXTRACTOR = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None, include_psl_private_domains=False)
+
+
+def is_canonical(url: str, *, max_length: int = 8192) -> bool:
+    """True when ``normalize(url)`` would return ``url`` unchanged (a cheap, conservative test)."""
+    m = _CANONICAL.fullmatch(url)
+    if m is None or "/." in url or len(url) > max_length or ("%" in url and _BAD_PCT.search(url)):
+        return False
+    port = m.group(2)
+    return port is None or (int(port) <= 65535 and int(port) != _DEFAULT_PORTS[m.group(1)])
 
 
 def normalize(url: str, *, sort_query: bool = False, max_length: int = 8192) -> str | None:
@@ -35,6 +51,8 @@ def normalize(url: str, *, sort_query: bool = False, max_length: int = 8192) -> 
     fragment, removes dot segments, upper-cases nothing else, fixes unsafe characters by
     percent-encoding them, and optionally sorts the query. Idempotent: normalize(normalize(u)) == normalize(u).
     """
+    if not sort_query and is_canonical(url, max_length=max_length):
+        return url
     try:
         return _normalize(url, sort_query, max_length)
     except (ValueError, UnicodeError, TypeError):
