@@ -19,7 +19,7 @@ from aiohttp.abc import AbstractResolver
 from yarl import URL
 
 from fetchers.body import ACCEPT_ENCODING, BodyDecoder
-from fetchers.engine import REDIRECT_STATUSES, Engine, Exchange, dns_error_class
+from fetchers.engine import BACKLOG, REDIRECT_STATUSES, Engine, Exchange, dns_error_class
 from fetchers.guard import GuardedResolver, SsrfBlocked
 from fetchers.records import Batch, FetchResult
 from fetchers.report import BatchReport
@@ -226,7 +226,7 @@ class AioFetcher:
     @property
     def free_slots(self) -> int:
         if self.engine is None:
-            return self.settings.fetch.concurrency
+            return BACKLOG * self.settings.fetch.concurrency
         return self.engine.free_slots
 
     async def fetch_batch(self, batch: Batch, on_result: Callable[[FetchResult], None]) -> BatchReport:

@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 DEFAULT_THROTTLE_S = 60.0  # a 429 without Retry-After keeps the host away this long (capped by settings)
 _IP_TTL_S = 60.0
+BACKLOG = 2  # free_slots counts up to 2 x concurrency URLs
 
 
 @dataclass(slots=True)
@@ -129,7 +130,9 @@ class Engine:
 
     @property
     def free_slots(self) -> int:
-        return max(0, self.settings.fetch.concurrency - self._pending)
+        """S1's q: URLs this fetcher can take now. Capacity is BACKLOG x concurrency accepted-but-unfinished
+        URLs: one round queued behind the sockets keeps them busy while per-host limits hold URLs back."""
+        return max(0, BACKLOG * self.settings.fetch.concurrency - self._pending)
 
     # -- batches --------------------------------------------------------------------------------------
     async def run_batch(self, batch: Batch, on_result: Callable[[FetchResult], None]) -> BatchReport:

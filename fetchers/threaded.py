@@ -31,7 +31,7 @@ from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 
 from fetchers.aio import KEEP_HEADERS
 from fetchers.body import ACCEPT_ENCODING, BodyDecoder
-from fetchers.engine import REDIRECT_STATUSES, Engine, Exchange, _split_host
+from fetchers.engine import BACKLOG, REDIRECT_STATUSES, Engine, Exchange, _split_host
 from fetchers.guard import GuardedResolver, SsrfBlocked
 from fetchers.records import Batch, FetchResult
 from fetchers.report import BatchReport
@@ -256,7 +256,7 @@ class ThreadedFetcher:
 
     @property
     def free_slots(self) -> int:
-        return self.settings.fetch.concurrency if self.engine is None else self.engine.free_slots
+        return BACKLOG * self.settings.fetch.concurrency if self.engine is None else self.engine.free_slots
 
     async def fetch_batch(self, batch: Batch, on_result: Callable[[FetchResult], None]) -> BatchReport:
         if self.engine is None:
