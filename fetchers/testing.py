@@ -92,6 +92,7 @@ class LocalSite:
     /ra?status=S&after=V&times=K   the first K hits of this URL answer S with Retry-After V, then 200
     /redirect?to=URL   302 to URL
     /xrobots?v=V       200 with ``X-Robots-Tag: V``
+    /badgzip           Content-Encoding: gzip over bytes that are not gzip
     anything else      200 text/html
     """
 
@@ -165,6 +166,9 @@ class LocalSite:
                 return web.Response(status=int(q.get("status", "429")), headers={"Retry-After": q.get("after", "1")})
         elif path == "/redirect":
             return web.Response(status=302, headers={"Location": q.get("to", "/")})
+        elif path == "/badgzip":
+            body = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03" + b"not deflate data at all" * 20
+            return web.Response(body=body, headers={"Content-Encoding": "gzip", "Content-Type": "text/html"})
         elif path == "/xrobots":
             return web.Response(text="<html></html>", content_type="text/html", headers={"X-Robots-Tag": q.get("v", "")})
         return web.Response(text=f"<html><body>{host}{path}</body></html>", content_type="text/html")
