@@ -167,8 +167,8 @@ class LocalSite:
         elif path == "/redirect":
             return web.Response(status=302, headers={"Location": q.get("to", "/")})
         elif path == "/badgzip":
-            body = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03" + b"not deflate data at all" * 20
-            return web.Response(body=body, headers={"Content-Encoding": "gzip", "Content-Type": "text/html"})
+            junk = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03" + b"not deflate data at all" * 20
+            return web.Response(body=junk, headers={"Content-Encoding": "gzip", "Content-Type": "text/html"})
         elif path == "/xrobots":
             return web.Response(text="<html></html>", content_type="text/html", headers={"X-Robots-Tag": q.get("v", "")})
         return web.Response(text=f"<html><body>{host}{path}</body></html>", content_type="text/html")
