@@ -65,7 +65,12 @@ def _decode(value: int, family: int) -> str:
 
 
 class CachingResolver:
-    """Caching, de-duplicating resolver. Build with :meth:`from_settings` in production code."""
+    """Caching, de-duplicating resolver. Build with :meth:`from_settings` in production code.
+
+    One event loop at a time owns it (a worker process's long-lived loop); a later loop may take
+    over (caches are kept, in-flight state starts afresh), but two loops must not use it at once.
+    The IPv4 cache holds ``cache_size`` names, the IPv6 cache a quarter of that.
+    """
 
     def __init__(
         self,
