@@ -49,6 +49,28 @@ _FLUSH_EVERY = 256
 class _InFlight:
     batch: Batch
     urls: frozenset[int]
+    answered: set[int]
+
+
+class _RequeueFilter:
+    """The frontier as the dispatcher sees it: a re-queue never brings back a URL that already has a
+    result (an expired batch's answered URLs must not be fetched a second time)."""
+
+    def __init__(self, frontier: Frontier, answered: set[int]) -> None:
+        self._frontier = frontier
+        self._answered = answered
+
+    def lease(self, fetcher_id: str, n: int, now: float) -> list[UrlTask]:
+        return self._frontier.lease(fetcher_id, n, now)
+
+    def release(self, fetcher_id: str, now: float, *, host_delays: Mapping[str, float] | None = None) -> None:
+        self._frontier.release(fetcher_id, now, host_delays=host_delays)
+
+    def requeue(self, fetcher_id: str, tasks: Sequence[UrlTask]) -> None:
+        self._frontier.requeue(fetcher_id, [t for t in tasks if t.url_id not in self._answered])
+
+    def available(self, now: float) -> int:
+        return self._frontier.available(now)
 
 
 class CrawlCore:
@@ -87,9 +109,10 @@ class CrawlCore:
                 max_pages_per_host=sc.max_pages_per_host,
             )
         )
+        self._answered: set[int] = set()  # url_ids with a result, among in-flight batches
         self.dispatcher = Dispatcher(
             settings.dispatch,
-            frontier=self.frontier,
+            frontier=_RequeueFilter(self.frontier, self._answered),
             quotas=quotas or Quotas.unlimited(),
             serials=SerialAllocator(store.reserve_serials),
             clock=clock,
@@ -143,7 +166,25 @@ class CrawlCore:
 
     # --- dispatch ----------------------------------------------------------------------------------
     def register_fetcher(self, fetcher_id: str, *, address: str = "") -> None:
+        """(Re-)register a fetcher; a re-registration expires what its previous incarnation held."""
         self.dispatcher.register(fetcher_id, address=address)
+        self._sync_inflight()
+
+    def add_seeds(self, urls: Sequence[str]) -> int:
+        """Add URLs submitted by a client (the scope stays as the crawl's first seeds set it)."""
+        records = [UrlRecord(u, fingerprint(u), host_of(u), 0) for u in (normalize(x) for x in urls) if u]
+        new = self.seen.add_new([r for r in records if self.scope.allows(r.url)])
+        self.frontier.add(new)
+        self.stats.on_discovered(len(new))
+        return len(new)
+
+    def _sync_inflight(self) -> None:
+        """Forget batches the dispatcher no longer has outstanding (expired by death, lease or restart)."""
+        live = {b.serial for b in self.dispatcher.outstanding()}
+        for serial in [s for s in self._inflight if s not in live]:
+            gone = self._inflight.pop(serial)
+            self._issued -= len(gone.urls) - len(gone.answered)  # the unanswered ones were re-queued
+            self._answered.difference_update(gone.answered)
 
     def next_batch(self, fetcher_id: str) -> Batch | None:
         """A batch for an idle fetcher, or None when nothing may be dispatched to it now."""
@@ -159,7 +200,7 @@ class CrawlCore:
                 self.stats.on_quota_refusal(self.service, offered.reason)
             return None
         self._issued += len(offered.tasks)
-        self._inflight[offered.serial] = _InFlight(offered, frozenset(t.url_id for t in offered.tasks))
+        self._inflight[offered.serial] = _InFlight(offered, frozenset(t.url_id for t in offered.tasks), set())
         return offered
 
     def _refill(self) -> None:
@@ -180,6 +221,9 @@ class CrawlCore:
             self.dropped_results += 1
             return
         self.journal.append(result)
+        if result.error_class not in _NOT_FINAL:
+            flight.answered.add(result.url_id)
+            self._answered.add(result.url_id)
         self._apply(result)
         if len(self._outcomes) >= _FLUSH_EVERY:
             self.flush()
@@ -212,7 +256,9 @@ class CrawlCore:
         )
         if accepted:
             self._issued -= len(unfinished)
-        self._inflight.pop(serial, None)
+        flight = self._inflight.pop(serial, None)
+        if flight is not None:
+            self._answered.difference_update(flight.answered)
         return accepted
 
     def on_heartbeat(self, hb: Heartbeat) -> None:
@@ -220,8 +266,8 @@ class CrawlCore:
 
     def tick(self) -> dict[str, Any] | None:
         """Liveness and stats; returns a stats row once per second (for stats.jsonl)."""
-        for serial in self.dispatcher.tick():
-            self._inflight.pop(serial, None)
+        self.dispatcher.tick()
+        self._sync_inflight()
         self.flush()  # bounds what a replay has to redo to about one second of results
         self.stats.set_queue(self.frontier.pending)
         return self.stats.tick()

@@ -1,0 +1,114 @@
+"""CrawlCore without a network: batches, results, expiry, exactly-once, resume from the journal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fetchers.records import FetchResult
+from pipeline.core import CrawlCore
+from pipeline.dispatch.protocols import Heartbeat
+from pipeline.settings import Settings
+from pipeline.storage.base import UrlState
+from pipeline.storage.sqlite import SqliteStore
+
+SEEDS = [f"http://h{i}.test/" for i in range(3)]
+PAGE = b'<html><body><a href="/a">a</a><a href="/b">b</a><a href="http://elsewhere.example/">x</a></body></html>'
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make(tmp: Path, clock: Clock, *, resume: bool = False) -> CrawlCore:
+    store = SqliteStore(tmp / "crawl.db")
+    return CrawlCore(Settings(), store, seeds=SEEDS, out_dir=tmp, clock=clock, resume=resume)
+
+
+def ok(task_url: str, url_id: int, depth: int, serial: int) -> FetchResult:
+    return FetchResult(url=task_url, url_id=url_id, depth=depth, final_url=task_url, status=200,
+                       content_type="text/html", body=PAGE, serial=serial, fetched_at=1.0)
+
+
+def beat(core: CrawlCore, fid: str, clock: Clock) -> None:
+    core.on_heartbeat(Heartbeat(fid, sent_at=clock.now, successes=0, failures=0, rate=10.0, free_slots=10))
+
+
+def test_results_discover_links_in_scope_only(tmp_path: Path) -> None:
+    clock = Clock()
+    core = make(tmp_path, clock)
+    core.register_fetcher("f")
+    batch = core.next_batch("f")
+    assert batch is not None and {t.url for t in batch.tasks} == set(SEEDS)
+    for t in batch.tasks:
+        core.on_result(ok(t.url, t.url_id, t.depth, batch.serial))
+    assert core.on_batch_done(batch.serial, fetcher_id="f", pages=3, elapsed_s=0.3)
+    core.flush()  # discoveries are buffered until a flush (size, tick, refill or a starved frontier)
+    assert core.frontier.pending == 6  # /a and /b on three hosts; elsewhere.example is out of scope
+    assert core.store.counts()["done"] == 3
+
+
+def test_result_of_unknown_serial_is_dropped(tmp_path: Path) -> None:
+    core = make(tmp_path, Clock())
+    core.on_result(ok(SEEDS[0], 1, 0, serial=999))
+    assert core.dropped_results == 1 and core.store.counts()["done"] == 0
+
+
+def test_expired_batch_requeues_only_unanswered_urls(tmp_path: Path) -> None:
+    clock = Clock()
+    core = make(tmp_path, clock)
+    core.register_fetcher("f")
+    beat(core, "f", clock)
+    batch = core.next_batch("f")
+    assert batch is not None
+    first = batch.tasks[0]
+    core.on_result(ok(first.url, first.url_id, 0, batch.serial))
+    clock.now += 60  # silent for far more than two heartbeat periods: dead
+    core.tick()
+    assert core.in_flight == 0
+    core.register_fetcher("g")
+    beat(core, "g", clock)
+    again = core.next_batch("g")
+    assert again is not None
+    assert first.url not in {t.url for t in again.tasks}
+    assert {t.url for t in again.tasks if t.depth == 0} == {t.url for t in batch.tasks[1:]}
+    # the dead fetcher's late result is dropped, never stored twice
+    core.on_result(ok(batch.tasks[1].url, batch.tasks[1].url_id, 0, batch.serial))
+    assert core.dropped_results == 1
+
+
+def test_re_registration_forgets_the_old_incarnations_batch(tmp_path: Path) -> None:
+    clock = Clock()
+    core = make(tmp_path, clock)
+    core.register_fetcher("f")
+    assert core.next_batch("f") is not None and core.in_flight == 1
+    core.register_fetcher("f")
+    assert core.in_flight == 0 and not core.done()
+    assert core.next_batch("f") is not None
+
+
+def test_resume_replays_journal_without_refetch(tmp_path: Path) -> None:
+    clock = Clock()
+    core = make(tmp_path, clock)
+    core.register_fetcher("f")
+    batch = core.next_batch("f")
+    assert batch is not None
+    for t in batch.tasks:
+        core.on_result(ok(t.url, t.url_id, 0, batch.serial))
+    # crash: journaled but never flushed to the store
+    core.journal.close()
+    core.store.close()
+    again = make(tmp_path, clock, resume=True)
+    assert again.store.counts()["done"] == 3
+    for u in SEEDS:
+        rec = again.store.get_url(u)
+        assert rec is not None and rec.state is UrlState.DONE
+    assert again.frontier.pending == 6
+
+
+def test_add_seeds_respects_scope_and_dedup(tmp_path: Path) -> None:
+    core = make(tmp_path, Clock())
+    assert core.add_seeds(["http://h0.test/new", "http://h0.test/", "http://other.example/"]) == 1
