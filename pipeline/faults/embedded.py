@@ -1,0 +1,140 @@
+"""Fault trials on the embedded default: the ``crawlfleet crawl`` process itself, and the DNS server under it.
+
+- ``crawler/kill``: SIGKILL the crawler once a seeded share of the expected requests has reached the
+  testbed, then ``crawlfleet crawl --resume`` in the same directory.
+- ``crawler/stop``: SIGSTOP it there for a seeded time, then SIGCONT.
+- ``unbound/kill``: the crawler resolves through a private unbound in front of the testbed's zone;
+  SIGKILL unbound at the seeded point and start it again on the same port after a seeded pause.
+
+Each trial returns a ``fault`` record (see pipeline.faults.results) judged by pipeline.faults.accounting.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from pipeline.faults.accounting import FaultTimes, account
+from pipeline.faults.bed import Bed, TrialPlan
+from pipeline.faults.procs import HarnessError, Managed, wait_until
+from pipeline.faults.snapshot import journal_keys, stored_urls
+
+CRAWL_TIMEOUT_S = 240.0
+
+
+def crawl_args(bed: Bed, out: Path, *, dns: str | None = None, extra: tuple[str, ...] = ()) -> list[str]:
+    tb = bed.tb
+    return [
+        sys.executable, "-m", "pipeline.cli", "crawl", *tb.seeds, "--out", str(out),
+        "--dns-server", dns or f"127.0.0.1:{tb.dns_port}", "--allow-network", "127.0.10.0/24",
+        "--max-depth", str(bed.max_depth), "--host-delay", "0.02", "--json", "--no-progress", *extra,
+    ]  # fmt: skip
+
+
+def crawler(bed: Bed, workdir: Path, *, dns: str | None = None) -> Managed:
+    out = workdir / "out"
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return Managed("crawler", crawl_args(bed, out, dns=dns), env, workdir / "crawler.log",
+                   stdout_path=workdir / "crawler.out")  # fmt: skip
+
+
+def last_json(path: Path) -> dict[str, Any]:
+    lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.startswith("{")]
+    if not lines:
+        raise HarnessError(f"no JSON summary in {path}")
+    return dict(json.loads(lines[-1]))
+
+
+def wait_share(bed: Bed, start: float, plan: TrialPlan, proc: Managed, *, timeout_s: float = 120.0) -> int:
+    """Block until ``plan.at_fraction`` of the expected requests have reached the testbed; returns that count."""
+    target = max(1, int(bed.expected_requests * plan.at_fraction))
+
+    def reached() -> bool:
+        if not proc.running:
+            raise HarnessError(f"{proc.name} exited before the fault point:\n{proc.log_tail()}")
+        return bed.count_since(start) >= target
+
+    wait_until(reached, timeout_s=timeout_s, every_s=0.05, what=f"{target} requests")
+    return target
+
+
+def finish(bed: Bed, proc: Managed, *, timeout_s: float = CRAWL_TIMEOUT_S) -> tuple[dict[str, Any], float]:
+    code = proc.wait(timeout_s)
+    end_t = time.time()
+    if code != 0:
+        raise HarnessError(f"{proc.name} exited with {code}:\n{proc.log_tail()}")
+    assert proc.stdout_path is not None
+    return last_json(proc.stdout_path), end_t
+
+
+def crawler_trial(bed: Bed, workdir: Path, plan: TrialPlan) -> dict[str, Any]:
+    """``crawler/kill`` or ``crawler/stop`` (see the module docstring)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    out = workdir / "out"
+    start = time.time()
+    proc = crawler(bed, workdir).start()
+    try:
+        at = wait_share(bed, start, plan, proc)
+        if plan.action == "kill":
+            fault_t = proc.kill()
+            time.sleep(plan.down_s)
+            back_t = time.time()
+            proc.start(proc.cmd + ["--resume"])
+        elif plan.action == "stop":
+            fault_t = proc.pause()
+            time.sleep(plan.down_s)
+            back_t = proc.resume()
+        else:
+            raise ValueError(f"unknown action {plan.action!r}")
+        summary, end_t = finish(bed, proc)
+    finally:
+        proc.terminate()
+    bed.settle()
+    times = FaultTimes(fault_t, back_t, end_t)
+    journaled = journal_keys(out / "segments", before=fault_t)  # what the crawl had made durable by then
+    acc = account(truth=bed.truth, log=bed.window(start), journaled_at_fault=journaled,
+                  stored_urls=stored_urls(out), times=times)  # fmt: skip
+    return _record("embedded", plan, at, acc.to_json(), summary, start, end_t)
+
+
+def unbound_trial(bed: Bed, workdir: Path, plan: TrialPlan) -> dict[str, Any]:
+    """``unbound/kill``: the crawler's DNS server dies and comes back on the same port."""
+    from pipeline.faults.services import PrivateUnbound
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    dns = PrivateUnbound(bed.tb.dns_port, workdir / "unbound").start()
+    out = workdir / "out"
+    start = time.time()
+    proc = crawler(bed, workdir, dns=dns.address).start()
+    try:
+        at = wait_share(bed, start, plan, proc)
+        fault_t = dns.proc.kill() if plan.action == "kill" else dns.proc.pause()
+        time.sleep(plan.down_s)
+        if plan.action == "kill":
+            dns.restart()
+            back_t = time.time()
+        else:
+            back_t = dns.proc.resume()
+        summary, end_t = finish(bed, proc)
+    finally:
+        proc.terminate()
+        dns.stop()
+    bed.settle()
+    journaled = journal_keys(out / "segments", before=fault_t)
+    acc = account(truth=bed.truth, log=bed.window(start), journaled_at_fault=journaled,
+                  stored_urls=stored_urls(out), times=FaultTimes(fault_t, back_t, end_t))  # fmt: skip
+    return _record("embedded", plan, at, acc.to_json(), summary, start, end_t)
+
+
+def _record(mode: str, plan: TrialPlan, at: int, acc: dict[str, Any], summary: dict[str, Any],
+            start: float, end_t: float) -> dict[str, Any]:  # fmt: skip
+    keep = ("pages_fetched", "pages_failed", "errors_by_class", "results_dropped", "elapsed_s")
+    return {
+        "type": "fault", "mode": mode, "component": plan.component, "action": plan.action, "seed": plan.seed,
+        "at_fraction": plan.at_fraction, "fault_after_requests": at, "down_s": plan.down_s,
+        "wall_s": round(end_t - start, 3), **acc, "summary": {k: summary.get(k) for k in keep},
+    }  # fmt: skip

@@ -1,0 +1,65 @@
+"""Fault trials on the fleet (pipeline.faults.fleet_trials): a fetch worker and the dispatcher, SIGKILLed
+and restarted or SIGSTOPped and continued at seeded points of a crawl; real RabbitMQ (a private vhost
+on the shared broker), real Celery workers, the real dispatcher process.
+
+Every trial must lose nothing. Duplicates must be zero except those two known causes explain (each
+pinned by a strict xfail in test_faults_known_bugs.py and counted apart in RELIABILITY.md):
+``expired_answered`` (an expired batch is re-queued whole, answered URLs included) and
+``expired_unanswered`` (the holder of an expired batch was alive after all and finishes it while the
+re-issued copy runs elsewhere: a stopped worker, or a stopped dispatcher that declares every node dead).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.faults.bed import Bed, TrialPlan
+from pipeline.faults.fleet_trials import run_fleet_trial, strike_dispatcher, strike_worker
+from pipeline.faults.services import broker_vhost
+
+pytestmark = [pytest.mark.faults, pytest.mark.integration]
+
+
+@pytest.fixture(scope="module")
+def vhost() -> Iterator[str]:
+    with broker_vhost() as url:
+        yield url
+
+
+def check(rec: dict[str, Any], *, allowed: tuple[str, ...] = ()) -> None:
+    assert rec["lost"] == 0, rec["lost_sample"]
+    assert rec["stored_pages"] == rec["truth_pages"]
+    unexplained = rec["duplicated"] - sum(n for c, n in rec["duplicated_causes"].items() if c in allowed)
+    assert unexplained == 0, (rec["duplicated_causes"], rec["duplicated_sample"])
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_worker_sigkill_then_restart(fault_bed: Bed, vhost: str, tmp_path: Path, record: Callable[..., Any], seed: int) -> None:
+    plan = TrialPlan.seeded("worker", "kill", seed)
+    rec = record(run_fleet_trial(fault_bed, vhost, tmp_path, plan, strike=strike_worker))
+    check(rec, allowed=("expired_answered",))
+
+
+def test_worker_sigstop_past_two_heartbeats(fault_bed: Bed, vhost: str, tmp_path: Path, record: Callable[..., Any]) -> None:
+    plan = TrialPlan.seeded("worker", "stop", 1, down=(1.5, 3.0))  # heartbeat 0.5 s: dead after 1 s
+    rec = record(run_fleet_trial(fault_bed, vhost, tmp_path, plan, strike=strike_worker))
+    check(rec, allowed=("expired_answered", "expired_unanswered"))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_dispatcher_sigkill_then_resume(fault_bed: Bed, vhost: str, tmp_path: Path, record: Callable[..., Any], seed: int) -> None:
+    plan = TrialPlan.seeded("dispatcher", "kill", seed)
+    rec = record(run_fleet_trial(fault_bed, vhost, tmp_path, plan, strike=strike_dispatcher))
+    check(rec)
+
+
+def test_dispatcher_sigstop_then_sigcont(fault_bed: Bed, vhost: str, tmp_path: Path, record: Callable[..., Any]) -> None:
+    plan = TrialPlan.seeded("dispatcher", "stop", 1, down=(1.0, 3.0))
+    rec = record(run_fleet_trial(fault_bed, vhost, tmp_path, plan, strike=strike_dispatcher))
+    # A dispatcher stopped past two heartbeat periods declares every node dead when it resumes
+    # (test_faults_known_bugs.py pins it): the expired batches are fetched twice.
+    check(rec, allowed=("expired_answered", "expired_unanswered"))

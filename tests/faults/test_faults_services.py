@@ -1,0 +1,68 @@
+"""Fault trials on the services under the fleet: RabbitMQ (a private node, SIGKILLed and restarted or
+SIGSTOPped) and the HBase Thrift server (a private one over the shared HBase, SIGKILLed and restarted,
+with the crawl's store in HBase). Same judgement as test_faults_fleet.py.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.faults.bed import Bed, TrialPlan
+from pipeline.faults.fleet_trials import run_fleet_trial, strike_rabbit, strike_thrift
+from pipeline.faults.services import PrivateRabbit, PrivateThrift, broker_vhost
+from pipeline.settings import StoreSettings
+from tests.faults.test_faults_fleet import check
+
+pytestmark = [pytest.mark.faults, pytest.mark.integration]
+
+
+@pytest.fixture(scope="module")
+def rabbit(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateRabbit]:
+    node = PrivateRabbit(tmp_path_factory.mktemp("rabbit")).start()
+    try:
+        yield node
+    finally:
+        node.stop()
+
+
+@pytest.fixture(scope="module")
+def thrift(hbase_thrift: tuple[str, int], tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateThrift]:
+    server = PrivateThrift(tmp_path_factory.mktemp("thrift")).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def hbase_tables(hbase_thrift: tuple[str, int]) -> Iterator[str]:
+    from tests.fixtures.hbase import drop_prefix
+
+    prefix = f"flt{uuid.uuid4().hex[:8]}"
+    yield prefix
+    for i in range(3):
+        drop_prefix(f"{prefix}{i}")
+
+
+@pytest.mark.parametrize(("action", "seed"), [("kill", 1), ("kill", 2), ("stop", 1)])
+def test_rabbitmq_fault(fault_bed: Bed, rabbit: PrivateRabbit, tmp_path: Path, record: Callable[..., Any],
+                        action: str, seed: int) -> None:  # fmt: skip
+    plan = TrialPlan.seeded("rabbitmq", action, seed)
+    rec = record(run_fleet_trial(fault_bed, rabbit.url, tmp_path, plan, strike=strike_rabbit(rabbit)))
+    # A broker restart breaks every channel: batches in flight expire and are re-issued whole.
+    check(rec, allowed=("expired_answered", "expired_unanswered"))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_thrift_sigkill_then_restart(fault_bed: Bed, thrift: PrivateThrift, hbase_tables: str, tmp_path: Path,
+                                     record: Callable[..., Any], seed: int) -> None:  # fmt: skip
+    store = StoreSettings(kind="hbase", hbase_port=thrift.port, hbase_prefix=f"{hbase_tables}{seed - 1}")
+    with broker_vhost() as url:
+        plan = TrialPlan.seeded("thrift", "kill", seed)
+        rec = record(run_fleet_trial(fault_bed, url, tmp_path, plan, strike=strike_thrift(thrift), store=store))
+    check(rec)
