@@ -46,7 +46,7 @@ def latest(records: Iterable[dict[str, Any]], key: Any) -> dict[Any, list[dict[s
     return out
 
 
-def fmt_s(values: list[float]) -> str:
+def fmt_s(values: list[float | None]) -> str:
     vals = [v for v in values if v is not None]
     if not vals:
         return "–"
@@ -91,13 +91,14 @@ def fault_section(recs: list[dict[str, Any]]) -> list[str]:
 
 def xfail_section(recs: list[dict[str, Any]]) -> list[str]:
     groups = latest(recs, lambda r: r["test"])
-    source = (ROOT / "tests" / "faults" / "test_faults_known_bugs.py").read_text()
     lines = []
-    for test in sorted(groups):
-        if f"def {test}(" not in source:
-            continue  # the bug was fixed and its pin removed
+    for test in sorted(groups, key=lambda t: (groups[t][-1]["component"], t)):
         r = groups[test][-1]
-        lines.append(f"- **{r['component']}** — `tests/faults/test_faults_known_bugs.py::{test}`: {r['reason']}")
+        where = r.get("file", "tests/faults/test_faults_known_bugs.py")
+        path = ROOT / where
+        if not path.exists() or f"def {test}(" not in path.read_text():
+            continue  # the bug was fixed and its pin removed
+        lines.append(f"- **{r['component']}** — `{where}::{test}`: {r['reason']}")
     return lines
 
 

@@ -129,3 +129,15 @@ def wait_until(pred: Callable[[], bool], *, timeout_s: float, every_s: float = 0
         if time.monotonic() > deadline:
             raise HarnessError(f"timed out after {timeout_s:.0f}s waiting for {what}")
         time.sleep(every_s)
+
+
+def peak_rss_mb(pid: int) -> float | None:
+    """The process's resident-set high-water mark (VmHWM) so far, in MB; None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        return None
+    return None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -62,7 +63,8 @@ DNS_OUTAGE_IS_FINAL = (
     "for seconds, not minutes."
 )
 def pin(component: str, test: str, reason: str) -> None:
-    results.append({"type": "xfail", "component": component, "test": test, "reason": reason})
+    results.append({"type": "xfail", "component": component, "test": test, "reason": reason,
+                    "file": "tests/faults/test_faults_known_bugs.py"})  # fmt: skip
 
 
 @pytest.mark.xfail(strict=True, reason=EXPIRY_REQUEUES_ANSWERED)
@@ -108,7 +110,11 @@ def test_dispatcher_paused_past_heartbeats_expires_nothing(fault_bed: Bed, tmp_p
             # results (past its pump, before its tick) and other batches are out. The bug needs the stop
             # to land in that part of the loop, hence the marker is not strict.
             for after in (2, 5, 8):
-                rig.wait_event(lambda ev, n=after: ev["ev"] == "done" and ev["serial"] >= n)
+
+                def reported(ev: dict[str, Any], n: int = after) -> bool:
+                    return bool(ev["ev"] == "done" and ev["serial"] >= n)
+
+                rig.wait_event(reported)
                 rig.dispatcher.pause()
                 time.sleep(2.5)  # heartbeat 0.5 s: five periods
                 rig.dispatcher.resume()
