@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -58,7 +58,7 @@ def crawl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     with TestbedProcess(3, 10, seed=2, hostile=True, workdir=work / "tb") as tb:
         out = work / "out"
         cmd = [
-            os.sys.executable, "-m", "pipeline.cli", "crawl", *tb.seeds, tb.hostile_seed, "--out", str(out),
+            sys.executable, "-m", "pipeline.cli", "crawl", *tb.seeds, tb.hostile_seed, "--out", str(out),
             "--dns-server", tb.dns_server, "--allow-network", "127.0.10.0/24", "--max-depth", str(MAX_DEPTH),
             "--host-delay", "0", "--json", "--no-progress", "--config", str(work / "hostile.toml"),
         ]  # fmt: skip
