@@ -12,19 +12,62 @@ between the final check and the record, so no two starts to a host are closer th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from pipeline.settings import PolitenessSettings
 
 
+class _Slots:
+    """A counting semaphore with a synchronous fast path and direct hand-off to the first waiter
+    (asyncio.Semaphore costs a coroutine per acquire even when free, and wakes waiters to re-compete)."""
+
+    __slots__ = ("free", "waiters")
+
+    def __init__(self, n: int) -> None:
+        self.free = n
+        self.waiters: deque[asyncio.Future[None]] = deque()
+
+    def try_take(self) -> bool:
+        if self.free > 0 and not self.waiters:
+            self.free -= 1
+            return True
+        return False
+
+    async def take(self) -> None:
+        if self.try_take():
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.waiters.append(fut)
+        try:
+            await fut  # resolved by give(): the slot is ours without touching ``free``
+        except BaseException:
+            if fut.done() and not fut.cancelled():
+                self.give()  # handed to us just as we were cancelled: pass it on
+            else:
+                with contextlib.suppress(ValueError):
+                    self.waiters.remove(fut)
+            raise
+
+    def give(self) -> None:
+        waiters = self.waiters
+        while waiters:
+            fut = waiters.popleft()
+            if not fut.done():
+                fut.set_result(None)
+                return
+        self.free += 1
+
+
 @dataclass(slots=True)
 class _Lane:
     """Limits for one host or one IP."""
 
-    sem: asyncio.Semaphore
+    slots: _Slots
     delay: float
     last_start: float = -1e18
     blocked_until: float = 0.0
@@ -32,6 +75,9 @@ class _Lane:
 
     def ready_at(self) -> float:
         return max(self.last_start + self.delay, self.blocked_until)
+
+
+Grant = tuple[_Lane, "_Lane | None"]
 
 
 class Deferred(Exception):
@@ -58,7 +104,7 @@ class Pacer:
         self._p = politeness
         self._clock = clock
         self._sleep = sleep
-        self._global = asyncio.Semaphore(concurrency)
+        self._global = _Slots(concurrency)
         self._hosts: dict[str, _Lane] = {}
         self._ips: dict[str, _Lane] = {}
         # A Retry-After longer than this is handed back to the dispatcher instead of slept through.
@@ -69,14 +115,14 @@ class Pacer:
     def _host(self, host: str) -> _Lane:
         lane = self._hosts.get(host)
         if lane is None:
-            lane = _Lane(asyncio.Semaphore(max(1, self._p.per_host_concurrency)), self._p.min_host_delay_s)
+            lane = _Lane(_Slots(max(1, self._p.per_host_concurrency)), self._p.min_host_delay_s)
             self._hosts[host] = lane
         return lane
 
     def _ip(self, ip: str) -> _Lane:
         lane = self._ips.get(ip)
         if lane is None:
-            lane = _Lane(asyncio.Semaphore(max(1, self._p.per_ip_concurrency)), self._p.min_ip_delay_s)
+            lane = _Lane(_Slots(max(1, self._p.per_ip_concurrency)), self._p.min_ip_delay_s)
             self._ips[ip] = lane
         return lane
 
@@ -97,8 +143,9 @@ class Pacer:
         return 0.0 if lane is None else max(0.0, lane.ready_at() - self._clock())
 
     # -- slots ----------------------------------------------------------------------------------------
-    async def acquire(self, host: str, ip: str) -> None:
+    async def acquire(self, host: str, ip: str) -> Grant:
         """Wait for a host slot, an IP slot, both gaps and a global slot, then record the start.
+        Returns the grant to hand to ``release``.
 
         Raises ``Deferred`` (holding nothing) when the host is blocked (Retry-After) for longer than
         ``max_wait_s``; Crawl-delay gaps (capped by settings) are always waited out.
@@ -108,12 +155,28 @@ class Pacer:
         hl.users += 1
         if il is not None:
             il.users += 1
+        # Fast path: everything free and no gap pending; no suspension at all.
+        now = self._clock()
+        if (
+            hl.ready_at() <= now
+            and (il is None or il.ready_at() <= now)
+            and self._global.free > 0
+            and not self._global.waiters
+            and hl.slots.try_take()
+        ):
+            if il is None or il.slots.try_take():
+                self._global.free -= 1
+                hl.last_start = now
+                if il is not None:
+                    il.last_start = now
+                return hl, il
+            hl.slots.give()
         got_host = got_ip = False
         try:
-            await hl.sem.acquire()
+            await hl.slots.take()
             got_host = True
             if il is not None:
-                await il.sem.acquire()
+                await il.slots.take()
                 got_ip = True
             while True:
                 now = self._clock()
@@ -123,42 +186,35 @@ class Pacer:
                         raise Deferred(host, hl.blocked_until - now)
                     await self._sleep(ready - now)
                     continue
-                await self._global.acquire()
+                await self._global.take()
                 now = self._clock()
                 ready = hl.ready_at() if il is None else max(hl.ready_at(), il.ready_at())
                 if ready <= now:  # no await between this check and the record below
                     hl.last_start = now
                     if il is not None:
                         il.last_start = now
-                    return
-                self._global.release()
+                    return hl, il
+                self._global.give()
         except BaseException:
             if got_ip and il is not None:
-                il.sem.release()
+                il.slots.give()
             if got_host:
-                hl.sem.release()
-            self._drop(host, ip)
+                hl.slots.give()
+            self._drop(hl, il)
             raise
 
-    def release(self, host: str, ip: str) -> None:
-        self._global.release()
-        lane = self._hosts.get(host)
-        if lane is not None:
-            lane.sem.release()
-        if ip:
-            ilane = self._ips.get(ip)
-            if ilane is not None:
-                ilane.sem.release()
-        self._drop(host, ip)
+    def release(self, grant: Grant) -> None:
+        hl, il = grant
+        self._global.give()
+        hl.slots.give()
+        if il is not None:
+            il.slots.give()
+        self._drop(hl, il)
 
-    def _drop(self, host: str, ip: str) -> None:
-        lane = self._hosts.get(host)
-        if lane is not None:
-            lane.users -= 1
-        if ip:
-            ilane = self._ips.get(ip)
-            if ilane is not None:
-                ilane.users -= 1
+    def _drop(self, hl: _Lane, il: _Lane | None) -> None:
+        hl.users -= 1
+        if il is not None:
+            il.users -= 1
         self._releases += 1
         if self._releases >= 4096:
             self._sweep()
@@ -175,7 +231,7 @@ class Pacer:
 
     @property
     def global_free(self) -> int:
-        return self._global._value  # asyncio.Semaphore keeps its counter here
+        return self._global.free
 
 
 def parse_retry_after(value: str, *, now: float) -> float | None:

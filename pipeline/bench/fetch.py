@@ -8,7 +8,7 @@ belong to that client alone; the testbed serves from its own process(es):
   the connector, our DNS layer, body read whole, URLs interleaved across hosts). No robots, no pacing, no
   records: the ceiling.
 - ``aio``: ``AioFetcher`` with every rule on (robots fetched and checked, SSRF guard, capped decoding,
-  pacer, FetchResult per URL), fed like the dispatcher feeds it: batches of up to 16 URLs of one host, a
+  pacer, FetchResult per URL), fed like the dispatcher feeds it: batches of up to 64 URLs of one host, a
   host in one batch at a time, a new batch whenever ``free_slots`` has room.
 - ``threaded``: ``ThreadedFetcher`` (requests-futures, ``--concurrency`` threads), fed the same way.
 
@@ -30,7 +30,7 @@ import time
 from typing import Any
 
 KINDS = ("bare", "aio", "threaded")
-CHUNK = 16  # URLs of one host per batch in the bench (2 x per-host concurrency)
+CHUNK = 64  # URLs of one host per batch in the bench (the dispatcher's base batch size k)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -105,22 +105,16 @@ def _round_robin(urls: list[str]) -> list[str]:
     return [lst[i] for i in range(max(map(len, lists), default=0)) for lst in lists if i < len(lst)]
 
 
-async def _fetcher(kind: str, urls: list[str], settings: Any) -> tuple[int, int]:
+async def _fetcher(kind: str, urls: list[str], settings: Any, *, batches: Any = None) -> tuple[int, int]:
     """Feed the fetcher the way the dispatcher does: batches of one host's URLs (at most CHUNK), a host in
     at most one batch at a time (its lease), a new batch only while ``free_slots`` has room for it."""
     from fetchers.aio import AioFetcher
-    from fetchers.records import FetchResult
-    from fetchers.testing import bed_resolver, make_batch
+    from fetchers.records import Batch, FetchResult, UrlTask
+    from fetchers.testing import bed_resolver
     from fetchers.threaded import ThreadedFetcher
-    from pipeline.urls import host_of
 
     cls = AioFetcher if kind == "aio" else ThreadedFetcher
-    chunks: dict[str, list[list[str]]] = {}
-    for u in urls:
-        host_chunks = chunks.setdefault(host_of(u), [[]])
-        if len(host_chunks[-1]) >= CHUNK:
-            host_chunks.append([])
-        host_chunks[-1].append(u)
+    chunks = batches if batches is not None else _chunks(urls)
     ready = list(chunks)  # hosts not leased right now, in order
     ready.reverse()
     ok = nbytes = 0
@@ -137,9 +131,9 @@ async def _fetcher(kind: str, urls: list[str], settings: Any) -> tuple[int, int]
         serial = 0
         tasks = []
 
-        async def lease(host: str, batch_urls: list[str], serial: int) -> None:
+        async def lease(host: str, tasks: list[UrlTask], serial: int) -> None:
             nonlocal inflight
-            await fetcher.fetch_batch(make_batch(batch_urls, serial=serial, fetcher_id=kind), on_result)
+            await fetcher.fetch_batch(Batch(serial, kind, tasks), on_result)
             if chunks[host]:
                 ready.append(host)  # lease ends; the host's next chunk may go out
             inflight -= 1
@@ -158,6 +152,20 @@ async def _fetcher(kind: str, urls: list[str], settings: Any) -> tuple[int, int]
     return ok, nbytes
 
 
+def _chunks(urls: list[str]) -> dict[str, list[list[Any]]]:
+    """host -> batches of at most CHUNK UrlTasks (what the dispatcher would hand out; built before timing)."""
+    from fetchers.records import UrlTask
+    from pipeline.urls import fingerprint, host_of
+
+    chunks: dict[str, list[list[Any]]] = {}
+    for u in urls:
+        host_chunks = chunks.setdefault(host_of(u), [[]])
+        if len(host_chunks[-1]) >= CHUNK:
+            host_chunks.append([])
+        host_chunks[-1].append(UrlTask(u, fingerprint(u)))
+    return chunks
+
+
 def _child(kind: str, urls: list[str], dns_server: str, concurrency: int, per_host: int, out: Any) -> None:
     # One-time costs stay outside the measurement: imports and the DNS layer's TLD table.
     import fetchers.aio  # noqa: F401
@@ -166,9 +174,10 @@ def _child(kind: str, urls: list[str], dns_server: str, concurrency: int, per_ho
 
     tld_table()
     settings = _settings(dns_server, concurrency, per_host)
+    batches = None if kind == "bare" else _chunks(urls)  # the dispatcher's work, not the fetcher's
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
-    coro = _bare(urls, settings) if kind == "bare" else _fetcher(kind, urls, settings)
+    coro = _bare(urls, settings) if kind == "bare" else _fetcher(kind, urls, settings, batches=batches)
     ok, nbytes = asyncio.run(coro)
     wall = time.perf_counter() - t0
     r1 = resource.getrusage(resource.RUSAGE_SELF)

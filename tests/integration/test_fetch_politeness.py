@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from fetchers import engine
 from fetchers.aio import AioFetcher
 from fetchers.records import FetchResult
 from fetchers.report import DEFERRED, ROBOTS_UNAVAILABLE, THROTTLED
@@ -57,7 +58,10 @@ def test_crawl_delay_gaps_in_access_log(fetcher_cls: type, make_testbed: Callabl
 
 
 @FETCHERS
-def test_per_host_concurrency_in_access_log(fetcher_cls: type, make_testbed: Callable[..., Any]) -> None:
+def test_per_host_concurrency_in_access_log(
+    fetcher_cls: type, make_testbed: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(engine, "URLS_PER_CONNECTION", 1)  # a worker per URL: only the limit holds them back
     tb = make_testbed(hosts=8, pages=4)
     slow = tb.url(4, "/slow")  # answers 1.5 s after it is logged
     settings = bed_settings(tb.dns_server, politeness={"min_host_delay_s": 0.0, "per_host_concurrency": 2})

@@ -36,9 +36,9 @@ def test_gap_between_starts_and_crawl_delay_cap() -> None:
     starts: list[float] = []
 
     async def one() -> None:
-        await pacer.acquire("h", "1.2.3.4")
+        grant = await pacer.acquire("h", "1.2.3.4")
         starts.append(vt())
-        pacer.release("h", "1.2.3.4")
+        pacer.release(grant)
 
     async def go() -> None:
         await asyncio.gather(*(one() for _ in range(5)))
@@ -58,7 +58,7 @@ def test_concurrency_limits() -> None:
     peak = {"h1": 0, "h2": 0, "ip": 0}
 
     async def one(host: str) -> None:
-        await pacer.acquire(host, "9.9.9.9")
+        grant = await pacer.acquire(host, "9.9.9.9")
         now[host] += 1
         now["ip"] += 1
         for k in (host, "ip"):
@@ -66,7 +66,7 @@ def test_concurrency_limits() -> None:
         await asyncio.sleep(0.001)
         now[host] -= 1
         now["ip"] -= 1
-        pacer.release(host, "9.9.9.9")
+        pacer.release(grant)
 
     async def go() -> None:
         await asyncio.gather(*(one(h) for h in ("h1", "h2") for _ in range(6)))
@@ -82,9 +82,9 @@ def test_retry_after_defers_or_waits() -> None:
 
     async def go() -> None:
         pacer.defer("h", 3.0)
-        await pacer.acquire("h", "")  # a short back-off is waited out
+        grant = await pacer.acquire("h", "")  # a short back-off is waited out
         assert vt() == pytest.approx(3.0)
-        pacer.release("h", "")
+        pacer.release(grant)
         pacer.defer("h", 5000.0)  # capped at 600
         assert pacer.wait_for("h") == pytest.approx(600.0)
         with pytest.raises(Deferred):
@@ -100,8 +100,7 @@ def test_idle_lanes_are_forgotten() -> None:
 
     async def go() -> None:
         for i in range(5000):
-            await pacer.acquire(f"h{i}", f"10.0.{i // 256}.{i % 256}")
-            pacer.release(f"h{i}", f"10.0.{i // 256}.{i % 256}")
+            pacer.release(await pacer.acquire(f"h{i}", f"10.0.{i // 256}.{i % 256}"))
             vt.t += 0.001
 
     asyncio.run(go())
@@ -117,3 +116,22 @@ def test_parse_retry_after() -> None:
     assert parse_retry_after(email.utils.formatdate(now - 90, usegmt=True), now=now) == 0.0
     for junk in ("", "soon", "-5", "1.5e9x", "Mon, 99 Foo 2024"):
         assert parse_retry_after(junk, now=now) is None
+
+
+def test_cancelled_waiters_do_not_leak_slots() -> None:
+    vt = VirtualTime()
+    pacer = _pacer(vt, min_host_delay_s=0.0, per_host_concurrency=1)
+
+    async def go() -> None:
+        first = await pacer.acquire("h", "")
+        waiters = [asyncio.ensure_future(pacer.acquire("h", "")) for _ in range(3)]
+        await asyncio.sleep(0)
+        waiters[0].cancel()
+        pacer.release(first)  # waiter 0 is cancelled, so the slot goes to waiter 1
+        waiters[1].cancel()  # cancelled after being granted, before it ran: must pass the slot on
+        await asyncio.gather(*waiters[:2], return_exceptions=True)
+        grant = await waiters[2]
+        pacer.release(grant)
+        assert pacer.global_free == 16 and pacer._hosts["h"].slots.free == 1
+
+    asyncio.run(go())
