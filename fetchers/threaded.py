@@ -171,6 +171,8 @@ class ThreadedTransport:
         name, port = _split_host(host)
         if url.startswith("https://") and not host.endswith(f":{port}"):
             port = 443
+        if len(self.pins) > 100_000:  # bounded: hosts of past batches are re-pinned when seen again
+            self.pins.clear()
         self.pins[(name, port)] = ip
         deadline = time.monotonic() + self._fetch.total_timeout_s
         try:
