@@ -67,9 +67,8 @@ def pin(component: str, test: str, reason: str) -> None:
                     "file": "tests/faults/test_faults_known_bugs.py"})  # fmt: skip
 
 
-@pytest.mark.xfail(strict=True, reason=EXPIRY_REQUEUES_ANSWERED)
 def test_expired_batch_requeues_only_unanswered_urls(tmp_path: Path) -> None:
-    pin("dispatcher", "test_expired_batch_requeues_only_unanswered_urls", EXPIRY_REQUEUES_ANSWERED)
+    """Was a known bug (EXPIRY_REQUEUES_ANSWERED); fixed in pipeline/core.py (_RequeueFilter). Regression test."""
     now = [1000.0]
     store = SqliteStore(tmp_path / "crawl.db")
     seeds = [f"http://a.crawl.test/p{i}" for i in range(6)]
