@@ -136,8 +136,10 @@ class FetchRuntime:
         self._shared: dict[str, Any] = {}
         self._fetchers: dict[str, Fetcher] = {}
         self._lock = threading.Lock()
-        self._running: dict[int, concurrent.futures.Future[tuple[BatchReport, threading.Event]]] = {}
-        self._done: OrderedDict[int, dict[str, Any]] = OrderedDict()
+        # Keyed by (service, serial, issued_at): serials restart at 1 in every fresh crawl store, so the
+        # serial alone would confuse two crawls' batch N; a redelivered message keeps all three.
+        self._running: dict[tuple[str, int, float], concurrent.futures.Future[tuple[BatchReport, threading.Event]]] = {}
+        self._done: OrderedDict[tuple[str, int, float], dict[str, Any]] = OrderedDict()
         self._active = 0
         self._counters = _Counters(last_at=time.monotonic())
         self.outbox = Outbox(
@@ -181,15 +183,16 @@ class FetchRuntime:
             log.warning("dropping stale batch %d: addressed to incarnation %s, I am %s",
                         batch.serial, incarnation, self.incarnation)  # fmt: skip
             return {"serial": batch.serial, "dropped": "stale_incarnation"}
+        key = (batch.service, batch.serial, batch.issued_at)
         with self._lock:
-            known = self._done.get(batch.serial)
+            known = self._done.get(key)
             if known is not None:
                 self.duplicates += 1
                 return dict(known, duplicate=True)
-            future = self._running.get(batch.serial)
+            future = self._running.get(key)
             if future is None:
                 future = asyncio.run_coroutine_threadsafe(self._fetch(batch, scope), self._loop)
-                self._running[batch.serial] = future
+                self._running[key] = future
             else:
                 self.duplicates += 1
             self._active += 1
@@ -203,8 +206,8 @@ class FetchRuntime:
                       batch.serial, t0 - batch.issued_at, t1 - t0, report.elapsed_s, t2 - t1)  # fmt: skip
             out = report.to_json()
             with self._lock:
-                self._running.pop(batch.serial, None)
-                self._done[batch.serial] = out
+                self._running.pop(key, None)
+                self._done[key] = out
                 while len(self._done) > DONE_MEMORY:
                     self._done.popitem(last=False)
             return out
