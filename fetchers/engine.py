@@ -22,7 +22,15 @@ from typing import Protocol
 from fetchers.guard import GuardedResolver, SsrfBlocked
 from fetchers.politeness import Deferred, Pacer, parse_retry_after
 from fetchers.records import Batch, FetchResult, Timings, UrlTask
-from fetchers.report import DEFERRED, RETRY_LATER, ROBOTS_UNAVAILABLE, THROTTLED, BatchReport
+from fetchers.report import (
+    DEFERRED,
+    DNS_RETRY_S,
+    DNS_TRANSIENT,
+    RETRY_LATER,
+    ROBOTS_UNAVAILABLE,
+    THROTTLED,
+    BatchReport,
+)
 from pipeline.robots import (
     MAX_ROBOTS_BYTES,
     MAX_ROBOTS_REDIRECTS,
@@ -294,6 +302,8 @@ class Engine:
                 ip = answers[0]["host"]
         except Exception as exc:
             fail = _Fail(dns_error_class(exc), str(exc)[:300] or type(exc).__name__)
+            if fail.error_class in DNS_TRANSIENT:
+                self.pacer.defer(host, DNS_RETRY_S)  # an outage: retry the host later, do not fail its URLs
             if ctx is not None:
                 ctx.failed_hosts[host] = fail
             raise fail from exc

@@ -20,7 +20,9 @@ from fetchers.records import UrlTask
 ROBOTS_UNAVAILABLE = "robots_unavailable"  # robots.txt answered 5xx/429 or was unreachable
 THROTTLED = "throttled"  # the server answered 429 or 503 with Retry-After
 DEFERRED = "deferred"  # not attempted: the host is in a back-off longer than the fetcher waits
-RETRY_LATER = frozenset({ROBOTS_UNAVAILABLE, THROTTLED, DEFERRED})
+DNS_TRANSIENT = frozenset({"dns_timeout", "dns_servfail", "dns_refused"})  # the resolver, not the name, failed
+DNS_RETRY_S = 5.0  # back-off for a host whose name failed transiently
+RETRY_LATER = frozenset({ROBOTS_UNAVAILABLE, THROTTLED, DEFERRED}) | DNS_TRANSIENT
 
 
 @dataclass(slots=True)

@@ -24,13 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from fetchers.records import Batch, FetchResult, UrlTask
+from fetchers.report import RETRY_LATER
 from pipeline import linkfilter, links
 from pipeline.dedup import SeenFilter
 from pipeline.dispatch.dispatcher import Dispatcher
 from pipeline.dispatch.protocols import Heartbeat, Refusal
 from pipeline.dispatch.quotas import Quotas
 from pipeline.dispatch.serials import SerialAllocator
-from pipeline.frontier import Frontier, FrontierLimits
+from pipeline.frontier import AnsweredFilter, Frontier, FrontierLimits
 from pipeline.journal import Checkpoint, SegmentWriter, replay
 from pipeline.settings import Settings
 from pipeline.stats import CrawlStats
@@ -40,8 +41,11 @@ from pipeline.urls import Scope, TrapRules, fingerprint, host_of, normalize
 
 log = logging.getLogger(__name__)
 
-# Errors after which the URL is final (not retried by the dispatcher).
-_NOT_FINAL = frozenset({"robots_unavailable"})
+# Results that are not outcomes: the fetcher hands the URL back (BatchReport.unfinished) to be tried
+# again after a back-off. After _MAX_RETRY_LATER such results a URL is recorded as FAILED, so a host
+# that stays unreachable (robots 5xx, DNS outage) cannot keep the crawl from ending.
+_NOT_FINAL = RETRY_LATER
+_MAX_RETRY_LATER = 5
 _FLUSH_EVERY = 256
 
 
@@ -50,27 +54,6 @@ class _InFlight:
     batch: Batch
     urls: frozenset[int]
     answered: set[int]
-
-
-class _RequeueFilter:
-    """The frontier as the dispatcher sees it: a re-queue never brings back a URL that already has a
-    result (an expired batch's answered URLs must not be fetched a second time)."""
-
-    def __init__(self, frontier: Frontier, answered: set[int]) -> None:
-        self._frontier = frontier
-        self._answered = answered
-
-    def lease(self, fetcher_id: str, n: int, now: float) -> list[UrlTask]:
-        return self._frontier.lease(fetcher_id, n, now)
-
-    def release(self, fetcher_id: str, now: float, *, host_delays: Mapping[str, float] | None = None) -> None:
-        self._frontier.release(fetcher_id, now, host_delays=host_delays)
-
-    def requeue(self, fetcher_id: str, tasks: Sequence[UrlTask]) -> None:
-        self._frontier.requeue(fetcher_id, [t for t in tasks if t.url_id not in self._answered])
-
-    def available(self, now: float) -> int:
-        return self._frontier.available(now)
 
 
 class CrawlCore:
@@ -110,9 +93,10 @@ class CrawlCore:
             )
         )
         self._answered: set[int] = set()  # url_ids with a result, among in-flight batches
+        self._retry_later: dict[int, int] = {}  # url_id -> retry-later results so far
         self.dispatcher = Dispatcher(
             settings.dispatch,
-            frontier=_RequeueFilter(self.frontier, self._answered),
+            frontier=AnsweredFilter(self.frontier, self._answered),
             quotas=quotas or Quotas.unlimited(),
             serials=SerialAllocator(store.reserve_serials),
             clock=clock,
@@ -221,10 +205,16 @@ class CrawlCore:
             self.dropped_results += 1
             return
         self.journal.append(result)
-        if result.error_class not in _NOT_FINAL:
-            flight.answered.add(result.url_id)
+        final = result.error_class not in _NOT_FINAL
+        if not final:
+            tries = self._retry_later.get(result.url_id, 0) + 1
+            final = tries > _MAX_RETRY_LATER
+            self._retry_later[result.url_id] = tries
+        if final:
+            self._retry_later.pop(result.url_id, None)
+            flight.answered.add(result.url_id)  # so the batch's re-queue does not bring it back
             self._answered.add(result.url_id)
-        self._apply(result)
+        self._apply(result, final=final)
         if len(self._outcomes) >= _FLUSH_EVERY:
             self.flush()
 
@@ -272,8 +262,10 @@ class CrawlCore:
         self.stats.set_queue(self.frontier.pending)
         return self.stats.tick()
 
-    def _apply(self, result: FetchResult) -> None:
-        if result.error_class in _NOT_FINAL:
+    def _apply(self, result: FetchResult, *, final: bool | None = None) -> None:
+        if final is None:
+            final = result.error_class not in _NOT_FINAL  # a replay: retry-later results stay pending
+        if not final:
             return  # comes back through the batch's unfinished list
         self.stats.on_result(result)
         state = UrlState.DONE

@@ -263,3 +263,24 @@ class Frontier:
         hs.pending = 0
         hs.window.clear()
         hs.complete = True
+
+
+class AnsweredFilter:
+    """The frontier as the dispatcher sees it: a re-queue never brings back a URL that already has a
+    result (an expired batch's answered URLs must not be fetched a second time)."""
+
+    def __init__(self, frontier: Frontier, answered: set[int]) -> None:
+        self._frontier = frontier
+        self._answered = answered
+
+    def lease(self, fetcher_id: str, n: int, now: float) -> list[UrlTask]:
+        return self._frontier.lease(fetcher_id, n, now)
+
+    def release(self, fetcher_id: str, now: float, *, host_delays: Mapping[str, float] | None = None) -> None:
+        self._frontier.release(fetcher_id, now, host_delays=host_delays)
+
+    def requeue(self, fetcher_id: str, tasks: Sequence[UrlTask]) -> None:
+        self._frontier.requeue(fetcher_id, [t for t in tasks if t.url_id not in self._answered])
+
+    def available(self, now: float) -> int:
+        return self._frontier.available(now)

@@ -64,6 +64,10 @@ def _decode(value: int, family: int) -> str:
     return socket.inet_ntop(family, value.to_bytes(16 if family == _V6 else 4, "big"))
 
 
+TRANSIENT_KINDS = frozenset({"timeout", "servfail", "refused"})
+TRANSIENT_TTL_S = 5.0
+
+
 class CachingResolver:
     """Caching, de-duplicating resolver. Build with :meth:`from_settings` in production code.
 
@@ -88,6 +92,10 @@ class CachingResolver:
         self._v4 = PositiveCache(cache_size)
         self._v6 = PositiveCache(max(1, cache_size // 4), ipv6=True)
         self._negative = negative
+        # Transient failures (timeout, SERVFAIL, REFUSED) stay out of the Bloom filter: a Bloom entry
+        # cannot be removed, so an upstream outage would fail every name for a whole negative TTL and
+        # the crawl would record those URLs as failed for good. They are remembered briefly instead.
+        self._transient: dict[tuple[str, int], tuple[str, float]] = {}
         self._inflight: dict[tuple[str, int], asyncio.Future[list[str]]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._background: set[asyncio.Task[None]] = set()
@@ -220,6 +228,12 @@ class CachingResolver:
             if kind is not None:
                 self._stats.negative_hits += 1
                 raise DnsError(kind, "negative cache", host=name, cached=True)
+        brief = self._transient.get((name, family))
+        if brief is not None:
+            if brief[1] > self._now():
+                self._stats.negative_hits += 1
+                raise DnsError(brief[0], "recent transient failure", host=name, cached=True)
+            del self._transient[(name, family)]
         self._stats.misses += 1
         pending = self._inflight.get((name, family))
         if pending is not None:
@@ -229,6 +243,9 @@ class CachingResolver:
         return list(await asyncio.shield(pending))
 
     def _recently_failed(self, name: str, family: int) -> bool:
+        brief = self._transient.get((name, family))
+        if brief is not None and brief[1] > self._now():
+            return True
         return self._negative is not None and self._negative.get(name, family) is not None
 
     def _start_lookup(self, name: str, family: int, key: int) -> asyncio.Future[list[str]]:
@@ -252,7 +269,11 @@ class CachingResolver:
             answer = await self._upstream.query(name, family)
         except DnsError as exc:
             self._stats.errors += 1
-            if self._negative is not None and not exc.cached:
+            if not exc.cached and exc.kind in TRANSIENT_KINDS:
+                if len(self._transient) > 65_536:
+                    self._transient.clear()
+                self._transient[(name, family)] = (exc.kind, self._now() + TRANSIENT_TTL_S)
+            elif self._negative is not None and not exc.cached:
                 self._negative.add(name, family, exc.kind)
             # A failed refresh keeps the stale entry: it expires by the policy, not by the failure.
             raise

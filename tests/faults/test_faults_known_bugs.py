@@ -68,7 +68,7 @@ def pin(component: str, test: str, reason: str) -> None:
 
 
 def test_expired_batch_requeues_only_unanswered_urls(tmp_path: Path) -> None:
-    """Was a known bug (EXPIRY_REQUEUES_ANSWERED); fixed in pipeline/core.py (_RequeueFilter). Regression test."""
+    """Was a known bug (EXPIRY_REQUEUES_ANSWERED); fixed in pipeline/core.py + frontier.AnsweredFilter. Regression test."""
     now = [1000.0]
     store = SqliteStore(tmp_path / "crawl.db")
     seeds = [f"http://a.crawl.test/p{i}" for i in range(6)]
@@ -145,9 +145,10 @@ def test_worker_shared_by_two_crawls_fetches_both(fault_bed: Bed, tmp_path: Path
 
 
 @pytest.mark.skipif(unbound_binary() is None, reason="unbound is not installed (scripts/svc-unbound.sh install)")
-@pytest.mark.xfail(strict=True, reason=DNS_OUTAGE_IS_FINAL)
 def test_dns_outage_at_start_loses_nothing(fault_bed: Bed, tmp_path: Path) -> None:
-    pin("unbound", "test_dns_outage_at_start_loses_nothing", DNS_OUTAGE_IS_FINAL)
+    """Was DNS_OUTAGE_IS_FINAL; fixed: transient DNS errors are retry-later with a host back-off
+    (fetchers/report.py, fetchers/engine.py), kept out of the Bloom negative cache
+    (pipeline/dns/cache_resolver.py), and capped per URL in pipeline/core.py. Regression test."""
     dns = PrivateUnbound(fault_bed.tb.dns_port, tmp_path / "unbound").start()
     start = time.time()
     try:
