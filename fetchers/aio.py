@@ -19,7 +19,8 @@ from aiohttp.abc import AbstractResolver
 from yarl import URL
 
 from fetchers.body import ACCEPT_ENCODING, BodyDecoder
-from fetchers.engine import BACKLOG, REDIRECT_STATUSES, Engine, Exchange, dns_error_class
+from fetchers.engine import BACKLOG, Engine
+from fetchers.exchange import REDIRECT_STATUSES, Exchange, dns_error_class
 from fetchers.guard import GuardedResolver, SsrfBlocked
 from fetchers.records import Batch, FetchResult
 from fetchers.report import BatchReport

@@ -17,8 +17,15 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 
+from fetchers.exchange import (
+    REDIRECT_STATUSES,
+    Exchange,
+    Transport,
+    dns_error_class,
+    is_ip_literal,
+    split_host,
+)
 from fetchers.guard import GuardedResolver, SsrfBlocked
 from fetchers.politeness import Deferred, Pacer, parse_retry_after
 from fetchers.records import Batch, FetchResult, Timings, UrlTask
@@ -44,36 +51,10 @@ from pipeline.urls import Scope, host_of, join, normalize
 
 log = logging.getLogger(__name__)
 
-REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 DEFAULT_THROTTLE_S = 60.0  # a 429 without Retry-After keeps the host away this long (capped by settings)
 _IP_TTL_S = 60.0
 BACKLOG = 2  # free_slots counts up to 2 x concurrency URLs
 URLS_PER_CONNECTION = 8  # a batch opens one more connection to a host per this many of its URLs
-
-
-@dataclass(slots=True)
-class Exchange:
-    """One HTTP request and its response (or failure), as a transport reports it."""
-
-    status: int = 0
-    headers: dict[str, str] = field(default_factory=dict)
-    content_type: str = ""
-    body: bytes = b""
-    truncated: bool = False
-    wire_bytes: int = 0
-    ip: str = ""
-    connect_s: float = 0.0
-    ttfb_s: float = 0.0
-    error_class: str = ""
-    error_message: str = ""
-    retryable: bool = False  # the failure happened before any response; another try may succeed
-
-
-class Transport(Protocol):
-    async def exchange(self, url: str, host: str, ip: str, *, max_body: int) -> Exchange:
-        """GET ``url`` (connecting to ``ip``, already SSRF-checked); read at most ``max_body`` decoded
-        bytes. Never raises except CancelledError."""
-        ...
 
 
 class _Fail(Exception):
@@ -81,21 +62,6 @@ class _Fail(Exception):
         super().__init__(message)
         self.error_class = error_class
         self.message = message
-
-
-def dns_error_class(exc: BaseException) -> str:
-    """Map a resolver failure to an error_class (our DNS layer's ``kind`` when it has one)."""
-    if isinstance(exc, SsrfBlocked):
-        return "ssrf_blocked"
-    kind = getattr(exc, "kind", None)
-    if isinstance(kind, str) and kind:
-        return "dns_nxdomain" if kind == "no_address" else f"dns_{kind}"
-    if isinstance(exc, TimeoutError):
-        return "dns_timeout"
-    msg = str(exc).lower()
-    if "timeout" in msg or "timed out" in msg or "temporary failure" in msg:
-        return "dns_timeout"
-    return "dns_nxdomain"
 
 
 @dataclass(slots=True)
@@ -290,9 +256,9 @@ class Engine:
             if ctx is not None:
                 ctx.host_ips[host] = cached[0]
             return cached[0]
-        name, port = _split_host(host)
+        name, port = split_host(host)
         try:
-            if _is_ip(name):
+            if is_ip_literal(name):
                 reason = self.resolver.check(name)
                 if reason:
                     raise SsrfBlocked(name, name, reason)
@@ -407,22 +373,3 @@ def _workers_for(n_urls: int, per_host: int, host: str) -> int:
     if not host:
         return 1
     return max(1, min(per_host, -(-n_urls // URLS_PER_CONNECTION)))
-
-
-def _split_host(host: str) -> tuple[str, int]:
-    """``name[:port]`` (IPv6 in brackets) -> (name, port); port 80 when absent (we see http here)."""
-    if host.startswith("["):
-        end = host.find("]")
-        name, rest = host[1:end], host[end + 1 :]
-        return name, int(rest[1:]) if rest.startswith(":") else 80
-    name, sep, port = host.rpartition(":")
-    if sep and port.isdigit():
-        return name, int(port)
-    return host, 80
-
-
-def _is_ip(name: str) -> bool:
-    if ":" in name:
-        return True
-    last = name.rpartition(".")[2]
-    return last.isdigit()  # a DNS name's last label (a TLD) is never all digits

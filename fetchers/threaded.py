@@ -31,7 +31,8 @@ from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 
 from fetchers.aio import KEEP_HEADERS
 from fetchers.body import ACCEPT_ENCODING, BodyDecoder
-from fetchers.engine import BACKLOG, REDIRECT_STATUSES, Engine, Exchange, _split_host
+from fetchers.engine import BACKLOG, Engine
+from fetchers.exchange import REDIRECT_STATUSES, Exchange, split_host
 from fetchers.guard import GuardedResolver, SsrfBlocked
 from fetchers.records import Batch, FetchResult
 from fetchers.report import BatchReport
@@ -168,7 +169,7 @@ class ThreadedTransport:
 
     async def exchange(self, url: str, host: str, ip: str, *, max_body: int) -> Exchange:
         ex = Exchange(ip=ip)
-        name, port = _split_host(host)
+        name, port = split_host(host)
         if url.startswith("https://") and not host.endswith(f":{port}"):
             port = 443
         if len(self.pins) > 100_000:  # bounded: hosts of past batches are re-pinned when seen again

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fetchers.engine import _is_ip, _split_host, dns_error_class
+from fetchers.exchange import dns_error_class, is_ip_literal, split_host
 from fetchers.guard import SsrfBlocked
 from fetchers.records import UrlTask
 from fetchers.report import RETRY_LATER, BatchReport
@@ -22,12 +22,12 @@ def test_dns_error_class() -> None:
 
 
 def test_split_host_and_ip_literals() -> None:
-    assert _split_host("a.test:8080") == ("a.test", 8080)
-    assert _split_host("a.test") == ("a.test", 80)
-    assert _split_host("[::1]:81") == ("::1", 81)
-    assert _split_host("[::1]") == ("::1", 80)
-    assert _is_ip("127.0.0.1") and _is_ip("::1") and _is_ip("2130706433") and _is_ip("0x7f.1")
-    assert not _is_ip("site1.crawl.test") and not _is_ip("localhost")
+    assert split_host("a.test:8080") == ("a.test", 8080)
+    assert split_host("a.test") == ("a.test", 80)
+    assert split_host("[::1]:81") == ("::1", 81)
+    assert split_host("[::1]") == ("::1", 80)
+    assert is_ip_literal("127.0.0.1") and is_ip_literal("::1") and is_ip_literal("2130706433") and is_ip_literal("0x7f.1")
+    assert not is_ip_literal("site1.crawl.test") and not is_ip_literal("localhost")
 
 
 def test_batch_report_json_round_trip() -> None:

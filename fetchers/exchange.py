@@ -1,0 +1,71 @@
+"""The transport seam: one HTTP exchange (no redirects followed) as a record, the protocol a transport
+implements (aiohttp in ``fetchers.aio``, requests-futures in ``fetchers.threaded``), and small pure helpers
+both sides share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from fetchers.guard import SsrfBlocked
+
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+
+
+@dataclass(slots=True)
+class Exchange:
+    """One HTTP request and its response (or failure), as a transport reports it."""
+
+    status: int = 0
+    headers: dict[str, str] = field(default_factory=dict)
+    content_type: str = ""
+    body: bytes = b""
+    truncated: bool = False
+    wire_bytes: int = 0
+    ip: str = ""
+    connect_s: float = 0.0
+    ttfb_s: float = 0.0
+    error_class: str = ""
+    error_message: str = ""
+    retryable: bool = False  # the failure happened before any response; another try may succeed
+
+
+class Transport(Protocol):
+    async def exchange(self, url: str, host: str, ip: str, *, max_body: int) -> Exchange:
+        """GET ``url`` (connecting to ``ip``, already SSRF-checked); read at most ``max_body`` decoded
+        bytes. Never raises except CancelledError."""
+        ...
+
+
+def dns_error_class(exc: BaseException) -> str:
+    """Map a resolver failure to an error_class (our DNS layer's ``kind`` when it has one)."""
+    if isinstance(exc, SsrfBlocked):
+        return "ssrf_blocked"
+    kind = getattr(exc, "kind", None)
+    if isinstance(kind, str) and kind:
+        return "dns_nxdomain" if kind == "no_address" else f"dns_{kind}"
+    if isinstance(exc, TimeoutError):
+        return "dns_timeout"
+    msg = str(exc).lower()
+    if "timeout" in msg or "timed out" in msg or "temporary failure" in msg:
+        return "dns_timeout"
+    return "dns_nxdomain"
+
+
+def split_host(host: str) -> tuple[str, int]:
+    """``name[:port]`` (IPv6 in brackets) -> (name, port); port 80 when absent (we see http here)."""
+    if host.startswith("["):
+        end = host.find("]")
+        name, rest = host[1:end], host[end + 1 :]
+        return name, int(rest[1:]) if rest.startswith(":") else 80
+    name, sep, port = host.rpartition(":")
+    if sep and port.isdigit():
+        return name, int(port)
+    return host, 80
+
+
+def is_ip_literal(name: str) -> bool:
+    if ":" in name:
+        return True
+    last = name.rpartition(".")[2]
+    return last.isdigit()  # a DNS name's last label (a TLD) is never all digits
