@@ -11,10 +11,11 @@ Contract with the dispatcher:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from fetchers.records import UrlTask
+from fetchers.records import SchemaError, UrlTask
 
 # error_class values that mean "not done, try again later" rather than an outcome.
 ROBOTS_UNAVAILABLE = "robots_unavailable"  # robots.txt answered 5xx/429 or was unreachable
@@ -48,13 +49,54 @@ class BatchReport:
         }
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> BatchReport:
-        return cls(
-            serial=int(obj["serial"]),
-            fetcher_id=str(obj["fetcher_id"]),
-            pages=int(obj["pages"]),
-            elapsed_s=float(obj["elapsed_s"]),
-            host_delays={str(k): float(v) for k, v in obj.get("host_delays", {}).items()},
-            host_ips={str(k): str(v) for k, v in obj.get("host_ips", {}).items()},
-            unfinished=[UrlTask(str(u), int(i), int(d)) for u, i, d in obj.get("unfinished", [])],
-        )
+    def from_json(cls, obj: Any) -> BatchReport:
+        """Validate and build; raises ``SchemaError`` (never OverflowError/TypeError) on a malformed report."""
+        if not isinstance(obj, dict):
+            raise SchemaError("report must be an object")
+        try:
+            host_delays = obj.get("host_delays", {})
+            host_ips = obj.get("host_ips", {})
+            unfinished = obj.get("unfinished", [])
+            if not isinstance(host_delays, dict) or not isinstance(host_ips, dict) or not isinstance(unfinished, list):
+                raise SchemaError("host_delays/host_ips must be objects, unfinished a list")
+            tasks = []
+            for item in unfinished:
+                if not (isinstance(item, list) and len(item) == 3):
+                    raise SchemaError("unfinished task must be [url, id, depth]")
+                url, url_id, depth = item
+                tasks.append(UrlTask(_str(url), _int(url_id), _int(depth)))
+            return cls(
+                serial=_int(obj["serial"]),
+                fetcher_id=_str(obj["fetcher_id"]),
+                pages=_int(obj["pages"]),
+                elapsed_s=_num(obj["elapsed_s"]),
+                host_delays={_str(k): _num(v) for k, v in host_delays.items()},
+                host_ips={_str(k): _str(v) for k, v in host_ips.items()},
+                unfinished=tasks,
+            )
+        except KeyError as exc:
+            raise SchemaError(f"missing field {exc}") from exc
+
+
+def _int(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise SchemaError(f"expected an integer, got {type(v).__name__}")
+    return v
+
+
+def _num(v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise SchemaError(f"expected a number, got {type(v).__name__}")
+    try:
+        f = float(v)
+    except OverflowError as exc:
+        raise SchemaError("number out of range") from exc
+    if not math.isfinite(f):
+        raise SchemaError("number must be finite")
+    return f
+
+
+def _str(v: Any) -> str:
+    if not isinstance(v, str):
+        raise SchemaError(f"expected a string, got {type(v).__name__}")
+    return v

@@ -34,3 +34,19 @@ def test_batch_report_json_round_trip() -> None:
     rep = BatchReport(3, "f", 2, 1.5, {"a:1": 0.2}, {"a:1": "127.0.10.1"}, [UrlTask("http://a:1/", 7, 2)])
     assert BatchReport.from_json(rep.to_json()) == rep
     assert {"robots_unavailable", "throttled", "deferred", "dns_timeout"} <= set(RETRY_LATER)
+
+
+def test_batch_report_from_json_rejects_malformed() -> None:
+    import pytest
+
+    from fetchers.records import SchemaError
+
+    good = BatchReport(3, "f", 2, 1.5, {"a:1": 0.2}, {"a:1": "127.0.10.1"}, [UrlTask("http://a:1/", 7, 2)]).to_json()
+    for key, bad in [("pages", float("inf")), ("pages", "1"), ("elapsed_s", 10**400),
+                     ("serial", True), ("host_delays", {"h": float("nan")}), ("unfinished", [["u", 1]]),
+                     ("host_ips", {"h": 1}), ("fetcher_id", None)]:  # fmt: skip
+        obj = dict(good, **{key: bad})
+        with pytest.raises(SchemaError):
+            BatchReport.from_json(obj)
+    with pytest.raises(SchemaError):
+        BatchReport.from_json({"serial": 1})
