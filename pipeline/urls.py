@@ -8,8 +8,8 @@ bytes) to w3lib's ``safe_url_string`` first. It never raises: junk gives ``None`
 from __future__ import annotations
 
 import functools
-import posixpath
 import re
+import socket
 from dataclasses import dataclass, field
 from urllib.parse import SplitResult, parse_qsl, urlencode, urljoin, urlsplit
 
@@ -38,10 +38,13 @@ EXTRACTOR = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None, include_p
 def is_canonical(url: str, *, max_length: int = 8192) -> bool:
     """True when ``normalize(url)`` would return ``url`` unchanged (a cheap, conservative test)."""
     m = _CANONICAL.fullmatch(url)
-    if m is None or "/." in url or len(url) > max_length or ("%" in url and _BAD_PCT.search(url)):
+    if m is None or "/." in url or "%" in url or len(url) > max_length:
         return False
     port = m.group(2)
-    return port is None or (int(port) <= 65535 and int(port) != _DEFAULT_PORTS[m.group(1)])
+    if port is not None and not (0 < int(port) <= 65535 and int(port) != _DEFAULT_PORTS[m.group(1)]):
+        return False
+    last = url[url.index("//") + 2 :].split("/", 1)[0].split(":", 1)[0].rsplit(".", 1)[-1]
+    return not last.isdigit()  # numeric hosts are canonicalized by the slow path
 
 
 def normalize(url: str, *, sort_query: bool = False, max_length: int = 8192) -> str | None:
@@ -74,17 +77,33 @@ def _normalize(url: str, sort_query: bool, max_length: int) -> str | None:
     if host is None:
         return None
     port = parts.port  # raises ValueError on a junk port
+    if port == 0:
+        return None
     netloc = host if port is None or port == _DEFAULT_PORTS[scheme] else f"{host}:{port}"
     path = parts.path or "/"
+    if "%" in path:
+        path = _PCT.sub(_pct_norm, path)
     if "/." in path or path.startswith("."):
         path = _remove_dot_segments(path)
     query = parts.query
+    if "%" in query:
+        query = _PCT.sub(_pct_norm, query)
     if sort_query and query:
         query = urlencode(sorted(parse_qsl(query, keep_blank_values=True)))
     out = f"{scheme}://{netloc}{path}"
     if query:
         out = f"{out}?{query}"
     return out if len(out) <= max_length else None
+
+
+_PCT = re.compile(r"%[0-9A-Fa-f]{2}")
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+
+
+def _pct_norm(m: re.Match[str]) -> str:
+    """RFC 3986 6.2.2: %7e -> ~ (unreserved characters unescaped), %2f -> %2F (hex upper-cased)."""
+    char = chr(int(m.group(0)[1:], 16))
+    return char if char in _UNRESERVED else m.group(0).upper()
 
 
 def _clean_host(parts: SplitResult) -> str | None:
@@ -96,19 +115,35 @@ def _clean_host(parts: SplitResult) -> str | None:
     host = host.rstrip(".")
     if not host.isascii():
         host = host.encode("idna").decode("ascii")
+    last = host.rsplit(".", 1)[-1]
+    if last and (last.isdigit() or last.startswith("0x")):
+        # WHATWG: a host ending in a number is an IPv4 address in any of inet_aton's forms
+        # (2130706433, 0x7f.1, 127.1): canonicalize it, or refuse it.
+        try:
+            return socket.inet_ntoa(socket.inet_aton(host))
+        except OSError:
+            return None
     return host if _HOST_OK.match(host) else None
 
 
 def _remove_dot_segments(path: str) -> str:
-    trailing = path.endswith(("/", "/.", "/.."))
-    norm = posixpath.normpath(path)
-    if norm.startswith("//"):  # normpath keeps a leading '//' per POSIX; URLs do not want it
-        norm = "/" + norm.lstrip("/")
-    if norm == ".":
-        norm = "/"
-    if trailing and not norm.endswith("/"):
-        norm += "/"
-    return norm if norm.startswith("/") else "/" + norm
+    """RFC 3986 section 5.2.4: resolve '.' and '..' segments; empty segments ('//') are kept."""
+    out: list[str] = []
+    segments = path.split("/")
+    for i, seg in enumerate(segments):
+        last = i == len(segments) - 1
+        if seg == ".":
+            if last:
+                out.append("")
+        elif seg == "..":
+            if len(out) > 1:
+                out.pop()
+            if last:
+                out.append("")
+        else:
+            out.append(seg)
+    result = "/".join(out)
+    return result if result.startswith("/") else "/" + result
 
 
 def join(base: str, href: str) -> str:
@@ -131,13 +166,22 @@ def host_of(url: str) -> str:
     return url[start:] if end < 0 else url[start:end]
 
 
+def _host_part(authority: str) -> str:
+    """The host of ``host[:port]`` or ``[v6]:port``."""
+    if authority.startswith("["):
+        return authority[: authority.find("]") + 1]
+    return authority.split(":", 1)[0]
+
+
 @functools.lru_cache(maxsize=65536)
 def registered_domain(host: str) -> str:
     """The registrable domain of a host (public-suffix aware, offline snapshot).
 
     Falls back to the last two labels for names under suffixes the PSL does not know (e.g. ``.test``).
     """
-    hostname = host.split(":")[0] if not host.startswith("[") else host
+    hostname = _host_part(host)
+    if hostname.startswith("[") or hostname.replace(".", "").isdigit():
+        return hostname  # an IP address is its own registrable unit
     ext = EXTRACTOR(hostname)
     if ext.suffix and ext.domain:
         return f"{ext.domain}.{ext.suffix}"
@@ -213,7 +257,7 @@ class Scope:
             if ok is None:
                 if len(self._hosts) > 100_000:
                     self._hosts.clear()
-                ok = self._hosts[authority] = self._in_domains(authority.split(":")[0])
+                ok = self._hosts[authority] = self._in_domains(_host_part(authority))
             if not ok:
                 return False
         if self.deny and any(p.search(url) for p in self.deny):

@@ -59,7 +59,7 @@ def test_normalize_never_raises_on_junk(junk: str) -> None:
 URLISH = st.builds(
     lambda scheme, host, port, path, query, frag: f"{scheme}://{host}{port}{path}{query}{frag}",
     st.sampled_from(["http", "HTTP", "https", "HtTpS"]),
-    st.from_regex(r"[A-Za-z0-9]{1,10}(\.[A-Za-z0-9]{1,10}){0,3}", fullmatch=True),
+    st.from_regex(r"([A-Za-z0-9]{1,10}\.){0,3}[A-Za-z][A-Za-z0-9]{0,9}", fullmatch=True),
     st.sampled_from(["", ":80", ":443", ":8080", ":1"]),
     st.lists(st.sampled_from(["a", "B", ".", "..", "%41", "%zz", "x y", "é", "", "~"]), max_size=6).map(
         lambda segs: "/" + "/".join(segs)
@@ -106,3 +106,23 @@ def test_trap_rules() -> None:
     assert trap_reason("http://a.test/" + "x" * 80, rules) == "url_too_long"
     assert trap_reason("http://a.test/a/b/c/d/e", rules) == "path_too_deep"
     assert trap_reason("http://a.test/a/x/a/a", rules) == "repeated_segments"
+
+
+@pytest.mark.parametrize(
+    ("raw", "want"),
+    [
+        ("http://a.test/a//b/./c", "http://a.test/a//b/c"),  # RFC 3986: empty segments are kept
+        ("http://a.test/a//b", "http://a.test/a//b"),
+        ("http://a.test:0/", None),
+        ("http://a.test/%7e%2fx", "http://a.test/~%2Fx"),  # unreserved unescaped, hex upper-cased
+        ("http://2130706433/", "http://127.0.0.1/"),  # numeric hosts as browsers read them
+        ("http://0x7f.1/x", "http://127.0.0.1/x"),
+        ("http://a.test/a/b/../../..", "http://a.test/"),
+    ],
+)
+def test_normalize_rfc3986_details(raw: str, want: str | None) -> None:
+    assert normalize(raw) == want
+
+
+def test_ipv6_seed_is_in_its_own_scope() -> None:
+    assert Scope.build(["http://[::1]:8080/"]).allows("http://[::1]:8080/x")
