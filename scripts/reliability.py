@@ -89,17 +89,38 @@ def fault_section(recs: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def xfail_section(recs: list[dict[str, Any]]) -> list[str]:
+def pin_state(where: str, test: str) -> str:
+    """'open' while the test still carries an xfail marker, 'fixed' once it is a plain regression test,
+    'gone' when the test no longer exists."""
+    path = ROOT / where
+    if not path.exists():
+        return "gone"
+    lines = path.read_text().splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith(f"def {test}("):
+            j = i - 1
+            while j >= 0 and lines[j].startswith("@"):
+                if "xfail" in lines[j]:
+                    return "open"
+                j -= 1
+            return "fixed"
+    return "gone"
+
+
+def xfail_section(recs: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """(open bugs, bugs fixed since the suite found them), from the recorded pins and the test sources."""
     groups = latest(recs, lambda r: r["test"])
-    lines = []
+    open_, fixed = [], []
     for test in sorted(groups, key=lambda t: (groups[t][-1]["component"], t)):
         r = groups[test][-1]
         where = r.get("file", "tests/faults/test_faults_known_bugs.py")
-        path = ROOT / where
-        if not path.exists() or f"def {test}(" not in path.read_text():
-            continue  # the bug was fixed and its pin removed
-        lines.append(f"- **{r['component']}** — `{where}::{test}`: {r['reason']}")
-    return lines
+        state = pin_state(where, test)
+        line = f"- **{r['component']}** — `{where}::{test}`: {r['reason']}"
+        if state == "open":
+            open_.append(line)
+        elif state == "fixed":
+            fixed.append(f"- **{r['component']}** — `{where}::{test}` (now a regression test)")
+    return open_, fixed
 
 
 def hostile_section(recs: list[dict[str, Any]]) -> list[str]:
@@ -118,6 +139,7 @@ def render(path: Path) -> str:
     faults = [r for r in recs if r.get("type") == "fault"]
     xfails = [r for r in recs if r.get("type") == "xfail"]
     hostile = [r for r in recs if r.get("type") == "hostile"]
+    open_bugs, fixed_bugs = xfail_section(xfails)
     machines = {(r.get("machine") or {}).get("cpu", "?"): (r.get("machine") or {}).get("nproc", "?") for r in recs}
     out = [
         "# Reliability",
@@ -149,7 +171,11 @@ def render(path: Path) -> str:
         "included; `expired_unanswered`: the holder of an expired batch was alive after all and finished it while "
         "the re-issued copy ran elsewhere).",
         "",
-        *(xfail_section(xfails) or ["- none recorded"]),
+        *(open_bugs or ["- none open"]),
+        "",
+        "Found by the suite and fixed since (their tests now guard against a regression):",
+        "",
+        *(fixed_bugs or ["- none yet"]),
         "",
         "## Hostile inputs",
         "",

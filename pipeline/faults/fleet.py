@@ -36,12 +36,14 @@ class FleetRig:
         dns_server: str | None = None,
         store: StoreSettings | None = None,
         extra_env: dict[str, str] | None = None,
+        log_level: str = "INFO",
     ) -> None:
         self.bed = bed
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
         self.out = workdir / "out"
         self.slots = slots
+        self.log_level = log_level
         self.service = f"svc{uuid.uuid4().hex[:8]}"
         self.prefix = f"n{uuid.uuid4().hex[:6]}"
         self.store = store or StoreSettings()
@@ -78,14 +80,14 @@ class FleetRig:
         name = self.node(i)
         w = self.workers.get(name)
         if w is None:
-            cmd = python_cmd("worker", "--node", name, "--slots", str(self.slots), "--loglevel", "INFO")
+            cmd = python_cmd("worker", "--node", name, "--slots", str(self.slots), "--loglevel", self.log_level)
             w = self.workers[name] = Managed(f"worker {name}", cmd, self.env, self.workdir / f"worker-{name}.log")
         return w.start()
 
     def start_dispatcher(self, *, resume: bool = False) -> Managed:
         seeds = [] if resume else list(self.bed.tb.seeds)
         cmd = python_cmd("dispatcher", *seeds, "--out", str(self.out), "--json", "--no-progress",
-                         *(["--resume"] if resume else []))  # fmt: skip
+                         "--log-level", self.log_level, *(["--resume"] if resume else []))  # fmt: skip
         return self.dispatcher.start(cmd)
 
     def wait_dispatcher(self, *, timeout_s: float = 240.0) -> dict[str, Any]:

@@ -63,8 +63,7 @@ DNS_OUTAGE_IS_FINAL = (
     "for seconds, not minutes."
 )
 def pin(component: str, test: str, reason: str) -> None:
-    results.append({"type": "xfail", "component": component, "test": test, "reason": reason,
-                    "file": "tests/faults/test_faults_known_bugs.py"})  # fmt: skip
+    results.pin(component, test, reason, file="tests/faults/test_faults_known_bugs.py")
 
 
 def test_expired_batch_requeues_only_unanswered_urls(tmp_path: Path) -> None:

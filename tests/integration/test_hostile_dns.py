@@ -71,8 +71,8 @@ def test_each_hostile_name_ends_cleanly(tb: TestbedProcess, name: str) -> None:
 
 @pytest.mark.xfail(strict=True, reason=GARBAGE_POISONS)
 def test_garbage_answer_does_not_fail_other_lookups(tb: TestbedProcess) -> None:
-    results.append({"type": "xfail", "component": "dns", "test": "test_garbage_answer_does_not_fail_other_lookups",
-                    "reason": GARBAGE_POISONS, "file": "tests/integration/test_hostile_dns.py"})  # fmt: skip
+    results.pin("dns", "test_garbage_answer_does_not_fail_other_lookups", GARBAGE_POISONS,
+                file="tests/integration/test_hostile_dns.py")
     settings = bed_settings(tb.dns_server, dns={"timeout_s": 1.0, "tries": 2})
 
     async def go() -> list[object]:
