@@ -30,6 +30,8 @@ def register(subparsers: Any) -> None:
     _fleet_flags(d)
     d.add_argument("--resume", action="store_true", help="continue the crawl in --out after a stop or crash")
     d.add_argument("--serve", action="store_true", help="keep running when the crawl is done (for submits)")
+    d.add_argument("--metrics-port", type=int, default=None,
+                   help="serve Prometheus /metrics and an HTML /status page on 127.0.0.1:PORT (0 = any free port)")
     if not any("--log-level" in a.option_strings for a in d._actions):  # add_crawl_flags may include them
         logs.add_arguments(d)
     d.set_defaults(func=_cmd_dispatcher)
@@ -78,7 +80,8 @@ def _cmd_dispatcher(args: argparse.Namespace) -> int:
     if not seeds and not args.resume and not args.serve:
         print("crawlfleet dispatcher: give seed URLs, --resume or --serve", file=sys.stderr)
         return 2
-    service = FleetDispatcher(settings, out_dir=out, seeds=seeds, resume=args.resume, serve=args.serve)
+    service = FleetDispatcher(settings, out_dir=out, seeds=seeds, resume=args.resume, serve=args.serve,
+                              metrics_port=args.metrics_port)  # fmt: skip
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: service.stop())
     summary = service.run()

@@ -32,6 +32,7 @@ from typing import IO, Any
 
 from fetchers.records import Batch
 from pipeline.core import CrawlCore
+from pipeline.metrics import LatestSnapshot, MetricsServer
 from pipeline.settings import Settings
 from pipeline.storage.base import Store
 from pipeline.transport.messages import (
@@ -101,6 +102,7 @@ class FleetDispatcher:
         seeds: Sequence[str] = (),
         resume: bool = False,
         serve: bool = False,
+        metrics_port: int | None = None,
         wall: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -112,6 +114,9 @@ class FleetDispatcher:
         self.seeds = list(seeds)
         self.resume = resume
         self.serve = serve
+        self.metrics_port = metrics_port  # Prometheus /metrics and an HTML /status page (#9); None = off
+        self._metrics: MetricsServer | None = None
+        self._snapshot = LatestSnapshot()
         self._wall, self._mono = wall, monotonic
         d = settings.dispatch
         self.hb_timeout = d.heartbeat_s * d.missed_heartbeats
@@ -165,10 +170,16 @@ class FleetDispatcher:
             self.core = CrawlCore(self.settings, store, seeds=self.seeds, out_dir=self.out_dir,
                                   clock=self.clock, resume=self.resume)  # fmt: skip
             self._scope_json = scope_to_json(self.core.scope)
+            if self.metrics_port is not None:
+                self._metrics = MetricsServer(self.core.stats, fleet=self._snapshot)
+                port = self._metrics.start_in_thread("127.0.0.1", self.metrics_port)
+                self._event("metrics", url=f"http://127.0.0.1:{port}/metrics")
             for hb in early:
                 self._on_heartbeat(hb)
             self._loop()
         finally:
+            if self._metrics is not None:
+                self._metrics.stop_thread()
             if self.core is not None:
                 self.core.close()
                 summary = self._summary(started)
@@ -305,6 +316,7 @@ class FleetDispatcher:
         core = self.core
         assert core is not None
         row = core.tick()
+        self._snapshot.set(core.dispatcher.snapshot())
         if row is not None and self._stats_file is not None:
             self._stats_file.write(json.dumps(row, separators=(",", ":")) + "\n")
             self._stats_file.flush()
