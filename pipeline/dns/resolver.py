@@ -37,6 +37,7 @@ from pipeline.dns.errors import Answer, DnsError
 
 _log = logging.getLogger(__name__)
 
+_ARES_OPT_UDP_MAX_QUERIES = 1 << 19
 _ARES_OPT_QUERY_CACHE = 1 << 21  # ares.h; pycares 5 does not export it
 
 _KIND_BY_CODE: dict[int, str] = {
@@ -94,7 +95,12 @@ class _NoQcacheChannel(pycares.Channel):
             if lib.ares_save_options(channel, options, optmask) != lib.ARES_SUCCESS:
                 raise pycares.AresError("ares_save_options failed")
             options.qcache_max_ttl = 0
-            status = lib.ares_init_options(new, options, optmask[0] | _ARES_OPT_QUERY_CACHE)
+            # One query per UDP socket: c-ares ends every query sharing a socket when one reply on it is
+            # garbage, so one hostile name's answer would fail unrelated look-ups in flight.
+            options.udp_max_queries = 1
+            status = lib.ares_init_options(
+                new, options, optmask[0] | _ARES_OPT_QUERY_CACHE | _ARES_OPT_UDP_MAX_QUERIES
+            )
             lib.ares_destroy_options(options)
             if status != lib.ARES_SUCCESS:
                 raise pycares.AresError(status, pycares.errno.strerror(status))
