@@ -37,33 +37,63 @@ def port_open(port: int) -> bool:
 
 # --- unbound -------------------------------------------------------------------------------------------
 class PrivateUnbound:
+    """unbound on a port free for UDP and TCP; a restart reuses the port (the crawler knows only it)."""
+
     def __init__(self, upstream_port: int, workdir: Path) -> None:
-        from pipeline.dns.unbound import render_config, unbound_binary
+        from pipeline.dns.unbound import unbound_binary
 
         binary = unbound_binary()
         if binary is None:
             raise HarnessError("unbound is not installed (scripts/svc-unbound.sh install)")
         workdir.mkdir(parents=True, exist_ok=True)
-        self.port = free_port(socket.SOCK_DGRAM)
-        conf = workdir / "unbound.conf"
-        conf.write_text(render_config(port=self.port, upstream_port=upstream_port, workdir=workdir))
-        self.proc = Managed("unbound", [binary, "-d", "-c", str(conf)], dict(os.environ), workdir / "unbound.log")
+        self.workdir, self.upstream_port = workdir, upstream_port
+        self.conf = workdir / "unbound.conf"
+        self.port = 0
+        self.proc = Managed("unbound", [binary, "-d", "-c", str(self.conf)], dict(os.environ), workdir / "unbound.log")
 
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self) -> PrivateUnbound:
+    def _configure(self, port: int) -> None:
+        from pipeline.dns.unbound import render_config
+
+        self.port = port
+        self.conf.write_text(render_config(port=port, upstream_port=self.upstream_port, workdir=self.workdir))
+
+    def _start_once(self, *, timeout_s: float = 20.0) -> bool:
         from pipeline.dns.unbound import _answers
 
         self.proc.start()
-        wait_until(lambda: _answers(self.port), timeout_s=20, what="unbound to answer")
-        return self
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if _answers(self.port):
+                return True
+            if not self.proc.running:  # e.g. "can't bind socket": the port was taken meanwhile
+                return False
+            time.sleep(0.05)
+        self.proc.terminate(timeout_s=5)
+        return False
+
+    def start(self) -> PrivateUnbound:
+        """First start: a fresh free port per attempt (another test may take one between probe and bind)."""
+        from pipeline.dns.unbound import free_port as free_udp_tcp_port
+
+        for _ in range(5):
+            self._configure(free_udp_tcp_port())
+            if self._start_once():
+                return self
+        raise HarnessError(f"unbound did not start:\n{self.proc.log_tail()}")
 
     def restart(self) -> None:
+        """Kill (if running) and start again on the same port."""
         if self.proc.running:
             self.proc.kill()
-        self.start()
+        for _ in range(10):
+            if self._start_once():
+                return
+            time.sleep(0.5)
+        raise HarnessError(f"unbound did not come back on port {self.port}:\n{self.proc.log_tail()}")
 
     def stop(self) -> None:
         self.proc.terminate(timeout_s=5)
