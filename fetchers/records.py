@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import base64
 import zlib
-
-import lz4.block
 from dataclasses import dataclass, field
 from typing import Any
+
+import lz4.block
 
 
 class SchemaError(ValueError):
@@ -60,13 +60,15 @@ class Batch:
             _require(isinstance(item, list) and len(item) == 3, "task must be [url, id, depth]")
             url, url_id, depth = item
             _require(isinstance(url, str) and isinstance(url_id, int) and isinstance(depth, int), "task types")
+            _require(not isinstance(url_id, bool) and not isinstance(depth, bool), "task types")
+            _require(_text_ok(url), "task url")
             tasks.append(UrlTask(url, url_id, depth))
         return cls(
             serial=serial,
             fetcher_id=_field(obj, "fetcher_id", str),
             tasks=tasks,
             service=_field(obj, "service", str),
-            issued_at=float(_field(obj, "issued_at", (int, float))),
+            issued_at=_finite(obj, "issued_at"),
         )
 
 
@@ -150,17 +152,21 @@ class FetchResult:
         body = _decode_body(obj, max_body_bytes)
         timings = _field(obj, "timings", list)
         _require(len(timings) == 4 and all(isinstance(t, int | float) for t in timings), "timings")
+        timings = [_to_float(t, "timings") for t in timings]
         headers = _field(obj, "headers", dict)
         _require(all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()), "headers")
         redirects = _field(obj, "redirects", list)
         _require(all(isinstance(r, str) for r in redirects), "redirects")
         retry_after = obj.get("retry_after_s")
         _require(retry_after is None or isinstance(retry_after, int | float), "retry_after_s")
+        url = _field(obj, "url", str)
+        final_url = _field(obj, "final_url", str)
+        _require(_text_ok(url) and _text_ok(final_url), "url")
         return cls(
-            url=_field(obj, "url", str),
+            url=url,
             url_id=_field(obj, "url_id", int),
             depth=_field(obj, "depth", int),
-            final_url=_field(obj, "final_url", str),
+            final_url=final_url,
             redirects=redirects,
             status=_field(obj, "status", int),
             headers=headers,
@@ -169,14 +175,14 @@ class FetchResult:
             truncated=_field(obj, "truncated", bool),
             wire_bytes=_field(obj, "wire_bytes", int),
             body_bytes=_field(obj, "body_bytes", int),
-            timings=Timings(*(float(t) for t in timings)),
+            timings=Timings(*timings),
             ip=_field(obj, "ip", str),
             error_class=_field(obj, "error_class", str),
             error_message=_field(obj, "error_message", str),
             serial=_field(obj, "serial", int),
             fetcher_id=_field(obj, "fetcher_id", str),
-            fetched_at=float(_field(obj, "fetched_at", (int, float))),
-            retry_after_s=None if retry_after is None else float(retry_after),
+            fetched_at=_finite(obj, "fetched_at"),
+            retry_after_s=None if retry_after is None else _to_float(retry_after, "retry_after_s"),
             noindex=bool(obj.get("noindex", False)),
             nofollow=bool(obj.get("nofollow", False)),
         )
@@ -202,6 +208,29 @@ def _decode_body(obj: dict[str, Any], max_body_bytes: int) -> bytes:
         return zlib.decompressobj().decompress(base64.b64decode(raw, validate=True), max_body_bytes)
     except (ValueError, zlib.error) as exc:
         raise SchemaError(f"body_z: {exc}") from exc
+
+
+def _text_ok(text: str) -> bool:
+    """Encodable as UTF-8: JSON allows lone surrogates (\\ud800), which break hashing and I/O later."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _to_float(value: Any, what: str) -> float:
+    try:
+        out = float(value)
+    except OverflowError as exc:  # a huge JSON integer
+        raise SchemaError(f"{what}: out of range") from exc
+    if out != out or out in (float("inf"), float("-inf")):
+        raise SchemaError(f"{what}: not finite")
+    return out
+
+
+def _finite(obj: dict[str, Any], name: str) -> float:
+    return _to_float(_field(obj, name, (int, float)), name)
 
 
 def _require(cond: bool, what: str) -> None:

@@ -127,12 +127,12 @@ def _extract_into(
             url = cache[href] = resolver.resolve(href)
         if url is None:
             continue
+        if len(links) >= max_links:
+            page.truncated = True  # a further link exists beyond the cap
+            break
         rel = attrs.get("rel")
         nofollow = bool(rel) and "nofollow" in rel.lower().split()  # type: ignore[union-attr]
         links.append(Link(url, _anchor(node, max_anchor) if max_anchor > 0 else "", nofollow))
-        if len(links) >= max_links:
-            page.truncated = True
-            break
 
 
 def _anchor(node: object, max_anchor: int) -> str:

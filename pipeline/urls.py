@@ -156,7 +156,8 @@ def join(base: str, href: str) -> str:
 
 def fingerprint(url: str) -> int:
     """Signed 64-bit fingerprint of a normalized URL (fits SQLite INTEGER and HBase longs)."""
-    return mmh3.hash64(url, signed=True)[0]
+    # Hash bytes: mmh3 dereferences NULL on a str that is not UTF-8 encodable (a lone surrogate from JSON).
+    return mmh3.hash64(url.encode("utf-8", "surrogatepass"), signed=True)[0]
 
 
 def host_of(url: str) -> str:

@@ -33,6 +33,11 @@ def normalize_name(host: str) -> str:
     return host.rstrip(".").lower()
 
 
+def _b(text: str) -> bytes:
+    """UTF-8 bytes for mmh3, which segfaults on a str holding a lone surrogate (same hash otherwise)."""
+    return text.encode("utf-8", "surrogatepass")
+
+
 def name_key(name: str) -> int:
     """The 76-bit key of an already normalized name (see :func:`normalize_name`)."""
     rest, _, tld = name.rpartition(".")
@@ -42,8 +47,8 @@ def name_key(name: str) -> int:
         rest = f"{rest}\x00{tld}"
     return (
         (code << _TLD_SHIFT)
-        | (mmh3.hash(sld, 0, signed=False) << _SLD_SHIFT)
-        | mmh3.hash(rest, 0, signed=False)
+        | (mmh3.hash(_b(sld), 0, signed=False) << _SLD_SHIFT)
+        | mmh3.hash(_b(rest), 0, signed=False)
     )
 
 
@@ -61,5 +66,5 @@ def prefix_range(tld: str, sld: str | None = None) -> tuple[int, int]:
     if sld is None:
         lo = code << _TLD_SHIFT
         return lo, lo + (1 << _TLD_SHIFT)
-    lo = (code << _TLD_SHIFT) | (mmh3.hash(sld.lower(), 0, signed=False) << _SLD_SHIFT)
+    lo = (code << _TLD_SHIFT) | (mmh3.hash(_b(sld.lower()), 0, signed=False) << _SLD_SHIFT)
     return lo, lo + (1 << _SLD_SHIFT)
