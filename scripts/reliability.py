@@ -124,7 +124,11 @@ def xfail_section(recs: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
 
 
 def hostile_section(recs: list[dict[str, Any]]) -> list[str]:
-    groups = latest(recs, lambda r: (r["mode"], r["input"]))
+    # Per mode, only the inputs of that mode's latest run (inputs renamed or dropped since do not linger).
+    last_run: dict[str, str] = {}
+    for r in recs:
+        last_run[r["mode"]] = max(last_run.get(r["mode"], ""), r["run"])
+    groups = latest([r for r in recs if r["run"] == last_run[r["mode"]]], lambda r: (r["mode"], r["input"]))
     lines = ["| mode | input | outcome | error class | crawl went on | peak RSS MB | note |", "|---|---|---|---|---|---:|---|"]
     for k in sorted(groups):
         r = groups[k][-1]
@@ -140,7 +144,7 @@ def render(path: Path) -> str:
     xfails = [r for r in recs if r.get("type") == "xfail"]
     hostile = [r for r in recs if r.get("type") == "hostile"]
     open_bugs, fixed_bugs = xfail_section(xfails)
-    machines = {(r.get("machine") or {}).get("cpu", "?"): (r.get("machine") or {}).get("nproc", "?") for r in recs}
+    machines = {r["machine"].get("cpu", "?"): r["machine"].get("nproc", "?") for r in recs if r.get("machine")}
     out = [
         "# Reliability",
         "",
@@ -166,10 +170,10 @@ def render(path: Path) -> str:
         "",
         "## Known bugs found by the suite",
         "",
-        "Pinned by xfail tests (strict where the failure is deterministic); the duplicates they cause are counted "
-        "above under *known causes* (`expired_answered`: an expired batch is re-queued whole, answered URLs "
-        "included; `expired_unanswered`: the holder of an expired batch was alive after all and finished it while "
-        "the re-issued copy ran elsewhere).",
+        "Open: pinned by xfail tests (strict where the failure is deterministic). Duplicates with a known cause are "
+        "counted in the fault table under *known causes*: `expired_answered` (URLs answered before their batch "
+        "expired, fetched again with the re-issued batch) and `expired_unanswered` (the holder of an expired batch "
+        "was alive after all, e.g. a stopped worker, and finished it while the re-issued copy ran elsewhere).",
         "",
         *(open_bugs or ["- none open"]),
         "",

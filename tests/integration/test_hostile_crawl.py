@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -38,6 +39,7 @@ retry_backoff_s = 0.1
 max_body_bytes = {MAX_BODY}
 [scope]
 max_pages_per_host = 60
+deny_regex = ["/m/[0-9]+$"]  # the 1M-link page's targets: extracted (capped), not worth 10k fetches
 """
 # What each path must end as: (state, error class or "" for a page).
 EXPECTED = {
@@ -129,13 +131,12 @@ def test_odd_links_of_badutf8_end_cleanly(crawl: dict[str, Any]) -> None:
         for link in found:
             state, error, status, _ = outcome(store, link.url)
             seen.append((link.url, state, error))
-            note = "discovered on /badutf8"
-            if state == "PENDING":
-                note += "; not fetched: the host's max_pages_per_host went to /manylinks' links first"
-            results.append({"type": "hostile", "mode": "embedded", "input": f"link {link.url}", "outcome": f"{state} {status}",
-                            "error_class": error, "crawl_ok": True, "note": note})  # fmt: skip
+            parts = urlsplit(link.url)  # the port changes from run to run; the report keys on the rest
+            results.append({"type": "hostile", "mode": "embedded", "input": f"link {parts.hostname}{parts.path}",
+                            "outcome": f"{state} {status}", "error_class": error, "crawl_ok": True,
+                            "note": "discovered on /badutf8"})  # fmt: skip
     finally:
         store.close()
     assert all(ch not in url for url, _, _ in seen for ch in ("\x00", " ", "\xff")), seen  # normalized
-    assert all(state != "UNKNOWN" or "xn--.crawl" in url for url, state, _ in seen), seen
+    assert all(state in ("DONE", "FAILED") for _, state, _ in seen), seen
     assert all(err != "internal_error" for _, _, err in seen), seen

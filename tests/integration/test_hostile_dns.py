@@ -65,7 +65,7 @@ def test_each_hostile_name_ends_cleanly(tb: TestbedProcess, name: str) -> None:
     error = getattr(res, "error_class", "internal_error")
     results.append({"type": "hostile", "mode": "fetcher", "input": f"DNS {name}.crawl.test",
                     "outcome": f"status {getattr(res, 'status', 0)}", "error_class": error, "crawl_ok": True,
-                    "peak_rss_mb": round(peak / 2**20, 1), "note": "fresh resolver per name (see known bug)"})  # fmt: skip
+                    "peak_rss_mb": round(peak / 2**20, 1), "note": "one fetcher and resolver per name"})  # fmt: skip
     assert error == EXPECTED[name], (name, error, getattr(res, "error_message", ""))
 
 
