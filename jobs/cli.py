@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -82,6 +82,10 @@ def _run(args: argparse.Namespace) -> int:
                 paths[seg.name] = seg
                 yield seg
 
+    # mrjob's inline runner swaps the process-wide sys.stdout/sys.stderr while a job runs on the
+    # pipeline's background thread; write our lines to streams on duplicated descriptors instead.
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    err = os.fdopen(os.dup(2), "w", buffering=1)
     total = 0
     try:
         for result in run_pipelined(todo(), pipeline.process):
@@ -90,10 +94,12 @@ def _run(args: argparse.Namespace) -> int:
             store.put_meta(_done_key(paths[result.segment]), json.dumps(line, sort_keys=True))
             if result.host_stats is not None:
                 line["host_stats"] = result.host_stats
-            print(json.dumps(line, sort_keys=True), flush=True)
+            print(json.dumps(line, sort_keys=True), file=out, flush=True)
     finally:
         store.close()
-    print(json.dumps({"done": True, "new_pending_total": total}), file=sys.stderr)
+    print(json.dumps({"done": True, "new_pending_total": total}), file=err, flush=True)
+    out.close()
+    err.close()
     return 0
 
 
