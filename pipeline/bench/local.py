@@ -24,7 +24,7 @@ import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 from selectolax.lexbor import LexborHTMLParser
 
-from pipeline.settings import load_settings
+from pipeline.bench.common import testbed_crawl_settings
 from pipeline.testbed.harness import TestbedProcess
 from pipeline.testbed.model import host_index, ip_for_host
 
@@ -92,13 +92,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         truth = tb.truth()
         urls = [u for u in truth["pages"] if "/slow" not in u and "/big" not in u]
         bare = asyncio.run(bare_loop(urls, args.hosts))
-        settings = load_settings(overrides={
-            "dns": {"servers": (f"127.0.0.1:{tb.dns_port}",)},
-            "security": {"allow_networks": ("127.0.10.0/24",)},
-            "politeness": {"per_host_concurrency": 8, "per_ip_concurrency": 64, "min_host_delay_s": 0.0,
-                           "max_crawl_delay_s": 0.0},
-            "scope": {"deny_regex": (r"/slow$", r"/big$")},
-        })
+        settings = testbed_crawl_settings(tb)
         out = workdir / "crawl"
         shutil.rmtree(out, ignore_errors=True)
         c0 = _cpu()

@@ -20,8 +20,8 @@ from typing import Any
 
 import psutil
 
+from pipeline.bench.common import testbed_crawl_settings
 from pipeline.core import CrawlCore
-from pipeline.settings import load_settings
 from pipeline.testbed.harness import TestbedProcess
 
 
@@ -65,13 +65,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         })
 
     with TestbedProcess(side, side, seed=args.seed, workdir=workdir / "testbed") as tb:
-        settings = load_settings(overrides={
-            "dns": {"servers": (f"127.0.0.1:{tb.dns_port}",)},
-            "security": {"allow_networks": ("127.0.10.0/24",)},
-            "politeness": {"per_host_concurrency": 8, "per_ip_concurrency": 64, "min_host_delay_s": 0.0,
-                           "max_crawl_delay_s": 0.0},
-            "scope": {"deny_regex": (r"/slow$", r"/big$")},
-        })
+        settings = testbed_crawl_settings(tb)
         out = workdir / "crawl"
         shutil.rmtree(out, ignore_errors=True)
         import asyncio
