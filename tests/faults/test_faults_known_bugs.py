@@ -190,3 +190,45 @@ def test_jobs_inline_driver_never_aborts(fault_bed: Bed, tmp_path: Path) -> None
                               timeout=300, check=False)  # fmt: skip
         codes.append(proc.returncode)
     assert codes == [0] * 5, codes
+
+
+STALLED_BROKER_EXPIRES_ALL = (
+    "A RabbitMQ node that stalls (SIGSTOP, a long GC, a disk alarm) for more than missed_heartbeats x heartbeat_s "
+    "makes the fleet dispatcher declare every node dead: its connection stays open but silent, so "
+    "BrokerSession.paused_s (which counts only disconnections) does not pause the liveness clock, every node "
+    "misses its heartbeats at once, every batch out expires and is re-issued while the workers finish the "
+    "originals: their unanswered URLs are fetched twice (the soak's rabbitmq/stop duplicates). Fix "
+    "(pipeline/transport/dispatcher_service.py, session.py): when no heartbeat at all arrives for a period, treat "
+    "it as a transport stall and pause the liveness clock, as for a disconnection."
+)
+
+
+@pytest.mark.integration
+@pytest.mark.xfail(strict=True, reason=STALLED_BROKER_EXPIRES_ALL)
+def test_stalled_broker_expires_no_batch(fault_bed: Bed, tmp_path: Path) -> None:
+    from pipeline.faults.services import PrivateRabbit
+
+    pin("rabbitmq", "test_stalled_broker_expires_no_batch", STALLED_BROKER_EXPIRES_ALL)
+    rabbit = PrivateRabbit(tmp_path / "rabbit").start()
+    try:
+        rig = FleetRig(fault_bed, rabbit.url, tmp_path / "fleet")
+        try:
+            rig.start_worker(1)
+            rig.start_worker(2)
+            rig.start_dispatcher()
+            rig.nodes_up(2)
+            for after in (2, 6):  # right after a batch went out, so that batches are held
+
+                def issued(ev: dict[str, Any], n: int = after) -> bool:
+                    return bool(ev["ev"] == "issue" and ev["serial"] >= n)
+
+                rig.wait_event(issued)
+                rabbit.proc.pause()
+                time.sleep(3.0)  # heartbeat 0.5 s: six periods
+                rabbit.proc.resume()
+            summary = rig.wait_dispatcher()
+        finally:
+            rig.close()
+    finally:
+        rabbit.stop()
+    assert summary["fleet"]["expired_batches"] == 0, summary["fleet"]
