@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test services services-down lint typecheck bench clean
+.PHONY: demo test services services-down lint typecheck bench clean audit
 
 $(STAMP): pyproject.toml
 	[ -x $(BIN)/python ] || $(PY) -m venv $(VENV)
@@ -28,6 +28,11 @@ test: $(STAMP) services
 lint: $(STAMP)
 	$(BIN)/ruff check pipeline fetchers jobs tests
 	$(BIN)/mypy pipeline fetchers jobs
+
+# Dependency audit (pip-audit against the PyPI vulnerability data). Not part of `make test`: a new advisory
+# must not break unrelated test runs. Findings and accepted risks: docs/AUDIT.md.
+audit: $(STAMP)
+	./scripts/audit.sh
 
 clean:
 	rm -rf $(VENV) var build *.egg-info
