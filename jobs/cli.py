@@ -28,6 +28,7 @@ from jobs.runner import (
     run_pipelined,
     watch_segments,
 )
+from pipeline.progress import task_progress
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -88,7 +89,8 @@ def _run(args: argparse.Namespace) -> int:
     err = os.fdopen(os.dup(2), "w", buffering=1)
     total = 0
     try:
-        for result in run_pipelined(todo(), pipeline.process):
+        rounds = task_progress(run_pipelined(todo(), pipeline.process), desc="jobs", unit="segment", stream=err)
+        for result in rounds:
             total += len(result.new_pending)
             line = result.summary()
             store.put_meta(_done_key(paths[result.segment]), json.dumps(line, sort_keys=True))

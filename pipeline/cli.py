@@ -7,9 +7,12 @@ An area module exposes ``register(subparsers)`` which adds its sub-command(s) an
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import sys
+import threading
+from collections.abc import Iterator
 
 from pipeline.bench import BENCHES
 
@@ -25,13 +28,39 @@ AREAS: dict[str, tuple[str, ...]] = {
 }
 
 
+@contextlib.contextmanager
+def _ticker(desc: str) -> Iterator[None]:
+    """An elapsed-time line on a terminal while a benchmark runs (crawl benches draw their own bar too)."""
+    if not sys.stderr.isatty():
+        yield
+        return
+    from tqdm import tqdm
+
+    bar = tqdm(desc=desc, bar_format="{desc}: {elapsed}", file=sys.stderr, position=1, leave=False)
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(1.0):
+            bar.refresh()
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        bar.close()
+
+
 def _bench(args: argparse.Namespace, rest: list[str]) -> int:
     module = importlib.import_module(BENCHES[args.name])
     parser = argparse.ArgumentParser(prog=f"crawlfleet bench {args.name}")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
     module.add_arguments(parser)
     bargs = parser.parse_args(rest)
-    result = module.run(bargs)
+    with _ticker(f"bench {args.name}"):
+        result = module.run(bargs)
     if bargs.json:
         print(json.dumps(result, indent=2, sort_keys=True))
     else:

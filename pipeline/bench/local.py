@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         out = workdir / "crawl"
         shutil.rmtree(out, ignore_errors=True)
         c0 = _cpu()
-        summary = run_crawl(settings, list(tb.seeds), out, resume=False, progress=False)
+        summary = run_crawl(settings, list(tb.seeds), out, resume=False, progress=True)
         crawl_cpu = _cpu() - c0
     crawl_pps = summary["pages_fetched"] / summary["elapsed_s"]
     return {

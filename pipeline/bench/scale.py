@@ -42,6 +42,7 @@ def _disk_bytes(out: Path) -> int:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from pipeline.engine import CrawlRequest, EmbeddedCrawl
+    from pipeline.progress import CrawlProgress
     from pipeline.stats import CrawlStats
 
     side = max(2, round(math.sqrt(args.pages)))
@@ -70,8 +71,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         shutil.rmtree(out, ignore_errors=True)
         import asyncio
 
-        crawl = EmbeddedCrawl(settings, CrawlRequest(list(tb.seeds), out), stats=CrawlStats(), on_tick=on_tick)
-        summary = asyncio.run(crawl.run())
+        stats = CrawlStats()
+        bar = CrawlProgress(stats, desc=f"bench scale {args.pages}")
+
+        def tick(core: CrawlCore, row: dict[str, Any] | None) -> None:
+            on_tick(core, row)
+            bar.update()
+
+        crawl = EmbeddedCrawl(settings, CrawlRequest(list(tb.seeds), out), stats=stats, on_tick=tick)
+        with bar:
+            summary = asyncio.run(crawl.run())
         disk = _disk_bytes(out)
     result = _deciles(samples, summary, disk)
     result["testbed"] = {"hosts": side, "pages_per_host": side}
