@@ -148,8 +148,8 @@ def configure(app: Celery, settings: Settings) -> None:
         task_default_exchange=topology.FETCH_EXCHANGE,
         task_default_routing_key=topology.fetch_queue_name("default"),
         task_create_missing_queues=True,
-        task_send_sent_event=False,
-        worker_send_task_events=False,
+        task_send_sent_event=settings.fleet.task_events,  # Flower (CRAWLFLEET_FLEET_TASK_EVENTS=1)
+        worker_send_task_events=settings.fleet.task_events,
         worker_consumer="pipeline.transport.celery_app:FleetConsumer",
         worker_hijack_root_logger=False,
         worker_redirect_stdouts=False,
