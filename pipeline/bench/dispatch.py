@@ -7,8 +7,6 @@ that knows the true speeds), quota vs no quota, 1,000 fetchers vs 10. Plots go t
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import time
 import tracemalloc
 from collections.abc import Mapping, Sequence
@@ -28,6 +26,7 @@ from pipeline.dispatch.sim import (
     simulate_flatness,
     url_stream,
 )
+from pipeline.machine import machine as _host_machine
 from pipeline.settings import DispatchSettings
 
 
@@ -253,13 +252,7 @@ def _save(fig: Any, path: Path) -> str:
 
 
 def machine() -> dict[str, Any]:
-    model = ""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            model = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), "")
-    except OSError:
-        pass
-    return {"nproc": os.cpu_count(), "cpu": model, "python": platform.python_version(), "t0": T0}
+    return {**_host_machine(), "t0": T0}
 
 
 def _settings_dict(s: DispatchSettings) -> dict[str, Any]:

@@ -30,7 +30,6 @@ import asyncio
 import dataclasses
 import gc
 import os
-import platform
 import random
 import threading
 import time
@@ -49,6 +48,7 @@ from pipeline.dns.namegen import real_looking_names
 from pipeline.dns.negative import NegativeCache
 from pipeline.dns.positive import PositiveCache
 from pipeline.dns.resolver import AresResolver
+from pipeline.machine import machine as _host_machine
 from pipeline.settings import DnsSettings
 
 
@@ -72,14 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def machine() -> dict[str, Any]:
-    model = ""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            model = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), "")
-    except OSError:
-        pass
-    return {"nproc": os.cpu_count(), "cpu": model or platform.processor(), "python": platform.python_version(),
-            "loadavg_1m_at_start": round(os.getloadavg()[0], 2)}
+    return {**_host_machine(), "loadavg_1m_at_start": round(os.getloadavg()[0], 2)}
 
 
 # -- S4 ------------------------------------------------------------------------------------------

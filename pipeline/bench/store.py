@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import random
 import tempfile
 import time
@@ -23,6 +22,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+from pipeline.machine import machine as _host_machine
 from pipeline.storage.base import Outcome, PageRecord, Store, UrlRecord, UrlState
 from pipeline.urls import fingerprint, host_of
 
@@ -37,16 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _machine() -> dict[str, object]:
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"nproc": os.cpu_count(), "cpu": model, "python": platform.python_version(),
-            "loadavg_1m": os.getloadavg()[0]}  # fmt: skip
+    return {**_host_machine(), "loadavg_1m": os.getloadavg()[0]}
 
 
 def _body(n: int, seed: int) -> bytes:

@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from pipeline.machine import machine as _host_machine
+
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_PATH = ROOT / "var" / "reliability" / "results.jsonl"
 RUN_ID = os.environ.get("CRAWLFLEET_RELIABILITY_RUN") or time.strftime("%Y%m%dT%H%M%S")
@@ -29,15 +31,7 @@ def results_path() -> Path:
 
 
 def machine() -> dict[str, Any]:
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"nproc": os.cpu_count() or 0, "cpu": model}
+    return _host_machine()
 
 
 def append(record: dict[str, Any], *, path: Path | None = None) -> dict[str, Any]:
