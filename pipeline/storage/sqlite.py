@@ -120,7 +120,9 @@ class SqliteStore(Store):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._level = compress_level
         # isolation_level=None: no implicit transactions; every method says BEGIN/COMMIT itself.
-        self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+        # timeout= sets the busy handler before the first PRAGMA: switching to WAL takes a lock, and a
+        # second opener (two Spark tasks of one job) must wait for it rather than fail at once.
+        self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=10.0)
         for pragma in (
             "journal_mode=WAL",
             "synchronous=NORMAL",

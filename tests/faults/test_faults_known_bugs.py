@@ -203,7 +203,7 @@ STALLED_BROKER_EXPIRES_ALL = (
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(strict=True, reason=STALLED_BROKER_EXPIRES_ALL)
+@pytest.mark.xfail(strict=False, reason="timing-dependent (not strict): " + STALLED_BROKER_EXPIRES_ALL)
 def test_stalled_broker_expires_no_batch(fault_bed: Bed, tmp_path: Path) -> None:
     from pipeline.faults.services import PrivateRabbit
 
