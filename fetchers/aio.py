@@ -230,12 +230,14 @@ class AioFetcher:
             return BACKLOG * self.settings.fetch.concurrency
         return self.engine.free_slots
 
-    async def fetch_batch(self, batch: Batch, on_result: Callable[[FetchResult], None]) -> BatchReport:
+    async def fetch_batch(
+        self, batch: Batch, on_result: Callable[[FetchResult], None], *, fence: Callable[[], bool] | None = None
+    ) -> BatchReport:
         """Fetch every task; ``on_result`` is called as each URL completes. Never raises (but can be cancelled)."""
         if self.engine is None:
             await self.start()
         assert self.engine is not None
-        return await self.engine.run_batch(batch, on_result)
+        return await self.engine.run_batch(batch, on_result, fence=fence)
 
     async def __aenter__(self) -> AioFetcher:
         await self.start()

@@ -33,6 +33,7 @@ from fetchers.report import (
     DEFERRED,
     DNS_RETRY_S,
     DNS_TRANSIENT,
+    LEASE_LAPSED,
     RETRY_LATER,
     ROBOTS_UNAVAILABLE,
     THROTTLED,
@@ -73,6 +74,7 @@ class _BatchCtx:
     origins: dict[str, str] = field(default_factory=dict)  # host -> origin, for robots back-offs
     failed_hosts: dict[str, _Fail] = field(default_factory=dict)  # DNS/SSRF failures, once per host
     pages: int = 0
+    fence: Callable[[], bool] | None = None  # False: the batch's lease may be gone, start no more URLs
 
 
 class Engine:
@@ -110,9 +112,13 @@ class Engine:
         return max(0, BACKLOG * self.settings.fetch.concurrency - self._pending)
 
     # -- batches --------------------------------------------------------------------------------------
-    async def run_batch(self, batch: Batch, on_result: Callable[[FetchResult], None]) -> BatchReport:
+    async def run_batch(
+        self, batch: Batch, on_result: Callable[[FetchResult], None], *, fence: Callable[[], bool] | None = None
+    ) -> BatchReport:
+        """Fetch every task. ``fence`` is asked before each URL starts; once it says False, the URLs not
+        yet started are handed back unfetched (``LEASE_LAPSED``, retried later by whoever holds them)."""
         t0 = self.clock()
-        ctx = _BatchCtx(batch, on_result)
+        ctx = _BatchCtx(batch, on_result, fence=fence)
         queues: dict[str, deque[UrlTask]] = {}
         for task in batch.tasks:
             try:
@@ -191,7 +197,7 @@ class Engine:
                     if not rules.allows(url):
                         raise _Fail("robots_blocked", f"disallowed by {origin}/robots.txt")
                     self.pacer.set_crawl_delay(host, rules.crawl_delay)
-                ex = await self.exchange(url, host, ip, self._max_body)
+                ex = await self.exchange(url, host, ip, self._max_body, fence=ctx.fence)
             except _Fail as fail:
                 res = self._result(task, ctx, fail.error_class, fail.message)
                 ex = None
@@ -280,7 +286,9 @@ class Engine:
             ctx.host_ips[host] = ip
         return ip
 
-    async def exchange(self, url: str, host: str, ip: str, max_body: int) -> Exchange:
+    async def exchange(
+        self, url: str, host: str, ip: str, max_body: int, *, fence: Callable[[], bool] | None = None
+    ) -> Exchange:
         """A paced exchange, retried for retryable failures and 5xx (not 501), honouring Retry-After."""
         retries = self.settings.fetch.retries
         backoff = self.settings.fetch.retry_backoff_s
@@ -290,6 +298,9 @@ class Engine:
                 grant = await self.pacer.acquire(host, ip)
             except Deferred as d:
                 return Exchange(error_class=DEFERRED, error_message=str(d))
+            if fence is not None and not fence():  # the pacer may have held us across a stop
+                self.pacer.release(grant)
+                return Exchange(error_class=LEASE_LAPSED, error_message="not sent: the batch's lease may have lapsed")
             try:
                 ex = await self.transport.exchange(url, host, ip, max_body=max_body)
             finally:
@@ -348,7 +359,10 @@ class _Worker:
         while queue:
             task = queue.popleft()
             try:
-                res = await engine.fetch_task(task, ctx)
+                if ctx.fence is not None and not ctx.fence():
+                    res = engine._result(task, ctx, LEASE_LAPSED, "not started: the batch's lease may have lapsed")
+                else:
+                    res = await engine.fetch_task(task, ctx)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a bug must cost one URL, not the batch or the loop

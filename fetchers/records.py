@@ -81,6 +81,17 @@ class Timings:
 
 
 @dataclass(slots=True)
+class Prepared:
+    """What a fetch process computed for the core, so that the core's process does not have to: the
+    result's journal line, and its page's link candidates (``None``: the page was not parsed)."""
+
+    journal_line: bytes
+    source: str = ""  # the normalized URL the links were found on
+    # (url, url_id, host) at the result's depth + 1; None: the core extracts them itself
+    links: list[tuple[str, int, str]] | None = None
+
+
+@dataclass(slots=True)
 class FetchResult:
     """The outcome for one URL. ``status`` is 0 when no HTTP response was had (see ``error_class``)."""
 
@@ -107,6 +118,8 @@ class FetchResult:
     # Robots/meta directives found by the fetcher's parser; links are extracted downstream.
     noindex: bool = False
     nofollow: bool = False
+    # Work a fetch process did for the crawl core (pipeline/prepare.py); in memory only, never serialized.
+    prepared: Prepared | None = field(default=None, compare=False, repr=False)
 
     @property
     def ok(self) -> bool:

@@ -23,7 +23,8 @@ THROTTLED = "throttled"  # the server answered 429 or 503 with Retry-After
 DEFERRED = "deferred"  # not attempted: the host is in a back-off longer than the fetcher waits
 DNS_TRANSIENT = frozenset({"dns_timeout", "dns_servfail", "dns_refused"})  # the resolver, not the name, failed
 DNS_RETRY_S = 5.0  # back-off for a host whose name failed transiently
-RETRY_LATER = frozenset({ROBOTS_UNAVAILABLE, THROTTLED, DEFERRED}) | DNS_TRANSIENT
+LEASE_LAPSED = "lease_lapsed"  # not attempted: the worker missed its heartbeats, the batch may be re-issued
+RETRY_LATER = frozenset({ROBOTS_UNAVAILABLE, THROTTLED, DEFERRED, LEASE_LAPSED}) | DNS_TRANSIENT
 
 
 @dataclass(slots=True)

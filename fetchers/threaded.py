@@ -261,11 +261,13 @@ class ThreadedFetcher:
     def free_slots(self) -> int:
         return BACKLOG * self.settings.fetch.concurrency if self.engine is None else self.engine.free_slots
 
-    async def fetch_batch(self, batch: Batch, on_result: Callable[[FetchResult], None]) -> BatchReport:
+    async def fetch_batch(
+        self, batch: Batch, on_result: Callable[[FetchResult], None], *, fence: Callable[[], bool] | None = None
+    ) -> BatchReport:
         if self.engine is None:
             await self.start()
         assert self.engine is not None
-        return await self.engine.run_batch(batch, on_result)
+        return await self.engine.run_batch(batch, on_result, fence=fence)
 
     async def __aenter__(self) -> ThreadedFetcher:
         await self.start()

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from fetchers.records import Batch, FetchResult, UrlTask
-from fetchers.report import RETRY_LATER
-from pipeline import linkfilter, links
+from fetchers.report import LEASE_LAPSED, RETRY_LATER
+from pipeline import linkfilter, prepare
 from pipeline.dedup import SeenFilter
 from pipeline.dispatch.dispatcher import Dispatcher
 from pipeline.dispatch.protocols import Heartbeat, Refusal
@@ -204,9 +204,12 @@ class CrawlCore:
         if flight is None or result.url_id not in flight.urls:
             self.dropped_results += 1
             return
-        self.journal.append(result)
+        if result.prepared is not None:
+            self.journal.append_line(result.prepared.journal_line)
+        else:
+            self.journal.append(result)
         final = result.error_class not in _NOT_FINAL
-        if not final:
+        if not final and result.error_class != LEASE_LAPSED:  # never attempted: not a try against the host
             tries = self._retry_later.get(result.url_id, 0) + 1
             final = tries > _MAX_RETRY_LATER
             self._retry_later[result.url_id] = tries
@@ -304,27 +307,23 @@ class CrawlCore:
         )
 
     def _discover(self, result: FetchResult) -> None:
-        if not result.ok or result.nofollow or not result.body:
-            return
-        ctype = result.content_type.split(";")[0].strip().lower()
-        if ctype not in self.settings.fetch.parse_content_types:
-            return
-        # Anchor texts feed the jobs' reducer, not the embedded crawl; skipping them halves extraction.
-        page = links.extract(
-            result.body, base_url=result.final_url or result.url, content_type=result.content_type, max_anchor=0
-        )
-        # S5: most links of a site repeat; drop those the local LRU knows before building candidates.
         known = self.seen.known
+        prepared = result.prepared
+        if prepared is not None and prepared.links is not None:  # a fetch process parsed the page already
+            if prepared.links:
+                child, source = result.depth + 1, prepared.source
+                self._new.extend(
+                    UrlRecord(url, url_id, host, child, discovered_from=source, inlinks=1)
+                    for url, url_id, host in prepared.links
+                    if not known(url_id)
+                )
+            return
+        page = prepare.parsed_page(result, self.settings)
+        if page is None:
+            return
+        # S5: most links of a site repeat; drop those the local LRU knows before building candidates.
         page.links = [link for link in page.links if not known(fingerprint(link.url))]
-        cands = linkfilter.candidates(
-            result.url,
-            result.final_url or result.url,
-            result.depth,
-            page,
-            scope=self.scope,
-            traps=self.traps,
-            max_depth=self.settings.scope.max_depth,
-        )
+        cands = prepare.candidates(result, page, scope=self.scope, traps=self.traps, settings=self.settings)
         self._new.extend(linkfilter.to_records(cands))
 
     def flush(self) -> None:

@@ -1,8 +1,10 @@
-"""The embedded default: CrawlCore + AioFetcher joined by in-process calls on one asyncio loop.
+"""The embedded default: CrawlCore + AioFetcher joined by calls on one asyncio loop.
 
 The fetcher is one long-lived object with one connection pool; the dispatcher sees it as
 ``slots`` virtual fetchers (``local-0`` ...), so S3's batch sizing and the host leases work exactly
-as in the fleet, where each virtual fetcher is a Celery worker.
+as in the fleet, where each virtual fetcher is a Celery worker. On a machine with spare cores the
+fetcher runs in child processes (``pipeline.fetchproc``, ``fetch.processes``), slots spread over them;
+with ``fetch.processes = 0`` everything runs in this process.
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from fetchers.aio import AioFetcher
+from fetchers.protocol import Fetcher
 from fetchers.records import Batch
 from pipeline.core import CrawlCore
 from pipeline.dispatch.protocols import Heartbeat
 from pipeline.dns.aiohttp_resolver import AiohttpResolver
 from pipeline.dns.cache_resolver import CachingResolver
+from pipeline.fetchproc import FetchProcessGaveUp, ProcessFetcher, processes_for
 from pipeline.settings import Settings
 from pipeline.stats import CrawlStats
 from pipeline.storage.factory import from_settings as open_store
@@ -86,14 +90,25 @@ class EmbeddedCrawl:
             resume=self.request.resume,
         )
         resolver = CachingResolver.from_settings(self.settings.dns)
-        # AioFetcher wraps the resolver in the SSRF guard itself (check and connect use one answer).
-        fetcher = AioFetcher(self.settings, fetcher_id="local", resolver=AiohttpResolver(resolver), scope=core.scope)
-        await fetcher.start()
+        n_proc = processes_for(self.settings)
+        fetchers: list[Fetcher]
+        if n_proc:
+            # Who extracts links is a balance of CPU: without it a fetch process does about half the
+            # work per page that this process does with it, so one fetch process leaves extraction
+            # here and two or more take it along (docs/bench/local.md has the measurements).
+            fetchers = [ProcessFetcher(self.settings, fetcher_id=f"local-p{i}", scope=core.scope, traps=core.traps,
+                                       parse_links=n_proc >= 2) for i in range(n_proc)]  # fmt: skip
+        else:
+            # AioFetcher wraps the resolver in the SSRF guard itself (check and connect use one answer).
+            fetchers = [AioFetcher(self.settings, fetcher_id="local", resolver=AiohttpResolver(resolver), scope=core.scope)]
+        for fetcher in fetchers:
+            await fetcher.start()
         started = time.monotonic()
         try:
-            await self._loop(core, fetcher, resolver, out)
+            await self._loop(core, fetchers, resolver, out)
         finally:
-            await fetcher.close()
+            for fetcher in fetchers:
+                await fetcher.close()
             await resolver.aclose()
             core.close()
             summary = core.summary()
@@ -105,8 +120,9 @@ class EmbeddedCrawl:
             store.close()
         return summary
 
-    async def _loop(self, core: CrawlCore, fetcher: AioFetcher, resolver: CachingResolver, out: Path) -> None:
-        slots = [f"local-{i}" for i in range(local_slots(self.settings))]
+    async def _loop(self, core: CrawlCore, fetchers: list[Fetcher], resolver: CachingResolver, out: Path) -> None:
+        slots = [f"local-{i}" for i in range(local_slots(self.settings) * len(fetchers))]
+        fetcher_of = {fid: fetchers[i % len(fetchers)] for i, fid in enumerate(slots)}
         for fid in slots:
             core.register_fetcher(fid)
         idle = list(slots)
@@ -124,7 +140,7 @@ class EmbeddedCrawl:
                         if batch is None:
                             still_idle.append(fid)
                             continue
-                        task = asyncio.ensure_future(fetcher.fetch_batch(batch, core.on_result))
+                        task = asyncio.ensure_future(fetcher_of[fid].fetch_batch(batch, core.on_result))
                         running[task] = (fid, batch)
                     idle = still_idle
                 if not running and (core.done() or self._stop.is_set()):
@@ -142,20 +158,20 @@ class EmbeddedCrawl:
                 now = time.monotonic()
                 if now - last_beat >= beat_every:
                     last_beat = now
-                    self._heartbeat(core, slots, idle, fetcher)
+                    self._heartbeat(core, slots, sum(f.free_slots for f in fetchers))
                 if now - last_tick >= 1.0:
                     last_tick = now
-                    self._tick(core, resolver, stats_file)
-            self._tick(core, resolver, stats_file)
+                    self._tick(core, _dns_of(resolver, fetchers), stats_file)
+            self._tick(core, _dns_of(resolver, fetchers), stats_file)
         finally:
             stats_file.close()
 
-    def _heartbeat(self, core: CrawlCore, slots: list[str], idle: list[str], fetcher: AioFetcher) -> None:
+    def _heartbeat(self, core: CrawlCore, slots: list[str], free_slots: int) -> None:
         now = self.clock()
         stats = core.stats
         elapsed = max(1e-6, now - stats.started_at)
         rate = (stats.pages + stats.failed) / elapsed / max(1, len(slots))
-        free = fetcher.free_slots // max(1, len(slots))
+        free = free_slots // max(1, len(slots))
         for fid in slots:
             core.on_heartbeat(
                 Heartbeat(fid, sent_at=now, successes=stats.pages, failures=stats.failed, rate=rate, free_slots=free)
@@ -163,6 +179,8 @@ class EmbeddedCrawl:
 
     def _finish(self, core: CrawlCore, fid: str, batch: Batch, task: asyncio.Task[Any]) -> None:
         exc = task.exception()
+        if isinstance(exc, FetchProcessGaveUp):
+            raise exc  # journaled results are safe; `--resume` goes on once the cause is fixed
         if exc is not None:
             # A fetcher bug must not lose the batch: everything not yet journaled goes back.
             log.error("batch %d failed: %r; requeueing it", batch.serial, exc)
@@ -185,8 +203,8 @@ class EmbeddedCrawl:
             return 0.05
         return min(0.05, max(0.001, ready - self.clock()))
 
-    def _tick(self, core: CrawlCore, resolver: CachingResolver, stats_file: Any) -> None:
-        core.stats.set_dns(_dns_counters(resolver))
+    def _tick(self, core: CrawlCore, dns: dict[str, int], stats_file: Any) -> None:
+        core.stats.set_dns(dns)
         core.stats.set_fetchers(_fetcher_view(core))
         row = core.tick()
         if row is not None:
@@ -196,10 +214,19 @@ class EmbeddedCrawl:
             self.on_tick(core, row)
 
 
-def _dns_counters(resolver: CachingResolver) -> dict[str, int]:
+def dns_counters(resolver: CachingResolver) -> dict[str, int]:
     snap = resolver.stats()
     names = ("hits", "misses", "negative_hits", "inflight_joins", "evictions", "refreshes")
     return {name: int(getattr(snap, name, 0)) for name in names}
+
+
+def _dns_of(resolver: CachingResolver, fetchers: list[Fetcher]) -> dict[str, int]:
+    """This process's DNS counters, plus those the fetch processes last reported."""
+    total = dns_counters(resolver)
+    for f in fetchers:
+        for name, value in getattr(f, "dns", {}).items():
+            total[name] = total.get(name, 0) + value
+    return total
 
 
 def _fetcher_view(core: CrawlCore) -> dict[str, dict[str, float]]:

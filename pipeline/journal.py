@@ -68,11 +68,7 @@ class SegmentWriter:
         self._offset += len(line)
 
     def append(self, result: FetchResult) -> None:
-        obj = result.to_json(codec="lz4")
-        body = obj.pop("body_lz4")
-        head = json.dumps(obj, separators=(",", ":"))
-        # base64 never needs JSON escaping: splice it in rather than have the encoder scan ~10 KB.
-        self.append_line(f'{head[:-1]},"body_lz4":"{body}"}}\n'.encode())
+        self.append_line(journal_line(result))
 
     def position(self) -> Checkpoint:
         return Checkpoint(self._name, self._offset)
@@ -81,6 +77,15 @@ class SegmentWriter:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+
+def journal_line(result: FetchResult) -> bytes:
+    """The journal's line for ``result`` (pure: a fetch process may build it for the core)."""
+    obj = result.to_json(codec="lz4")
+    body = obj.pop("body_lz4")
+    head = json.dumps(obj, separators=(",", ":"))
+    # base64 never needs JSON escaping: splice it in rather than have the encoder scan ~10 KB.
+    return f'{head[:-1]},"body_lz4":"{body}"}}\n'.encode()
 
 
 def replay(directory: Path, since: Checkpoint | None) -> Iterator[FetchResult]:

@@ -36,6 +36,7 @@ class FetchSettings:
     retries: int = 2  # only for retryable errors (connect errors, timeouts, 5xx)
     retry_backoff_s: float = 0.5
     concurrency: int = 256  # sockets in flight per fetcher process
+    processes: int = 0  # embedded crawl: fetch processes (pipeline/fetchproc.py); 0 = fetch in the crawl process, -1 = one per spare core
     parse_content_types: tuple[str, ...] = ("text/html", "application/xhtml+xml")
     keep_body: bool = True
 

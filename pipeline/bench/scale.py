@@ -2,9 +2,13 @@
 
 Crawls a lazily generated testbed of about N pages (sqrt(N) hosts x sqrt(N) pages) and samples, once a
 second: pages done, RSS, frontier size (pending, and how many of those are held in RAM), frontier RAM
-bytes, store bytes on disk. The samples are reported per decile of progress. The baseline for the
-"flat throughput" claim is the first decile's rate in the same run (the issue compares 1M to 10k;
-run the bench at both sizes to get that ratio too).
+bytes, store bytes on disk, and the crawl process's CPU seconds. The samples are reported per decile
+of progress.
+
+The issue's baseline is the rate at 10k pages. It is measured in the same run: a ``--baseline-pages``
+crawl before the big one and another after it, so that a change of machine load during a long run
+shows as a difference between the two. Both wall rate and CPU per page are compared: on a shared
+machine the wall rate moves with other people's load, the CPU time per page much less.
 """
 
 from __future__ import annotations
@@ -30,6 +34,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=11)
     p.add_argument("--out", default="")
     p.add_argument("--keep", action="store_true", help="keep the crawl directory")
+    p.add_argument("--baseline-pages", type=int, default=10_000,
+                   help="crawl this many pages before and after the main crawl, as the same-run baseline "
+                        "(0: none; also none when --pages is not larger)")  # fmt: skip
 
 
 def _disk_bytes(out: Path) -> int:
@@ -41,11 +48,31 @@ def _disk_bytes(out: Path) -> int:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    base_n = args.baseline_pages if 0 < args.baseline_pages < args.pages else 0
+    if not base_n:
+        return _measure(args, args.pages)
+    before = _measure(args, base_n, label="baseline before")
+    result = _measure(args, args.pages)
+    after = _measure(args, base_n, label="baseline after")
+    result["baseline"] = {"pages": base_n, "before": _brief(before), "after": _brief(after)}
+    base_rate = (before["pages_per_s"] + after["pages_per_s"]) / 2
+    base_cpu = (before["cpu_ms_per_page"] + after["cpu_ms_per_page"]) / 2
+    result["rate_vs_baseline"] = round(result["pages_per_s"] / base_rate, 3) if base_rate else None
+    result["cpu_per_page_vs_baseline"] = round(result["cpu_ms_per_page"] / base_cpu, 3) if base_cpu else None
+    return result
+
+
+def _brief(r: dict[str, Any]) -> dict[str, Any]:
+    keys = ("pages", "elapsed_s", "pages_per_s", "cpu_ms_per_page", "peak_rss_mib")
+    return {k: r[k] for k in keys}
+
+
+def _measure(args: argparse.Namespace, pages: int, *, label: str = "") -> dict[str, Any]:
     from pipeline.engine import CrawlRequest, EmbeddedCrawl
     from pipeline.progress import CrawlProgress
     from pipeline.stats import CrawlStats
 
-    side = max(2, round(math.sqrt(args.pages)))
+    side = max(2, round(math.sqrt(pages)))
     workdir = Path(args.out or tempfile.mkdtemp(prefix="bench-scale-"))
     proc = psutil.Process(os.getpid())
     samples: list[dict[str, float]] = []
@@ -57,6 +84,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "t": time.monotonic() - t0,
             "pages": core.stats.pages + core.stats.failed,
             "rss": proc.memory_info().rss,
+            "cpu": sum(proc.cpu_times()[:2]),
             "pending": fr.pending,
             "in_ram": fr.in_ram(),
             "frontier_bytes": fr.ram_bytes(),
@@ -72,27 +100,30 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         import asyncio
 
         stats = CrawlStats()
-        bar = CrawlProgress(stats, desc=f"bench scale {args.pages}")
+        bar = CrawlProgress(stats, desc=f"bench scale {label or pages}")
 
         def tick(core: CrawlCore, row: dict[str, Any] | None) -> None:
             on_tick(core, row)
             bar.update()
 
         crawl = EmbeddedCrawl(settings, CrawlRequest(list(tb.seeds), out), stats=stats, on_tick=tick)
+        cpu0 = sum(proc.cpu_times()[:2])
         with bar:
             summary = asyncio.run(crawl.run())
+        cpu = sum(proc.cpu_times()[:2]) - cpu0
         disk = _disk_bytes(out)
-    result = _deciles(samples, summary, disk)
+    result = _deciles(samples, summary, disk, cpu0)
+    result["cpu_ms_per_page"] = round(1000 * cpu / max(1, summary["pages_fetched"] + summary["pages_failed"]), 3)
     result["testbed"] = {"hosts": side, "pages_per_host": side}
     if not args.keep:
         shutil.rmtree(workdir / "crawl", ignore_errors=True)
     return result
 
 
-def _deciles(samples: list[dict[str, float]], summary: dict[str, Any], disk: int) -> dict[str, Any]:
+def _deciles(samples: list[dict[str, float]], summary: dict[str, Any], disk: int, cpu0: float) -> dict[str, Any]:
     total = max(1, summary["pages_fetched"] + summary["pages_failed"])
     rows = []
-    prev_t, prev_p = 0.0, 0.0
+    prev_t, prev_p, prev_cpu = 0.0, 0.0, cpu0
     for d in range(1, 11):
         target = total * d / 10
         at = next((s for s in samples if s["pages"] >= target), samples[-1] if samples else None)
@@ -102,6 +133,7 @@ def _deciles(samples: list[dict[str, float]], summary: dict[str, Any], disk: int
         rows.append({
             "decile": d,
             "pages_per_s": round(dp / dt, 1) if dt > 0 else None,
+            "cpu_ms_per_page": round(1000 * (at["cpu"] - prev_cpu) / dp, 3) if dp > 0 else None,
             "rss_mib": round(at["rss"] / 2**20, 1),
             "frontier_pending": int(at["pending"]),
             "frontier_in_ram": int(at["in_ram"]),
@@ -111,7 +143,7 @@ def _deciles(samples: list[dict[str, float]], summary: dict[str, Any], disk: int
                 round(at["frontier_bytes"] / at["pending"], 1) if at["pending"] else None
             ),
         })
-        prev_t, prev_p = at["t"], at["pages"]
+        prev_t, prev_p, prev_cpu = at["t"], at["pages"], at["cpu"]
     rates = [r["pages_per_s"] for r in rows if r["pages_per_s"]]
     mid = rates[1:-1] or rates  # the first and last deciles hold ramp-up and drain
     return {

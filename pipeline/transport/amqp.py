@@ -93,6 +93,7 @@ class Outbox:
         incarnation: str,
         heartbeat_s: float,
         heartbeat: Callable[[], NodeHeartbeat],
+        on_beat: Callable[[], None] | None = None,
         linger_s: float = 0.02,
         pack_bytes: int = 1024 * 1024,
         compress: bool = False,
@@ -102,6 +103,7 @@ class Outbox:
         self.node, self.incarnation = node, incarnation
         self.heartbeat_s = heartbeat_s
         self._heartbeat = heartbeat
+        self._on_beat = on_beat  # after each heartbeat the broker confirmed (the worker's lease, runtime.py)
         self.linger_s, self.retry_s, self.compress = linger_s, retry_s, compress
         self.limit = max(4096, min(fleet.max_message_bytes, pack_bytes))
         self.stats = OutboxStats()
@@ -245,6 +247,8 @@ class Outbox:
             return
         if self._send("", encode(hb.to_json()), persistent=False, heartbeat=True):
             self.stats.heartbeats += 1
+            if self._on_beat is not None:
+                self._on_beat()
 
     def _send(self, service: str, enc: Encoded, *, persistent: bool, heartbeat: bool = False) -> bool:
         """Publish one message; False (and disconnected) if the broker is away or refused it."""

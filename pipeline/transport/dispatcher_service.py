@@ -15,8 +15,9 @@ core, which also drops unknown serials and applies each outcome to the store exa
 
 Crash safety: results are journaled by the core before they are acked; a restarted dispatcher first
 journals whatever its predecessor's batches still bring (``recovery.drain_previous``), then resumes.
-A broker restart pauses the dispatcher's clock (``BrokerSession.paused_s``) instead of killing
-every fetcher at once. ``fleet-events.jsonl`` records issues, completions, expiries and node changes.
+Time the dispatcher could not hear the fleet (broker down or stalled, the dispatcher itself stopped)
+pauses its clock (``BrokerSession.paused_s``) instead of killing every fetcher at once.
+``fleet-events.jsonl`` records issues, completions, expiries and node changes.
 """
 
 from __future__ import annotations
@@ -26,15 +27,14 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from fetchers.records import Batch
 from pipeline.core import CrawlCore
 from pipeline.metrics import LatestSnapshot, MetricsServer
 from pipeline.settings import Settings
-from pipeline.storage.base import Store
+from pipeline.storage.factory import from_settings
+from pipeline.transport.fleet_state import FleetCounters, Issued, Node
 from pipeline.transport.messages import (
     BadMessage,
     NodeHeartbeat,
@@ -48,47 +48,6 @@ from pipeline.transport.runtime import scope_to_json
 from pipeline.transport.session import BrokerSession
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class _Node:
-    name: str
-    incarnation: str
-    vfids: list[str]
-    last_seen: float
-    active: int = 0
-    dead: bool = False
-
-
-@dataclass(slots=True)
-class _Issued:
-    batch: Batch
-    node: str
-    vfid: str
-    received: set[int] = field(default_factory=set)
-
-
-@dataclass(slots=True)
-class FleetCounters:
-    batches_sent: int = 0
-    batch_bytes: int = 0
-    results_messages: int = 0
-    results_bytes: int = 0
-    heartbeats: int = 0
-    heartbeat_bytes: int = 0
-    duplicate_results: int = 0
-    late_reports: int = 0
-    expired_batches: int = 0
-    purged_messages: int = 0
-    dead_lettered: int = 0
-    resends: int = 0
-
-
-def open_store(settings: Settings, out_dir: Path) -> Store:
-    """The crawl's store from ``settings.store`` (SQLite in ``out_dir`` by default, or HBase)."""
-    from pipeline.storage.factory import from_settings
-
-    return from_settings(settings.store, out_dir / "crawl.db")
 
 
 class FleetDispatcher:
@@ -121,12 +80,15 @@ class FleetDispatcher:
         d = settings.dispatch
         self.hb_timeout = d.heartbeat_s * d.missed_heartbeats
         self.session = BrokerSession(settings.fleet, service=self.service, heartbeat_ttl_s=self.hb_timeout,
-                                     on_connect=self._on_connect, monotonic=monotonic)  # fmt: skip
+                                     on_connect=self._on_connect, stall_s=d.heartbeat_s / 2,
+                                     probe_after_s=d.heartbeat_s / 2, grace_s=d.heartbeat_s,
+                                     monotonic=monotonic)  # fmt: skip
+        self._last_clock = float("-inf")
         self.app = make_app(settings)
         self.core: CrawlCore | None = None
         self.counters = FleetCounters()
-        self._nodes: dict[str, _Node] = {}
-        self._issued: dict[int, _Issued] = {}
+        self._nodes: dict[str, Node] = {}
+        self._issued: dict[int, Issued] = {}
         self._busy: dict[str, int] = {}
         self._unsent: list[int] = []
         self._scope_json: dict[str, Any] | None = None
@@ -135,8 +97,10 @@ class FleetDispatcher:
         self._stats_file: IO[str] | None = None
 
     def clock(self) -> float:
-        """Wall time minus the time the broker was unreachable (see the module docstring)."""
-        return self._wall() - self.session.paused_now()
+        """Wall time minus the time the dispatcher could not hear the fleet (``BrokerSession.paused_s``).
+        Never goes back: a stall is counted when it ends, after reads made during it."""
+        self._last_clock = max(self._last_clock, self._wall() - self.session.paused_now())
+        return self._last_clock
 
     def stop(self) -> None:
         """Stop dispatching and return (from a signal handler). In-flight batches finish on the workers;
@@ -148,7 +112,7 @@ class FleetDispatcher:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._events = open(self.out_dir / "fleet-events.jsonl", "a", encoding="utf-8", buffering=1)  # noqa: SIM115
         self._stats_file = open(self.out_dir / "stats.jsonl", "a", encoding="utf-8")  # noqa: SIM115
-        store = open_store(self.settings, self.out_dir)
+        store = from_settings(self.settings.store, self.out_dir / "crawl.db")
         started = self._mono()
         summary: dict[str, Any] = {}
         try:
@@ -278,7 +242,7 @@ class FleetDispatcher:
             for vfid in sorted(set(old) | set(vfids)):
                 core.register_fetcher(vfid, address=hb.address)  # expires what the old incarnation held
                 self._forget_fetcher(vfid, reason="restarted")
-            node = self._nodes[hb.node] = _Node(hb.node, hb.incarnation, vfids, now)
+            node = self._nodes[hb.node] = Node(hb.node, hb.incarnation, vfids, now)
             self._event("node_up", node=hb.node, incarnation=hb.incarnation, slots=hb.slots)
         elif node.dead:
             self._event("node_back", node=hb.node)
@@ -315,6 +279,7 @@ class FleetDispatcher:
     def _tick(self) -> None:
         core = self.core
         assert core is not None
+        self.session.note_deafness()  # a stop since the last pump is not silence of the nodes
         row = core.tick()
         self._snapshot.set(core.dispatcher.snapshot())
         if row is not None and self._stats_file is not None:
@@ -333,7 +298,7 @@ class FleetDispatcher:
                 self.counters.purged_messages += purged
                 self._event("node_dead", node=node.name, purged=purged)
 
-    def _live(self) -> list[_Node]:
+    def _live(self) -> list[Node]:
         return [n for n in self._nodes.values() if not n.dead]
 
     def _dispatch(self) -> None:
@@ -349,7 +314,7 @@ class FleetDispatcher:
                 batch = core.next_batch(node.vfids[i])
                 if batch is None:
                     return  # nothing leasable now (or not admitted): ask again on the next turn
-                self._issued[batch.serial] = _Issued(batch, node.name, node.vfids[i])
+                self._issued[batch.serial] = Issued(batch, node.name, node.vfids[i])
                 self._busy[node.vfids[i]] = batch.serial
                 self._event("issue", serial=batch.serial, node=node.name, vfid=node.vfids[i], n=len(batch.tasks))
                 self._send(batch.serial)
@@ -399,6 +364,6 @@ class FleetDispatcher:
         out["elapsed_s"] = round(elapsed, 3)
         fetched = out.get("pages_fetched", 0)
         out["pages_per_s"] = round(fetched / elapsed, 1) if elapsed > 0 else 0.0
-        out["fleet"] = dict(dataclasses.asdict(self.counters), reconnects=self.session.reconnects, paused_s=round(self.session.paused_s, 3),
+        out["fleet"] = dict(dataclasses.asdict(self.counters), reconnects=self.session.reconnects, stalls=self.session.stalls, paused_s=round(self.session.paused_s, 3),
                             nodes=sorted(self._nodes), interrupted=self._stopping and not core.done())  # fmt: skip
         return out

@@ -7,7 +7,8 @@ one DNS cache serve every batch of the process, as S1's event-driven slave does.
 
 Serial ids make a batch idempotent here: a re-delivered message (after a broker restart, or a lost ack)
 whose serial is running joins the running fetch, and one that already finished is answered from memory
-without fetching again. ``incarnation`` names this process; a batch addressed to another incarnation of
+without fetching again. A worker that missed its own heartbeats stops starting the URLs of the batches
+it held and hands them back (``lease.LeaseGuard``): the dispatcher may have re-issued them already. ``incarnation`` names this process; a batch addressed to another incarnation of
 the node (issued before a restart, which the dispatcher has already re-queued) is dropped unfetched.
 """
 
@@ -25,33 +26,22 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
+from fetchers.protocol import Fetcher
 from fetchers.records import Batch, FetchResult
 from fetchers.report import BatchReport
 from pipeline.settings import Settings
 from pipeline.transport.amqp import Outbox
+from pipeline.transport.lease import LeaseGuard
 from pipeline.transport.messages import NodeHeartbeat
 from pipeline.urls import Scope
 
 log = logging.getLogger(__name__)
 
 DONE_MEMORY = 20_000  # finished serials remembered for re-deliveries
-
-
-class Fetcher(Protocol):
-    """What the runtime needs from a fetcher (``fetchers.aio.AioFetcher`` in production)."""
-
-    async def start(self) -> None: ...
-
-    async def close(self) -> None: ...
-
-    @property
-    def free_slots(self) -> int: ...
-
-    def fetch_batch(self, batch: Batch, on_result: Callable[[FetchResult], None]) -> Awaitable[BatchReport]: ...
 
 
 # (settings, node, scope, shared) -> Fetcher; ``shared`` is a per-process dict for a shared DNS cache.
@@ -142,9 +132,11 @@ class FetchRuntime:
         self._done: OrderedDict[tuple[str, int, float], dict[str, Any]] = OrderedDict()
         self._active = 0
         self._counters = _Counters(last_at=time.monotonic())
+        d = settings.dispatch
+        self.lease = LeaseGuard.for_heartbeats(heartbeat_s=d.heartbeat_s, missed=d.missed_heartbeats)
         self.outbox = Outbox(
-            settings.fleet, node=node, incarnation=self.incarnation, heartbeat_s=settings.dispatch.heartbeat_s,
-            heartbeat=self.heartbeat, **(outbox_options or {}),
+            settings.fleet, node=node, incarnation=self.incarnation, heartbeat_s=d.heartbeat_s,
+            heartbeat=self.heartbeat, on_beat=self.lease.beat, **(outbox_options or {}),
         )  # fmt: skip
         self.duplicates = 0
         self.stale = 0
@@ -227,7 +219,7 @@ class FetchRuntime:
                 counters.failures += 1
             self.outbox.put_result(service, result)
 
-        report = await fetcher.fetch_batch(batch, on_result)
+        report = await fetcher.fetch_batch(batch, on_result, fence=self.lease.fence())
         report.fetcher_id = batch.fetcher_id  # the dispatcher's (virtual) fetcher, not the node
         return report, self.outbox.put_report(service, report)
 

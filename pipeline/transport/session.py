@@ -6,9 +6,21 @@ messages are copied to the dead-letter queue with their reason (``amqp.dead_lett
 
 When the broker goes away, ``pump`` notes the time and reconnects every ``retry_s``; messages that
 were delivered but not acked come back from the broker (the caller drops duplicates by serial id).
-``paused_s`` is the total time the session was disconnected: the dispatcher's clock subtracts it, so
-a broker restart is not mistaken for every fetcher missing its heartbeats at once (S1's 2 periods are
-measured on time the dispatcher could actually hear them).
+``paused_s`` is the total time the dispatcher could not hear the fleet: the dispatcher's clock subtracts
+it, so S1's "missed 2 heartbeat periods" is measured on time it could actually hear them. Three kinds of
+deafness count, each of which would otherwise make every node look dead at once:
+
+- the session was disconnected (a broker restart);
+- the dispatcher was not listening: more than ``stall_s`` between two pumps, or a pump that overran its
+  timeout by that much (the process was stopped, swapped out or busy; heartbeats waited in its socket);
+- the broker was stalled with the connection open (SIGSTOP, a long GC, a disk alarm): when nothing at
+  all has arrived for ``probe_after_s``, ``pump`` makes a blocking round trip to the broker (a passive
+  declare); when it took longer than ``stall_s``, the whole silence since the last delivery is paused
+  time. A fleet that is really dead on a live broker answers the probe at once, so its silence still
+  counts and its batches still expire.
+
+Each stall also earns a grace as long as itself, up to ``grace_s`` (a heartbeat period): the nodes'
+heartbeats of the stall arrive only after it, and must not be judged missing before they can.
 """
 
 from __future__ import annotations
@@ -46,6 +58,9 @@ class BrokerSession:
         prefetch: int = 512,
         retry_s: float = 0.5,
         on_connect: Callable[[], None] | None = None,
+        stall_s: float = 0.5,
+        probe_after_s: float = 1.0,
+        grace_s: float = 1.0,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.fleet = fleet
@@ -55,6 +70,9 @@ class BrokerSession:
         self.retry_s = retry_s
         self.on_connect = on_connect
         self._mono = monotonic
+        self.stall_s = stall_s
+        self.probe_after_s = probe_after_s
+        self.grace_s = grace_s
         self.inbox: list[Inbound] = []
         self.conn: Connection | None = None
         self.producer: Producer | None = None
@@ -62,6 +80,9 @@ class BrokerSession:
         self._down_since: float | None = None
         self._last_attempt = -1e9
         self.paused_s = 0.0
+        self.stalls = 0  # listening gaps and broker stalls counted into paused_s
+        self._listened_at: float | None = None  # end of the last pump (None while disconnected)
+        self._heard_at = 0.0  # last delivery or answered probe
         self.reconnects = 0
         self.dead_lettered = 0
 
@@ -100,6 +121,7 @@ class BrokerSession:
             self.reconnects += 1
             log.info("broker session: reconnected after %.1fs", outage)
         self._down_since = None
+        self._listened_at = self._heard_at = self._mono()
         if self.on_connect is not None:
             self.on_connect()
         return True
@@ -135,6 +157,7 @@ class BrokerSession:
         self.conn = self.producer = self._consumer_channel = None
         self.inbox.clear()  # unacked deliveries of a dead channel come back from the broker
         self._down_since = self._mono()
+        self._listened_at = None  # the outage is paused time already
 
     # --- consuming -------------------------------------------------------------------------------
     def pump(self, timeout: float, *, max_messages: int = 2000) -> None:
@@ -143,6 +166,8 @@ class BrokerSession:
             time.sleep(min(timeout, self.retry_s))
             return
         assert self.conn is not None
+        self.note_deafness()
+        start, before = self._mono(), len(self.inbox)
         try:
             self.conn.drain_events(timeout=timeout)
             while len(self.inbox) < max_messages:
@@ -151,6 +176,46 @@ class BrokerSession:
             pass
         except Exception as exc:
             self.lost(exc)
+            return
+        now = self._mono()
+        self._pause(now - start - timeout)  # stopped inside the pump itself
+        if len(self.inbox) > before:
+            self._heard_at = now
+        elif now - self._heard_at >= self.probe_after_s:
+            self._probe()
+        self._listened_at = self._mono()
+
+    def note_deafness(self) -> None:
+        """Count the time since the last pump as paused if it is a stall (see the module docstring).
+        The dispatcher calls this before judging liveness too: a process stopped between its pump and
+        its tick must not find every node silent for the length of the stop."""
+        if self._listened_at is None:
+            return
+        now = self._mono()
+        self._pause(now - self._listened_at)
+        self._listened_at = now
+
+    def _pause(self, gap: float) -> None:
+        if gap > self.stall_s:
+            self._stall(gap)
+
+    def _stall(self, deaf_s: float) -> None:
+        # Plus a grace as long as the stall, up to one heartbeat period: what the nodes sent during it
+        # (or could not send: their publishes were blocked too) comes in only now.
+        self.paused_s += deaf_s + min(deaf_s, self.grace_s)
+        self.stalls += 1
+
+    def _probe(self) -> None:
+        """A blocking round trip: the broker's answer proves it could have delivered heartbeats."""
+        start = self._mono()
+        self.ready_count(topology.submit_queue(self.service))
+        now = self._mono()
+        if self.conn is not None:  # a probe that failed has marked the session down: paused already
+            if now - start > self.stall_s:
+                # The broker stopped before we noticed: the silence that led to the probe was part of
+                # the stall too.
+                self._stall(now - self._heard_at)
+            self._heard_at = now
 
     def ack_through(self, message: Message) -> None:
         """Ack every delivery up to and including ``message`` (they are all processed)."""

@@ -45,6 +45,16 @@ def fetch_counts(tb: TestbedProcess) -> collections.Counter[tuple[str, str]]:
     return collections.Counter((e["host"], e["path"]) for e in tb.read_access_log())
 
 
+def wait_requests(tb: TestbedProcess, n: int, *, timeout_s: float = 60) -> None:
+    """Until the testbed has logged ``n`` requests (or ``timeout_s`` passed)."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        tb.wait_log_flush(timeout_s=0.5)
+        if len(tb.read_access_log()) >= n:
+            return
+        time.sleep(0.05)
+
+
 def run_json(cmd: list[str], *, timeout: float = 240) -> dict[str, Any]:
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -106,12 +116,7 @@ def test_resume_after_sigkill_loses_nothing(tmp_path: Path) -> None:
     with TestbedProcess(12, 40, seed=5, workdir=tmp_path / "tb") as tb:
         out = tmp_path / "out"
         proc = subprocess.Popen(crawl_cmd(tb, out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            tb.wait_log_flush(timeout_s=0.5)
-            if len(tb.read_access_log()) >= 150:
-                break
-            time.sleep(0.05)
+        wait_requests(tb, 150)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         killed_at = time.time()

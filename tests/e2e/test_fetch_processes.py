@@ -1,0 +1,72 @@
+"""The embedded crawl with its fetcher in child processes (pipeline/fetchproc.py), judged from the
+testbed's access log like tests/e2e/test_embedded_crawl.py: every page once, and a fetch process
+killed mid-crawl is replaced without losing a page."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from pipeline.testbed.harness import TestbedProcess
+from tests.e2e.test_embedded_crawl import MAX_DEPTH, crawl_cmd, key, wait_requests
+
+pytestmark = pytest.mark.e2e
+
+
+def _env(processes: int) -> dict[str, str]:
+    return dict(os.environ, CRAWLFLEET_FETCH_PROCESSES=str(processes))
+
+
+def _summary(proc: subprocess.Popen[str], *, timeout: float = 240) -> dict[str, Any]:
+    out, err = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, err[-3000:]
+    return dict(json.loads(out.strip().splitlines()[-1]))
+
+
+def test_two_fetch_processes_fetch_every_page_once(tmp_path: Path) -> None:
+    with TestbedProcess(12, 40, seed=4, workdir=tmp_path / "tb") as tb:
+        proc = subprocess.Popen(crawl_cmd(tb, tmp_path / "out"), env=_env(2), text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        summary = _summary(proc)
+        truth = tb.truth(max_depth=MAX_DEPTH)
+        tb.wait_log_flush()
+        counts = collections.Counter((e["host"], e["path"]) for e in tb.read_access_log())
+    assert not [u for u in truth["pages"] if counts[key(u)] == 0]
+    assert not [u for u in truth["pages"] if counts[key(u)] > 1]
+    assert not [u for u in truth["forbidden"] if counts[key(u)]]
+    # robots.txt is cached per process: at most once per host and process
+    assert max(n for (_h, p), n in counts.items() if p == "/robots.txt") <= 2
+    assert set(summary["fetcher_pages"]) == {"local-p0", "local-p1"}
+
+
+def test_a_killed_fetch_process_is_replaced_and_loses_nothing(tmp_path: Path) -> None:
+    with TestbedProcess(12, 40, seed=6, workdir=tmp_path / "tb") as tb:
+        proc = subprocess.Popen(crawl_cmd(tb, tmp_path / "out"), env=_env(1), text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        wait_requests(tb, 150)
+        children = [c for c in psutil.Process(proc.pid).children() if "pipeline.fetchproc" in " ".join(c.cmdline())]
+        assert len(children) == 1
+        children[0].send_signal(signal.SIGKILL)
+        killed_at = time.time()
+        summary = _summary(proc)
+        truth = tb.truth(max_depth=MAX_DEPTH)
+        tb.wait_log_flush()
+        log = tb.read_access_log()
+    counts = collections.Counter((e["host"], e["path"]) for e in log)
+    assert not [u for u in truth["pages"] if counts[key(u)] == 0]
+    first_seen: dict[tuple[str, str], float] = {}
+    for e in log:
+        first_seen.setdefault((e["host"], e["path"]), e["t"])
+    repeated = [k for k in (key(u) for u in truth["pages"]) if counts[k] > 1]
+    # only requests in flight in the killed process may be repeated (it died before reporting them)
+    assert not [k for k in repeated if first_seen[k] < killed_at - 31.0]
+    assert summary["pages_fetched"] >= len(truth["pages"]) and not summary["interrupted"]
