@@ -78,6 +78,13 @@ class EmbeddedCrawl:
     async def run(self) -> dict[str, Any]:
         out = self.request.out_dir
         out.mkdir(parents=True, exist_ok=True)
+        n_proc = processes_for(self.settings)
+        # Fetch processes are launched first: they import their modules while the store opens. Who
+        # extracts links is a balance of CPU: without it a fetch process does less work per page than
+        # this process, so one fetch process leaves extraction here and two or more take it along.
+        procs = [ProcessFetcher(self.settings, fetcher_id=f"local-p{i}", parse_links=n_proc >= 2) for i in range(n_proc)]
+        for proc in procs:
+            proc.launch()
         store = open_store(self.settings.store, out / "crawl.db")
         stats = self.stats
         core = CrawlCore(
@@ -90,14 +97,11 @@ class EmbeddedCrawl:
             resume=self.request.resume,
         )
         resolver = CachingResolver.from_settings(self.settings.dns)
-        n_proc = processes_for(self.settings)
         fetchers: list[Fetcher]
-        if n_proc:
-            # Who extracts links is a balance of CPU: without it a fetch process does about half the
-            # work per page that this process does with it, so one fetch process leaves extraction
-            # here and two or more take it along (docs/bench/local.md has the measurements).
-            fetchers = [ProcessFetcher(self.settings, fetcher_id=f"local-p{i}", scope=core.scope, traps=core.traps,
-                                       parse_links=n_proc >= 2) for i in range(n_proc)]  # fmt: skip
+        if procs:
+            for proc in procs:
+                proc.scope, proc.traps = core.scope, core.traps
+            fetchers = list(procs)
         else:
             # AioFetcher wraps the resolver in the SSRF guard itself (check and connect use one answer).
             fetchers = [AioFetcher(self.settings, fetcher_id="local", resolver=AiohttpResolver(resolver), scope=core.scope)]

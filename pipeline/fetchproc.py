@@ -65,8 +65,15 @@ class ProcessFetcher:
     """The parent's side of one fetch process. Use from one event loop."""
 
     def __init__(
-        self, settings: Settings, *, fetcher_id: str, scope: Scope, traps: TrapRules, parse_links: bool
+        self,
+        settings: Settings,
+        *,
+        fetcher_id: str,
+        parse_links: bool,
+        scope: Scope | None = None,
+        traps: TrapRules | None = None,
     ) -> None:
+        """``scope`` and ``traps`` (the crawl's) may be set after ``launch`` but before ``start``."""
         self.settings = settings
         self.parse_links = parse_links  # extract links in the child too, or leave that to the crawl's process
         self.fetcher_id = fetcher_id
@@ -77,6 +84,7 @@ class ProcessFetcher:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._batches: dict[int, tuple[Callable[[FetchResult], None], asyncio.Future[BatchReport]]] = {}
         self._pending = 0
+        self._started = False
         self.dns: dict[str, int] = {}  # the child's DNS cache counters, as of its last report
         self.restarts = 0
 
@@ -84,30 +92,40 @@ class ProcessFetcher:
     def free_slots(self) -> int:
         return max(0, 2 * self.settings.fetch.concurrency - self._pending)
 
-    async def start(self) -> None:
+    def launch(self) -> None:
+        """Start the child now; it imports its modules (most of a second) while the crawl opens its store.
+        ``start`` then hands it the crawl's settings and scope."""
         if self._proc is not None:
             return
         if self.restarts > _MAX_RESTARTS:
             raise FetchProcessGaveUp(f"fetch process {self.fetcher_id} died {self.restarts} times; giving up")
-        self._loop = asyncio.get_running_loop()
         # A plain ``python -m pipeline.fetchproc`` over a socket pair, not multiprocessing's spawn: spawn
         # re-imports the parent's __main__, which re-runs any script that embeds a crawl without a
         # ``__main__`` guard; and never fork a process that has an event loop and threads running.
         ours, theirs = socket.socketpair()
-        proc = subprocess.Popen(
+        self._proc = subprocess.Popen(
             [sys.executable, "-m", "pipeline.fetchproc", str(theirs.fileno())], pass_fds=[theirs.fileno()],
         )  # fmt: skip
         theirs.close()
-        conn = Connection(ours.detach())
-        conn.send((self.settings, self.fetcher_id, self.scope, self.traps, self.parse_links))
-        self._proc, self._conn = proc, conn
-        self._loop.add_reader(conn.fileno(), self._readable)
+        self._conn = Connection(ours.detach())
+        self._started = False
+
+    async def start(self) -> None:
+        if self._proc is None:
+            self.launch()
+        if self._started:
+            return
+        assert self._conn is not None and self.scope is not None and self.traps is not None
+        self._loop = asyncio.get_running_loop()
+        self._conn.send((self.settings, self.fetcher_id, self.scope, self.traps, self.parse_links))
+        self._loop.add_reader(self._conn.fileno(), self._readable)
+        self._started = True
 
     async def fetch_batch(
         self, batch: Batch, on_result: Callable[[FetchResult], None], *, fence: Callable[[], bool] | None = None
     ) -> BatchReport:
         """Fetch ``batch`` in the child. ``fence`` is the fleet's (pipeline/transport/lease.py): not used here."""
-        if self._proc is None:
+        if not self._started:
             await self.start()
         assert self._conn is not None and self._loop is not None
         future: asyncio.Future[BatchReport] = self._loop.create_future()
@@ -160,7 +178,7 @@ class ProcessFetcher:
         code = self._proc.poll() if self._proc is not None else None
         log.error("fetch process %s died (exit code %s); its %d batches go back", self.fetcher_id, code,
                   len(self._batches))  # fmt: skip
-        self._proc, self._conn = None, None
+        self._proc, self._conn, self._started = None, None, False
         self.restarts += 1
         self._pending = 0
         batches, self._batches = self._batches, {}
@@ -172,7 +190,7 @@ class ProcessFetcher:
         proc, conn = self._proc, self._conn
         if proc is None or conn is None:
             return
-        if self._loop is not None:
+        if self._loop is not None and self._started:
             self._loop.remove_reader(conn.fileno())
         with contextlib.suppress(OSError):
             conn.send(("stop",))
@@ -184,7 +202,7 @@ class ProcessFetcher:
             proc.kill()
             proc.wait(5)
         conn.close()
-        self._proc = self._conn = None
+        self._proc, self._conn, self._started = None, None, False
 
 
 # --- the child ----------------------------------------------------------------------------------------
@@ -193,6 +211,9 @@ def _child_main(fd: int) -> None:
     # Ctrl-C reaches the whole process group; the parent decides how the crawl stops and tells us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     conn = Connection(fd)
+    import fetchers.aio  # noqa: F401 - the slow imports, while the parent opens its store
+    import pipeline.prepare  # noqa: F401
+
     try:
         settings, fetcher_id, scope, traps, parse_links = conn.recv()
         asyncio.run(_serve(conn, settings, fetcher_id, scope, traps, parse_links=parse_links))
