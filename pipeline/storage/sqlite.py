@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 import zlib
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -31,6 +30,7 @@ from pathlib import Path
 
 from pipeline.storage.base import Outcome, PageRecord, Store, UrlRecord, UrlState
 from pipeline.storage.bodies import BodyLog
+from pipeline.storage.sqlite_wal import Checkpointer
 from pipeline.urls import fingerprint
 
 CHUNK = 500  # SQLite's default bound-parameter limit is far higher; 500 keeps statements small.
@@ -145,7 +145,7 @@ class SqliteStore(Store):
             )
         self._closed = False
         self._bodies = BodyLog(self.path.with_name(self.path.name + ".bodies"))
-        self._checkpointer = _Checkpointer(self.path, checkpoint_interval) if checkpoint_interval > 0 else None
+        self._checkpointer = Checkpointer(self.path, checkpoint_interval) if checkpoint_interval > 0 else None
 
     # --- transactions ----------------------------------------------------------------------------
     def _tx(self) -> _Transaction:
@@ -383,31 +383,3 @@ class _Transaction:
             self._db.execute("COMMIT")
         else:
             self._db.execute("ROLLBACK")
-
-
-class _Checkpointer:
-    """Runs ``PRAGMA wal_checkpoint(PASSIVE)`` every ``interval`` seconds on its own connection.
-
-    PASSIVE never waits for the writer and never blocks it; SQLite releases the GIL while it copies
-    and fsyncs, so this costs the writer thread nothing but a share of a second core.
-    """
-
-    def __init__(self, path: Path, interval: float) -> None:
-        self._stop = threading.Event()
-        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA busy_timeout=1000")
-        self._interval = interval
-        self._thread = threading.Thread(target=self._run, name=f"sqlite-checkpoint:{path.name}", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval):
-            try:
-                self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
-            except sqlite3.Error:  # a busy or closing database: the next round retries
-                continue
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._db.close()
