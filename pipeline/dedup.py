@@ -159,7 +159,8 @@ class SeenFilter:
         stats.round_trips += 1
         stats.remote_lookups += len(ask)
         stats.inlink_updates += len(piggyback)
-        result = self._store.add_urls(ask + piggyback)
+        # Without in-link tracking a known URL is only looked up, never written (see Store.add_urls).
+        result = self._store.add_urls(ask + piggyback, count_inlinks=self._track_inlinks)
         if piggyback:  # known URLs: the store cannot report them new, but be strict about the contract
             asked = {r.url_id for r in ask}
             result = [r for r in result if r.url_id in asked]

@@ -198,10 +198,10 @@ class DelayedStore:
         self.delay_s = delay_s
         self.calls = 0
 
-    def add_urls(self, records: Sequence[UrlRecord]) -> list[UrlRecord]:
+    def add_urls(self, records: Sequence[UrlRecord], *, count_inlinks: bool = True) -> list[UrlRecord]:
         self.calls += 1
         time.sleep(self.delay_s)
-        return self.inner.add_urls(records)
+        return self.inner.add_urls(records, count_inlinks=count_inlinks)
 
 
 def candidate_stream(results: Sequence[FetchResult], rules: logic.LinkRules) -> list[list[UrlRecord]]:

@@ -80,10 +80,12 @@ class Store(ABC):
 
     # --- crawl database and seen-set -------------------------------------------------------------
     @abstractmethod
-    def add_urls(self, records: Sequence[UrlRecord]) -> list[UrlRecord]:
+    def add_urls(self, records: Sequence[UrlRecord], *, count_inlinks: bool = True) -> list[UrlRecord]:
         """Insert the records whose URL is unknown (as PENDING) and return exactly those.
 
-        Known URLs only get their in-link count raised by the record's ``inlinks`` (at least 1).
+        Known URLs only get their in-link count raised by the record's ``inlinks`` (at least 1), or,
+        with ``count_inlinks=False``, are not written at all (a look-up: for callers that keep no
+        in-link counts, whose writes to a large seen-set would be random-page writes for nothing).
         Duplicates inside ``records`` count once. One round trip for the whole sequence.
         """
 

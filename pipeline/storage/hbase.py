@@ -197,7 +197,7 @@ class HBaseStore(Store):
         return authority_key(host) + b"|" + _H.pack(min(max(depth, 0), 0xFFFF)) + key
 
     # --- crawl database and seen-set -------------------------------------------------------------
-    def add_urls(self, records: Sequence[UrlRecord]) -> list[UrlRecord]:
+    def add_urls(self, records: Sequence[UrlRecord], *, count_inlinks: bool = True) -> list[UrlRecord]:
         batch: dict[bytes, UrlRecord] = {}
         for rec in records:
             key = row_key(rec.url)
@@ -215,7 +215,7 @@ class HBaseStore(Store):
         # by pending(), re-added on rediscovery), never a known URL that is not pending.
         self._put("pending", ((self._pending_key(r.host, r.depth, row_key(r.url)), {b"p:x": b""}) for r in new))
         self._put("crawldb", ((row_key(r.url), self._url_cells(r)) for r in new))
-        incs = [("crawldb", key, b"m:n", max(1, batch[key].inlinks)) for key in known]
+        incs = [("crawldb", key, b"m:n", max(1, batch[key].inlinks)) for key in known] if count_inlinks else []
         incs.append(("meta", b"counts", b"c:pending", len(new)))
         self._increment(incs)
         return new

@@ -74,6 +74,8 @@ _UPSERT_SEEN = (
     "INSERT INTO seen (url_id, inlinks, ins) VALUES {values} "
     "ON CONFLICT(url_id) DO UPDATE SET inlinks = inlinks + excluded.ins, ins = 0 RETURNING url_id, ins"
 )
+# Known rows untouched: RETURNING then lists only the inserted ones.
+_INSERT_SEEN = "INSERT INTO seen (url_id, inlinks, ins) VALUES {values} ON CONFLICT(url_id) DO NOTHING RETURNING url_id, ins"
 CODEC_RAW, CODEC_ZLIB = 0, 1
 _BUMP_HOST = (
     "INSERT INTO host_pending (host, n) VALUES (?, ?) ON CONFLICT(host) DO UPDATE SET n = n + excluded.n"
@@ -88,9 +90,9 @@ def _marks(n: int) -> str:
     return ",".join("?" * n)
 
 
-@lru_cache(maxsize=CHUNK + 1)
-def _upsert_seen(n: int) -> str:
-    return _UPSERT_SEEN.format(values=",".join(["(?,?,?)"] * n))
+@lru_cache(maxsize=2 * CHUNK + 2)
+def _upsert_seen(n: int, count_inlinks: bool) -> str:
+    return (_UPSERT_SEEN if count_inlinks else _INSERT_SEEN).format(values=",".join(["(?,?,?)"] * n))
 
 
 def _chunks(items: Sequence[int]) -> Iterator[Sequence[int]]:
@@ -170,7 +172,7 @@ class SqliteStore(Store):
             self._db.executemany(_BUMP_COUNTER, changed)
 
     # --- crawl database and seen-set -------------------------------------------------------------
-    def add_urls(self, records: Sequence[UrlRecord]) -> list[UrlRecord]:
+    def add_urls(self, records: Sequence[UrlRecord], *, count_inlinks: bool = True) -> list[UrlRecord]:
         batch: dict[int, UrlRecord] = {}
         for rec in records:
             uid = rec.url_id or fingerprint(rec.url)
@@ -188,7 +190,7 @@ class SqliteStore(Store):
                 params: list[object] = []
                 for uid, rec in chunk:
                     params += (uid, rec.inlinks, max(1, rec.inlinks))
-                rows = self._db.execute(_upsert_seen(len(chunk)), params)
+                rows = self._db.execute(_upsert_seen(len(chunk), count_inlinks), params)
                 fresh.update(uid for uid, ins in rows if ins)
             new = [
                 rec if rec.state == UrlState.PENDING else replace(rec, state=UrlState.PENDING)

@@ -81,7 +81,7 @@ class FleetDispatcher:
         self.hb_timeout = d.heartbeat_s * d.missed_heartbeats
         self.session = BrokerSession(settings.fleet, service=self.service, heartbeat_ttl_s=self.hb_timeout,
                                      on_connect=self._on_connect, stall_s=d.heartbeat_s / 2,
-                                     probe_after_s=d.heartbeat_s / 2, grace_s=d.heartbeat_s,
+                                     probe_after_s=d.heartbeat_s / 2, grace_s=self.hb_timeout,
                                      monotonic=monotonic)  # fmt: skip
         self._last_clock = float("-inf")
         self.app = make_app(settings)

@@ -19,8 +19,9 @@ deafness count, each of which would otherwise make every node look dead at once:
   time. A fleet that is really dead on a live broker answers the probe at once, so its silence still
   counts and its batches still expire.
 
-Each stall also earns a grace as long as itself, up to ``grace_s`` (a heartbeat period): the nodes'
-heartbeats of the stall arrive only after it, and must not be judged missing before they can.
+Each stall also earns a grace as long as itself, up to ``grace_s`` (the dispatcher passes its whole
+liveness window): the nodes' heartbeats of the stall arrive only after it, and must not be judged
+missing before they can.
 """
 
 from __future__ import annotations
@@ -200,8 +201,9 @@ class BrokerSession:
             self._stall(gap)
 
     def _stall(self, deaf_s: float) -> None:
-        # Plus a grace as long as the stall, up to one heartbeat period: what the nodes sent during it
-        # (or could not send: their publishes were blocked too) comes in only now.
+        # Plus a grace as long as the stall, up to ``grace_s``: what the nodes sent during it (or could
+        # not send: their publishes were blocked too, and queued heartbeats may have outlived their TTL)
+        # comes in only now, so every node gets its whole liveness window again.
         self.paused_s += deaf_s + min(deaf_s, self.grace_s)
         self.stalls += 1
 

@@ -86,6 +86,15 @@ def test_known_urls_only_get_inlinks(store: Store) -> None:
     assert (got.inlinks, got.depth, got.discovered_from) == (5, 2, "http://a.test/")
 
 
+def test_add_urls_without_counting_leaves_known_urls_alone(store: Store) -> None:
+    store.add_urls([rec("http://a.test/y", 1, inlinks=2)])
+    new = store.add_urls([rec("http://a.test/y", 0, inlinks=5), rec("http://a.test/z", 1)], count_inlinks=False)
+    assert [r.url for r in new] == ["http://a.test/z"]
+    got = store.get_url("http://a.test/y")
+    assert got is not None and got.inlinks == 2
+    assert store.counts()["pending"] == 2
+
+
 def test_new_urls_are_stored_pending_whatever_state_they_carry(store: Store) -> None:
     r = rec("http://a.test/s")
     r.state = UrlState.DONE

@@ -19,7 +19,7 @@ class FakeStore:
         self.rows: dict[int, UrlRecord] = {}
         self.calls: list[int] = []
 
-    def add_urls(self, records: Sequence[UrlRecord]) -> list[UrlRecord]:
+    def add_urls(self, records: Sequence[UrlRecord], *, count_inlinks: bool = True) -> list[UrlRecord]:
         self.calls.append(len(records))
         new: list[UrlRecord] = []
         for rec in records:
@@ -27,7 +27,7 @@ class FakeStore:
             if row is None:
                 self.rows[rec.url_id] = UrlRecord(rec.url, rec.url_id, rec.host, rec.depth, inlinks=max(rec.inlinks, 1))
                 new.append(rec)
-            else:
+            elif count_inlinks:
                 row.inlinks += max(rec.inlinks, 1)
         return new
 
