@@ -293,6 +293,7 @@ class FleetDispatcher:
         now = self.clock()
         for node in self._nodes.values():
             if not node.dead and now - node.last_seen >= self.hb_timeout:
+                log.warning("node %s silent for %.2fs of audible time: dead", node.name, now - node.last_seen)
                 node.dead = True
                 purged = self.session.purge_fetch_queue(node.name)
                 self.counters.purged_messages += purged

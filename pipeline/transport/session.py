@@ -89,8 +89,13 @@ class BrokerSession:
 
     # --- connection ------------------------------------------------------------------------------
     def paused_now(self) -> float:
-        """Total disconnected time so far, including the outage going on now (if any)."""
-        ongoing = self._mono() - self._down_since if self._down_since is not None else 0.0
+        """Total deaf time so far, including the deafness going on now: an outage, or a stall longer than
+        ``stall_s`` since the last pump (the caller blocked in a publish to a stalled broker reads the
+        clock before the next pump could count the stall; the grace comes when it is counted)."""
+        now = self._mono()
+        ongoing = now - self._down_since if self._down_since is not None else 0.0
+        if self._listened_at is not None and now - self._listened_at > self.stall_s:
+            ongoing += now - self._listened_at
         return self.paused_s + ongoing
 
     @property
@@ -206,6 +211,8 @@ class BrokerSession:
         # comes in only now, so every node gets its whole liveness window again.
         self.paused_s += deaf_s + min(deaf_s, self.grace_s)
         self.stalls += 1
+        log.warning("could not hear the fleet for %.2fs (broker stalled or this process stopped): liveness "
+                    "paused for it and a %.2fs grace", deaf_s, min(deaf_s, self.grace_s))  # fmt: skip
 
     def _probe(self) -> None:
         """A blocking round trip: the broker's answer proves it could have delivered heartbeats."""

@@ -126,3 +126,16 @@ def test_disconnection_is_not_counted_twice() -> None:
     assert s.paused_now() == 4.0  # the outage so far
     s.note_deafness()
     assert s.paused_now() == 4.0
+
+
+def test_a_stall_counts_while_it_lasts() -> None:
+    """Blocked in a publish to a stalled broker: whoever reads the clock after it returns, before the
+    next pump, must already see the stall (was: the dispatcher leased work on an unpaused clock)."""
+    s, conn, clock = session()
+    pump(s, conn, deliver=1)
+    clock.t += 0.1
+    assert s.paused_now() == 0.0  # ordinary work between pumps is not deafness
+    clock.t += 2.9
+    assert s.paused_now() == 3.0
+    pump(s, conn, deliver=1)  # counted for good now, with the grace
+    assert s.paused_now() == 3.0 + 0.5
