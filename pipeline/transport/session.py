@@ -19,9 +19,9 @@ deafness count, each of which would otherwise make every node look dead at once:
   time. A fleet that is really dead on a live broker answers the probe at once, so its silence still
   counts and its batches still expire.
 
-Each stall also earns a grace as long as itself, up to ``grace_s`` (the dispatcher passes its whole
-liveness window): the nodes' heartbeats of the stall arrive only after it, and must not be judged
-missing before they can.
+Each stall and each outage also earns a grace as long as itself, up to ``grace_s`` (the dispatcher
+passes its whole liveness window): the nodes' heartbeats of the stall arrive only after it (after an
+outage, only once the nodes have reconnected too), and must not be judged missing before they can.
 """
 
 from __future__ import annotations
@@ -123,7 +123,8 @@ class BrokerSession:
             return False
         if self._down_since is not None:
             outage = self._mono() - self._down_since
-            self.paused_s += outage
+            # The nodes reconnect too, after us or not: they get their whole liveness window again.
+            self.paused_s += outage + min(outage, self.grace_s)
             self.reconnects += 1
             log.info("broker session: reconnected after %.1fs", outage)
         self._down_since = None
