@@ -24,24 +24,33 @@ from collections.abc import Callable
 class LeaseGuard:
     """Thread-safe. ``limit_s``: the longest heartbeat gap after which the batches held may be gone."""
 
-    def __init__(self, *, limit_s: float, monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        *,
+        limit_s: float,
+        quarantine_s: float = 0.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.limit_s = limit_s
+        self.quarantine_s = quarantine_s
         self._mono = monotonic
         self._lock = threading.Lock()
         self._last_beat = monotonic()
         self._epoch = 0
+        self._lapsed_at = float("-inf")  # when the last lapse was seen
         self.lapses = 0
 
     @classmethod
     def for_heartbeats(cls, *, heartbeat_s: float, missed: int) -> LeaseGuard:
         """Lapse a quarter period before the dispatcher could expire us: it still has to notice, re-issue
         and have another node start the batch, so a lapse at the limit itself is already late enough."""
-        return cls(limit_s=max(heartbeat_s * 1.25, heartbeat_s * missed - heartbeat_s / 4))
+        return cls(limit_s=max(heartbeat_s * 1.25, heartbeat_s * missed - heartbeat_s / 4), quarantine_s=heartbeat_s)
 
     def _check(self, now: float) -> None:
         if now - self._last_beat > self.limit_s:
             self._epoch += 1
             self.lapses += 1
+            self._lapsed_at = now
             self._last_beat = now  # one lapse per gap; batches started from now on hold the new epoch
 
     def beat(self) -> None:
@@ -62,6 +71,11 @@ class LeaseGuard:
         return self.epoch() == epoch
 
     def fence(self) -> Callable[[], bool]:
-        """A fence for one batch starting now (see ``fetchers.engine.Engine.run_batch``)."""
+        """A fence for one batch starting now (see ``fetchers.engine.Engine.run_batch``). A batch that
+        starts within ``quarantine_s`` of a lapse is fenced from the start: it most likely waited in our
+        prefetch while we were away, and may have been re-issued since (its URLs go back unfetched)."""
         taken = self.epoch()
+        with self._lock:
+            if self._mono() - self._lapsed_at < self.quarantine_s:
+                return lambda: False
         return lambda: self.holds(taken)

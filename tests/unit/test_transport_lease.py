@@ -59,6 +59,16 @@ def test_the_fetch_thread_sees_the_gap_before_the_next_heartbeat() -> None:
     assert guard.lapses == 1
 
 
+def test_a_batch_starting_right_after_a_lapse_is_fenced_from_the_start() -> None:
+    clock = Clock()
+    guard = LeaseGuard(limit_s=1.0, quarantine_s=0.5, monotonic=clock)
+    clock.t += 2.0  # stopped; a batch waited in our prefetch meanwhile
+    assert not guard.fence()()  # it starts first thing after the stop
+    clock.t += 0.6
+    guard.beat()
+    assert guard.fence()()  # later batches are ours to fetch
+
+
 def test_limit_leaves_margin_before_the_dispatcher_expires() -> None:
     g = LeaseGuard.for_heartbeats(heartbeat_s=2.0, missed=2)
     assert 2.0 < g.limit_s < 4.0
