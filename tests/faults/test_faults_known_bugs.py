@@ -61,6 +61,20 @@ DNS_OUTAGE_IS_FINAL = (
     "re-queue it with a back-off) and keep transient DNS errors out of the negative cache, or cache them "
     "for seconds, not minutes."
 )
+def stop_after_events(rig: FleetRig, proc: Any, *, event: str, serials: tuple[int, ...], stop_s: float) -> None:
+    """For each serial: once an ``event`` of that serial (or a later one) is logged, SIGSTOP ``proc`` for
+    ``stop_s`` seconds, then SIGCONT it."""
+    for after in serials:
+
+        def seen(ev: dict[str, Any], n: int = after) -> bool:
+            return bool(ev["ev"] == event and ev["serial"] >= n)
+
+        rig.wait_event(seen)
+        proc.pause()
+        time.sleep(stop_s)
+        proc.resume()
+
+
 def pin(component: str, test: str, reason: str) -> None:
     results.pin(component, test, reason, file="tests/faults/test_faults_known_bugs.py")
 
@@ -105,17 +119,9 @@ def test_dispatcher_paused_past_heartbeats_expires_nothing(fault_bed: Bed, tmp_p
             rig.start_dispatcher()
             rig.nodes_up(2)
             # Three pauses, each right after a batch report arrived, so that the dispatcher is busy with
-            # results (past its pump, before its tick) and other batches are out. The bug needs the stop
-            # to land in that part of the loop, hence the marker is not strict.
-            for after in (2, 5, 8):
-
-                def reported(ev: dict[str, Any], n: int = after) -> bool:
-                    return bool(ev["ev"] == "done" and ev["serial"] >= n)
-
-                rig.wait_event(reported)
-                rig.dispatcher.pause()
-                time.sleep(2.5)  # heartbeat 0.5 s: five periods
-                rig.dispatcher.resume()
+            # results (past its pump, before its tick) and other batches are out: the stop lands in the
+            # part of the loop where the bug was.
+            stop_after_events(rig, rig.dispatcher, event="done", serials=(2, 5, 8), stop_s=2.5)  # 5 periods
             summary = rig.wait_dispatcher()
         finally:
             rig.close()
@@ -217,15 +223,8 @@ def test_stalled_broker_expires_no_batch(fault_bed: Bed, tmp_path: Path) -> None
             rig.start_worker(2)
             rig.start_dispatcher()
             rig.nodes_up(2)
-            for after in (2, 6):  # right after a batch went out, so that batches are held
-
-                def issued(ev: dict[str, Any], n: int = after) -> bool:
-                    return bool(ev["ev"] == "issue" and ev["serial"] >= n)
-
-                rig.wait_event(issued)
-                rabbit.proc.pause()
-                time.sleep(3.0)  # heartbeat 0.5 s: six periods
-                rabbit.proc.resume()
+            # Right after a batch went out, so that batches are held; six heartbeat periods each.
+            stop_after_events(rig, rabbit.proc, event="issue", serials=(2, 6), stop_s=3.0)
             summary = rig.wait_dispatcher()
         finally:
             rig.close()
