@@ -33,6 +33,7 @@ from pipeline.dispatch.quotas import Quotas
 from pipeline.dispatch.serials import SerialAllocator
 from pipeline.frontier import AnsweredFilter, Frontier, FrontierLimits
 from pipeline.journal import Checkpoint, SegmentWriter, replay
+from pipeline.seentable import FingerprintTable
 from pipeline.settings import Settings
 from pipeline.stats import CrawlStats
 from pipeline.storage.base import Outcome, PageRecord, Store, UrlRecord, UrlState
@@ -101,7 +102,9 @@ class CrawlCore:
             serials=SerialAllocator(store.reserve_serials),
             clock=clock,
         )
-        self.seen = SeenFilter(store, lru_size=200_000)
+        st = settings.store
+        table = FingerprintTable(max_entries=st.seen_table_max_urls) if st.seen_table_max_urls > 0 else None
+        self.seen = SeenFilter(store, lru_size=st.seen_lru_size, table=table)
         self.journal = SegmentWriter(out_dir / "segments")
         # Live WARC output (optional). A page replayed from the journal after a crash may appear twice
         # in the WARC files; `crawlfleet export warc` from the store never duplicates.
@@ -144,6 +147,8 @@ class CrawlCore:
                 self._flush_store()
         self._flush_store()
         self._checkpoint()
+        if self.seen.table is not None:
+            self.seen.table.load(self.store.iter_url_ids())
         for host, count in self.store.pending_hosts():
             self.frontier.restore(host, count)
         log.info("resume: replayed %d journaled results, %d URLs pending", replayed, self.frontier.pending)

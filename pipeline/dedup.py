@@ -8,6 +8,12 @@ ONE ``Store.add_urls`` call (one round trip), whose return value says which URLs
 A cached answer is never wrong: the seen-set only grows, so a fingerprint once seen stays seen.
 Memory is bounded by ``lru_size`` ints (no set of URL strings is kept).
 
+Behind the LRU, an optional :class:`~pipeline.seentable.FingerprintTable` holds every fingerprint
+this filter has seen the store hold, in 8 B each: the URLs it knows never reach the store, so at a
+million known URLs a link costs a binary search instead of a B-tree probe. It only ever holds
+fingerprints the store has (added after the store call returns), so a table hit is as safe as an
+LRU hit, with a shared store too; a miss still asks the store.
+
 In-link counts: ``add_urls`` raises the count of known URLs. A URL answered by the LRU skips that
 call, so with ``track_inlinks=True`` its increment is kept in a small bounded buffer (one entry per
 URL, increments summed) and rides along with the next remote call, or goes out on ``flush()``.
@@ -20,6 +26,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from pipeline.seentable import FingerprintTable
 from pipeline.storage.base import Store, UrlRecord
 
 
@@ -28,11 +35,13 @@ class SeenStats:
     """Counters since construction.
 
     ``local_hits``: URLs answered locally (LRU hit, or a repeat inside one batch).
+    ``table_hits``: URLs the LRU missed and the fingerprint table answered.
     ``remote_lookups``: URLs whose seen-status was asked of the store.
     ``round_trips``: calls to the store. ``inlink_updates``: known URLs sent only to raise in-links.
     """
 
     local_hits: int = 0
+    table_hits: int = 0
     remote_lookups: int = 0
     round_trips: int = 0
     inlink_updates: int = 0
@@ -50,6 +59,7 @@ class SeenFilter:
         lru_size: int,
         track_inlinks: bool = False,
         max_buffered_inlinks: int = 10_000,
+        table: FingerprintTable | None = None,
     ) -> None:
         if lru_size < 0 or max_buffered_inlinks < 1:
             raise ValueError("lru_size must be >= 0 and max_buffered_inlinks >= 1")
@@ -59,6 +69,7 @@ class SeenFilter:
         self._track_inlinks = track_inlinks
         self._max_buffered = max_buffered_inlinks
         self._inlinks: dict[int, UrlRecord] = {}  # url_id -> record carrying the summed increment
+        self.table = table
         self.stats = SeenStats()
 
     @property
@@ -106,7 +117,8 @@ class SeenFilter:
     def add_new(self, records: Sequence[UrlRecord]) -> list[UrlRecord]:
         """The records whose URL was never seen before; they are now in the store as PENDING.
 
-        Makes at most one store call for the whole sequence (none when the LRU answers everything).
+        Makes at most one store call for the whole sequence (none when the LRU and the table answer
+        everything).
         """
         lru = self._lru
         stats = self.stats
@@ -126,19 +138,35 @@ class SeenFilter:
                 stats.local_hits += 1
                 if self._track_inlinks:
                     ask[uid] = dataclasses.replace(prior, inlinks=max(prior.inlinks, 1) + max(rec.inlinks, 1))
+        table = self.table
+        if table is not None and ask:
+            for uid, hit in zip(list(ask), table.contains_many(list(ask)), strict=True):
+                if hit:
+                    rec = ask.pop(uid)
+                    lru[uid] = None  # a table hit is likely to repeat soon: S5's locality
+                    stats.table_hits += 1
+                    if self._track_inlinks:
+                        self._buffer_inlink(rec)
         if not ask and len(self._inlinks) < self._max_buffered:
+            self._trim()
             return []
         piggyback = [r for uid, r in self._inlinks.items() if uid not in ask]
         self._inlinks.clear()
         new = self._remote(list(ask.values()), piggyback)
+        if table is not None:  # the store holds every asked URL now: added, or known already
+            table.add_many(ask)
         for uid in ask:
             lru[uid] = None
             lru.move_to_end(uid)
-        while len(lru) > self._lru_size:
-            lru.popitem(last=False)
-            stats.evictions += 1
+        self._trim()
         stats.new += len(new)
         return new
+
+    def _trim(self) -> None:
+        lru = self._lru
+        while len(lru) > self._lru_size:
+            lru.popitem(last=False)
+            self.stats.evictions += 1
 
     def flush(self) -> None:
         """Send buffered in-link increments (one round trip if there are any)."""

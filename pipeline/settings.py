@@ -110,6 +110,10 @@ class StoreSettings:
     hbase_batch_size: int = 200
     warc: bool = False
     warc_max_bytes: int = 1024 * 1024 * 1024
+    # The seen-set in front of the store: S5's LRU of recent fingerprints, then an exact table of up to
+    # this many fingerprints at 8 B each (64 MiB at the default; 0 turns it off). See pipeline/dedup.py.
+    seen_lru_size: int = 200_000
+    seen_table_max_urls: int = 8_000_000
 
 
 @dataclass(frozen=True, slots=True)

@@ -91,6 +91,8 @@ def _measure(args: argparse.Namespace, pages: int, *, label: str = "") -> dict[s
             "queue_bytes": fr.queue_bytes(),
             "hosts": len(fr),
             "lru": len(core.seen),
+            "table_bytes": core.seen.table.nbytes if core.seen.table is not None else 0,
+            "table_urls": len(core.seen.table) if core.seen.table is not None else 0,
         })
 
     with TestbedProcess(side, side, seed=args.seed, workdir=workdir / "testbed") as tb:
@@ -142,6 +144,8 @@ def _deciles(samples: list[dict[str, float]], summary: dict[str, Any], disk: int
             "frontier_bytes_per_queued_url_incl_hosts": (
                 round(at["frontier_bytes"] / at["pending"], 1) if at["pending"] else None
             ),
+            "seen_table_mib": round(at.get("table_bytes", 0) / 2**20, 1),
+            "seen_table_bytes_per_url": round(at["table_bytes"] / at["table_urls"], 1) if at.get("table_urls") else None,
         })
         prev_t, prev_p, prev_cpu = at["t"], at["pages"], at["cpu"]
     rates = [r["pages_per_s"] for r in rows if r["pages_per_s"]]

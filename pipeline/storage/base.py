@@ -96,6 +96,14 @@ class Store(ABC):
     @abstractmethod
     def get_url(self, url: str) -> UrlRecord | None: ...
 
+    def iter_url_ids(self) -> Iterator[int]:
+        """Fingerprints of known URLs, to warm a local seen-table at start-up; any order.
+
+        Never a fingerprint the store lacks; it may yield fewer than all of them (a remote seen-set
+        too large to pull yields none), since the table then only asks the store more often.
+        """
+        return iter(())
+
     # --- pending set -----------------------------------------------------------------------------
     @abstractmethod
     def pending(self, host: str, limit: int, *, after: tuple[int, str] | None = None) -> list[UrlRecord]:

@@ -216,6 +216,11 @@ class SqliteStore(Store):
         rows = self._select_in("SELECT url_id FROM seen WHERE url_id IN ({marks})", list(by_id))
         return {by_id[row[0]] for row in rows}
 
+    def iter_url_ids(self) -> Iterator[int]:
+        # One statement on its own cursor; the rows stream without a list of a million tuples.
+        for (uid,) in self._db.execute("SELECT url_id FROM seen"):
+            yield uid
+
     def get_url(self, url: str) -> UrlRecord | None:
         row = self._db.execute(f"{_SELECT_URL} WHERE u.url_id = ?", (fingerprint(url),)).fetchone()
         return None if row is None else _url_record(row)

@@ -113,6 +113,13 @@ def test_seen_is_the_known_subset(store: Store) -> None:
     assert store.seen([]) == set()
 
 
+def test_iter_url_ids_never_yields_an_unknown_fingerprint(store: Store) -> None:
+    urls = ["http://a.test/1", "https://b.test:8443/q?x=1"]
+    store.add_urls([rec(u) for u in urls])
+    got = set(store.iter_url_ids())
+    assert got <= {fingerprint(u) for u in urls}  # a remote store may yield fewer (none), never others
+
+
 def test_get_url_round_trips_every_field(store: Store) -> None:
     store.add_urls([rec("http://a.test/p", 3, inlinks=2, frm="http://a.test/")])
     got = store.get_url("http://a.test/p")

@@ -107,6 +107,8 @@ def test_resume_replays_journal_without_refetch(tmp_path: Path) -> None:
         rec = again.store.get_url(u)
         assert rec is not None and rec.state is UrlState.DONE
     assert again.frontier.pending == 6
+    # The seen-table is warmed from the store: every known URL (3 done + 6 pending), nothing else.
+    assert again.seen.table is not None and len(again.seen.table) == 9
 
 
 def test_add_seeds_respects_scope_and_dedup(tmp_path: Path) -> None:

@@ -126,3 +126,36 @@ def test_snapshot_and_preload_carry_the_cache_to_a_new_filter() -> None:
     g = SeenFilter(store, lru_size=2)  # type: ignore[arg-type]
     g.preload(snap)
     assert len(g) == 2 and g.add_new([rec(3), rec(4)]) == [] and g.round_trips == 0
+
+
+def test_table_answers_what_the_lru_forgot_without_a_round_trip() -> None:
+    from pipeline.seentable import FingerprintTable
+
+    f, store = make(2, table=FingerprintTable(max_entries=100))
+    assert len(f.add_new([rec(i) for i in range(10)])) == 10
+    assert store.calls == [10]
+    assert f.add_new([rec(i) for i in range(10)]) == []  # evicted from the LRU, known to the table
+    assert store.calls == [10] and f.stats.table_hits == 8 and len(f) == 2  # the LRU kept the last 2
+    new = f.add_new([rec(5), rec(11)])
+    assert [r.url for r in new] == ["http://h.test/11"] and store.calls == [10, 1]
+
+
+def test_a_full_table_still_never_calls_a_known_url_new() -> None:
+    from pipeline.seentable import FingerprintTable
+
+    table = FingerprintTable(max_entries=3)
+    f, store = make(0, table=table)
+    f.add_new([rec(i) for i in range(6)])
+    assert not table.complete
+    assert f.add_new([rec(i) for i in range(6)]) == []  # misses of the full table are asked, and known
+    assert f.stats.table_hits == 3 and store.calls == [6, 3]
+
+
+def test_table_hits_still_count_inlinks() -> None:
+    from pipeline.seentable import FingerprintTable
+
+    f, store = make(0, table=FingerprintTable(max_entries=100), track_inlinks=True)
+    f.add_new([rec(1)])
+    f.add_new([rec(1), rec(1)])
+    f.flush()
+    assert store.rows[rec(1).url_id].inlinks == 3
