@@ -154,10 +154,34 @@ def join(base: str, href: str) -> str:
         return ""
 
 
+_URL_BITS = 48
+_URL_MASK = (1 << _URL_BITS) - 1
+
+
+@functools.lru_cache(maxsize=65536)
+def _authority_bucket(authority: str) -> int:
+    """The top 64 - 48 = 16 bits of a fingerprint: a hash of the URL's authority."""
+    return mmh3.hash(authority.encode("utf-8", "surrogatepass"), signed=False) >> (32 - (64 - _URL_BITS))
+
+
 def fingerprint(url: str) -> int:
-    """Signed 64-bit fingerprint of a normalized URL (fits SQLite INTEGER and HBase longs)."""
+    """Signed 64-bit fingerprint of a normalized URL (fits SQLite INTEGER and HBase longs).
+
+    Host-clustered: the top 16 bits hash the authority (``host[:port]``), the low 48 bits the whole
+    URL, so one host's URLs are neighbours in every B-tree keyed by fingerprint (the SQLite store's
+    tables, the seen-table). A page's on-site links then land on a few tree pages that the crawl of
+    that host keeps hot, instead of on random pages of a million-row tree (#11; Heritrix's BDB
+    seen-set keys URLs the same way, for the same reason). Collision odds are those of a 64-bit hash
+    across hosts; within one host of N URLs, about N^2 / 2^49 (0.2% at a million URLs).
+    """
     # Hash bytes: mmh3 dereferences NULL on a str that is not UTF-8 encodable (a lone surrogate from JSON).
-    return mmh3.hash64(url.encode("utf-8", "surrogatepass"), signed=True)[0]
+    start = url.find("//")
+    start = 0 if start < 0 else start + 2
+    end = url.find("/", start)
+    value = (_authority_bucket(url[start:] if end < 0 else url[start:end]) << _URL_BITS) | (
+        mmh3.hash64(url.encode("utf-8", "surrogatepass"), signed=False)[0] & _URL_MASK
+    )
+    return value - (1 << 64) if value >> 63 else value
 
 
 def host_of(url: str) -> str:

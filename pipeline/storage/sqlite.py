@@ -34,7 +34,7 @@ from pipeline.storage.sqlite_wal import Checkpointer
 from pipeline.urls import fingerprint
 
 CHUNK = 500  # SQLite's default bound-parameter limit is far higher; 500 keeps statements small.
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: host-clustered fingerprints (pipeline.urls.fingerprint)
 _STATE_NAMES = {s: s.name.lower() for s in UrlState}
 
 _SCHEMA = """
@@ -145,6 +145,10 @@ class SqliteStore(Store):
                 "INSERT OR IGNORE INTO counters (name, n) VALUES (?, 0)",
                 [(name,) for name in [*_STATE_NAMES.values(), "pages"]],
             )
+        found = self.get_meta("schema_version")
+        if found != SCHEMA_VERSION:  # other fingerprints: resuming would refetch and mis-dedup
+            self._db.close()
+            raise ValueError(f"{self.path}: crawl database schema {found}, this crawlfleet needs {SCHEMA_VERSION}")
         self._closed = False
         self._bodies = BodyLog(self.path.with_name(self.path.name + ".bodies"))
         self._checkpointer = Checkpointer(self.path, checkpoint_interval) if checkpoint_interval > 0 else None

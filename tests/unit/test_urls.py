@@ -86,6 +86,12 @@ def test_fingerprint_and_host() -> None:
     assert fingerprint(u) == fingerprint(u) and -(2**63) <= fingerprint(u) < 2**63
     assert fingerprint(u) != fingerprint(u + "0")
     assert host_of(u) == "site3.crawl.test:8080"
+    # Host-clustered: one authority's URLs share the top 16 bits; other authorities (almost always) not.
+    same = {fingerprint(f"http://site3.crawl.test:8080/p/{i}") >> 48 for i in range(50)}
+    assert len(same) == 1
+    others = {fingerprint(f"http://site{i}.crawl.test:8080/p/1") >> 48 for i in range(50)}
+    assert len(others) > 40
+    assert fingerprint("no-scheme") == fingerprint("no-scheme")  # junk never raises
     assert registered_domain("site3.crawl.test") == "crawl.test"
     assert registered_domain("www.bbc.co.uk") == "bbc.co.uk"
 
