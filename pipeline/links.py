@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from selectolax.lexbor import LexborHTMLParser
 
-from pipeline.urls import _CANONICAL, is_canonical, join, normalize  # noqa: F401 (re-exported for tests)
+from pipeline.urls import _CANONICAL, cheap_canonical, is_canonical, join, normalize  # noqa: F401 (re-exported for tests)
 
 DEFAULT_MAX_LINKS = 10_000
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
@@ -191,10 +191,11 @@ def _codec(label: str) -> str | None:
 
 
 def _normalize(url: str) -> str | None:
-    """``pipeline.urls.normalize`` with its canonical fast path first, then a memo for the rest."""
+    """``pipeline.urls.normalize`` with its canonical fast paths first, then a memo for the rest."""
     if is_canonical(url):
         return url
-    return _normalize_cached(url)
+    cheap = cheap_canonical(url)
+    return cheap if cheap is not None else _normalize_cached(url)
 
 
 _MISS = object()
