@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _brief(r: dict[str, Any]) -> dict[str, Any]:
-    keys = ("pages", "elapsed_s", "pages_per_s", "cpu_ms_per_page", "peak_rss_mib")
+    keys = ("pages", "elapsed_s", "pages_per_s", "cpu_ms_per_page", "sys_ms_per_page", "peak_rss_mib")
     return {k: r[k] for k in keys}
 
 
@@ -85,6 +85,7 @@ def _measure(args: argparse.Namespace, pages: int, *, label: str = "") -> dict[s
             "pages": core.stats.pages + core.stats.failed,
             "rss": proc.memory_info().rss,
             "cpu": sum(proc.cpu_times()[:2]),
+            "sys": proc.cpu_times().system,
             "pending": fr.pending,
             "in_ram": fr.in_ram(),
             "frontier_bytes": fr.ram_bytes(),
@@ -109,13 +110,15 @@ def _measure(args: argparse.Namespace, pages: int, *, label: str = "") -> dict[s
             bar.update()
 
         crawl = EmbeddedCrawl(settings, CrawlRequest(list(tb.seeds), out), stats=stats, on_tick=tick)
-        cpu0 = sum(proc.cpu_times()[:2])
+        cpu0, sys0 = sum(proc.cpu_times()[:2]), proc.cpu_times().system
         with bar:
             summary = asyncio.run(crawl.run())
-        cpu = sum(proc.cpu_times()[:2]) - cpu0
+        cpu, sys_s = sum(proc.cpu_times()[:2]) - cpu0, proc.cpu_times().system - sys0
         disk = _disk_bytes(out)
     result = _deciles(samples, summary, disk, cpu0)
-    result["cpu_ms_per_page"] = round(1000 * cpu / max(1, summary["pages_fetched"] + summary["pages_failed"]), 3)
+    done = max(1, summary["pages_fetched"] + summary["pages_failed"])
+    result["cpu_ms_per_page"] = round(1000 * cpu / done, 3)
+    result["sys_ms_per_page"] = round(1000 * sys_s / done, 3)  # kernel share of cpu_ms_per_page
     result["testbed"] = {"hosts": side, "pages_per_host": side}
     if not args.keep:
         shutil.rmtree(workdir / "crawl", ignore_errors=True)
@@ -126,6 +129,7 @@ def _deciles(samples: list[dict[str, float]], summary: dict[str, Any], disk: int
     total = max(1, summary["pages_fetched"] + summary["pages_failed"])
     rows = []
     prev_t, prev_p, prev_cpu = 0.0, 0.0, cpu0
+    prev_sys = samples[0]["sys"] if samples else 0.0
     for d in range(1, 11):
         target = total * d / 10
         at = next((s for s in samples if s["pages"] >= target), samples[-1] if samples else None)
@@ -136,6 +140,7 @@ def _deciles(samples: list[dict[str, float]], summary: dict[str, Any], disk: int
             "decile": d,
             "pages_per_s": round(dp / dt, 1) if dt > 0 else None,
             "cpu_ms_per_page": round(1000 * (at["cpu"] - prev_cpu) / dp, 3) if dp > 0 else None,
+            "sys_ms_per_page": round(1000 * (at["sys"] - prev_sys) / dp, 3) if dp > 0 else None,
             "rss_mib": round(at["rss"] / 2**20, 1),
             "frontier_pending": int(at["pending"]),
             "frontier_in_ram": int(at["in_ram"]),
@@ -147,7 +152,7 @@ def _deciles(samples: list[dict[str, float]], summary: dict[str, Any], disk: int
             "seen_table_mib": round(at.get("table_bytes", 0) / 2**20, 1),
             "seen_table_bytes_per_url": round(at["table_bytes"] / at["table_urls"], 1) if at.get("table_urls") else None,
         })
-        prev_t, prev_p, prev_cpu = at["t"], at["pages"], at["cpu"]
+        prev_t, prev_p, prev_cpu, prev_sys = at["t"], at["pages"], at["cpu"], at["sys"]
     rates = [r["pages_per_s"] for r in rows if r["pages_per_s"]]
     mid = rates[1:-1] or rates  # the first and last deciles hold ramp-up and drain
     return {

@@ -74,8 +74,11 @@ class Managed:
     def signal(self, sig: int) -> float:
         """Send ``sig`` to the process group; returns the time it was sent."""
         t = time.time()
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.pid, sig)
+        if self.proc is not None and self.proc.returncode is not None:
+            _sweep_group(self.pid, sig)  # the leader is reaped: its number may be someone else's now
+        else:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.pid, sig)
         self.history.append((signal.Signals(sig).name, t))
         return t
 
@@ -107,8 +110,7 @@ class Managed:
                     os.killpg(self.pid, signal.SIGKILL)
                 self.proc.wait(10)
         # Children that ignored the TERM (a JVM under a launcher) go with the group.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signal.SIGKILL)
+        _sweep_group(self.pid, signal.SIGKILL)
         return self.proc.returncode
 
     def wait(self, timeout_s: float) -> int:
@@ -120,6 +122,21 @@ class Managed:
             return self.log_path.read_text(errors="replace")[-n:]
         except OSError:
             return ""
+
+
+def _sweep_group(pgid: int, sig: int) -> None:
+    """Signal what is left of a process group whose leader has been reaped.
+
+    Linux keeps a group's number from reuse only while some member lives. Once the group is empty the
+    number can become a new process's pid and, with ``start_new_session``, its own group (pid_max is
+    32768 on these machines and a fault trial starts hundreds of processes), so a blind ``killpg``
+    could kill a stranger, such as the next trial's dispatcher. A live process whose pid is the group
+    number means exactly that: the group is no longer ours.
+    """
+    if os.path.exists(f"/proc/{pgid}"):
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
 
 
 def wait_until(pred: Callable[[], bool], *, timeout_s: float, every_s: float = 0.05, what: str = "condition") -> None:
