@@ -241,6 +241,11 @@ class _Resolver:
             href = _TAB_NL.sub("", href)
         if "\\" in href:  # browsers read a backslash as a slash in http(s) URLs
             href = href.replace("\\", "/")
+        hash_at = href.find("#")
+        # No fragment survives normalization: cut it here so that the fast paths see more links. Not
+        # after whitespace (which the slow path percent-encodes) nor with a NUL (which it refuses).
+        if hash_at > 0 and not href[hash_at - 1].isspace() and "\x00" not in href:
+            href = href[:hash_at]
         if href.startswith(("http://", "https://")):  # the most common shape: already absolute
             return _normalize(href)
         if not href or href[0] == "#":
@@ -262,7 +267,10 @@ class _Resolver:
             return None
         if first == "?":
             return _normalize(self.no_query + href)
-        # Plain relative path: normalize() removes dot segments, so concatenation equals RFC 3986 join.
+        # Plain relative path: normalize() removes dot segments, so concatenation equals RFC 3986 join
+        # ('./x' is 'x' in the same directory: dropped here, it keeps the URL on the canonical fast path).
+        while href.startswith("./"):
+            href = href[2:]
         return _normalize(self.directory + href)
 
 
