@@ -60,6 +60,9 @@ def run_crawl(settings: Settings, seeds: list[str], out: Path, *, resume: bool, 
         install_signal_handlers(crawl)
         return await crawl.run()
 
+    from pipeline import gcpolicy
+
+    gcpolicy.tune_for_crawl()  # this process is the crawl from here on (see gcpolicy for the numbers)
     with bar:
         return asyncio.run(main())
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import psutil
 
+from pipeline import gcpolicy
 from pipeline.bench.common import testbed_crawl_settings
 from pipeline.core import CrawlCore
 from pipeline.testbed.harness import TestbedProcess
@@ -110,6 +111,7 @@ def _measure(args: argparse.Namespace, pages: int, *, label: str = "") -> dict[s
             bar.update()
 
         crawl = EmbeddedCrawl(settings, CrawlRequest(list(tb.seeds), out), stats=stats, on_tick=tick)
+        gcpolicy.tune_for_crawl()  # as `crawlfleet crawl` does (pipeline/crawl_cli.py)
         cpu0, sys0 = sum(proc.cpu_times()[:2]), proc.cpu_times().system
         with bar:
             summary = asyncio.run(crawl.run())

@@ -84,6 +84,9 @@ def _cmd_dispatcher(args: argparse.Namespace) -> int:
                               metrics_port=args.metrics_port)  # fmt: skip
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: service.stop())
+    from pipeline import gcpolicy
+
+    gcpolicy.tune_for_crawl()  # a long-lived process with the crawl core's heap (see gcpolicy)
     summary = service.run()
     if args.json:
         print(json.dumps(summary, sort_keys=True))
