@@ -140,7 +140,8 @@ class SeenFilter:
                     ask[uid] = dataclasses.replace(prior, inlinks=max(prior.inlinks, 1) + max(rec.inlinks, 1))
         table = self.table
         if table is not None and ask:
-            for uid, hit in zip(list(ask), table.contains_many(list(ask)), strict=True):
+            asked = list(ask)
+            for uid, hit in zip(asked, table.contains_many(asked), strict=True):
                 if hit:
                     rec = ask.pop(uid)
                     lru[uid] = None  # a table hit is likely to repeat soon: S5's locality
