@@ -231,13 +231,18 @@ class AioFetcher:
         return self.engine.free_slots
 
     async def fetch_batch(
-        self, batch: Batch, on_result: Callable[[FetchResult], None], *, fence: Callable[[], bool] | None = None
+        self,
+        batch: Batch,
+        on_result: Callable[[FetchResult], None],
+        *,
+        fence: Callable[[], bool] | None = None,
+        on_host_done: Callable[[str, float, str], None] | None = None,
     ) -> BatchReport:
         """Fetch every task; ``on_result`` is called as each URL completes. Never raises (but can be cancelled)."""
         if self.engine is None:
             await self.start()
         assert self.engine is not None
-        return await self.engine.run_batch(batch, on_result, fence=fence)
+        return await self.engine.run_batch(batch, on_result, fence=fence, on_host_done=on_host_done)
 
     async def __aenter__(self) -> AioFetcher:
         await self.start()

@@ -75,6 +75,11 @@ class _BatchCtx:
     failed_hosts: dict[str, _Fail] = field(default_factory=dict)  # DNS/SSRF failures, once per host
     pages: int = 0
     fence: Callable[[], bool] | None = None  # False: the batch's lease may be gone, start no more URLs
+    # Early host release (see run_batch): URLs of each host still without a result, the hosts with a
+    # URL handed back (those wait for the batch's end), and the callback.
+    host_left: dict[str, int] = field(default_factory=dict)
+    held_hosts: set[str] = field(default_factory=set)
+    on_host_done: Callable[[str, float, str], None] | None = None
 
 
 class Engine:
@@ -113,12 +118,23 @@ class Engine:
 
     # -- batches --------------------------------------------------------------------------------------
     async def run_batch(
-        self, batch: Batch, on_result: Callable[[FetchResult], None], *, fence: Callable[[], bool] | None = None
+        self,
+        batch: Batch,
+        on_result: Callable[[FetchResult], None],
+        *,
+        fence: Callable[[], bool] | None = None,
+        on_host_done: Callable[[str, float, str], None] | None = None,
     ) -> BatchReport:
         """Fetch every task. ``fence`` is asked before each URL starts; once it says False, the URLs not
-        yet started are handed back unfetched (``LEASE_LAPSED``, retried later by whoever holds them)."""
+        yet started are handed back unfetched (``LEASE_LAPSED``, retried later by whoever holds them).
+
+        ``on_host_done(host, delay_s, ip)`` is called, while other hosts of the batch are still being
+        fetched, for each host whose URLs all have a final result (none handed back), with the delay
+        the batch's report would give it: the host's lease can end there, so that one slow URL (a
+        retried 5xx, a slow server) does not hold every other host of its batch until the batch ends.
+        """
         t0 = self.clock()
-        ctx = _BatchCtx(batch, on_result, fence=fence)
+        ctx = _BatchCtx(batch, on_result, fence=fence, on_host_done=on_host_done)
         queues: dict[str, deque[UrlTask]] = {}
         for task in batch.tasks:
             try:
@@ -126,9 +142,12 @@ class Engine:
             except ValueError:
                 host = ""
             queues.setdefault(host, deque()).append(task)
+        ctx.host_left = {host: len(q) for host, q in queues.items()}
         per_host = max(1, self.settings.politeness.per_host_concurrency)
         workers = [
-            self._worker(q, ctx) for host, q in queues.items() for _ in range(_workers_for(len(q), per_host, host))
+            self._worker(host, q, ctx)
+            for host, q in queues.items()
+            for _ in range(_workers_for(len(q), per_host, host))
         ]
         self._pending += len(batch.tasks)
         left = [len(batch.tasks)]
@@ -137,14 +156,7 @@ class Engine:
         finally:
             self._pending -= left[0]
         now = self.clock()
-        delays = {}
-        for host in queues:
-            if host:
-                wait = self.pacer.wait_for(host)
-                origin = ctx.origins.get(host)
-                if origin:
-                    wait = max(wait, self.robots.remaining_block(origin))
-                delays[host] = round(wait, 3)
+        delays = {host: self.host_delay(host, ctx) for host in queues if host}
         return BatchReport(
             serial=batch.serial,
             fetcher_id=self.fetcher_id,
@@ -155,8 +167,16 @@ class Engine:
             unfinished=ctx.unfinished,
         )
 
-    def _worker(self, queue: deque[UrlTask], ctx: _BatchCtx) -> _Worker:
-        return _Worker(self, queue, ctx)
+    def _worker(self, host: str, queue: deque[UrlTask], ctx: _BatchCtx) -> _Worker:
+        return _Worker(self, host, queue, ctx)
+
+    def host_delay(self, host: str, ctx: _BatchCtx) -> float:
+        """Seconds before ``host`` may be contacted again: its pacing gap or a robots.txt back-off."""
+        wait = self.pacer.wait_for(host)
+        origin = ctx.origins.get(host)
+        if origin:
+            wait = max(wait, self.robots.remaining_block(origin))
+        return round(wait, 3)
 
     # -- one URL --------------------------------------------------------------------------------------
     def _result(self, task: UrlTask, ctx: _BatchCtx, error_class: str = "", message: str = "") -> FetchResult:
@@ -349,10 +369,10 @@ class Engine:
 class _Worker:
     """Drains one host's queue of a batch; several per host up to per-host concurrency."""
 
-    __slots__ = ("engine", "queue", "ctx")
+    __slots__ = ("engine", "host", "queue", "ctx")
 
-    def __init__(self, engine: Engine, queue: deque[UrlTask], ctx: _BatchCtx) -> None:
-        self.engine, self.queue, self.ctx = engine, queue, ctx
+    def __init__(self, engine: Engine, host: str, queue: deque[UrlTask], ctx: _BatchCtx) -> None:
+        self.engine, self.host, self.queue, self.ctx = engine, host, queue, ctx
 
     async def run(self, left: list[int]) -> None:
         engine, queue, ctx = self.engine, self.queue, self.ctx
@@ -370,6 +390,7 @@ class _Worker:
                 res = engine._result(task, ctx, "internal_error", f"{type(exc).__name__}: {exc}"[:300])
             if res.error_class in RETRY_LATER:
                 ctx.unfinished.append(task)
+                ctx.held_hosts.add(self.host)
             else:
                 ctx.pages += 1
             left[0] -= 1
@@ -378,6 +399,20 @@ class _Worker:
                 ctx.on_result(res)
             except Exception:
                 log.exception("on_result failed for %s", task.url)
+            host_left = ctx.host_left[self.host] = ctx.host_left[self.host] - 1
+            # After on_result: the host's results reach the crawl before its lease can end.
+            if host_left == 0 and ctx.on_host_done is not None and left[0] > 0:
+                self._host_done()
+
+    def _host_done(self) -> None:
+        host, ctx = self.host, self.ctx
+        if not host or host in ctx.held_hosts:
+            return  # a URL of the host is handed back: its lease ends with the batch
+        try:
+            assert ctx.on_host_done is not None
+            ctx.on_host_done(host, self.engine.host_delay(host, ctx), ctx.host_ips.get(host, ""))
+        except Exception:
+            log.exception("on_host_done failed for %s", host)
 
 
 def _workers_for(n_urls: int, per_host: int, host: str) -> int:

@@ -22,5 +22,13 @@ class Fetcher(Protocol):
     def free_slots(self) -> int: ...
 
     def fetch_batch(
-        self, batch: Batch, on_result: Callable[[FetchResult], None], *, fence: Callable[[], bool] | None = None
-    ) -> Awaitable[BatchReport]: ...
+        self,
+        batch: Batch,
+        on_result: Callable[[FetchResult], None],
+        *,
+        fence: Callable[[], bool] | None = None,
+        on_host_done: Callable[[str, float, str], None] | None = None,
+    ) -> Awaitable[BatchReport]:
+        """Run ``batch``; see ``fetchers.engine.Engine.run_batch`` for ``fence`` and ``on_host_done``
+        (a fetcher may ignore ``on_host_done``: its hosts are then released when the batch ends)."""
+        ...

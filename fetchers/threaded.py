@@ -262,12 +262,17 @@ class ThreadedFetcher:
         return BACKLOG * self.settings.fetch.concurrency if self.engine is None else self.engine.free_slots
 
     async def fetch_batch(
-        self, batch: Batch, on_result: Callable[[FetchResult], None], *, fence: Callable[[], bool] | None = None
+        self,
+        batch: Batch,
+        on_result: Callable[[FetchResult], None],
+        *,
+        fence: Callable[[], bool] | None = None,
+        on_host_done: Callable[[str, float, str], None] | None = None,
     ) -> BatchReport:
         if self.engine is None:
             await self.start()
         assert self.engine is not None
-        return await self.engine.run_batch(batch, on_result, fence=fence)
+        return await self.engine.run_batch(batch, on_result, fence=fence, on_host_done=on_host_done)
 
     async def __aenter__(self) -> ThreadedFetcher:
         await self.start()

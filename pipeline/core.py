@@ -38,6 +38,7 @@ from pipeline.settings import Settings
 from pipeline.stats import CrawlStats
 from pipeline.storage.base import Outcome, PageRecord, Store, UrlRecord, UrlState
 from pipeline.storage.warc import WarcWriter
+from pipeline.storage.writebehind import LockedStore, WriteBehind, WriteJob
 from pipeline.urls import Scope, TrapRules, fingerprint, host_of, normalize
 
 log = logging.getLogger(__name__)
@@ -71,8 +72,15 @@ class CrawlCore:
         stats: CrawlStats | None = None,
         resume: bool = False,
         quotas: Quotas | None = None,
+        write_behind: bool = False,
     ) -> None:
         self.settings = settings
+        # With write-behind, outcomes are applied on a writer thread; every store call goes through
+        # one lock so the two threads never share a transaction (pipeline/storage/writebehind.py).
+        self._writer: WriteBehind | None = None
+        if write_behind:
+            store = LockedStore(store)
+            self._writer = WriteBehind(store)
         self.store = store
         self.clock = clock
         self.out_dir = out_dir
@@ -147,6 +155,8 @@ class CrawlCore:
                 self._flush_store()
         self._flush_store()
         self._checkpoint()
+        if self._writer is not None:
+            self._writer.drain()  # the rows read below must show every replayed outcome
         if self.seen.table is not None:
             self.seen.table.load(self.store.iter_url_ids())
         for host, count in self.store.pending_hosts():
@@ -198,9 +208,12 @@ class CrawlCore:
             return
         # A released host's finished URLs must be DONE in the store before its pending rows are read.
         self._flush_store()
+        # Outcomes still on the writer's queue: the store shows those URLs PENDING, but they are done.
+        # Taken before the reads (see WriteBehind.unapplied_ids).
+        done = self._writer.unapplied_ids() if self._writer is not None else frozenset()
         window = self.frontier.limits.window_per_host
         for host in wanted:
-            self.frontier.refill(host, self.store.pending(host, window + 1))
+            self.frontier.refill(host, self.store.pending(host, window + 1), done=done)
 
     # --- results -----------------------------------------------------------------------------------
     def on_result(self, result: FetchResult) -> None:
@@ -258,6 +271,19 @@ class CrawlCore:
         if flight is not None:
             self._answered.difference_update(flight.answered)
         return accepted
+
+    def on_host_done(self, serial: int, *, fetcher_id: str, host: str, delay_s: float, ip: str = "") -> bool:
+        """End the lease of one host of batch ``serial`` before the batch ends: every URL the batch had
+        for it has a final result (already passed to ``on_result``). False when the batch is not in
+        flight for ``fetcher_id`` or the host not leased to it; nothing changes then.
+
+        The refill contract holds as at the batch's end: a refill flushes first, and the writer's
+        unapplied outcomes are skipped (see ``_refill``).
+        """
+        flight = self._inflight.get(serial)
+        if flight is None or flight.batch.fetcher_id != fetcher_id:
+            return False
+        return self.frontier.release_host(fetcher_id, host, self.clock(), delay_s=delay_s, ip=ip)
 
     def on_heartbeat(self, hb: Heartbeat) -> None:
         self.dispatcher.heartbeat(hb)
@@ -327,7 +353,7 @@ class CrawlCore:
         if page is None:
             return
         # S5: most links of a site repeat; drop those the local LRU knows before building candidates.
-        page.links = [link for link in page.links if not known(fingerprint(link.url))]
+        page.links = [link for link in page.links if not known(link.url_id or fingerprint(link.url))]
         cands = prepare.candidates(result, page, scope=self.scope, traps=self.traps, settings=self.settings)
         self._new.extend(linkfilter.to_records(cands))
 
@@ -343,13 +369,23 @@ class CrawlCore:
             self.frontier.add(new)
             self.stats.on_discovered(len(new))
         if self._outcomes:
-            if self.warc is not None:
-                self.warc.write_pages(o.page for o in self._outcomes if o.page is not None)
-            self.store.record_results(self._outcomes)
+            if self._writer is not None:
+                self._writer.submit(WriteJob(self._outcomes, before=self._write_warc if self.warc else None))
+            else:
+                self._write_warc(self._outcomes)
+                self.store.record_results(self._outcomes)
             self._outcomes = []
 
+    def _write_warc(self, outcomes: Sequence[Outcome]) -> None:
+        if self.warc is not None:
+            self.warc.write_pages(o.page for o in outcomes if o.page is not None)
+
     def _checkpoint(self) -> None:
-        self.store.put_meta("journal_checkpoint", self.journal.position().encode())
+        position = self.journal.position().encode()
+        if self._writer is not None:
+            self._writer.submit(WriteJob((), checkpoint=position))  # applied after every earlier job
+        else:
+            self.store.put_meta("journal_checkpoint", position)
 
     # --- status ------------------------------------------------------------------------------------
     def done(self) -> bool:
@@ -376,6 +412,8 @@ class CrawlCore:
 
     def close(self) -> None:
         self.flush()
+        if self._writer is not None:
+            self._writer.close()
         self.journal.close()
         if self.warc is not None:
             self.warc.close()

@@ -95,6 +95,7 @@ class EmbeddedCrawl:
             clock=self.clock,
             stats=stats,
             resume=self.request.resume,
+            write_behind=self.settings.store.write_behind,
         )
         resolver = CachingResolver.from_settings(self.settings.dns)
         fetchers: list[Fetcher]
@@ -144,7 +145,9 @@ class EmbeddedCrawl:
                         if batch is None:
                             still_idle.append(fid)
                             continue
-                        task = asyncio.ensure_future(fetcher_of[fid].fetch_batch(batch, core.on_result))
+                        task = asyncio.ensure_future(
+                            fetcher_of[fid].fetch_batch(batch, core.on_result, on_host_done=_host_done(core, batch))
+                        )
                         running[task] = (fid, batch)
                     idle = still_idle
                 if not running and (core.done() or self._stop.is_set()):
@@ -216,6 +219,13 @@ class EmbeddedCrawl:
             stats_file.flush()
         if self.on_tick is not None:
             self.on_tick(core, row)
+
+
+def _host_done(core: CrawlCore, batch: Batch) -> Callable[[str, float, str], None]:
+    def done(host: str, delay_s: float, ip: str) -> None:
+        core.on_host_done(batch.serial, fetcher_id=batch.fetcher_id, host=host, delay_s=delay_s, ip=ip)
+
+    return done
 
 
 def dns_counters(resolver: CachingResolver) -> dict[str, int]:

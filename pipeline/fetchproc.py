@@ -122,9 +122,15 @@ class ProcessFetcher:
         self._started = True
 
     async def fetch_batch(
-        self, batch: Batch, on_result: Callable[[FetchResult], None], *, fence: Callable[[], bool] | None = None
+        self,
+        batch: Batch,
+        on_result: Callable[[FetchResult], None],
+        *,
+        fence: Callable[[], bool] | None = None,
+        on_host_done: Callable[[str, float, str], None] | None = None,
     ) -> BatchReport:
-        """Fetch ``batch`` in the child. ``fence`` is the fleet's (pipeline/transport/lease.py): not used here."""
+        """Fetch ``batch`` in the child. ``fence`` is the fleet's (pipeline/transport/lease.py) and
+        ``on_host_done`` an optimisation (hosts are released with the batch): neither is used here."""
         if not self._started:
             await self.start()
         assert self._conn is not None and self._loop is not None

@@ -17,7 +17,7 @@ The frontier never performs I/O; ``wants_refill`` names the hosts and the caller
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fetchers.records import UrlTask
@@ -105,12 +105,18 @@ class Frontier:
                     break
         return out
 
-    def refill(self, host: str, records: Sequence[UrlRecord]) -> None:
-        """Load the host's shallowest pending URLs (``store.pending(host, window_per_host + 1)``)."""
+    def refill(self, host: str, records: Sequence[UrlRecord], *, done: Container[int] = frozenset()) -> None:
+        """Load the host's shallowest pending URLs (``store.pending(host, window_per_host + 1)``).
+
+        ``done``: URL ids the store may still show PENDING although their outcome is on its way to it
+        (a write-behind queue); they are skipped, but still count when deciding whether ``records``
+        held every pending URL of the host.
+        """
         hs = self._hosts[host]
         if hs.leased_to or hs.window:
             return  # the contract says refill only idle, empty hosts; ignore a stale call
-        keep = records[: self.limits.window_per_host]
+        usable = [r for r in records if r.url_id not in done] if done else records
+        keep = usable[: self.limits.window_per_host]
         for r in keep:
             hs.window.append(r.url, r.url_id, r.depth)
         hs.complete = len(records) <= self.limits.window_per_host
@@ -171,19 +177,32 @@ class Frontier:
     ) -> None:
         """End every lease of ``fetcher_id``; each host may be contacted again after its delay."""
         delays = host_delays or {}
+        ips = host_ips or {}
         for host in self._leases.pop(fetcher_id, []):
-            hs = self._hosts[host]
-            if hs.ip:
-                self._ip_leases[hs.ip] -= 1
-            if host_ips and host in host_ips:
-                hs.ip = host_ips[host]
-            hs.leased_to = ""
-            self._leased_total -= hs.leased_count
-            hs.leased_count = 0
-            hs.next_allowed = max(hs.next_allowed, now + delays.get(host, 0.0))
-            if hs.pending == 0 and not hs.window and hs.complete:
-                continue  # drained: leave it out of the heap (re-added by add())
-            self._push(hs)
+            self._end_lease(self._hosts[host], now + delays.get(host, 0.0), ips.get(host, ""))
+
+    def release_host(self, fetcher_id: str, host: str, now: float, *, delay_s: float = 0.0, ip: str = "") -> bool:
+        """End ``fetcher_id``'s lease of one host before its batch ends (every URL of the host in that
+        batch has a final result). False, and nothing changes, when the host is not leased to it."""
+        hosts = self._leases.get(fetcher_id)
+        if not hosts or host not in hosts:
+            return False
+        hosts.remove(host)
+        self._end_lease(self._hosts[host], now + delay_s, ip)
+        return True
+
+    def _end_lease(self, hs: HostState, not_before: float, ip: str) -> None:
+        if hs.ip:
+            self._ip_leases[hs.ip] -= 1
+        if ip:
+            hs.ip = ip
+        hs.leased_to = ""
+        self._leased_total -= hs.leased_count
+        hs.leased_count = 0
+        hs.next_allowed = max(hs.next_allowed, not_before)
+        if hs.pending == 0 and not hs.window and hs.complete:
+            return  # drained: leave it out of the heap (re-added by add())
+        self._push(hs)
 
     def requeue(self, fetcher_id: str, tasks: Sequence[UrlTask]) -> None:
         """Give back URLs a fetcher did not finish (still PENDING in the store)."""

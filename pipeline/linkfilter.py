@@ -91,5 +91,5 @@ def candidates(
                 seen.add(url)
             continue
         seen.add(url)
-        out.append(Candidate(url, fingerprint(url), host_of(url), child, source, link.anchor))
+        out.append(Candidate(url, link.url_id or fingerprint(url), host_of(url), child, source, link.anchor))
     return out

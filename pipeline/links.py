@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from selectolax.lexbor import LexborHTMLParser
 
-from pipeline.urls import _CANONICAL, cheap_canonical, is_canonical, join, normalize  # noqa: F401 (re-exported for tests)
+from pipeline.urls import _CANONICAL, cheap_canonical, fingerprint, is_canonical, join, normalize  # noqa: F401 (re-exported for tests)
 
 DEFAULT_MAX_LINKS = 10_000
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
@@ -50,6 +50,7 @@ class Link:
     url: str
     anchor: str
     nofollow: bool = False
+    url_id: int = 0  # ``pipeline.urls.fingerprint(url)``, memoised with the resolution (0: not computed)
 
 
 @dataclass(slots=True)
@@ -115,24 +116,24 @@ def _extract_into(
         resolver = _Resolver(page.base_href)
 
     links = page.links
-    cache: dict[str, str | None] = {}  # identical hrefs on one page resolve once
+    cache: dict[str, tuple[str, int] | None] = {}  # identical hrefs on one page resolve once
     for node in tree.css("a[href], area[href]"):
         attrs = node.attributes
         href = attrs.get("href")
         if not href:
             continue
         if href in cache:
-            url = cache[href]
+            target = cache[href]
         else:
-            url = cache[href] = resolver.resolve(href)
-        if url is None:
+            target = cache[href] = resolver.resolve_id(href)
+        if target is None:
             continue
         if len(links) >= max_links:
             page.truncated = True  # a further link exists beyond the cap
             break
         rel = attrs.get("rel")
         nofollow = bool(rel) and "nofollow" in rel.lower().split()  # type: ignore[union-attr]
-        links.append(Link(url, _anchor(node, max_anchor) if max_anchor > 0 else "", nofollow))
+        links.append(Link(target[0], _anchor(node, max_anchor) if max_anchor > 0 else "", nofollow, target[1]))
 
 
 def _anchor(node: object, max_anchor: int) -> str:
@@ -199,7 +200,7 @@ def _normalize(url: str) -> str | None:
 
 
 _MISS = object()
-_MEMO: dict[tuple[str, str], object] = {}
+_MEMO: dict[tuple[str, str], object] = {}  # (directory or page, href) -> (url, fingerprint) | None
 _MEMO_MAX = 200_000
 
 
@@ -222,17 +223,24 @@ class _Resolver:
             self.scheme = self.origin = self.no_query = self.directory = ""
 
     def resolve(self, href: str) -> str | None:
-        """Absolute normalized http(s) URL for ``href``, or None (other schemes, junk, fragments).
+        """Absolute normalized http(s) URL for ``href``, or None (other schemes, junk, fragments)."""
+        target = self.resolve_id(href)
+        return None if target is None else target[0]
+
+    def resolve_id(self, href: str) -> tuple[str, int] | None:
+        """``(url, fingerprint(url))`` for ``href``, or None where ``resolve`` gives None.
 
         Memoised per (directory, href) across pages: a site's navigation links repeat on every page,
-        and a '?'-only href depends on the page path, so that one is keyed by the path instead.
+        and a '?'-only href depends on the page path, so that one is keyed by the path instead. The
+        fingerprint rides along because the crawl's seen-check needs it for every link.
         """
         key = (self.no_query if href[:1] == "?" else self.directory, href)
         out = _MEMO.get(key, _MISS)
         if out is _MISS:
             if len(_MEMO) >= _MEMO_MAX:
                 _MEMO.clear()  # bounded: a crude reset is enough, the working set refills in a page or two
-            out = _MEMO[key] = self._resolve(href)
+            url = self._resolve(href)
+            out = _MEMO[key] = None if url is None else (url, fingerprint(url))
         return out  # type: ignore[return-value]
 
     def _resolve(self, href: str) -> str | None:

@@ -114,6 +114,10 @@ class StoreSettings:
     # this many fingerprints at 8 B each (64 MiB at the default; 0 turns it off). See pipeline/dedup.py.
     seen_lru_size: int = 200_000
     seen_table_max_urls: int = 8_000_000
+    # Embedded crawl: apply result writes on a thread of their own (pipeline/storage/writebehind.py),
+    # so SQLite and the body log's writes can overlap fetching and parsing on a second core. Off: on
+    # the 10k bench it cost more CPU per page (thread hand-offs) than it moved off the crawl's thread.
+    write_behind: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -237,3 +237,35 @@ def test_user_agent_timeouts_retries_and_x_robots_tag(fetcher_cls: type) -> None
         assert (res[other].noindex, res[other].nofollow) == (False, False)
 
     _local(fetcher_cls, scenario)
+
+
+@FETCHERS
+def test_a_slow_url_does_not_hold_the_other_hosts_of_its_batch(
+    fetcher_cls: type, make_testbed: Callable[..., Any]
+) -> None:
+    """``on_host_done`` ends a host's lease once all its URLs have results, while a slow URL of another
+    host keeps the batch open; the slow host is released only with the batch."""
+    tb = make_testbed(hosts=8, pages=4)
+    web = Web(8, 4)
+    slow = tb.url(4, "/slow")  # answers 1.5 s after it is logged
+    quick = [tb.url(h, web.page_path(0)) for h in (1, 2)]
+    settings = bed_settings(tb.dns_server, politeness={"min_host_delay_s": 0.0})
+    events: list[tuple[str, str]] = []
+
+    def on_result(r: FetchResult) -> None:
+        events.append(("result", r.url))
+
+    def on_host_done(host: str, delay_s: float, ip: str) -> None:
+        assert delay_s >= 0 and ip.startswith("127.0.10.")
+        events.append(("host_done", host))
+
+    async def go() -> None:
+        async with fetcher_cls(settings, fetcher_id="p", resolver=bed_resolver(settings)) as f:
+            await f.fetch_batch(make_batch([slow, *quick]), on_result, on_host_done=on_host_done)
+
+    asyncio.run(go())
+    done = [what for kind, what in events if kind == "host_done"]
+    assert sorted(done) == sorted(u.split("/")[2] for u in quick)  # not the slow URL's host
+    slow_at = events.index(("result", slow))
+    for url in quick:  # each host's release comes after its result and before the slow URL ends
+        assert events.index(("result", url)) < events.index(("host_done", url.split("/")[2])) < slow_at

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from fetchers.records import FetchResult
 from pipeline.core import CrawlCore
 from pipeline.dispatch.protocols import Heartbeat
 from pipeline.settings import Settings
-from pipeline.storage.base import UrlState
+from pipeline.storage.base import Outcome, UrlState
 from pipeline.storage.sqlite import SqliteStore
 
 SEEDS = [f"http://h{i}.test/" for i in range(3)]
@@ -114,3 +116,57 @@ def test_resume_replays_journal_without_refetch(tmp_path: Path) -> None:
 def test_add_seeds_respects_scope_and_dedup(tmp_path: Path) -> None:
     core = make(tmp_path, Clock())
     assert core.add_seeds(["http://h0.test/new", "http://h0.test/", "http://other.example/"]) == 1
+
+
+class SlowStore(SqliteStore):
+    def record_results(self, outcomes: Sequence[Outcome]) -> int:
+        time.sleep(0.002)  # widens the time outcomes wait on the write-behind queue, unapplied
+        return super().record_results(outcomes)
+
+
+def test_write_behind_fetches_every_url_once_through_spills_and_refills(tmp_path: Path) -> None:
+    """150 links on one host overflow its RAM window, so refills read the store while outcomes are
+    still on the writer's queue; none of those may come back."""
+    wide = b"<html><body>" + b"".join(b'<a href="/p%d">x</a>' % i for i in range(150)) + b"</body></html>"
+    clock = Clock()
+    seeds = ["http://h0.test/"]
+    core = CrawlCore(Settings(), SlowStore(tmp_path / "crawl.db"), seeds=seeds, out_dir=tmp_path, clock=clock,
+                     write_behind=True)  # fmt: skip
+    core.register_fetcher("f")
+    fetched: list[str] = []
+    for _ in range(5000):
+        clock.now += 5.0  # past any politeness gap
+        beat(core, "f", clock)
+        batch = core.next_batch("f")
+        if batch is None:
+            if core.done():
+                break
+            continue
+        for t in batch.tasks:
+            fetched.append(t.url)
+            result = ok(t.url, t.url_id, t.depth, batch.serial)
+            result.body = wide if t.depth == 0 else b"<html></html>"
+            core.on_result(result)
+        core.flush()
+        core.on_batch_done(batch.serial, fetcher_id="f", pages=len(batch.tasks), elapsed_s=0.1)
+    core.close()
+    assert len(fetched) == len(set(fetched)) == 151
+    assert core.store.counts()["done"] == 151
+
+
+def test_on_host_done_releases_one_host_of_a_batch_in_flight(tmp_path: Path) -> None:
+    clock = Clock()
+    core = make(tmp_path, clock)
+    core.register_fetcher("f")
+    core.register_fetcher("g")
+    batch = core.next_batch("f")
+    assert batch is not None and len(batch.tasks) == 3
+    first = batch.tasks[0]
+    core.on_result(ok(first.url, first.url_id, 0, batch.serial))
+    host = first.url.split("/")[2]
+    assert not core.on_host_done(batch.serial, fetcher_id="g", host=host, delay_s=0.0)  # not g's batch
+    assert not core.on_host_done(999, fetcher_id="f", host=host, delay_s=0.0)  # unknown batch
+    assert core.on_host_done(batch.serial, fetcher_id="f", host=host, delay_s=0.0)
+    assert core.frontier.host(host).leased_to == ""
+    # The batch's other hosts stay leased to f until it ends.
+    assert all(core.frontier.host(t.url.split("/")[2]).leased_to == "f" for t in batch.tasks[1:])

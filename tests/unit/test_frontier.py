@@ -101,10 +101,8 @@ def test_max_pages_per_host() -> None:
     assert f.pending == 0
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 30)), min_size=1, max_size=60))
-def test_every_url_is_leased_exactly_once(spec: list[tuple[int, int]]) -> None:
-    """Model check against a store: whatever the interleaving, each URL comes out once."""
+def _model(spec: list[tuple[int, int]]) -> tuple[Frontier, dict[str, UrlRecord]]:
+    """A small-window frontier and the store it mirrors (url -> record), from (host, page) pairs."""
     f = Frontier(FrontierLimits(window_per_host=3, max_urls_per_host_batch=2))
     store: dict[str, UrlRecord] = {}
     for host_n, page in spec:
@@ -112,6 +110,14 @@ def test_every_url_is_leased_exactly_once(spec: list[tuple[int, int]]) -> None:
         if r.url not in store:
             store[r.url] = r
             f.add([r])
+    return f, store
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 30)), min_size=1, max_size=60))
+def test_every_url_is_leased_exactly_once(spec: list[tuple[int, int]]) -> None:
+    """Model check against a store: whatever the interleaving, each URL comes out once."""
+    f, store = _model(spec)
     seen: list[str] = []
     now = 0.0
     for _ in range(1000):
@@ -142,3 +148,66 @@ def test_host_queue_is_compact_and_round_trips() -> None:
     assert [t.url for t in out] == urls_in
     assert [t.depth for t in out[:41]] == [i % 40 for i in range(41)]
     assert len(q) == 0 and not q
+
+
+def test_refill_skips_done_ids_but_judges_completeness_on_every_row() -> None:
+    """A write-behind store still shows finished URLs PENDING: skip them, but a full read (window + 1
+    rows) still means more URLs wait in the store."""
+    f = Frontier(FrontierLimits(window_per_host=4, max_urls_per_host_batch=100))
+    all_urls = urls("a.test", 10)
+    f.add(all_urls)
+    got = f.lease("f1", 100, now=0.0)
+    f.release("f1", 0.0)
+    stale = {t.url_id for t in got}
+    f.refill("a.test", all_urls[:5], done=stale)  # 4 stale rows + 1 real: not complete
+    assert f.host("a.test").complete is False and f.in_ram() == 1
+    assert [t.url for t in f.lease("f1", 100, now=0.0)] == [all_urls[4].url]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 4), st.integers(0, 25)), min_size=1, max_size=60),
+    st.integers(0, 3),
+)
+def test_every_url_is_leased_once_with_a_lagging_store(spec: list[tuple[int, int]], lag: int) -> None:
+    """Model check of write-behind: outcomes reach the store ``lag`` rounds late, refills pass the
+    unapplied ids as ``done``; each URL still comes out exactly once and none is left behind."""
+    f, store = _model(spec)
+    total = len(store)
+    queued: list[list[UrlRecord]] = []  # outcomes on the writer's queue, oldest first
+    seen: list[str] = []
+    for _ in range(1000):
+        done = {r.url_id for job in queued for r in job}
+        for host in f.wants_refill():
+            pend = sorted((r for r in store.values() if r.host == host), key=lambda r: (r.depth, r.url))
+            f.refill(host, pend[:4], done=done)
+        got = f.lease("f", 5, 0.0)
+        queued.append([store[t.url] for t in got])
+        while len(queued) > lag:
+            for r in queued.pop(0):
+                store.pop(r.url)  # applied by the writer
+        seen += [t.url for t in got]
+        f.release("f", 0.0)
+        if f.pending == 0 and not f.wants_refill(1) and not queued:
+            break
+        if not got and queued:
+            for r in queued.pop(0):
+                store.pop(r.url)
+    assert len(seen) == len(set(seen)) == total
+
+
+def test_release_host_ends_one_lease_of_a_batch_early() -> None:
+    f = Frontier(FrontierLimits(max_urls_per_host_batch=2, hosts_per_ip=1))
+    f.add(urls("a.test", 4) + urls("b.test", 4))
+    f.note_ips({"a.test": "10.0.0.1", "b.test": "10.0.0.2"})
+    assert len(f.lease("f1", 4, now=0.0)) == 4
+    assert f.release_host("f2", "a.test", 0.0) is False  # not f2's lease
+    assert f.release_host("f1", "a.test", 1.0, delay_s=2.0, ip="10.0.0.1") is True
+    assert f.release_host("f1", "a.test", 1.0) is False  # already released
+    assert f.host("a.test").leased_to == "" and f.host("b.test").leased_to == "f1"
+    assert f.lease("f2", 4, now=2.9) == []  # its delay holds
+    got = f.lease("f2", 4, now=3.0)  # its IP's lease count was returned too
+    assert {host_of(t.url) for t in got} == {"a.test"}
+    f.release("f1", 3.0)  # the batch ends: only b.test was still f1's
+    assert f.host("a.test").leased_to == "f2" and f.host("b.test").leased_to == ""
+    assert f.leased == 2

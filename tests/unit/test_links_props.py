@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from pipeline import links
 from pipeline.links import extract
-from pipeline.urls import join, normalize
+from pipeline.urls import fingerprint, join, normalize
 
 HREF_CHARS = st.sampled_from(list("abc/.?#:%&=;@+ -_~\\\t") + ["..", "//", "http:", "https://", "\u00e9", "%2"])
 hrefs = st.lists(HREF_CHARS, max_size=12).map("".join)
@@ -63,6 +63,15 @@ def test_fast_resolver_matches_urljoin_then_normalize(base: str, href: str) -> N
     if clean.startswith("//"):
         expected = normalize(nbase.split(":", 1)[0] + ":" + clean)
     assert got == expected
+
+
+@given(bases, st.lists(hrefs, max_size=8))
+def test_every_link_carries_its_fingerprint(base: str, hs: list[str]) -> None:
+    """The memoised fingerprint is the fingerprint of the URL it rides with, also for memo hits."""
+    body = "".join(f"<a href='{h.replace(chr(39), '')}'>x</a>" for h in hs).encode()
+    for _ in range(2):  # the second pass answers from the memo
+        for link in extract(body, base_url=base).links:
+            assert link.url_id == fingerprint(link.url)
 
 
 CANONICAL_ISH = st.from_regex(links._CANONICAL, fullmatch=True)
