@@ -3,8 +3,9 @@
 Both run against one testbed process (its own core) over the same URLs. The bare loop is the
 ceiling: a fixed URL list, a static name->IP map, 256 sockets and 8 per host, link extraction with
 selectolax, and nothing else (no frontier, no politeness, no store). The crawl uses the product's
-default code path with bench politeness (8 connections per host, no minimum gap, Crawl-delay capped
-to 0 because the bare loop does not honour it either) and everything else at defaults: robots.txt,
+default code path with bench politeness (8 connections per host, no minimum gap, Crawl-delay and the
+back-off between 5xx retries capped to 0 because the bare loop has no waits either) and everything
+else at defaults: robots.txt,
 DNS through our resolver, SSRF guard, dedup, SQLite store with pages, the journal.
 """
 
