@@ -125,11 +125,12 @@ class FetchResult:
     def ok(self) -> bool:
         return not self.error_class and 200 <= self.status < 300
 
-    def to_json(self, *, codec: str = "zlib") -> dict[str, Any]:
-        """JSON-ready dict; ``codec`` is "zlib" (field body_z) or "lz4" (field body_lz4)."""
+    def to_json(self, *, codec: str = "zlib", packed: bytes | None = None) -> dict[str, Any]:
+        """JSON-ready dict; ``codec`` is "zlib" (field body_z) or "lz4" (field body_lz4). ``packed``: the
+        body already compressed with ``pack_lz4`` (used as is for "lz4")."""
         if codec == "lz4":
             body_field = "body_lz4"
-            body = lz4.block.compress(self.body, store_size=True) if self.body else b""
+            body = pack_lz4(self.body) if packed is None else packed
         else:
             body_field = "body_z"
             body = zlib.compress(self.body, 1) if self.body else b""
@@ -261,3 +262,8 @@ def _field(obj: dict[str, Any], name: str, kind: type | tuple[type, ...]) -> Any
     if not isinstance(value, kind):
         raise SchemaError(f"field {name!r} has type {type(value).__name__}")
     return value
+
+
+def pack_lz4(body: bytes) -> bytes:
+    """``body`` in the journal's LZ4 form (lz4.block, size stored); b"" stays b""."""
+    return lz4.block.compress(body, store_size=True) if body else b""

@@ -32,7 +32,7 @@ from pipeline.dispatch.protocols import Heartbeat, Refusal
 from pipeline.dispatch.quotas import Quotas
 from pipeline.dispatch.serials import SerialAllocator
 from pipeline.frontier import AnsweredFilter, Frontier, FrontierLimits
-from pipeline.journal import Checkpoint, SegmentWriter, replay
+from pipeline.journal import Checkpoint, SegmentWriter, journal_parts, replay
 from pipeline.seentable import FingerprintTable
 from pipeline.settings import Settings
 from pipeline.stats import CrawlStats
@@ -222,10 +222,12 @@ class CrawlCore:
         if flight is None or result.url_id not in flight.urls:
             self.dropped_results += 1
             return
+        packed = b""
         if result.prepared is not None:
             self.journal.append_line(result.prepared.journal_line)
         else:
-            self.journal.append(result)
+            line, packed = journal_parts(result)
+            self.journal.append_line(line)
         final = result.error_class not in _NOT_FINAL
         if not final and result.error_class != LEASE_LAPSED:  # never attempted: not a try against the host
             tries = self._retry_later.get(result.url_id, 0) + 1
@@ -235,7 +237,7 @@ class CrawlCore:
             self._retry_later.pop(result.url_id, None)
             flight.answered.add(result.url_id)  # so the batch's re-queue does not bring it back
             self._answered.add(result.url_id)
-        self._apply(result, final=final)
+        self._apply(result, final=final, packed=packed)
         if len(self._outcomes) >= _FLUSH_EVERY:
             self.flush()
 
@@ -296,7 +298,9 @@ class CrawlCore:
         self.stats.set_queue(self.frontier.pending)
         return self.stats.tick()
 
-    def _apply(self, result: FetchResult, *, final: bool | None = None) -> None:
+    def _apply(self, result: FetchResult, *, final: bool | None = None, packed: bytes = b"") -> None:
+        """Turn one result into an outcome (and its links into discoveries). ``packed``: the body as the
+        journal line holds it, LZ4-compressed, for the page store to keep without compressing again."""
         if final is None:
             final = result.error_class not in _NOT_FINAL  # a replay: retry-later results stay pending
         if not final:
@@ -310,19 +314,21 @@ class CrawlCore:
             state = UrlState.FAILED
         page = None
         if state is UrlState.DONE:
+            keep = self.settings.fetch.keep_body
             page = PageRecord(
                 url=result.url,
                 url_id=result.url_id,
                 final_url=result.final_url or result.url,
                 status=result.status,
                 content_type=result.content_type,
-                body=result.body if self.settings.fetch.keep_body else b"",
+                body=result.body if keep else b"",
                 fetched_at=result.fetched_at,
                 headers=result.headers,
                 ip=result.ip,
                 serial=result.serial,
                 truncated=result.truncated,
                 redirects=result.redirects,
+                body_lz4=packed if keep else b"",
             )
             self._discover(result)
         self._outcomes.append(

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from fetchers.records import FetchResult, SchemaError
+from fetchers.records import FetchResult, SchemaError, pack_lz4
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +81,18 @@ class SegmentWriter:
 
 def journal_line(result: FetchResult) -> bytes:
     """The journal's line for ``result`` (pure: a fetch process may build it for the core)."""
-    obj = result.to_json(codec="lz4")
+    return journal_parts(result)[0]
+
+
+def journal_parts(result: FetchResult) -> tuple[bytes, bytes]:
+    """The journal's line for ``result`` and the LZ4-packed body inside it (``pack_lz4``), which a page
+    store can keep as it is (``PageRecord.body_lz4``) instead of compressing or writing it raw."""
+    packed = pack_lz4(result.body)
+    return _line(result, packed), packed
+
+
+def _line(result: FetchResult, packed: bytes) -> bytes:
+    obj = result.to_json(codec="lz4", packed=packed)
     body = obj.pop("body_lz4")
     head = json.dumps(obj, separators=(",", ":"))
     # base64 never needs JSON escaping: splice it in rather than have the encoder scan ~10 KB.

@@ -58,6 +58,9 @@ class PageRecord:
     serial: int = 0
     truncated: bool = False
     redirects: list[str] = field(default_factory=list)
+    # ``body`` as the journal compressed it (lz4.block, size stored), when the crawl has it at hand: a
+    # store may keep these bytes instead of compressing again. Not part of the page's identity.
+    body_lz4: bytes = field(default=b"", compare=False, repr=False)
 
 
 @dataclass(slots=True)

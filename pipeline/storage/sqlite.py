@@ -27,6 +27,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+import lz4.block
+
 from pipeline.storage.base import Outcome, PageRecord, Store, UrlRecord, UrlState
 from pipeline.storage.bodies import BodyLog
 from pipeline.storage.sqlite_schema import (  # noqa: F401 (CHUNK, SCHEMA_VERSION are public here too)
@@ -39,6 +41,7 @@ from pipeline.storage.sqlite_schema import (  # noqa: F401 (CHUNK, SCHEMA_VERSIO
     _SELECT_URL,
     _STATE_NAMES,
     CHUNK,
+    CODEC_LZ4,
     CODEC_RAW,
     CODEC_ZLIB,
     SCHEMA_VERSION,
@@ -201,7 +204,7 @@ class SqliteStore(Store):
         if not batch:
             return 0
         # Compress before the transaction: the write lock is held only for the statements.
-        bodies = {uid: self._encode(o.page.body) for uid, o in batch.items() if o.page is not None}
+        bodies = {uid: self._encode(o.page) for uid, o in batch.items() if o.page is not None}
         with self._tx():
             live = self._select_in("SELECT url_id, host FROM urls WHERE url_id IN ({marks}) AND state = 0", list(batch))
             if not live:
@@ -236,8 +239,14 @@ class SqliteStore(Store):
             self._bump(hosts, states)
         return len(live)
 
-    def _encode(self, body: bytes) -> tuple[int, bytes]:
-        return (CODEC_ZLIB, zlib.compress(body, self._level)) if self._level else (CODEC_RAW, body)
+    def _encode(self, page: PageRecord) -> tuple[int, bytes]:
+        """(codec, bytes) for the body log: zlib when a level is set, else the journal's LZ4 form when the
+        page carries it (already computed, so free, and a fraction of the bytes), else raw."""
+        if self._level:
+            return CODEC_ZLIB, zlib.compress(page.body, self._level)
+        if page.body_lz4:
+            return CODEC_LZ4, page.body_lz4
+        return CODEC_RAW, page.body
 
     @staticmethod
     def _page_row(uid: int, p: PageRecord | None, codec: int, ref: tuple[int, int, int]) -> tuple:  # type: ignore[type-arg]
@@ -251,7 +260,7 @@ class SqliteStore(Store):
         url, url_id, final_url, status, ctype, codec, seg, off, length, fetched_at, headers, ip, serial, trunc, redir = row
         body = self._bodies.read(seg, off, length) if length else b""
         return PageRecord(
-            url, url_id, final_url, status, ctype, zlib.decompress(body) if codec == CODEC_ZLIB else body,
+            url, url_id, final_url, status, ctype, _decode(codec, body),
             fetched_at, json.loads(headers), ip, serial, bool(trunc), json.loads(redir),
         )  # fmt: skip
 
@@ -340,3 +349,11 @@ class _Transaction:
             self._db.execute("COMMIT")
         else:
             self._db.execute("ROLLBACK")
+
+
+def _decode(codec: int, data: bytes) -> bytes:
+    if codec == CODEC_ZLIB:
+        return zlib.decompress(data)
+    if codec == CODEC_LZ4:
+        return lz4.block.decompress(data) if data else b""
+    return data

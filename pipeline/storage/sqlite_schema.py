@@ -55,7 +55,7 @@ _UPSERT_SEEN = (
 )
 # Known rows untouched: RETURNING then lists only the inserted ones.
 _INSERT_SEEN = "INSERT INTO seen (url_id, inlinks, ins) VALUES {values} ON CONFLICT(url_id) DO NOTHING RETURNING url_id, ins"
-CODEC_RAW, CODEC_ZLIB = 0, 1
+CODEC_RAW, CODEC_ZLIB, CODEC_LZ4 = 0, 1, 2  # LZ4: lz4.block with the size stored
 _BUMP_HOST = (
     "INSERT INTO host_pending (host, n) VALUES (?, ?) ON CONFLICT(host) DO UPDATE SET n = n + excluded.n"
 )

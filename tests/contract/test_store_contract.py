@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from fetchers.records import pack_lz4
 from pipeline.storage.base import Outcome, PageRecord, Store, UrlRecord, UrlState
 from pipeline.urls import fingerprint, host_of
 from tests.fixtures.hbase import wipe_hbase
@@ -213,6 +214,19 @@ def test_pages_round_trip(store: Store) -> None:
         assert store.get_page(u) == p
     assert store.get_page("http://a.test/none") is None
     assert sorted(p.url for p in store.iter_pages()) == sorted(urls)
+
+
+def test_pages_given_in_the_journals_lz4_form_read_back_whole(store: Store) -> None:
+    """The crawl hands the store the body twice: as is and LZ4-packed (``body_lz4``); a store may keep
+    either, and reads back the body itself."""
+    body = b"<html>" + b"<p>same words again</p>" * 400 + b"\xff\x00</html>"
+    urls = ["http://a.test/packed", "http://a.test/packed-empty"]
+    store.add_urls([rec(u) for u in urls])
+    given = {urls[0]: page(urls[0], body, body_lz4=pack_lz4(body)), urls[1]: page(urls[1], b"", body_lz4=b"")}
+    store.record_results([Outcome(u, fingerprint(u), UrlState.DONE, 200, 1.0, page=p) for u, p in given.items()])
+    for u, p in given.items():
+        got = store.get_page(u)
+        assert got is not None and got.body == p.body and got == p
 
 
 def test_iter_pages_yields_every_page_once(store: Store) -> None:
