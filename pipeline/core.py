@@ -11,6 +11,9 @@ Exactly-once, end to end:
    replays the result rather than losing its links);
 3. ``Store.record_results`` applies an outcome only while the URL is PENDING, so a replayed, re-delivered
    or duplicated result never stores a page twice; results of unknown or finished serials are dropped.
+4. With write-behind (``store.write_behind``), outcomes and checkpoints are applied in order on a writer
+   thread: the checkpoint never passes an unapplied outcome, and refills skip URLs whose outcome is
+   still queued (the store shows them PENDING until it is applied).
 """
 
 from __future__ import annotations
