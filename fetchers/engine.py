@@ -142,7 +142,8 @@ class Engine:
             except ValueError:
                 host = ""
             queues.setdefault(host, deque()).append(task)
-        ctx.host_left = {host: len(q) for host, q in queues.items()}
+        if on_host_done is not None:
+            ctx.host_left = {host: len(q) for host, q in queues.items()}
         per_host = max(1, self.settings.politeness.per_host_concurrency)
         workers = [
             self._worker(host, q, ctx)
@@ -399,18 +400,19 @@ class _Worker:
                 ctx.on_result(res)
             except Exception:
                 log.exception("on_result failed for %s", task.url)
-            host_left = ctx.host_left[self.host] = ctx.host_left[self.host] - 1
-            # After on_result: the host's results reach the crawl before its lease can end.
-            if host_left == 0 and ctx.on_host_done is not None and left[0] > 0:
-                self._host_done()
+            if ctx.on_host_done is not None:  # after on_result: a host's results come before its release
+                self._count_done(ctx.on_host_done, left[0])
 
-    def _host_done(self) -> None:
+    def _count_done(self, on_host_done: Callable[[str, float, str], None], batch_left: int) -> None:
+        """One more result for this worker's host; release the host early once it has all of them,
+        unless the batch is ending anyway or a URL of the host was handed back (then the lease ends
+        with the batch)."""
         host, ctx = self.host, self.ctx
-        if not host or host in ctx.held_hosts:
-            return  # a URL of the host is handed back: its lease ends with the batch
+        host_left = ctx.host_left[host] = ctx.host_left[host] - 1
+        if host_left or not batch_left or not host or host in ctx.held_hosts:
+            return
         try:
-            assert ctx.on_host_done is not None
-            ctx.on_host_done(host, self.engine.host_delay(host, ctx), ctx.host_ips.get(host, ""))
+            on_host_done(host, self.engine.host_delay(host, ctx), ctx.host_ips.get(host, ""))
         except Exception:
             log.exception("on_host_done failed for %s", host)
 

@@ -52,6 +52,7 @@ log = logging.getLogger(__name__)
 _NOT_FINAL = RETRY_LATER
 _MAX_RETRY_LATER = 5
 _FLUSH_EVERY = 256
+_CHECKPOINT_KEY = "journal_checkpoint"  # store meta: the journal position every result below is applied
 
 
 @dataclass(slots=True)
@@ -83,7 +84,7 @@ class CrawlCore:
         self._writer: WriteBehind | None = None
         if write_behind:
             store = LockedStore(store)
-            self._writer = WriteBehind(store)
+            self._writer = WriteBehind(store, checkpoint_key=_CHECKPOINT_KEY)
         self.store = store
         self.clock = clock
         self.out_dir = out_dir
@@ -149,7 +150,7 @@ class CrawlCore:
 
     def _resume(self) -> None:
         """Replay the journal past the last checkpoint, then rebuild the frontier from the store."""
-        since = Checkpoint.decode(self.store.get_meta("journal_checkpoint"))
+        since = Checkpoint.decode(self.store.get_meta(_CHECKPOINT_KEY))
         replayed = 0
         for result in replay(self.out_dir / "segments", since):
             self._apply(result)
@@ -394,7 +395,7 @@ class CrawlCore:
         if self._writer is not None:
             self._writer.submit(WriteJob((), checkpoint=position))  # applied after every earlier job
         else:
-            self.store.put_meta("journal_checkpoint", position)
+            self.store.put_meta(_CHECKPOINT_KEY, position)
 
     # --- status ------------------------------------------------------------------------------------
     def done(self) -> bool:

@@ -88,15 +88,11 @@ def journal_parts(result: FetchResult) -> tuple[bytes, bytes]:
     """The journal's line for ``result`` and the LZ4-packed body inside it (``pack_lz4``), which a page
     store can keep as it is (``PageRecord.body_lz4``) instead of compressing or writing it raw."""
     packed = pack_lz4(result.body)
-    return _line(result, packed), packed
-
-
-def _line(result: FetchResult, packed: bytes) -> bytes:
     obj = result.to_json(codec="lz4", packed=packed)
     body = obj.pop("body_lz4")
     head = json.dumps(obj, separators=(",", ":"))
     # base64 never needs JSON escaping: splice it in rather than have the encoder scan ~10 KB.
-    return f'{head[:-1]},"body_lz4":"{body}"}}\n'.encode()
+    return f'{head[:-1]},"body_lz4":"{body}"}}\n'.encode(), packed
 
 
 def replay(directory: Path, since: Checkpoint | None) -> Iterator[FetchResult]:

@@ -162,11 +162,6 @@ class WriteBehind:
             self._raise_error()
         self.unapplied_ids()
 
-    @property
-    def backlog(self) -> int:
-        with self._cond:
-            return len(self._queue)
-
     def close(self) -> None:
         """Apply what is queued, stop the thread. Raises the writer's failure, if any."""
         try:
