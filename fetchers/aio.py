@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 from aiohttp.abc import AbstractResolver
+from aiohttp.client_proto import ResponseHandler
+from aiohttp.http_exceptions import HttpProcessingError
 from yarl import URL
 
 from fetchers.body import ACCEPT_ENCODING, BodyDecoder
@@ -39,9 +42,37 @@ _READ_CHUNK = 64 * 1024
 _CONNECT_TIME: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar("connect_time", default=None)
 
 
+class MalformedBody(aiohttp.ClientPayloadError):
+    """The body's framing did not parse (an invalid chunk size after a good response head)."""
+
+
+class _BodyErrorHandler(ResponseHandler):
+    """Hands a body parse error to the open body reader.
+
+    aiohttp's C parser (3.14) drops the open body's StreamReader when the body fails to parse after a
+    good head, so the error reaches only the message queue and a reader of that body waits out the
+    whole total timeout: the fetch was recorded as a "timeout" after total_timeout_s, or as
+    "bad_response" when head and bad chunk arrived in one segment. The pure-Python parser already
+    does this; with it both arrivals end as the same immediate "bad_response"."""
+
+    def set_exception(self, exc: BaseException, *args: Any, **kwargs: Any) -> None:
+        payload = getattr(self, "_payload", None)
+        if isinstance(exc, HttpProcessingError) and payload is not None and not payload.is_eof():
+            first_line = str(exc.message).partition("\n")[0]
+            err = MalformedBody(f"malformed body: {first_line}")
+            err.__cause__ = exc
+            payload.set_exception(err)
+        super().set_exception(exc, *args, **kwargs)
+
+
 class _TimedConnector(aiohttp.TCPConnector):
     """Records connection set-up time into the running exchange's holder; cheaper than TraceConfig,
-    which adds signal dispatch to every request and every body chunk."""
+    which adds signal dispatch to every request and every body chunk. Its connections use
+    ``_BodyErrorHandler``."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._factory = cast("functools.partial[ResponseHandler]", functools.partial(_BodyErrorHandler, loop=self._loop))
 
     async def _create_connection(self, req: Any, traces: Any, timeout: Any) -> Any:
         t0 = time.perf_counter()
@@ -69,6 +100,8 @@ def classify(exc: BaseException, *, got_response: bool) -> tuple[str, bool]:
         # aiohttp already retried once on a fresh connection if a reused keep-alive one was closed under
         # it; a server that hangs up on a new connection too is not worth a third visible request.
         return "server_disconnected", False
+    if isinstance(exc, MalformedBody):
+        return "bad_response", False
     if isinstance(exc, aiohttp.ClientPayloadError):
         return "incomplete_body", False
     if isinstance(exc, aiohttp.ClientResponseError):  # the response head did not parse

@@ -27,7 +27,7 @@ from requests.adapters import HTTPAdapter
 from requests_futures.sessions import FuturesSession
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
-from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
+from urllib3.exceptions import ConnectTimeoutError, InvalidChunkLength, NewConnectionError
 
 from fetchers.aio import KEEP_HEADERS
 from fetchers.body import ACCEPT_ENCODING, BodyDecoder
@@ -111,6 +111,9 @@ def classify(exc: BaseException, *, got_response: bool) -> tuple[str, bool]:
         return "timeout", True
     if isinstance(exc, requests.exceptions.Timeout) or any(isinstance(c, TimeoutError) for c in chain):
         return "timeout", not got_response
+    # A chunk-size line that is not hex (urllib3 or http.client wording); an empty one is a cut-off body.
+    if "with base 16" in text or any(isinstance(c, InvalidChunkLength) and c.length.strip() for c in chain):
+        return "bad_response", False
     if isinstance(exc, requests.exceptions.ChunkedEncodingError) or "incompleteread" in text:
         return "incomplete_body", False
     if "remotedisconnected" in text or "connection aborted" in text:

@@ -22,7 +22,8 @@ path                       behaviour
 /ip-redirect               302 to http://127.0.0.53:{port}/
 /rawbad/status             invalid status line
 /rawbad/garbage            not HTTP at all
-/rawbad/chunked            invalid chunk size
+/rawbad/chunked            invalid chunk size (sent with the head)
+/rawbad/latechunk          the same invalid chunk, sent 50 ms after the head
 /rawbad/header             header line without a colon
 /rawbad/close              connection closed without a response
 =========================  ===========================================================
@@ -49,7 +50,8 @@ NESTING = 100_000
 PATHS = (
     "/bomb", "/brbomb", "/trickle", "/endless", "/deep-redirect/0", "/badlen", "/hugeheaders",
     "/manylinks", "/nested", "/badutf8", "/ssrf-redirect", "/ip-redirect",
-    "/rawbad/status", "/rawbad/garbage", "/rawbad/chunked", "/rawbad/header", "/rawbad/close",
+    "/rawbad/status", "/rawbad/garbage", "/rawbad/chunked", "/rawbad/latechunk", "/rawbad/header",
+    "/rawbad/close",
 )  # fmt: skip
 
 
@@ -261,8 +263,11 @@ class HostileSite:
             w.write(b"HTTP/1.1 2000 WHAT IS THIS\r\nContent-Length: 2\r\n\r\nok")
         elif kind == "garbage":
             w.write(b"\x00\x01\x02 this is not http at all \xff\xfe\r\n\r\n")
-        elif kind == "chunked":
+        elif kind in ("chunked", "latechunk"):
             w.write(_head("200 OK", [("Content-Type", "text/html"), ("Transfer-Encoding", "chunked")]))
+            if kind == "latechunk":  # the client has parsed the head and is reading the body
+                await w.drain()
+                await asyncio.sleep(0.05)
             w.write(b"5\r\nhello\r\nzz-not-hex\r\nmore\r\n0\r\n\r\n")
         elif kind == "header":
             w.write(
@@ -285,7 +290,7 @@ _ROUTES: dict[str, Handler] = {
     "/badutf8": HostileSite.badutf8,
     "/ssrf-redirect": HostileSite.ssrf_redirect,
     "/ip-redirect": HostileSite.ip_redirect,
-    **{f"/rawbad/{k}": HostileSite.raw for k in ("status", "garbage", "chunked", "header", "close")},
+    **{f"/rawbad/{k}": HostileSite.raw for k in ("status", "garbage", "chunked", "latechunk", "header", "close")},
 }
 
 

@@ -24,7 +24,7 @@ MAX_BODY = 1 << 20
 PATHS = [
     "/bomb", "/brbomb", "/endless", "/trickle", "/deep-redirect/0", "/badlen", "/hugeheaders",
     "/ssrf-redirect", "/ip-redirect", "/rawbad/status", "/rawbad/garbage", "/rawbad/chunked",
-    "/rawbad/close", "/manylinks", "/badutf8",
+    "/rawbad/latechunk", "/rawbad/close", "/manylinks", "/badutf8",
 ]  # fmt: skip
 
 
@@ -105,6 +105,9 @@ def test_broken_http(run: dict[str, Any]) -> None:
     assert r["/hugeheaders"].error_class == "headers_too_large"
     assert r["/rawbad/status"].error_class == "bad_status_line"
     assert r["/rawbad/garbage"].error_class == "bad_status_line"
-    assert r["/rawbad/chunked"].error_class in ("bad_response", "incomplete_body")
+    # A malformed chunk is a bad response whether it arrives with the head or after it (aiohttp's C
+    # parser used to leave a late one to the total timeout: fetchers.aio._BodyErrorHandler).
+    assert r["/rawbad/chunked"].error_class == "bad_response"
+    assert r["/rawbad/latechunk"].error_class == "bad_response" and r["/rawbad/latechunk"].status == 200
     assert r["/rawbad/close"].error_class == "server_disconnected"
     assert r["/badutf8"].ok and r["/badutf8"].body  # bytes are kept as sent; decoding is downstream

@@ -49,6 +49,7 @@ EXPECTED = {
     "/hugeheaders": ("FAILED", "headers_too_large"), "/ssrf-redirect": ("FAILED", "ssrf_blocked"),
     "/ip-redirect": ("FAILED", "out_of_scope"), "/rawbad/status": ("FAILED", "bad_status_line"),
     "/rawbad/garbage": ("FAILED", "bad_status_line"), "/rawbad/chunked": ("FAILED", "bad_response"),
+    "/rawbad/latechunk": ("FAILED", "bad_response"),
     "/rawbad/header": ("FAILED", "bad_response"), "/rawbad/close": ("FAILED", "server_disconnected"),
 }  # fmt: skip
 
