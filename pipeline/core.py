@@ -348,22 +348,26 @@ class CrawlCore:
         )
 
     def _discover(self, result: FetchResult) -> None:
-        known = self.seen.known
+        known_many = self.seen.known_many
         prepared = result.prepared
         if prepared is not None and prepared.links is not None:  # a fetch process parsed the page already
             if prepared.links:
                 child, source = result.depth + 1, prepared.source
+                known = known_many([url_id for _, url_id, _ in prepared.links])
                 self._new.extend(
                     UrlRecord(url, url_id, host, child, discovered_from=source, inlinks=1)
-                    for url, url_id, host in prepared.links
-                    if not known(url_id)
+                    for (url, url_id, host), seen in zip(prepared.links, known, strict=True)
+                    if not seen
                 )
             return
         page = prepare.parsed_page(result, self.settings)
         if page is None:
             return
-        # S5: most links of a site repeat; drop those the local LRU knows before building candidates.
-        page.links = [link for link in page.links if not known(link.url_id or fingerprint(link.url))]
+        # S5: most links of a site repeat; drop those the LRU or the seen-table knows before building
+        # candidates (one vectorised table search per page).
+        links = page.links
+        known = known_many([link.url_id or fingerprint(link.url) for link in links])
+        page.links = [link for link, seen in zip(links, known, strict=True) if not seen]
         cands = prepare.candidates(result, page, scope=self.scope, traps=self.traps, settings=self.settings)
         self._new.extend(linkfilter.to_records(cands))
 

@@ -114,6 +114,29 @@ class SeenFilter:
             return True
         return False
 
+    def known_many(self, url_ids: Sequence[int]) -> list[bool]:
+        """For each fingerprint, True when the LRU or the fingerprint table knows it (no store call).
+
+        False means "ask the store", not "new". One vectorised table search for all the LRU's misses,
+        so a page's links cost one call however many of them the 200k LRU has forgotten (#11: mid-way
+        through a million-page crawl most known links miss the LRU). Table hits are not moved into the
+        LRU: the table answers them again as cheaply, and the LRU keeps the recent discoveries.
+        """
+        lru = self._lru
+        out = [uid in lru for uid in url_ids]
+        stats = self.stats
+        hits = sum(out)
+        stats.local_hits += hits
+        table = self.table
+        if table is not None and hits < len(out):
+            miss_at = [i for i, hit in enumerate(out) if not hit]
+            found = table.contains_many([url_ids[i] for i in miss_at])
+            for i, hit in zip(miss_at, found, strict=True):
+                if hit:
+                    out[i] = True
+                    stats.table_hits += 1
+        return out
+
     def add_new(self, records: Sequence[UrlRecord]) -> list[UrlRecord]:
         """The records whose URL was never seen before; they are now in the store as PENDING.
 

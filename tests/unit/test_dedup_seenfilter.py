@@ -118,6 +118,29 @@ def test_known_answers_from_the_lru_only() -> None:
     assert store.calls == [1]
 
 
+def test_known_many_asks_the_table_for_what_the_lru_forgot_in_one_search() -> None:
+    from pipeline.seentable import FingerprintTable
+
+    table = FingerprintTable(max_entries=100)
+    f, store = make(2, table=table)
+    f.add_new([rec(i) for i in range(5)])  # the LRU keeps 3 and 4; the table has all five
+    searched: list[int] = []
+    real = table.contains_many
+
+    def counted(ids: Sequence[int]) -> list[bool]:
+        searched.append(len(ids))
+        return real(ids)
+
+    table.contains_many = counted  # type: ignore[method-assign]
+    ids = [rec(i).url_id for i in (4, 0, 9, 3, 1)]
+    assert f.known_many(ids) == [True, True, False, True, True]
+    assert searched == [3]  # the LRU's misses only, in one call
+    assert f.stats.local_hits == 2 and f.stats.table_hits == 2 and store.calls == [5] and len(f) == 2
+    g, _ = make(10)  # no table: the LRU alone, misses mean "ask the store"
+    g.add_new([rec(1)])
+    assert g.known_many([rec(1).url_id, rec(2).url_id]) == [True, False]
+
+
 def test_snapshot_and_preload_carry_the_cache_to_a_new_filter() -> None:
     f, store = make(3)
     f.add_new([rec(i) for i in range(5)])
