@@ -103,6 +103,7 @@ class CrawlCore:
                 max_urls_per_host_batch=max(1, settings.dispatch.k // 4),
                 hosts_per_ip=max(1, pol.per_ip_concurrency // max(1, pol.per_host_concurrency)),
                 max_pages_per_host=sc.max_pages_per_host,
+                active_hosts=settings.dispatch.active_hosts,
             )
         )
         self._answered: set[int] = set()  # url_ids with a result, among in-flight batches

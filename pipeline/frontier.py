@@ -8,6 +8,14 @@ size, never with the number of discovered URLs.
 A host is leased to one fetcher at a time, so per-host limits hold fleet-wide; a host's IP, once a
 fetcher has reported it, caps how many of that IP's hosts may be leased at once (per-IP limits).
 
+Active hosts (Heritrix's active queues): with ``active_hosts`` > 0 only that many hosts at a time
+hold a window and take part in leasing; the others wait in FIFO order with their URLs in the store
+only. A drained host makes room for the next; when no active host is ready at a lease (all leased,
+waiting out a delay or capped per IP), more are activated, so politeness never starves the fetchers.
+Working on fewer hosts at once keeps their store rows, fingerprints and link-memo entries hot: with
+every host active, a million-page crawl touches the whole crawl database between two visits to a
+host (#11). 0 makes every host active (no waiting).
+
 Refill contract, which keeps the window consistent with the store without per-URL state writes:
 a window is only refilled while its host is *not* leased and after every result of its last lease
 has been written to the store. The store's PENDING rows are then exactly the URLs not yet done.
@@ -17,6 +25,7 @@ The frontier never performs I/O; ``wants_refill`` names the hosts and the caller
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -38,6 +47,8 @@ class HostState:
     ip: str = ""
     in_heap: bool = False
     issued: int = 0  # URLs ever leased from this host (max-pages-per-host)
+    active: bool = False  # holds a window and may be leased (see "Active hosts")
+    waiting: bool = False  # queued for activation
 
     def __post_init__(self) -> None:
         self.window = HostQueue(self.host)
@@ -49,6 +60,7 @@ class FrontierLimits:
     max_urls_per_host_batch: int = 64  # a batch takes at most this many URLs from one host
     hosts_per_ip: int = 4  # hosts of one IP leased at once (per-IP politeness)
     max_pages_per_host: int = 0  # 0 = unlimited
+    active_hosts: int = 0  # hosts worked on at once, at least (more when none is ready); 0 = all
 
 
 class Frontier:
@@ -63,6 +75,9 @@ class Frontier:
         self._ip_leases: dict[str, int] = {}
         self._pending_total = 0
         self._leased_total = 0
+        self._active: dict[str, HostState] = {}
+        self._waiting: deque[HostState] = deque()
+        self.activations = 0
 
     # --- feeding -----------------------------------------------------------------------------------
     def add(self, records: Iterable[UrlRecord | UrlTask]) -> None:
@@ -76,12 +91,15 @@ class Frontier:
                 continue  # host capped: the URL stays PENDING in the store, never leased
             hs.pending += 1
             self._pending_total += 1
-            if hs.complete and not hs.leased_to and len(hs.window) < self.limits.window_per_host:
-                hs.window.append(rec.url, rec.url_id, rec.depth)
-            elif hs.complete and (hs.leased_to or len(hs.window) >= self.limits.window_per_host):
-                # Spill: the URL lives only in the store from now on. While leased, appending could
-                # race a refill; marking incomplete is always safe (refill reads the store).
-                hs.complete = False
+            if not hs.active:
+                self._enlist(hs)
+            if hs.complete:
+                if hs.active and not hs.leased_to and len(hs.window) < self.limits.window_per_host:
+                    hs.window.append(rec.url, rec.url_id, rec.depth)
+                else:
+                    # Spill: the URL lives only in the store from now on. While leased, appending could
+                    # race a refill; marking incomplete is always safe (refill reads the store).
+                    hs.complete = False
             self._push(hs)
 
     def restore(self, host: str, pending: int) -> None:
@@ -93,12 +111,14 @@ class Frontier:
         hs.pending = pending
         hs.window.clear()
         hs.complete = pending == 0
+        if pending and not hs.active:
+            self._enlist(hs)
         self._push(hs)
 
     def wants_refill(self, limit: int = 64) -> list[str]:
-        """Hosts whose window is empty but which still have pending URLs in the store."""
+        """Active hosts whose window is empty but which still have pending URLs in the store."""
         out = []
-        for hs in self._hosts.values():
+        for hs in self._active.values():
             if not hs.window and not hs.complete and not hs.leased_to and hs.pending > 0:
                 out.append(hs.host)
                 if len(out) >= limit:
@@ -113,8 +133,8 @@ class Frontier:
         held every pending URL of the host.
         """
         hs = self._hosts[host]
-        if hs.leased_to or hs.window:
-            return  # the contract says refill only idle, empty hosts; ignore a stale call
+        if hs.leased_to or hs.window or not hs.active:
+            return  # the contract says refill only idle, empty, active hosts; ignore a stale call
         usable = [r for r in records if r.url_id not in done] if done else records
         keep = usable[: self.limits.window_per_host]
         for r in keep:
@@ -125,16 +145,18 @@ class Frontier:
             self._pending_total += len(keep) - hs.pending
             hs.pending = len(keep)
         self._push(hs)
+        self._settle(hs)
 
     # --- leasing (FrontierLike) --------------------------------------------------------------------
     def lease(self, fetcher_id: str, n: int, now: float) -> list[UrlTask]:
         """Up to ``n`` URLs from hosts that are ready now, grouped by host; those hosts become leased."""
         tasks: list[UrlTask] = []
         skipped: list[HostState] = []
-        while self._ready and len(tasks) < n:
-            at, _, host = self._ready[0]
-            if at > now:
+        while len(tasks) < n:
+            if not self._ready or self._ready[0][0] > now:
+                self._activate_more(n - len(tasks))  # windows come with the next refill
                 break
+            at, _, host = self._ready[0]
             heapq.heappop(self._ready)
             hs = self._hosts.get(host)
             if hs is None or not hs.in_heap or hs.next_allowed != at:
@@ -201,7 +223,8 @@ class Frontier:
         hs.leased_count = 0
         hs.next_allowed = max(hs.next_allowed, not_before)
         if hs.pending == 0 and not hs.window and hs.complete:
-            return  # drained: leave it out of the heap (re-added by add())
+            self._settle(hs)  # drained: leave it out of the heap (re-added by add())
+            return
         self._push(hs)
 
     def requeue(self, fetcher_id: str, tasks: Sequence[UrlTask]) -> None:
@@ -210,8 +233,12 @@ class Frontier:
             hs = self._hosts.setdefault(host_of(t.url), HostState(host_of(t.url)))
             hs.pending += 1
             self._pending_total += 1
-            if hs.complete:
+            if not hs.active:
+                self._enlist(hs)
+            if hs.complete and hs.active:
                 hs.window.appendleft(t)
+            else:
+                hs.complete = False  # waiting hosts keep their URLs in the store only
             self._push(hs)
 
     def note_ips(self, host_ips: Mapping[str, str]) -> None:
@@ -268,7 +295,7 @@ class Frontier:
 
     # --- internals ---------------------------------------------------------------------------------
     def _push(self, hs: HostState) -> None:
-        if hs.in_heap or hs.leased_to or (not hs.window and hs.complete):
+        if hs.in_heap or hs.leased_to or not hs.active or (not hs.window and hs.complete):
             return
         if not hs.window:
             return  # waits for refill; refill() pushes it
@@ -282,6 +309,49 @@ class Frontier:
         hs.pending = 0
         hs.window.clear()
         hs.complete = True
+        self._settle(hs)
+
+    # --- active hosts ------------------------------------------------------------------------------
+    @property
+    def active(self) -> int:
+        """Hosts active now (holding a window or about to be refilled)."""
+        return len(self._active)
+
+    def _enlist(self, hs: HostState) -> None:
+        """A host with pending URLs: active at once while there is room, else queued."""
+        if not self.limits.active_hosts or len(self._active) < self.limits.active_hosts:
+            self._activate(hs)
+        elif not hs.waiting:
+            hs.waiting = True
+            self._waiting.append(hs)
+
+    def _activate(self, hs: HostState) -> None:
+        hs.active = True
+        self._active[hs.host] = hs
+        self.activations += 1
+        self._push(hs)
+
+    def _activate_more(self, wanted_urls: int) -> None:
+        """No active host is ready: activate enough waiting hosts for ``wanted_urls``."""
+        n = -(-wanted_urls // max(1, self.limits.max_urls_per_host_batch))
+        while n > 0 and self._waiting:
+            hs = self._waiting.popleft()
+            hs.waiting = False
+            if not hs.active and hs.pending > 0:
+                self._activate(hs)
+                n -= 1
+
+    def _settle(self, hs: HostState) -> None:
+        """Deactivate a drained, idle host and let the next waiting one in while below the floor."""
+        if not hs.active or hs.leased_to or hs.pending or hs.window or not hs.complete:
+            return
+        hs.active = False
+        del self._active[hs.host]
+        while self._waiting and len(self._active) < self.limits.active_hosts:
+            nxt = self._waiting.popleft()
+            nxt.waiting = False
+            if not nxt.active and nxt.pending > 0:
+                self._activate(nxt)
 
 
 class AnsweredFilter:

@@ -99,6 +99,9 @@ class DispatchSettings:
     lease_s: float = 120.0
     quotas_file: str = ""
     service: str = "default"
+    # Hosts the frontier works on at once, at least; more are activated whenever none of them is ready
+    # (pipeline/frontier.py, "Active hosts"). 0 = every host with pending URLs.
+    active_hosts: int = 0
 
 
 @dataclass(frozen=True, slots=True)

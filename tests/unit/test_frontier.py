@@ -101,9 +101,9 @@ def test_max_pages_per_host() -> None:
     assert f.pending == 0
 
 
-def _model(spec: list[tuple[int, int]]) -> tuple[Frontier, dict[str, UrlRecord]]:
+def _model(spec: list[tuple[int, int]], active: int = 0) -> tuple[Frontier, dict[str, UrlRecord]]:
     """A small-window frontier and the store it mirrors (url -> record), from (host, page) pairs."""
-    f = Frontier(FrontierLimits(window_per_host=3, max_urls_per_host_batch=2))
+    f = Frontier(FrontierLimits(window_per_host=3, max_urls_per_host_batch=2, active_hosts=active))
     store: dict[str, UrlRecord] = {}
     for host_n, page in spec:
         r = rec(f"http://h{host_n}.test/p/{page}")
@@ -113,11 +113,12 @@ def _model(spec: list[tuple[int, int]]) -> tuple[Frontier, dict[str, UrlRecord]]
     return f, store
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 30)), min_size=1, max_size=60))
-def test_every_url_is_leased_exactly_once(spec: list[tuple[int, int]]) -> None:
-    """Model check against a store: whatever the interleaving, each URL comes out once."""
-    f, store = _model(spec)
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 30)), min_size=1, max_size=60), st.integers(0, 3))
+def test_every_url_is_leased_exactly_once(spec: list[tuple[int, int]], active: int) -> None:
+    """Model check against a store: whatever the interleaving (and however few hosts are active at
+    once), each URL comes out once."""
+    f, store = _model(spec, active)
     seen: list[str] = []
     now = 0.0
     for _ in range(1000):
@@ -168,11 +169,12 @@ def test_refill_skips_done_ids_but_judges_completeness_on_every_row() -> None:
 @given(
     st.lists(st.tuples(st.integers(0, 4), st.integers(0, 25)), min_size=1, max_size=60),
     st.integers(0, 3),
+    st.integers(0, 2),
 )
-def test_every_url_is_leased_once_with_a_lagging_store(spec: list[tuple[int, int]], lag: int) -> None:
+def test_every_url_is_leased_once_with_a_lagging_store(spec: list[tuple[int, int]], lag: int, active: int) -> None:
     """Model check of write-behind: outcomes reach the store ``lag`` rounds late, refills pass the
     unapplied ids as ``done``; each URL still comes out exactly once and none is left behind."""
-    f, store = _model(spec)
+    f, store = _model(spec, active)
     total = len(store)
     queued: list[list[UrlRecord]] = []  # outcomes on the writer's queue, oldest first
     seen: list[str] = []
@@ -211,3 +213,53 @@ def test_release_host_ends_one_lease_of_a_batch_early() -> None:
     f.release("f1", 3.0)  # the batch ends: only b.test was still f1's
     assert f.host("a.test").leased_to == "f2" and f.host("b.test").leased_to == ""
     assert f.leased == 2
+
+
+def _drain(f: Frontier, store: dict[str, UrlRecord], now: float) -> list[str]:
+    for host in f.wants_refill():
+        f.refill(host, sorted((r for r in store.values() if r.host == host), key=lambda r: r.url)[:5])
+    got = f.lease("f", 100, now)
+    for t in got:
+        store.pop(t.url)
+    f.release("f", now)
+    return [t.url for t in got]
+
+
+def test_active_hosts_work_few_hosts_at_once_and_keep_the_rest_in_the_store() -> None:
+    f = Frontier(FrontierLimits(window_per_host=4, max_urls_per_host_batch=100, active_hosts=2))
+    store = {r.url: r for h in ("a", "b", "c", "d") for r in urls(f"{h}.test", 3)}
+    f.add(list(store.values()))
+    assert f.active == 2 and f.in_ram() == 6 and f.pending == 12  # c and d wait, their URLs in the store
+    first = _drain(f, store, 0.0)
+    assert {host_of(u) for u in first} == {"a.test", "b.test"}
+    # a and b drained: c and d took their places; their windows come from the store
+    assert f.active == 2 and sorted(f.wants_refill()) == ["c.test", "d.test"]
+    second = _drain(f, store, 1.0)
+    assert {host_of(u) for u in second} == {"c.test", "d.test"} and not store and f.pending == 0
+    assert f.active == 0
+
+
+def test_a_host_is_activated_when_no_active_host_is_ready() -> None:
+    """Politeness must not starve the fetchers: with the one active host waiting out its delay, the
+    next lease activates another host."""
+    f = Frontier(FrontierLimits(window_per_host=4, max_urls_per_host_batch=100, active_hosts=1))
+    store = {r.url: r for h in ("a", "b") for r in urls(f"{h}.test", 6)}
+    f.add(list(store.values()))
+    got = f.lease("f", 2, 0.0)
+    f.release("f", 0.0, host_delays={"a.test": 10.0})
+    assert {host_of(t.url) for t in got} == {"a.test"} and f.active == 1
+    assert f.lease("f", 2, 1.0) == [] and f.active == 2  # a is not ready: b is activated
+    for host in f.wants_refill():
+        f.refill(host, [r for r in store.values() if r.host == host])
+    assert {host_of(t.url) for t in f.lease("f", 2, 1.0)} == {"b.test"}
+
+
+def test_a_waiting_host_gets_requeued_urls_in_the_store_only() -> None:
+    f = Frontier(FrontierLimits(window_per_host=4, max_urls_per_host_batch=100, active_hosts=1))
+    f.add(urls("a.test", 2))
+    got = f.lease("f", 100, 0.0)
+    f.add(urls("b.test", 2))  # waits: a is still active (leased)
+    assert f.active == 1 and f.host("b.test").complete is False and f.in_ram() == 0
+    f.requeue("f", got)  # a's URLs come back into a's window
+    f.release("f", 0.0)
+    assert f.in_ram() == 2 and f.pending == 4
