@@ -200,8 +200,13 @@ def _normalize(url: str) -> str | None:
 
 
 _MISS = object()
-_MEMO: dict[tuple[str, str], object] = {}  # (directory or page, href) -> (url, fingerprint) | None
-_MEMO_MAX = 200_000
+# (directory or page, href) -> (url, fingerprint) | None, in two generations of up to _MEMO_HALF
+# entries: when the young one fills, it becomes the old one and the old one is dropped. An entry used
+# again while old is moved back to the young one, so a site's navigation outlives any amount of
+# one-off links (a clear-all reset would drop it with them).
+_MEMO: dict[tuple[str, str], object] = {}
+_MEMO_OLD: dict[tuple[str, str], object] = {}
+_MEMO_HALF = 100_000
 
 
 class _Resolver:
@@ -237,10 +242,15 @@ class _Resolver:
         key = (self.no_query if href[:1] == "?" else self.directory, href)
         out = _MEMO.get(key, _MISS)
         if out is _MISS:
-            if len(_MEMO) >= _MEMO_MAX:
-                _MEMO.clear()  # bounded: a crude reset is enough, the working set refills in a page or two
-            url = self._resolve(href)
-            out = _MEMO[key] = None if url is None else (url, fingerprint(url))
+            out = _MEMO_OLD.pop(key, _MISS)
+            if out is _MISS:
+                url = self._resolve(href)
+                out = None if url is None else (url, fingerprint(url))
+            if len(_MEMO) >= _MEMO_HALF:  # the young generation becomes the old one
+                _MEMO_OLD.clear()
+                _MEMO_OLD.update(_MEMO)
+                _MEMO.clear()
+            _MEMO[key] = out
         return out  # type: ignore[return-value]
 
     def _resolve(self, href: str) -> str | None:

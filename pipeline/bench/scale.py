@@ -92,6 +92,7 @@ def _measure(args: argparse.Namespace, pages: int, *, label: str = "") -> dict[s
             "frontier_bytes": fr.ram_bytes(),
             "queue_bytes": fr.queue_bytes(),
             "hosts": len(fr),
+            "active_hosts": fr.active,
             "lru": len(core.seen),
             "table_bytes": core.seen.table.nbytes if core.seen.table is not None else 0,
             "table_urls": len(core.seen.table) if core.seen.table is not None else 0,
@@ -147,6 +148,7 @@ def _deciles(samples: list[dict[str, float]], summary: dict[str, Any], disk: int
             "frontier_pending": int(at["pending"]),
             "frontier_in_ram": int(at["in_ram"]),
             "frontier_hosts": int(at["hosts"]),
+            "frontier_active_hosts": int(at.get("active_hosts", 0)),
             "frontier_bytes_per_url_in_ram": round(at["queue_bytes"] / at["in_ram"], 1) if at["in_ram"] else None,
             "frontier_bytes_per_queued_url_incl_hosts": (
                 round(at["frontier_bytes"] / at["pending"], 1) if at["pending"] else None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from pipeline.links import extract
 from pipeline.urls import normalize
 
@@ -157,3 +159,27 @@ def test_links_are_normalized_fixed_points() -> None:
 def test_max_anchor_zero_skips_anchor_text() -> None:
     page = extract(b'<a href="/x">some text</a>', base_url=BASE, max_anchor=0)
     assert [(link.url, link.anchor) for link in page.links] == [("https://www.example.com/x", "")]
+
+
+def test_link_memo_is_bounded_and_keeps_what_is_used_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipeline import links
+
+    monkeypatch.setattr(links, "_MEMO_HALF", 50)
+    monkeypatch.setattr(links, "_MEMO", {})
+    monkeypatch.setattr(links, "_MEMO_OLD", {})
+    resolved: list[str] = []
+    real = links._Resolver._resolve
+
+    def counting(self: links._Resolver, href: str) -> str | None:
+        resolved.append(href)
+        return real(self, href)
+
+    monkeypatch.setattr(links._Resolver, "_resolve", counting)
+    nav = '<a href="/about">about</a>'
+    for page in range(40):  # every page: the navigation link and 10 one-off links
+        body = nav + "".join(f'<a href="/p/{page}/{k}">x</a>' for k in range(10))
+        got = extract(body.encode(), base_url=f"http://a.test/p/{page}")
+        assert got.links[0].url == "http://a.test/about" and len(got.links) == 11
+        assert len(links._MEMO) + len(links._MEMO_OLD) <= 100
+    assert resolved.count("/about") == 1  # resolved once: it outlived ~400 one-off links
+    assert len(resolved) == 1 + 400
