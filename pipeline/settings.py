@@ -101,7 +101,7 @@ class DispatchSettings:
     service: str = "default"
     # Hosts the frontier works on at once, at least; more are activated whenever none of them is ready
     # (pipeline/frontier.py, "Active hosts"). 0 = every host with pending URLs.
-    active_hosts: int = 0
+    active_hosts: int = 64
 
 
 @dataclass(frozen=True, slots=True)
