@@ -104,6 +104,7 @@ class CrawlCore:
                 hosts_per_ip=max(1, pol.per_ip_concurrency // max(1, pol.per_host_concurrency)),
                 max_pages_per_host=sc.max_pages_per_host,
                 active_hosts=settings.dispatch.active_hosts,
+                session_urls=settings.dispatch.host_session_urls,
             )
         )
         self._answered: set[int] = set()  # url_ids with a result, among in-flight batches

@@ -8,13 +8,8 @@ size, never with the number of discovered URLs.
 A host is leased to one fetcher at a time, so per-host limits hold fleet-wide; a host's IP, once a
 fetcher has reported it, caps how many of that IP's hosts may be leased at once (per-IP limits).
 
-Active hosts (Heritrix's active queues): with ``active_hosts`` > 0 only that many hosts at a time
-hold a window and take part in leasing; the others wait in FIFO order with their URLs in the store
-only. A drained host makes room for the next; when no active host is ready at a lease (all leased,
-waiting out a delay or capped per IP), more are activated, so politeness never starves the fetchers.
-Working on fewer hosts at once keeps their store rows, fingerprints and link-memo entries hot: with
-every host active, a million-page crawl touches the whole crawl database between two visits to a
-host (#11). 0 makes every host active (no waiting).
+Only *active* hosts hold a window and take part in leasing (``pipeline.activehosts``); the others
+wait with their URLs in the store only.
 
 Refill contract, which keeps the window consistent with the store without per-URL state writes:
 a window is only refilled while its host is *not* leased and after every result of its last lease
@@ -25,11 +20,11 @@ The frontier never performs I/O; ``wants_refill`` names the hosts and the caller
 from __future__ import annotations
 
 import heapq
-from collections import deque
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fetchers.records import UrlTask
+from pipeline.activehosts import ActiveHosts
 from pipeline.hostqueue import HostQueue
 from pipeline.storage.base import UrlRecord
 from pipeline.urls import host_of
@@ -48,6 +43,7 @@ class HostState:
     in_heap: bool = False
     issued: int = 0  # URLs ever leased from this host (max-pages-per-host)
     active: bool = False  # holds a window and may be leased (see "Active hosts")
+    session: int = 0  # URLs leased since the host was last activated
     waiting: bool = False  # queued for activation
 
     def __post_init__(self) -> None:
@@ -61,6 +57,7 @@ class FrontierLimits:
     hosts_per_ip: int = 4  # hosts of one IP leased at once (per-IP politeness)
     max_pages_per_host: int = 0  # 0 = unlimited
     active_hosts: int = 0  # hosts worked on at once, at least (more when none is ready); 0 = all
+    session_urls: int = 0  # an active host with others waiting yields its place after this many; 0 = never
 
 
 class Frontier:
@@ -75,9 +72,12 @@ class Frontier:
         self._ip_leases: dict[str, int] = {}
         self._pending_total = 0
         self._leased_total = 0
-        self._active: dict[str, HostState] = {}
-        self._waiting: deque[HostState] = deque()
-        self.activations = 0
+        self.at_work = ActiveHosts(
+            floor=limits.active_hosts,
+            session_urls=limits.session_urls,
+            urls_per_host=limits.max_urls_per_host_batch,
+            push=self._push,
+        )
 
     # --- feeding -----------------------------------------------------------------------------------
     def add(self, records: Iterable[UrlRecord | UrlTask]) -> None:
@@ -92,7 +92,7 @@ class Frontier:
             hs.pending += 1
             self._pending_total += 1
             if not hs.active:
-                self._enlist(hs)
+                self.at_work.enlist(hs)
             if hs.complete:
                 if hs.active and not hs.leased_to and len(hs.window) < self.limits.window_per_host:
                     hs.window.append(rec.url, rec.url_id, rec.depth)
@@ -112,13 +112,13 @@ class Frontier:
         hs.window.clear()
         hs.complete = pending == 0
         if pending and not hs.active:
-            self._enlist(hs)
+            self.at_work.enlist(hs)
         self._push(hs)
 
     def wants_refill(self, limit: int = 64) -> list[str]:
         """Active hosts whose window is empty but which still have pending URLs in the store."""
         out = []
-        for hs in self._active.values():
+        for hs in self.at_work:
             if not hs.window and not hs.complete and not hs.leased_to and hs.pending > 0:
                 out.append(hs.host)
                 if len(out) >= limit:
@@ -145,7 +145,7 @@ class Frontier:
             self._pending_total += len(keep) - hs.pending
             hs.pending = len(keep)
         self._push(hs)
-        self._settle(hs)
+        self.at_work.settle(hs)
 
     # --- leasing (FrontierLike) --------------------------------------------------------------------
     def lease(self, fetcher_id: str, n: int, now: float) -> list[UrlTask]:
@@ -154,7 +154,7 @@ class Frontier:
         skipped: list[HostState] = []
         while len(tasks) < n:
             if not self._ready or self._ready[0][0] > now:
-                self._activate_more(n - len(tasks))  # windows come with the next refill
+                self.at_work.activate_more(n - len(tasks))  # windows come with the next refill
                 break
             at, _, host = self._ready[0]
             heapq.heappop(self._ready)
@@ -178,6 +178,7 @@ class Frontier:
                 tasks.append(hs.window.popleft())
             hs.pending -= take
             hs.issued += take
+            hs.session += take
             self._pending_total -= take
             self._leased_total += take
             hs.leased_to = fetcher_id
@@ -223,9 +224,10 @@ class Frontier:
         hs.leased_count = 0
         hs.next_allowed = max(hs.next_allowed, not_before)
         if hs.pending == 0 and not hs.window and hs.complete:
-            self._settle(hs)  # drained: leave it out of the heap (re-added by add())
+            self.at_work.settle(hs)  # drained: leave it out of the heap (re-added by add())
             return
-        self._push(hs)
+        if not self.at_work.yields_place(hs):
+            self._push(hs)
 
     def requeue(self, fetcher_id: str, tasks: Sequence[UrlTask]) -> None:
         """Give back URLs a fetcher did not finish (still PENDING in the store)."""
@@ -234,7 +236,7 @@ class Frontier:
             hs.pending += 1
             self._pending_total += 1
             if not hs.active:
-                self._enlist(hs)
+                self.at_work.enlist(hs)
             if hs.complete and hs.active:
                 hs.window.appendleft(t)
             else:
@@ -263,6 +265,11 @@ class Frontier:
     @property
     def leased(self) -> int:
         return self._leased_total
+
+    @property
+    def active(self) -> int:
+        """Hosts active now (holding a window or about to be refilled)."""
+        return len(self.at_work)
 
     def in_ram(self) -> int:
         return sum(len(hs.window) for hs in self._hosts.values())
@@ -309,49 +316,7 @@ class Frontier:
         hs.pending = 0
         hs.window.clear()
         hs.complete = True
-        self._settle(hs)
-
-    # --- active hosts ------------------------------------------------------------------------------
-    @property
-    def active(self) -> int:
-        """Hosts active now (holding a window or about to be refilled)."""
-        return len(self._active)
-
-    def _enlist(self, hs: HostState) -> None:
-        """A host with pending URLs: active at once while there is room, else queued."""
-        if not self.limits.active_hosts or len(self._active) < self.limits.active_hosts:
-            self._activate(hs)
-        elif not hs.waiting:
-            hs.waiting = True
-            self._waiting.append(hs)
-
-    def _activate(self, hs: HostState) -> None:
-        hs.active = True
-        self._active[hs.host] = hs
-        self.activations += 1
-        self._push(hs)
-
-    def _activate_more(self, wanted_urls: int) -> None:
-        """No active host is ready: activate enough waiting hosts for ``wanted_urls``."""
-        n = -(-wanted_urls // max(1, self.limits.max_urls_per_host_batch))
-        while n > 0 and self._waiting:
-            hs = self._waiting.popleft()
-            hs.waiting = False
-            if not hs.active and hs.pending > 0:
-                self._activate(hs)
-                n -= 1
-
-    def _settle(self, hs: HostState) -> None:
-        """Deactivate a drained, idle host and let the next waiting one in while below the floor."""
-        if not hs.active or hs.leased_to or hs.pending or hs.window or not hs.complete:
-            return
-        hs.active = False
-        del self._active[hs.host]
-        while self._waiting and len(self._active) < self.limits.active_hosts:
-            nxt = self._waiting.popleft()
-            nxt.waiting = False
-            if not nxt.active and nxt.pending > 0:
-                self._activate(nxt)
+        self.at_work.settle(hs)
 
 
 class AnsweredFilter:

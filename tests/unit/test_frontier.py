@@ -102,8 +102,11 @@ def test_max_pages_per_host() -> None:
 
 
 def _model(spec: list[tuple[int, int]], active: int = 0) -> tuple[Frontier, dict[str, UrlRecord]]:
-    """A small-window frontier and the store it mirrors (url -> record), from (host, page) pairs."""
-    f = Frontier(FrontierLimits(window_per_host=3, max_urls_per_host_batch=2, active_hosts=active))
+    """A small-window frontier and the store it mirrors (url -> record), from (host, page) pairs. With
+    active hosts, a host yields its place after 4 URLs (the session budget) when others wait."""
+    f = Frontier(
+        FrontierLimits(window_per_host=3, max_urls_per_host_batch=2, active_hosts=active, session_urls=4 if active else 0)
+    )
     store: dict[str, UrlRecord] = {}
     for host_n, page in spec:
         r = rec(f"http://h{host_n}.test/p/{page}")
@@ -215,10 +218,10 @@ def test_release_host_ends_one_lease_of_a_batch_early() -> None:
     assert f.leased == 2
 
 
-def _drain(f: Frontier, store: dict[str, UrlRecord], now: float) -> list[str]:
+def _drain(f: Frontier, store: dict[str, UrlRecord], now: float, n: int = 100) -> list[str]:
     for host in f.wants_refill():
         f.refill(host, sorted((r for r in store.values() if r.host == host), key=lambda r: r.url)[:5])
-    got = f.lease("f", 100, now)
+    got = f.lease("f", n, now)
     for t in got:
         store.pop(t.url)
     f.release("f", now)
@@ -263,3 +266,76 @@ def test_a_waiting_host_gets_requeued_urls_in_the_store_only() -> None:
     f.requeue("f", got)  # a's URLs come back into a's window
     f.release("f", 0.0)
     assert f.in_ram() == 2 and f.pending == 4
+
+
+def test_a_deep_host_yields_its_place_after_its_session_budget() -> None:
+    f = Frontier(FrontierLimits(window_per_host=4, max_urls_per_host_batch=2, active_hosts=1, session_urls=4))
+    store = {r.url: r for r in urls("deep.test", 10) + urls("small.test", 2)}
+    f.add(list(store.values()))
+    order = []
+    for now in range(10):
+        got = _drain(f, store, float(now), n=2)
+        order.append(sorted({host_of(u) for u in got}))
+    assert order[:4] == [["deep.test"], ["deep.test"], ["small.test"], ["deep.test"]]
+    assert not store and f.pending == 0 and f.active == 0
+
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["add", "lease", "release", "requeue"]), st.integers(0, 5), st.integers(0, 40)),
+        min_size=1,
+        max_size=80,
+    ),
+    st.integers(0, 3),
+    st.integers(0, 5),
+)
+def test_active_hosts_never_lose_or_repeat_a_url_under_interleaved_adds_and_requeues(
+    ops: list[tuple[str, int, int]], active: int, budget: int
+) -> None:
+    """Model check with discoveries arriving mid-crawl and unfinished URLs handed back: a URL is never
+    leased after its result was recorded, and every URL is eventually done."""
+    f = Frontier(FrontierLimits(window_per_host=3, max_urls_per_host_batch=2, active_hosts=active, session_urls=budget))
+    pending: dict[str, UrlRecord] = {}  # the store's PENDING rows
+    done: set[str] = set()
+    held: list = []  # leased, not yet answered
+
+    def refill() -> None:
+        for host in f.wants_refill():
+            f.refill(host, sorted((r for r in pending.values() if r.host == host), key=lambda r: r.url)[:4])
+
+    def settle(now: float, *, requeue: bool) -> None:
+        back = held[::2] if requeue else []
+        for t in held:
+            if t not in back:
+                pending.pop(t.url)
+                done.add(t.url)
+        if back:
+            f.requeue("f", back)
+        held.clear()
+        f.release("f", now)
+
+    now = 0.0
+    for op, host_n, page in ops:
+        now += 1.0
+        if op == "add":
+            r = rec(f"http://h{host_n}.test/p/{page}")
+            if r.url not in pending and r.url not in done:
+                pending[r.url] = r
+                f.add([r])
+        elif op == "lease" and not held:
+            refill()
+            held.extend(f.lease("f", 3, now))
+            assert not {t.url for t in held} & done
+        elif held:
+            settle(now, requeue=op == "requeue")
+    for _ in range(2000):  # drain
+        if not pending:
+            break
+        now += 1.0
+        refill()
+        held.extend(f.lease("f", 3, now))
+        assert not {t.url for t in held} & done
+        settle(now, requeue=False)
+    assert not pending and f.pending == 0
