@@ -235,11 +235,19 @@ class _Resolver:
     def resolve_id(self, href: str) -> tuple[str, int] | None:
         """``(url, fingerprint(url))`` for ``href``, or None where ``resolve`` gives None.
 
-        Memoised per (directory, href) across pages: a site's navigation links repeat on every page,
-        and a '?'-only href depends on the page path, so that one is keyed by the path instead. The
-        fingerprint rides along because the crawl's seen-check needs it for every link.
+        Memoised across pages, keyed by what the answer depends on: an absolute http(s) href by
+        itself, a root-relative one by the origin, a '?'-only one by the page path, any other by the
+        directory. A site's navigation links repeat on every page, and the same absolute or
+        root-relative link from pages in different directories shares one entry. The fingerprint
+        rides along because the crawl's seen-check needs it for every link.
         """
-        key = (self.no_query if href[:1] == "?" else self.directory, href)
+        first = href[:1]
+        if first == "/":
+            key = (self.origin, href)
+        elif first == "h" and href.startswith(("http://", "https://")):
+            key = ("", href)
+        else:
+            key = (self.no_query if first == "?" else self.directory, href)
         out = _MEMO.get(key, _MISS)
         if out is _MISS:
             out = _MEMO_OLD.pop(key, _MISS)
