@@ -28,6 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import lz4.block
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random
 
 from pipeline.storage.base import Outcome, PageRecord, Store, UrlRecord, UrlState
 from pipeline.storage.bodies import BodyLog
@@ -74,6 +75,27 @@ class SqliteStore(Store):
         # timeout= sets the busy handler before the first PRAGMA: switching to WAL takes a lock, and a
         # second opener (two Spark tasks of one job) must wait for it rather than fail at once.
         self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=10.0)
+        # Openers that race on a new file can still get "database is locked" at once: SQLite skips the
+        # busy handler where waiting could deadlock (a shared lock that must grow while another opener
+        # holds the pending lock, as when one switches the file to WAL). Every set-up step is
+        # idempotent, so it is simply run again.
+        for attempt in Retrying(
+            retry=retry_if_exception(_is_locked), wait=wait_random(0.01, 0.1), stop=stop_after_delay(10.0), reraise=True
+        ):
+            with attempt:
+                self._set_up()
+        found = self.get_meta("schema_version")
+        if found != SCHEMA_VERSION:  # other fingerprints: resuming would refetch and mis-dedup
+            self._db.close()
+            raise ValueError(f"{self.path}: crawl database schema {found}, this crawlfleet needs {SCHEMA_VERSION}")
+        self._closed = False
+        self._bodies = BodyLog(self.path.with_name(self.path.name + ".bodies"))
+        self._checkpointer = Checkpointer(self.path, checkpoint_interval) if checkpoint_interval > 0 else None
+
+    def _set_up(self) -> None:
+        """Pragmas, schema and the fixed rows; idempotent."""
+        if self._db.in_transaction:  # a failed attempt's DDL transaction
+            self._db.execute("ROLLBACK")
         for pragma in (
             "journal_mode=WAL",
             "synchronous=NORMAL",
@@ -94,13 +116,6 @@ class SqliteStore(Store):
                 "INSERT OR IGNORE INTO counters (name, n) VALUES (?, 0)",
                 [(name,) for name in [*_STATE_NAMES.values(), "pages"]],
             )
-        found = self.get_meta("schema_version")
-        if found != SCHEMA_VERSION:  # other fingerprints: resuming would refetch and mis-dedup
-            self._db.close()
-            raise ValueError(f"{self.path}: crawl database schema {found}, this crawlfleet needs {SCHEMA_VERSION}")
-        self._closed = False
-        self._bodies = BodyLog(self.path.with_name(self.path.name + ".bodies"))
-        self._checkpointer = Checkpointer(self.path, checkpoint_interval) if checkpoint_interval > 0 else None
 
     # --- transactions ----------------------------------------------------------------------------
     def _tx(self) -> _Transaction:
@@ -326,6 +341,10 @@ class SqliteStore(Store):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _is_locked(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
 
 
 class _Transaction:
