@@ -211,7 +211,7 @@ def _decode_body(obj: dict[str, Any], max_body_bytes: int) -> bytes:
             packed = base64.b64decode(raw, validate=True)
             if len(packed) < 4 or int.from_bytes(packed[:4], "little") > max_body_bytes:
                 raise SchemaError("body_lz4: declared size over the limit")
-            return bytes(lz4.block.decompress(packed))
+            return unpack_lz4(packed)
         except (ValueError, lz4.block.LZ4BlockError) as exc:
             raise SchemaError(f"body_lz4: {exc}") from exc
     raw = _field(obj, "body_z", str)
@@ -267,3 +267,8 @@ def _field(obj: dict[str, Any], name: str, kind: type | tuple[type, ...]) -> Any
 def pack_lz4(body: bytes) -> bytes:
     """``body`` in the journal's LZ4 form (lz4.block, size stored); b"" stays b""."""
     return lz4.block.compress(body, store_size=True) if body else b""
+
+
+def unpack_lz4(packed: bytes) -> bytes:
+    """The inverse of ``pack_lz4``. Raises ``lz4.block.LZ4BlockError`` (a ``ValueError``) on junk."""
+    return bytes(lz4.block.decompress(packed)) if packed else b""

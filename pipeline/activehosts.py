@@ -44,7 +44,7 @@ class ActiveHosts:
         return len(self._active)
 
     def __iter__(self) -> Iterator[HostState]:
-        return iter(list(self._active.values()))
+        return iter(self._active.values())  # callers do not activate or deactivate while iterating
 
     @property
     def waiting(self) -> int:

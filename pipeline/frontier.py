@@ -42,7 +42,7 @@ class HostState:
     ip: str = ""
     in_heap: bool = False
     issued: int = 0  # URLs ever leased from this host (max-pages-per-host)
-    active: bool = False  # holds a window and may be leased (see "Active hosts")
+    active: bool = False  # holds a window and may be leased (pipeline.activehosts)
     session: int = 0  # URLs leased since the host was last activated
     waiting: bool = False  # queued for activation
 

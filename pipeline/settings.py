@@ -100,7 +100,7 @@ class DispatchSettings:
     quotas_file: str = ""
     service: str = "default"
     # Hosts the frontier works on at once, at least; more are activated whenever none of them is ready
-    # (pipeline/frontier.py, "Active hosts"). 0 = every host with pending URLs.
+    # (pipeline/activehosts.py). 0 = every host with pending URLs.
     active_hosts: int = 64
     # An active host yields its place to a waiting one after this many URLs (0 = only when drained).
     host_session_urls: int = 2048

@@ -27,9 +27,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-import lz4.block
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random
 
+from fetchers.records import unpack_lz4
 from pipeline.storage.base import Outcome, PageRecord, Store, UrlRecord, UrlState
 from pipeline.storage.bodies import BodyLog
 from pipeline.storage.sqlite_schema import (  # noqa: F401 (CHUNK, SCHEMA_VERSION are public here too)
@@ -374,5 +374,5 @@ def _decode(codec: int, data: bytes) -> bytes:
     if codec == CODEC_ZLIB:
         return zlib.decompress(data)
     if codec == CODEC_LZ4:
-        return lz4.block.decompress(data) if data else b""
+        return unpack_lz4(data)
     return data
