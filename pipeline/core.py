@@ -36,6 +36,7 @@ from pipeline.dispatch.quotas import Quotas
 from pipeline.dispatch.serials import SerialAllocator
 from pipeline.frontier import AnsweredFilter, Frontier, FrontierLimits
 from pipeline.journal import Checkpoint, SegmentWriter, journal_parts, replay
+from pipeline.links import ExtractedPage, Link
 from pipeline.seentable import FingerprintTable
 from pipeline.settings import Settings
 from pipeline.stats import CrawlStats
@@ -231,6 +232,7 @@ class CrawlCore:
         packed = b""
         if result.prepared is not None:
             self.journal.append_line(result.prepared.journal_line)
+            packed = result.prepared.packed
         else:
             line, packed = journal_parts(result)
             self.journal.append_line(line)
@@ -362,16 +364,19 @@ class CrawlCore:
                     if not seen
                 )
             return
-        page = prepare.parsed_page(result, self.settings)
-        if page is None:
+        found = prepared.found if prepared is not None and prepared.found is not None else None
+        if found is None:
+            found = prepare.found_links(result, self.settings)
+        if not found:
             return
         # S5: most links of a site repeat; drop those the LRU or the seen-table knows before building
         # candidates (one vectorised table search per page).
-        links = page.links
-        known = known_many([link.url_id or fingerprint(link.url) for link in links])
-        page.links = [link for link, seen in zip(links, known, strict=True) if not seen]
-        cands = prepare.candidates(result, page, scope=self.scope, traps=self.traps, settings=self.settings)
-        self._new.extend(linkfilter.to_records(cands))
+        known = known_many([url_id for _, url_id in found])
+        fresh = [Link(url, "", False, url_id) for (url, url_id), seen in zip(found, known, strict=True) if not seen]
+        if fresh:
+            page = ExtractedPage(fresh)
+            cands = prepare.candidates(result, page, scope=self.scope, traps=self.traps, settings=self.settings)
+            self._new.extend(linkfilter.to_records(cands))
 
     def flush(self) -> None:
         """Make every processed result durable and move the journal checkpoint past it."""

@@ -27,6 +27,7 @@ from pipeline.dispatch.protocols import Heartbeat
 from pipeline.dns.aiohttp_resolver import AiohttpResolver
 from pipeline.dns.cache_resolver import CachingResolver
 from pipeline.fetchproc import FetchProcessGaveUp, ProcessFetcher, processes_for
+from pipeline.parseproc import ParsedFetcher, ParsePool, parse_processes_for
 from pipeline.settings import Settings
 from pipeline.stats import CrawlStats
 from pipeline.storage.factory import from_settings as open_store
@@ -85,6 +86,10 @@ class EmbeddedCrawl:
         procs = [ProcessFetcher(self.settings, fetcher_id=f"local-p{i}", parse_links=n_proc >= 2) for i in range(n_proc)]
         for proc in procs:
             proc.launch()
+        n_parse = parse_processes_for(self.settings, fetch_processes=n_proc)
+        pool = ParsePool(self.settings, processes=n_parse) if n_parse else None
+        if pool is not None:
+            pool.launch()
         store = open_store(self.settings.store, out / "crawl.db")
         stats = self.stats
         core = CrawlCore(
@@ -106,6 +111,9 @@ class EmbeddedCrawl:
         else:
             # AioFetcher wraps the resolver in the SSRF guard itself (check and connect use one answer).
             fetchers = [AioFetcher(self.settings, fetcher_id="local", resolver=AiohttpResolver(resolver), scope=core.scope)]
+        if pool is not None:
+            await pool.start()
+            fetchers = [ParsedFetcher(f, pool) for f in fetchers]
         for fetcher in fetchers:
             await fetcher.start()
         started = time.monotonic()
@@ -114,6 +122,8 @@ class EmbeddedCrawl:
         finally:
             for fetcher in fetchers:
                 await fetcher.close()
+            if pool is not None:
+                await pool.close()
             await resolver.aclose()
             core.close()
             summary = core.summary()
@@ -121,6 +131,8 @@ class EmbeddedCrawl:
             fetched = summary.get("pages_fetched", 0)
             summary["pages_per_s"] = round(fetched / summary["elapsed_s"], 1) if summary["elapsed_s"] else 0.0
             summary["interrupted"] = self._stop.is_set() and not core.done()
+            if pool is not None:
+                summary["parse_processes"] = {"processes": n_parse, "prepared": pool.offloaded, "here": pool.local}
             (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True))
             store.close()
         return summary

@@ -10,22 +10,44 @@ from __future__ import annotations
 
 from fetchers.records import FetchResult, Prepared
 from pipeline import linkfilter, links
-from pipeline.journal import journal_line
+from pipeline.journal import journal_parts
 from pipeline.settings import Settings
-from pipeline.urls import Scope, TrapRules
+from pipeline.urls import Scope, TrapRules, fingerprint
+
+
+def followable(result: FetchResult, settings: Settings) -> bool:
+    """True when ``result`` is a page whose links the crawl follows (fetched, no nofollow, HTML)."""
+    if not result.ok or result.nofollow or not result.body:
+        return False
+    return result.content_type.split(";")[0].strip().lower() in settings.fetch.parse_content_types
 
 
 def parsed_page(result: FetchResult, settings: Settings) -> links.ExtractedPage | None:
     """The page's links, or None when the result is not a followable HTML page."""
-    if not result.ok or result.nofollow or not result.body:
-        return None
-    ctype = result.content_type.split(";")[0].strip().lower()
-    if ctype not in settings.fetch.parse_content_types:
+    if not followable(result, settings):
         return None
     # Anchor texts feed the jobs' reducer, not the crawl; skipping them halves extraction.
     return links.extract(
         result.body, base_url=result.final_url or result.url, content_type=result.content_type, max_anchor=0
     )
+
+
+def found_links(result: FetchResult, settings: Settings) -> list[tuple[str, int]]:
+    """``(url, url_id)`` of every link the crawl may follow from ``result``, first occurrences in
+    document order, before any scope, trap or seen-set check: none for a meta-nofollow page, and a
+    rel=nofollow link only where the same URL also appears plainly (as ``linkfilter`` rules)."""
+    page = parsed_page(result, settings)
+    if page is None or page.meta_nofollow:
+        return []
+    seen: set[str] = set()
+    out: list[tuple[str, int]] = []
+    for link in page.links:
+        url = link.url
+        if link.nofollow or url in seen:
+            continue
+        seen.add(url)
+        out.append((url, link.url_id or fingerprint(url)))
+    return out
 
 
 def candidates(
@@ -37,16 +59,24 @@ def candidates(
     )  # fmt: skip
 
 
+def prepare_found(result: FetchResult, settings: Settings) -> Prepared:
+    """The journal line and ``found_links``: what a parse process (``pipeline.parseproc``) hands back.
+    The core then checks the links against its seen-set and builds candidates of the new ones only."""
+    line, packed = journal_parts(result)
+    return Prepared(line, packed=packed, found=found_links(result, settings))
+
+
 def prepare(
     result: FetchResult, *, scope: Scope, traps: TrapRules, settings: Settings, with_links: bool = True
 ) -> Prepared:
     """What the core would compute from ``result`` alone (see the module docstring). Without
     ``with_links`` only the journal line: the core then parses the page itself."""
+    line, packed = journal_parts(result)
     if not with_links:
-        return Prepared(journal_line(result))
+        return Prepared(line, packed=packed)
     page = parsed_page(result, settings)
     if page is None:
-        return Prepared(journal_line(result), links=[])
+        return Prepared(line, links=[], packed=packed)
     cands = candidates(result, page, scope=scope, traps=traps, settings=settings)
     source = cands[0].source if cands else ""
-    return Prepared(journal_line(result), source=source, links=[(c.url, c.url_id, c.host) for c in cands])
+    return Prepared(line, source=source, links=[(c.url, c.url_id, c.host) for c in cands], packed=packed)

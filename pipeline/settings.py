@@ -37,6 +37,7 @@ class FetchSettings:
     retry_backoff_s: float = 0.5
     concurrency: int = 256  # sockets in flight per fetcher process
     processes: int = 0  # embedded crawl: fetch processes (pipeline/fetchproc.py); 0 = fetch in the crawl process, -1 = one per spare core
+    parse_processes: int = -1  # embedded crawl without fetch processes: link/journal-line processes (pipeline/parseproc.py); -1 = one per spare core (max 2)
     parse_content_types: tuple[str, ...] = ("text/html", "application/xhtml+xml")
     keep_body: bool = True
 

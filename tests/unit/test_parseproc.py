@@ -1,0 +1,159 @@
+"""ParsePool against a real parse process: every result delivered once, prepared as the crawl's own
+process would prepare it, deferred callbacks after the results before them, and a dead or stalled
+child costing nothing but its speed."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import Callable
+
+import pytest
+
+from fetchers.records import FetchResult
+from pipeline import prepare
+from pipeline.journal import journal_parts
+from pipeline.parseproc import STALL_S, ParsePool, parse_processes_for
+from pipeline.settings import load_settings
+from pipeline.testbed.model import Web
+from pipeline.testbed.render import Renderer
+from pipeline.urls import fingerprint
+
+SETTINGS = load_settings(environ={})
+
+
+def _pages(n: int) -> list[FetchResult]:
+    web = Web(5, 40, seed=2)
+    render = Renderer(web)
+    out = []
+    for k in range(n):
+        host, path = k % 5, web.page_path(k % 30)
+        url = web.url(host, path)
+        reply = render.reply(host, path)
+        out.append(FetchResult(url=url, url_id=fingerprint(url), depth=1, final_url=url, status=200,
+                               headers={"content-type": reply.content_type}, content_type=reply.content_type,
+                               body=reply.body))  # fmt: skip
+    return out
+
+
+def _child_pid(pool: ParsePool) -> int:
+    proc = pool._children[0].proc
+    assert proc is not None
+    return proc.pid
+
+
+async def _ready(pool: ParsePool) -> None:
+    for _ in range(200):
+        if pool._children[0].ready:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the parse process never said it was ready")
+
+
+def _run(body: Callable[[ParsePool], object], *, clock: Callable[[], float] | None = None) -> None:
+    async def main() -> None:
+        pool = ParsePool(SETTINGS, processes=1, clock=clock or time.monotonic)
+        pool.launch()
+        await pool.start()
+        await _ready(pool)
+        try:
+            await body(pool)  # type: ignore[misc]
+        finally:
+            await pool.close()
+
+    asyncio.run(main())
+
+
+def test_results_come_back_prepared_and_deferred_callbacks_wait_for_them() -> None:
+    results = _pages(60)
+    events: list[object] = []
+
+    async def body(pool: ParsePool) -> None:
+        for r in results[:30]:
+            pool.submit(r, events.append)
+        pool.defer(lambda: events.append("host done"))
+        for r in results[30:]:
+            pool.submit(r, events.append)
+        await pool.barrier()
+        events.append("batch done")
+
+    _run(body)
+    delivered = [e for e in events if isinstance(e, FetchResult)]
+    assert sorted(id(r) for r in delivered) == sorted(id(r) for r in results)  # each once
+    # a deferred callback runs after every result submitted before it
+    assert events.index("host done") >= 30 and events[-1] == "batch done"
+    for r in delivered:
+        assert r.prepared is not None and r.prepared.found is not None
+        line, packed = journal_parts(r)
+        assert r.prepared.journal_line == line and r.prepared.packed == packed
+        assert r.prepared.found == prepare.found_links(r, SETTINGS)
+    assert any(r.prepared.found for r in delivered if r.prepared is not None)
+
+
+def test_results_not_worth_a_child_are_delivered_at_once() -> None:
+    failed = FetchResult(url="http://a.test/x", url_id=1, depth=0, error_class="timeout")
+    binary = FetchResult(url="http://a.test/b", url_id=2, depth=0, status=200, content_type="image/png", body=b"\x89PNG")
+    got: list[FetchResult] = []
+
+    async def body(pool: ParsePool) -> None:
+        pool.submit(failed, got.append)
+        pool.submit(binary, got.append)
+        assert got == [failed, binary]  # synchronously, unprepared: the core journals them itself
+        assert failed.prepared is None and binary.prepared is None
+
+    _run(body)
+
+
+def test_a_killed_child_loses_nothing_and_is_replaced() -> None:
+    results = _pages(40)
+    got: list[FetchResult] = []
+
+    async def body(pool: ParsePool) -> None:
+        pid = _child_pid(pool)
+        os.kill(pid, signal.SIGSTOP)  # it holds what it is sent ...
+        for r in results[:20]:
+            pool.submit(r, got.append)
+        await asyncio.sleep(0.1)
+        os.kill(pid, signal.SIGKILL)  # ... and dies holding it
+        await asyncio.wait_for(pool.barrier(), 10)
+        assert len(got) == 20 and all(r.prepared is None for r in got)  # delivered unprepared, once
+        await _ready(pool)  # a new child took its place
+        assert _child_pid(pool) != pid
+        for r in results[20:]:
+            pool.submit(r, got.append)
+        await asyncio.wait_for(pool.barrier(), 10)
+
+    _run(body)
+    assert sorted(id(r) for r in got) == sorted(id(r) for r in results)
+    assert all(r.prepared is not None for r in got[20:])
+
+
+def test_a_stalled_child_is_replaced_after_the_stall_limit() -> None:
+    now = [0.0]
+    results = _pages(10)
+    got: list[FetchResult] = []
+
+    async def body(pool: ParsePool) -> None:
+        pid = _child_pid(pool)
+        os.kill(pid, signal.SIGSTOP)
+        for r in results:
+            pool.submit(r, got.append)
+        await asyncio.sleep(1.5)  # the watchdog looks once a second; the stall limit is not reached
+        assert got == []
+        now[0] += STALL_S + 1
+        await asyncio.wait_for(pool.barrier(), 5)
+        assert len(got) == 10 and all(r.prepared is None for r in got)
+
+    _run(body, clock=lambda: now[0])
+
+
+@pytest.mark.parametrize(("wanted", "fetch_processes", "cores", "expected"),
+                         [(-1, 0, 2, 1), (-1, 0, 1, 0), (-1, 0, 16, 2), (3, 0, 2, 3), (-1, 1, 2, 0), (0, 0, 8, 0)])  # fmt: skip
+def test_parse_processes_for(
+    monkeypatch: pytest.MonkeyPatch, wanted: int, fetch_processes: int, cores: int, expected: int
+) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    settings = SETTINGS.with_overrides({"fetch": {"parse_processes": wanted}})
+    assert parse_processes_for(settings, fetch_processes=fetch_processes) == expected
