@@ -14,6 +14,7 @@ machine the wall rate moves with other people's load, the CPU time per page much
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import shutil
@@ -38,6 +39,40 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--baseline-pages", type=int, default=10_000,
                    help="crawl this many pages before and after the main crawl, as the same-run baseline "
                         "(0: none; also none when --pages is not larger)")  # fmt: skip
+
+
+def _helpers(proc: psutil.Process) -> list[psutil.Process]:
+    """The crawl's live parse and fetch processes (pipeline/parseproc.py, fetchproc.py), not the testbed."""
+    out = []
+    for child in proc.children():
+        try:
+            if any(m in " ".join(child.cmdline()) for m in ("pipeline.parseproc", "pipeline.fetchproc")):
+                out.append(child)
+        except psutil.Error:
+            continue
+    return out
+
+
+def _crawl_cpu(proc: psutil.Process, helpers: list[psutil.Process]) -> tuple[float, float]:
+    """(user + system, system) CPU seconds of the crawl: this process, its reaped children, and its live
+    ``helpers``; the testbed it also runs is neither reaped nor a helper while the crawl runs."""
+    t = proc.cpu_times()
+    total, system = t.user + t.system + t.children_user + t.children_system, t.system + t.children_system
+    for child in helpers:
+        try:
+            ct = child.cpu_times()
+        except psutil.Error:  # gone meanwhile: its time is in children_* from the next sample on
+            continue
+        total, system = total + ct.user + ct.system, system + ct.system
+    return total, system
+
+
+def _rss(helpers: list[psutil.Process]) -> int:
+    total = 0
+    for child in helpers:
+        with contextlib.suppress(psutil.Error):
+            total += child.memory_info().rss
+    return total
 
 
 def _disk_bytes(out: Path) -> int:
@@ -81,12 +116,16 @@ def _measure(args: argparse.Namespace, pages: int, *, label: str = "") -> dict[s
 
     def on_tick(core: CrawlCore, _row: dict[str, Any] | None) -> None:
         fr = core.frontier
+        helpers = _helpers(proc)
+        cpu, system = _crawl_cpu(proc, helpers)
         samples.append({
             "t": time.monotonic() - t0,
             "pages": core.stats.pages + core.stats.failed,
             "rss": proc.memory_info().rss,
-            "cpu": sum(proc.cpu_times()[:2]),
-            "sys": proc.cpu_times().system,
+            "helpers_rss": _rss(helpers),
+            "disk": _disk_bytes(out),
+            "cpu": cpu,
+            "sys": system,
             "pending": fr.pending,
             "in_ram": fr.in_ram(),
             "frontier_bytes": fr.ram_bytes(),
@@ -113,10 +152,11 @@ def _measure(args: argparse.Namespace, pages: int, *, label: str = "") -> dict[s
 
         crawl = EmbeddedCrawl(settings, CrawlRequest(list(tb.seeds), out), stats=stats, on_tick=tick)
         gcpolicy.tune_for_crawl()  # as `crawlfleet crawl` does (pipeline/crawl_cli.py)
-        cpu0, sys0 = sum(proc.cpu_times()[:2]), proc.cpu_times().system
+        cpu0, sys0 = _crawl_cpu(proc, [])
         with bar:
             summary = asyncio.run(crawl.run())
-        cpu, sys_s = sum(proc.cpu_times()[:2]) - cpu0, proc.cpu_times().system - sys0
+        cpu_end, sys_end = _crawl_cpu(proc, [])  # the helpers are reaped by now
+        cpu, sys_s = cpu_end - cpu0, sys_end - sys0
         disk = _disk_bytes(out)
     result = _deciles(samples, summary, disk, cpu0)
     done = max(1, summary["pages_fetched"] + summary["pages_failed"])
@@ -145,6 +185,7 @@ def _deciles(samples: list[dict[str, float]], summary: dict[str, Any], disk: int
             "cpu_ms_per_page": round(1000 * (at["cpu"] - prev_cpu) / dp, 3) if dp > 0 else None,
             "sys_ms_per_page": round(1000 * (at["sys"] - prev_sys) / dp, 3) if dp > 0 else None,
             "rss_mib": round(at["rss"] / 2**20, 1),
+            "helpers_rss_mib": round(at.get("helpers_rss", 0) / 2**20, 1),
             "frontier_pending": int(at["pending"]),
             "frontier_in_ram": int(at["in_ram"]),
             "frontier_hosts": int(at["hosts"]),
@@ -154,6 +195,7 @@ def _deciles(samples: list[dict[str, float]], summary: dict[str, Any], disk: int
                 round(at["frontier_bytes"] / at["pending"], 1) if at["pending"] else None
             ),
             "seen_table_mib": round(at.get("table_bytes", 0) / 2**20, 1),
+            "store_bytes_per_page": round(at["disk"] / at["pages"], 1) if at.get("disk") and at["pages"] else None,
             "seen_table_bytes_per_url": round(at["table_bytes"] / at["table_urls"], 1) if at.get("table_urls") else None,
         })
         prev_t, prev_p, prev_cpu, prev_sys = at["t"], at["pages"], at["cpu"], at["sys"]
@@ -166,6 +208,8 @@ def _deciles(samples: list[dict[str, float]], summary: dict[str, Any], disk: int
         "deciles": rows,
         "steady_rate_last_to_first": round(mid[-1] / mid[0], 3) if mid else None,
         "peak_rss_mib": round(max(s["rss"] for s in samples) / 2**20, 1) if samples else None,
+        # the parse (or fetch) processes beside the crawl's own
+        "peak_helpers_rss_mib": round(max(s.get("helpers_rss", 0) for s in samples) / 2**20, 1) if samples else None,
         "max_frontier_bytes_per_url_in_ram": max(
             (r["frontier_bytes_per_url_in_ram"] for r in rows if r["frontier_bytes_per_url_in_ram"]), default=None
         ),

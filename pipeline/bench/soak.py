@@ -28,7 +28,7 @@ from pipeline.faults import results
 from pipeline.faults.bed import Bed, TrialPlan
 from pipeline.faults.procs import HarnessError
 
-ALL = ("crawler", "unbound", "worker", "dispatcher", "rabbitmq", "thrift", "jobs")
+ALL = ("crawler", "parser", "unbound", "worker", "dispatcher", "rabbitmq", "thrift", "jobs")
 FLEET = frozenset({"worker", "dispatcher", "rabbitmq", "thrift"})
 
 
@@ -87,6 +87,8 @@ def _trial(component: str, bed: Bed, svc: _Services, work: Path, seed: int, jobs
     plan = _plan(component, seed)
     if component == "crawler":
         return embedded.crawler_trial(bed, work, plan)
+    if component == "parser":
+        return embedded.parser_trial(bed, work, plan)
     if component == "unbound":
         return embedded.unbound_trial(bed, work, TrialPlan.seeded("unbound", "kill", seed))
     if component == "jobs":

@@ -3,6 +3,10 @@
 - ``crawler/kill``: SIGKILL the crawler once a seeded share of the expected requests has reached the
   testbed, then ``crawlfleet crawl --resume`` in the same directory.
 - ``crawler/stop``: SIGSTOP it there for a seeded time, then SIGCONT.
+- ``parser/kill`` or ``parser/stop``: SIGKILL or SIGSTOP the crawler's parse process
+  (pipeline/parseproc.py) there; the crawler delivers what the dead child held unprepared and starts
+  another, and replaces a stopped one after ``parseproc.STALL_S``. The crawler itself never stops, so
+  not even a request in flight may be asked twice.
 - ``unbound/kill``: the crawler resolves through a private unbound in front of the testbed's zone;
   SIGKILL unbound at the seeded point and start it again on the same port after a seeded pause.
 
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -35,9 +40,12 @@ def crawl_args(bed: Bed, out: Path, *, dns: str | None = None, extra: tuple[str,
     ]  # fmt: skip
 
 
-def crawler(bed: Bed, workdir: Path, *, dns: str | None = None) -> Managed:
+def crawler(bed: Bed, workdir: Path, *, dns: str | None = None, parse_processes: int | None = None) -> Managed:
+    """The crawler of a trial; ``parse_processes`` pins ``fetch.parse_processes`` (default: the crawl's)."""
     out = workdir / "out"
     env = dict(os.environ, PYTHONUNBUFFERED="1")
+    if parse_processes is not None:
+        env["CRAWLFLEET_FETCH_PARSE_PROCESSES"] = str(parse_processes)
     return Managed("crawler", crawl_args(bed, out, dns=dns), env, workdir / "crawler.log",
                    stdout_path=workdir / "crawler.out")  # fmt: skip
 
@@ -93,12 +101,38 @@ def crawler_trial(bed: Bed, workdir: Path, plan: TrialPlan) -> dict[str, Any]:
         summary, end_t = finish(bed, proc)
     finally:
         proc.terminate()
-    bed.settle()
-    times = FaultTimes(fault_t, back_t, end_t)
-    journaled = journal_keys(out / "segments", before=fault_t)  # what the crawl had made durable by then
-    acc = account(truth=bed.truth, log=bed.window(start), journaled_at_fault=journaled,
-                  stored_urls=stored_urls(out), times=times)  # fmt: skip
-    return _record("embedded", plan, at, acc.to_json(), summary, start, end_t)
+    return _judged(bed, out, plan, at, summary, start=start, times=FaultTimes(fault_t, back_t, end_t))
+
+
+def parser_trial(bed: Bed, workdir: Path, plan: TrialPlan) -> dict[str, Any]:
+    """``parser/kill`` or ``parser/stop`` (see the module docstring)."""
+    import psutil
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    out = workdir / "out"
+    start = time.time()
+    proc = crawler(bed, workdir, parse_processes=1).start()
+    try:
+        at = wait_share(bed, start, plan, proc)
+        children = [c for c in psutil.Process(proc.pid).children() if "pipeline.parseproc" in " ".join(c.cmdline())]
+        if len(children) != 1:
+            raise HarnessError(f"expected one parse process, found {len(children)}")
+        child = children[0]
+        if plan.action not in ("kill", "stop"):
+            raise ValueError(f"unknown action {plan.action!r}")
+        child.send_signal(signal.SIGKILL if plan.action == "kill" else signal.SIGSTOP)
+        fault_t = time.time()
+
+        def replaced() -> bool:
+            kids = [c for c in psutil.Process(proc.pid).children() if "pipeline.parseproc" in " ".join(c.cmdline())]
+            return any(c.pid != child.pid for c in kids) or not proc.running
+
+        wait_until(replaced, timeout_s=60.0, every_s=0.05, what="a new parse process")
+        back_t = time.time()
+        summary, end_t = finish(bed, proc)
+    finally:
+        proc.terminate()
+    return _judged(bed, out, plan, at, summary, start=start, times=FaultTimes(fault_t, back_t, end_t))
 
 
 def unbound_trial(bed: Bed, workdir: Path, plan: TrialPlan) -> dict[str, Any]:
@@ -123,11 +157,18 @@ def unbound_trial(bed: Bed, workdir: Path, plan: TrialPlan) -> dict[str, Any]:
     finally:
         proc.terminate()
         dns.stop()
+    return _judged(bed, out, plan, at, summary, start=start, times=FaultTimes(fault_t, back_t, end_t))
+
+
+def _judged(bed: Bed, out: Path, plan: TrialPlan, at: int, summary: dict[str, Any], *, start: float,
+            times: FaultTimes) -> dict[str, Any]:  # fmt: skip
+    """The trial's record, judged once the testbed has settled: the access log since ``start`` against
+    the truth, what the crawl had journaled (made durable) by the fault, and what its store holds."""
     bed.settle()
-    journaled = journal_keys(out / "segments", before=fault_t)
+    journaled = journal_keys(out / "segments", before=times.fault_t)
     acc = account(truth=bed.truth, log=bed.window(start), journaled_at_fault=journaled,
-                  stored_urls=stored_urls(out), times=FaultTimes(fault_t, back_t, end_t))  # fmt: skip
-    return _record("embedded", plan, at, acc.to_json(), summary, start, end_t)
+                  stored_urls=stored_urls(out), times=times)  # fmt: skip
+    return _record("embedded", plan, at, acc.to_json(), summary, start, times.end_t)
 
 
 def _record(mode: str, plan: TrialPlan, at: int, acc: dict[str, Any], summary: dict[str, Any],

@@ -1,5 +1,5 @@
 """Fault trials on the embedded default (pipeline.faults.embedded): the crawler SIGKILLed and resumed,
-SIGSTOPped and continued, and its DNS server (a private unbound) killed and restarted, each at a
+SIGSTOPped and continued, its parse process killed or stopped, and its DNS server (a private unbound) killed and restarted, each at a
 seeded point of a crawl of the testbed. Judged from the testbed's access log and the store.
 
 The promise: no page lost, no page fetched twice, except requests in flight at a SIGKILL (the server
@@ -16,7 +16,7 @@ import pytest
 
 from pipeline.dns.unbound import unbound_binary
 from pipeline.faults.bed import Bed, TrialPlan
-from pipeline.faults.embedded import crawler_trial, unbound_trial
+from pipeline.faults.embedded import crawler_trial, parser_trial, unbound_trial
 
 pytestmark = pytest.mark.faults
 
@@ -39,6 +39,16 @@ def test_crawler_sigstop_then_sigcont(fault_bed: Bed, tmp_path: Path, record: Ca
     rec = record(crawler_trial(fault_bed, tmp_path, TrialPlan.seeded("crawler", "stop", 1, down=(1.0, 3.0))))
     check(rec)
     assert rec["in_flight_repeats"] == 0  # nothing restarted, so nothing may be asked twice
+
+
+@pytest.mark.parametrize(("action", "seed"), [("kill", 1), ("kill", 2), ("stop", 1)])
+def test_parse_process_killed_or_stopped(
+    fault_bed: Bed, tmp_path: Path, record: Callable[..., Any], action: str, seed: int
+) -> None:
+    rec = record(parser_trial(fault_bed, tmp_path, TrialPlan.seeded("parser", action, seed)))
+    check(rec)
+    assert rec["in_flight_repeats"] == 0  # the crawler never stopped: nothing may be asked twice
+    assert rec["summary"]["results_dropped"] == 0
 
 
 @pytest.mark.skipif(unbound_binary() is None, reason="unbound is not installed (scripts/svc-unbound.sh install)")
