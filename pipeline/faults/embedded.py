@@ -114,7 +114,7 @@ def parser_trial(bed: Bed, workdir: Path, plan: TrialPlan) -> dict[str, Any]:
     proc = crawler(bed, workdir, parse_processes=1).start()
     try:
         at = wait_share(bed, start, plan, proc)
-        children = [c for c in psutil.Process(proc.pid).children() if "pipeline.parseproc" in " ".join(c.cmdline())]
+        children = [c for c in psutil.Process(proc.pid).children() if "pipeline.parsechild" in " ".join(c.cmdline())]
         if len(children) != 1:
             raise HarnessError(f"expected one parse process, found {len(children)}")
         child = children[0]
@@ -124,7 +124,7 @@ def parser_trial(bed: Bed, workdir: Path, plan: TrialPlan) -> dict[str, Any]:
         fault_t = time.time()
 
         def replaced() -> bool:
-            kids = [c for c in psutil.Process(proc.pid).children() if "pipeline.parseproc" in " ".join(c.cmdline())]
+            kids = [c for c in psutil.Process(proc.pid).children() if "pipeline.parsechild" in " ".join(c.cmdline())]
             return any(c.pid != child.pid for c in kids) or not proc.running
 
         wait_until(replaced, timeout_s=60.0, every_s=0.05, what="a new parse process")

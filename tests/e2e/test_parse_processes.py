@@ -36,7 +36,7 @@ def _summary(proc: subprocess.Popen[str]) -> dict[str, Any]:
 
 def _parse_child(proc: subprocess.Popen[str]) -> psutil.Process:
     for _ in range(100):
-        kids = [c for c in psutil.Process(proc.pid).children() if "pipeline.parseproc" in " ".join(c.cmdline())]
+        kids = [c for c in psutil.Process(proc.pid).children() if "pipeline.parsechild" in " ".join(c.cmdline())]
         if kids:
             return kids[0]
         time.sleep(0.05)
