@@ -53,6 +53,33 @@ def test_results_discover_links_in_scope_only(tmp_path: Path) -> None:
     assert core.store.counts()["done"] == 3
 
 
+def test_a_result_prepared_by_a_parse_process_leaves_the_same_state(tmp_path: Path) -> None:
+    """A parse process hands back the journal line, packed body and found links; the core must end
+    where it ends when it prepares the same result itself (pipeline/parseproc.py)."""
+    from pipeline.prepare import prepare_found
+
+    def crawl(tmp: Path, *, prepared: bool) -> tuple[list[str], dict[str, int], bytes]:
+        tmp.mkdir()
+        core = make(tmp, Clock())
+        core.register_fetcher("f")
+        batch = core.next_batch("f")
+        assert batch is not None
+        for t in batch.tasks:
+            res = ok(t.url, t.url_id, t.depth, batch.serial)
+            if prepared:
+                res.prepared = prepare_found(res, core.settings)
+            core.on_result(res)
+        core.on_batch_done(batch.serial, fetcher_id="f", pages=3, elapsed_s=0.3)
+        core.flush()
+        pending = sorted(r.url for h, _ in core.store.pending_hosts() for r in core.store.pending(h, 100))
+        assert len(pending) == 6  # /a and /b on three hosts
+        core.journal.close()
+        journal = b"".join(p.read_bytes() for p in sorted((tmp / "segments").glob("*.jsonl")))
+        return pending, core.store.counts(), journal
+
+    assert crawl(tmp_path / "a", prepared=True) == crawl(tmp_path / "b", prepared=False)
+
+
 def test_result_of_unknown_serial_is_dropped(tmp_path: Path) -> None:
     core = make(tmp_path, Clock())
     core.on_result(ok(SEEDS[0], 1, 0, serial=999))
