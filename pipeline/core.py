@@ -364,7 +364,7 @@ class CrawlCore:
                     if not seen
                 )
             return
-        found = prepared.found if prepared is not None and prepared.found is not None else None
+        found = prepared.found if prepared is not None else None  # a parse process found them already
         if found is None:
             found = prepare.found_links(result, self.settings)
         if not found:

@@ -1,9 +1,9 @@
 """Per-result work that needs no crawl state: the journal line and the page's link candidates.
 
-CrawlCore does it itself on the in-process path. A fetch process (``pipeline.fetchproc``) does it on
-its own CPU core and attaches the outcome to the result (``FetchResult.prepared``), so that the
-core's process only writes the line and checks the candidates against its seen-set. Both paths call
-the functions below, so they cannot drift apart.
+CrawlCore does it itself on the in-process path. A fetch process (``pipeline.fetchproc``) or a parse
+process (``pipeline.parsechild``) does it on its own CPU core and attaches the outcome to the result
+(``FetchResult.prepared``), so that the core's process only writes the line and checks the links
+against its seen-set. Every path calls the functions below, so they cannot drift apart.
 """
 
 from __future__ import annotations
