@@ -10,9 +10,10 @@ matters more than bytes). Readers accept either.
 from __future__ import annotations
 
 import base64
+import operator
 import zlib
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, TypeVar
 
 import lz4.block
 
@@ -72,6 +73,23 @@ class Batch:
         )
 
 
+_T = TypeVar("_T")
+
+
+def _pickled_by_fields(cls: type[_T]) -> type[_T]:
+    """Pickle ``cls`` as its field values in order. A slots dataclass otherwise pickles through its
+    generated ``__getstate__``, ~5x slower; parse and fetch processes pickle every result (measured:
+    ~20 us against ~3.5 us per page)."""
+    get = operator.attrgetter(*[f.name for f in fields(cls)])  # type: ignore[arg-type]
+
+    def reduce(self: _T) -> tuple[type[_T], tuple[Any, ...]]:
+        return cls, get(self)
+
+    cls.__reduce__ = reduce  # type: ignore[assignment,method-assign]
+    return cls
+
+
+@_pickled_by_fields
 @dataclass(slots=True)
 class Timings:
     dns_s: float = 0.0
@@ -80,6 +98,7 @@ class Timings:
     total_s: float = 0.0
 
 
+@_pickled_by_fields
 @dataclass(slots=True)
 class Prepared:
     """What a fetch process computed for the core, so that the core's process does not have to: the
@@ -95,6 +114,7 @@ class Prepared:
     packed: bytes = b""  # the body LZ4-packed as in the journal line (``PageRecord.body_lz4``); b'': not kept
 
 
+@_pickled_by_fields
 @dataclass(slots=True)
 class FetchResult:
     """The outcome for one URL. ``status`` is 0 when no HTTP response was had (see ``error_class``)."""

@@ -47,7 +47,9 @@ class Pipe(asyncio.Protocol):
         if self.transport is None or self.transport.is_closing():
             return  # connection_lost delivers what the child held
         data = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
-        self.transport.write(_FRAME.pack(len(data)) + data)
+        # Two writes, not header + data: a bundle runs to megabytes, and joining them would copy it.
+        self.transport.write(_FRAME.pack(len(data)))
+        self.transport.write(data)
 
     def data_received(self, data: bytes) -> None:
         buf = self.buf

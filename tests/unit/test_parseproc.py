@@ -157,3 +157,19 @@ def test_parse_processes_for(
     monkeypatch.setattr(os, "cpu_count", lambda: cores)
     settings = SETTINGS.with_overrides({"fetch": {"parse_processes": wanted}})
     assert parse_processes_for(settings, fetch_processes=fetch_processes) == expected
+
+
+def test_results_and_what_children_return_pickle_by_their_fields() -> None:
+    """Parse and fetch processes pickle every result: records.FetchResult, Timings and Prepared pickle
+    as their field values (cheaper than a slots dataclass's __getstate__) and come back equal."""
+    import pickle
+
+    from fetchers.records import Prepared, Timings
+
+    res = _pages(1)[0]
+    res.timings = Timings(dns_s=0.1, connect_s=0.2, ttfb_s=0.3, total_s=0.4)
+    res.redirects, res.retry_after_s, res.nofollow = ["http://a.test/old"], 2.5, True
+    res.prepared = prepare.prepare_found(res, SETTINGS)
+    back = pickle.loads(pickle.dumps(res, protocol=pickle.HIGHEST_PROTOCOL))
+    assert back == res and back.timings == res.timings
+    assert isinstance(back.prepared, Prepared) and back.prepared == res.prepared  # compare=False: check it apart
