@@ -106,15 +106,13 @@ def crawler_trial(bed: Bed, workdir: Path, plan: TrialPlan) -> dict[str, Any]:
 
 def parser_trial(bed: Bed, workdir: Path, plan: TrialPlan) -> dict[str, Any]:
     """``parser/kill`` or ``parser/stop`` (see the module docstring)."""
-    import psutil
-
     workdir.mkdir(parents=True, exist_ok=True)
     out = workdir / "out"
     start = time.time()
     proc = crawler(bed, workdir, parse_processes=1).start()
     try:
         at = wait_share(bed, start, plan, proc)
-        children = [c for c in psutil.Process(proc.pid).children() if "pipeline.parsechild" in " ".join(c.cmdline())]
+        children = _parse_processes(proc.pid)
         if len(children) != 1:
             raise HarnessError(f"expected one parse process, found {len(children)}")
         child = children[0]
@@ -124,8 +122,7 @@ def parser_trial(bed: Bed, workdir: Path, plan: TrialPlan) -> dict[str, Any]:
         fault_t = time.time()
 
         def replaced() -> bool:
-            kids = [c for c in psutil.Process(proc.pid).children() if "pipeline.parsechild" in " ".join(c.cmdline())]
-            return any(c.pid != child.pid for c in kids) or not proc.running
+            return any(c.pid != child.pid for c in _parse_processes(proc.pid)) or not proc.running
 
         wait_until(replaced, timeout_s=60.0, every_s=0.05, what="a new parse process")
         back_t = time.time()
@@ -133,6 +130,20 @@ def parser_trial(bed: Bed, workdir: Path, plan: TrialPlan) -> dict[str, Any]:
     finally:
         proc.terminate()
     return _judged(bed, out, plan, at, summary, start=start, times=FaultTimes(fault_t, back_t, end_t))
+
+
+def _parse_processes(pid: int) -> list[Any]:
+    """The live parse processes of the crawler ``pid`` (a killed one is skipped while it is a zombie)."""
+    import psutil
+
+    out = []
+    for child in psutil.Process(pid).children():
+        try:
+            if "pipeline.parsechild" in " ".join(child.cmdline()):
+                out.append(child)
+        except psutil.Error:  # gone, or a zombie its parent has not reaped yet
+            continue
+    return out
 
 
 def unbound_trial(bed: Bed, workdir: Path, plan: TrialPlan) -> dict[str, Any]:

@@ -6,6 +6,7 @@ lost a result: it keeps each one until it is delivered)."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
 import signal
@@ -36,9 +37,10 @@ def _summary(proc: subprocess.Popen[str]) -> dict[str, Any]:
 
 def _parse_child(proc: subprocess.Popen[str]) -> psutil.Process:
     for _ in range(100):
-        kids = [c for c in psutil.Process(proc.pid).children() if "pipeline.parsechild" in " ".join(c.cmdline())]
-        if kids:
-            return kids[0]
+        for kid in psutil.Process(proc.pid).children():
+            with contextlib.suppress(psutil.Error):  # gone or a zombie meanwhile
+                if "pipeline.parsechild" in " ".join(kid.cmdline()):
+                    return kid
         time.sleep(0.05)
     raise AssertionError("no parse process")
 
