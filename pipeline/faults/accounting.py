@@ -24,7 +24,8 @@ Key = tuple[str, str]  # (host without port, path + query), as the testbed acces
 ROBOTS = "/robots.txt"
 # Seen once (fleet worker/kill): three URLs the worker asked for just before its SIGKILL were logged by
 # the testbed a few ms after the fault time, and their re-fetch counted as duplicates. A process cannot
-# send anything after its SIGKILL, so a request logged this soon after was sent before it.
+# send anything after its SIGKILL, so a request logged this soon after was sent before it. The price: a
+# request another, live process makes in those 0.2 s and that is then asked again counts as in flight.
 LOG_LAG_S = 0.2
 
 
