@@ -162,7 +162,8 @@ def render(path: Path) -> str:
         "crawler's counters: **lost** = ground-truth pages not stored; **duplicated** = URLs fetched twice that were "
         "not in flight at the fault (a 5xx retried by the fetcher is one fetch; a URL journaled before the fault and "
         "asked for after it is always a duplicate); **in flight at fault** = requests the server had received whose "
-        "result the crawl had not journaled (after a SIGKILL nobody can know they were served, so fetching them again "
+        "result the crawl had not journaled (received: logged before the fault, or up to 0.2 s after it, because the "
+        "testbed logs a request when its loop gets to it; after a SIGKILL nobody can know they were served, so fetching them again "
         "is the correct recovery: reported apart, not hidden). For the job driver, lost = URLs missing from the crawl "
         "db against a run without a fault, duplicated = URLs whose in-link count is above it.",
         "",
