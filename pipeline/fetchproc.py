@@ -26,7 +26,6 @@ import contextlib
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -35,6 +34,7 @@ from typing import Any
 
 from fetchers.records import Batch, FetchResult
 from fetchers.report import BatchReport
+from pipeline.childproc import spawn_module
 from pipeline.settings import Settings
 from pipeline.urls import Scope, TrapRules
 
@@ -99,14 +99,7 @@ class ProcessFetcher:
             return
         if self.restarts > _MAX_RESTARTS:
             raise FetchProcessGaveUp(f"fetch process {self.fetcher_id} died {self.restarts} times; giving up")
-        # A plain ``python -m pipeline.fetchproc`` over a socket pair, not multiprocessing's spawn: spawn
-        # re-imports the parent's __main__, which re-runs any script that embeds a crawl without a
-        # ``__main__`` guard; and never fork a process that has an event loop and threads running.
-        ours, theirs = socket.socketpair()
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "pipeline.fetchproc", str(theirs.fileno())], pass_fds=[theirs.fileno()],
-        )  # fmt: skip
-        theirs.close()
+        self._proc, ours = spawn_module("pipeline.fetchproc")  # see pipeline/childproc.py for why not spawn
         self._conn = Connection(ours.detach())
         self._started = False
 

@@ -23,6 +23,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from fetchers.records import FetchResult, Prepared
+from pipeline.childproc import spawn_module
 
 log = logging.getLogger(__name__)
 
@@ -82,15 +83,9 @@ class ChildProcess:
         self.restarts = 0
 
     def launch(self) -> None:
-        # ``python -m`` over a socket pair, as pipeline.fetchproc does (and for the same reasons).
-        ours, theirs = socket.socketpair()
-        for sock in (ours, theirs):
-            _widen(sock)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pipeline.parsechild", str(theirs.fileno())], pass_fds=[theirs.fileno()]
-        )
-        theirs.close()
-        self.sock = ours
+        # Buffers of a few MB: the parent's loop writes once per turn, and a ~200 KB default buffer
+        # would hold only ~10 pages a turn, so bodies would queue in the parent (measured: ~0.4 s).
+        self.proc, self.sock = spawn_module("pipeline.parsechild", buffer_bytes=_SOCKET_BUFFER)
 
     def close(self) -> int | None:
         """Drop the pipe and reap the process (killed if still running); its exit code."""
@@ -112,14 +107,6 @@ class ChildProcess:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(2)
         self.close()
-
-
-def _widen(sock: socket.socket) -> None:
-    """Socket buffers of a few MB: the parent's loop writes once per turn, and a ~200 KB default buffer
-    would hold only ~10 pages a turn, so bodies would queue in the parent (measured: ~0.4 s latency)."""
-    for opt in (socket.SO_SNDBUF, socket.SO_RCVBUF):
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.SOL_SOCKET, opt, _SOCKET_BUFFER)
 
 
 # --- the child ----------------------------------------------------------------------------------------

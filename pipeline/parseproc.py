@@ -33,8 +33,8 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
+from fetchers.protocol import Fetcher
 from fetchers.records import Batch, FetchResult, Prepared
 from fetchers.report import BatchReport
 from pipeline.parsechild import ChildProcess, Pipe
@@ -251,7 +251,7 @@ class ParsedFetcher:
     Results go through the pool; the early release of a host and the end of the batch wait for the
     results before them, so the core sees the same order of events as without the pool."""
 
-    def __init__(self, inner: Any, pool: ParsePool) -> None:
+    def __init__(self, inner: Fetcher, pool: ParsePool) -> None:
         self.inner = inner
         self.pool = pool
 
