@@ -39,7 +39,7 @@ from fetchers.report import (
     THROTTLED,
     BatchReport,
 )
-from pipeline.robots import (
+from fetchers.robots import (
     MAX_ROBOTS_BYTES,
     MAX_ROBOTS_REDIRECTS,
     RobotsCache,

@@ -1,5 +1,5 @@
 """What a crawl needs from a fetcher: ``AioFetcher`` and ``ThreadedFetcher`` in a process,
-``pipeline.fetchproc.ProcessFetcher`` in a child process. The fleet's worker runtime and the embedded
+``pipeline.embedded.fetchproc.ProcessFetcher`` in a child process. The fleet's worker runtime and the embedded
 engine both drive fetchers through this interface only."""
 
 from __future__ import annotations

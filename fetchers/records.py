@@ -108,7 +108,7 @@ class Prepared:
     source: str = ""  # the normalized URL the links were found on
     # (url, url_id, host) at the result's depth + 1; None: the core extracts them itself
     links: list[tuple[str, int, str]] | None = None
-    # (url, url_id) of the page's followable links, not yet checked (``pipeline.prepare.found_links``);
+    # (url, url_id) of the page's followable links, not yet checked (``pipeline.links.prepare.found_links``);
     # None: not computed. The core filters and builds candidates from these when ``links`` is None.
     found: list[tuple[str, int]] | None = None
     packed: bytes = b""  # the body LZ4-packed as in the journal line (``PageRecord.body_lz4``); b'': not kept
@@ -142,7 +142,7 @@ class FetchResult:
     # Robots/meta directives found by the fetcher's parser; links are extracted downstream.
     noindex: bool = False
     nofollow: bool = False
-    # Work a fetch process did for the crawl core (pipeline/prepare.py); in memory only, never serialized.
+    # Work a fetch process did for the crawl core (pipeline/links/prepare.py); in memory only, never serialized.
     prepared: Prepared | None = field(default=None, compare=False, repr=False)
 
     @property

@@ -28,7 +28,7 @@ from jobs.runner import (
     run_pipelined,
     watch_segments,
 )
-from pipeline.progress import task_progress
+from pipeline.observe.progress import task_progress
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from fetchers.records import FetchResult, SchemaError
-from pipeline import linkfilter, links
-from pipeline.linkfilter import Candidate
+from pipeline.links import extract, filtering
+from pipeline.links.filtering import Candidate
 from pipeline.storage.base import Store, UrlRecord, UrlState
 from pipeline.urls import Scope, TrapRules, fingerprint, host_of, normalize
 
@@ -33,7 +33,7 @@ class LinkRules:
     scope: Scope
     traps: TrapRules
     max_depth: int
-    max_links: int = links.DEFAULT_MAX_LINKS
+    max_links: int = extract.DEFAULT_MAX_LINKS
 
     @classmethod
     def build(
@@ -41,7 +41,7 @@ class LinkRules:
         *,
         allowed_domains: Sequence[str] = (),
         max_depth: int,
-        max_links: int = links.DEFAULT_MAX_LINKS,
+        max_links: int = extract.DEFAULT_MAX_LINKS,
         traps: TrapRules | None = None,
     ) -> LinkRules:
         """Rules from job arguments. No ``allowed_domains`` means no domain restriction."""
@@ -69,7 +69,7 @@ def page_candidates(
     """
     if not result.ok or not result.body or result.nofollow:
         return []
-    page = links.extract(
+    page = extract.extract(
         result.body,
         base_url=result.final_url or result.url,
         content_type=result.content_type,
@@ -79,7 +79,7 @@ def page_candidates(
         stats["links"] = stats.get("links", 0) + len(page.links)
         if page.truncated:
             stats["pages_truncated"] = stats.get("pages_truncated", 0) + 1
-    return linkfilter.candidates(
+    return filtering.candidates(
         result.url,
         result.final_url,
         result.depth,

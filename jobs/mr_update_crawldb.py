@@ -21,7 +21,7 @@ from mrjob.protocol import JSONValueProtocol
 from mrjob.step import MRStep
 
 from jobs import logic, snapshot
-from pipeline.dedup import SeenFilter
+from pipeline.frontier.dedup import SeenFilter
 from pipeline.storage.base import UrlRecord
 
 

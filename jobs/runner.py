@@ -5,7 +5,7 @@ S3's loop: fetchers write results into a segment; a closed segment goes through
 the frontier picks them up. ``LinkPipeline`` runs that per segment. ``run_pipelined`` does it on a
 background thread so that the fetchers keep writing the next segment meanwhile (not stop-the-world).
 
-Segment closing follows pipeline.journal.SegmentWriter: segments are ``segment-NNNNN.jsonl``; one is
+Segment closing follows pipeline.storage.journal.SegmentWriter: segments are ``segment-NNNNN.jsonl``; one is
 closed once a later one exists (or when the caller says the crawl has ended).
 """
 

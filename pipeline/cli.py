@@ -14,13 +14,13 @@ import sys
 import threading
 from collections.abc import Iterator
 
-from pipeline.bench import BENCHES
+from pipeline.harness.bench import BENCHES
 
 # Areas that contribute sub-commands, in help order, with the commands each registers. Only the
 # area owning the command being run is imported: `crawl` should not pay for importing Celery.
 AREAS: dict[str, tuple[str, ...]] = {
-    "pipeline.crawl_cli": ("crawl", "demo"),
-    "pipeline.testbed.cli": ("testbed",),
+    "pipeline.embedded.cli": ("crawl", "demo"),
+    "pipeline.harness.testbed.cli": ("testbed",),
     "pipeline.report.cli": ("report",),
     "pipeline.storage.cli": ("export",),
     "jobs.cli": ("jobs",),

@@ -36,8 +36,8 @@ class FetchSettings:
     retries: int = 2  # only for retryable errors (connect errors, timeouts, 5xx)
     retry_backoff_s: float = 0.5
     concurrency: int = 256  # sockets in flight per fetcher process
-    processes: int = 0  # embedded crawl: fetch processes (pipeline/fetchproc.py); 0 = fetch in the crawl process, -1 = one per spare core
-    parse_processes: int = -1  # embedded crawl without fetch processes: link/journal-line processes (pipeline/parseproc.py); -1 = one per spare core (max 2)
+    processes: int = 0  # embedded crawl: fetch processes (pipeline/embedded/fetchproc.py); 0 = fetch in the crawl process, -1 = one per spare core
+    parse_processes: int = -1  # embedded crawl without fetch processes: link/journal-line processes (pipeline/embedded/parseproc.py); -1 = one per spare core (max 2)
     parse_content_types: tuple[str, ...] = ("text/html", "application/xhtml+xml")
     keep_body: bool = True
 
@@ -101,7 +101,7 @@ class DispatchSettings:
     quotas_file: str = ""
     service: str = "default"
     # Hosts the frontier works on at once, at least; more are activated whenever none of them is ready
-    # (pipeline/activehosts.py). 0 = every host with pending URLs.
+    # (pipeline/frontier/activehosts.py). 0 = every host with pending URLs.
     active_hosts: int = 64
     # An active host yields its place to a waiting one after this many URLs (0 = only when drained).
     host_session_urls: int = 2048
@@ -117,7 +117,7 @@ class StoreSettings:
     warc: bool = False
     warc_max_bytes: int = 1024 * 1024 * 1024
     # The seen-set in front of the store: S5's LRU of recent fingerprints, then an exact table of up to
-    # this many fingerprints at 8 B each (64 MiB at the default; 0 turns it off). See pipeline/dedup.py.
+    # this many fingerprints at 8 B each (64 MiB at the default; 0 turns it off). See pipeline/frontier/dedup.py.
     seen_lru_size: int = 200_000
     seen_table_max_urls: int = 8_000_000
     # Embedded crawl: apply result writes on a thread of their own (pipeline/storage/writebehind.py),

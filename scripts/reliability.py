@@ -4,7 +4,7 @@
     .venv/bin/python scripts/reliability.py [--results PATH] [--out RELIABILITY.md]
 
 Nothing in the report is typed by hand: the fault table, the known bugs and the hostile-input list
-all come from records the tests wrote (pipeline.faults.results). For each group (a fault kind, a
+all come from records the tests wrote (pipeline.harness.faults.results). For each group (a fault kind, a
 hostile input) the records of the latest run that has any are shown.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.faults import results  # noqa: E402
+from pipeline.harness.faults import results  # noqa: E402
 
 RECOVERY = {
     "crawler": "first request of the resumed (or continued) crawler",

@@ -28,19 +28,19 @@ from typing import Any
 
 from fetchers.records import Batch, FetchResult, UrlTask
 from fetchers.report import LEASE_LAPSED, RETRY_LATER
-from pipeline import linkfilter, prepare
-from pipeline.dedup import SeenFilter
 from pipeline.dispatch.dispatcher import Dispatcher
 from pipeline.dispatch.protocols import Heartbeat, Refusal
 from pipeline.dispatch.quotas import Quotas
 from pipeline.dispatch.serials import SerialAllocator
-from pipeline.frontier import AnsweredFilter, Frontier, FrontierLimits
-from pipeline.journal import Checkpoint, SegmentWriter, journal_parts, replay
-from pipeline.links import ExtractedPage, Link
-from pipeline.seentable import FingerprintTable
+from pipeline.frontier.dedup import SeenFilter
+from pipeline.frontier.frontier import AnsweredFilter, Frontier, FrontierLimits
+from pipeline.frontier.seentable import FingerprintTable
+from pipeline.links import filtering, prepare
+from pipeline.links.extract import ExtractedPage, Link
+from pipeline.observe.stats import CrawlStats
 from pipeline.settings import Settings
-from pipeline.stats import CrawlStats
 from pipeline.storage.base import Outcome, PageRecord, Store, UrlRecord, UrlState
+from pipeline.storage.journal import Checkpoint, SegmentWriter, journal_parts, replay
 from pipeline.storage.warc import WarcWriter
 from pipeline.storage.writebehind import LockedStore, WriteBehind, WriteJob
 from pipeline.urls import Scope, TrapRules, fingerprint, host_of, normalize
@@ -376,7 +376,7 @@ class CrawlCore:
         if fresh:
             page = ExtractedPage(fresh)
             cands = prepare.candidates(result, page, scope=self.scope, traps=self.traps, settings=self.settings)
-            self._new.extend(linkfilter.to_records(cands))
+            self._new.extend(filtering.to_records(cands))
 
     def flush(self) -> None:
         """Make every processed result durable and move the journal checkpoint past it."""

@@ -1,6 +1,6 @@
 """A simple in-memory frontier that satisfies ``FrontierLike`` exactly, for the simulation and tests.
 
-Not the product frontier (that is ``pipeline/frontier.py``): no per-IP limits, no depth priority, no
+Not the product frontier (that is ``pipeline/frontier/frontier.py``): no per-IP limits, no depth priority, no
 persistence. Per-host FIFO queues; hosts served round-robin; a host is leased to one fetcher at a time
 and is not leasable again until ``release`` plus its delay. Each host gives at most ``per_host`` URLs
 to one lease, so a batch spreads over hosts (the fetcher's per-host politeness then bounds its time).

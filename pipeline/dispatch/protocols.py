@@ -1,6 +1,6 @@
 """The dispatcher's seams: what it needs from a frontier, and the small records it exchanges.
 
-The frontier (``pipeline/frontier.py``) owns per-host queues and politeness timing; the dispatcher
+The frontier (``pipeline/frontier/frontier.py``) owns per-host queues and politeness timing; the dispatcher
 owns *who* gets *how many* URLs *when*. ``FrontierLike`` is the exact contract between the two.
 
 Frontier contract (the dispatcher relies on every clause):

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pipeline import logs
+from pipeline.observe import logs
 from pipeline.settings import Settings, load_settings
 
 
@@ -46,9 +46,9 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 
 def run_crawl(settings: Settings, seeds: list[str], out: Path, *, resume: bool, progress: bool) -> dict[str, Any]:
-    from pipeline.engine import CrawlRequest, EmbeddedCrawl, install_signal_handlers
-    from pipeline.progress import CrawlProgress
-    from pipeline.stats import CrawlStats
+    from pipeline.embedded.engine import CrawlRequest, EmbeddedCrawl, install_signal_handlers
+    from pipeline.observe.progress import CrawlProgress
+    from pipeline.observe.stats import CrawlStats
 
     stats = CrawlStats()
     bar = CrawlProgress(stats, total=settings.scope.max_pages or None, mode="auto" if progress else "off")
@@ -60,7 +60,7 @@ def run_crawl(settings: Settings, seeds: list[str], out: Path, *, resume: bool, 
         install_signal_handlers(crawl)
         return await crawl.run()
 
-    from pipeline import gcpolicy
+    from pipeline.crawl import gcpolicy
 
     gcpolicy.tune_for_crawl()  # this process is the crawl from here on (see gcpolicy for the numbers)
     with bar:
@@ -100,7 +100,7 @@ def _cmd_crawl(args: argparse.Namespace) -> int:
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     logs.setup_from_args(args)
-    from pipeline.testbed.harness import TestbedProcess
+    from pipeline.harness.testbed.harness import TestbedProcess
 
     shutil.rmtree(args.out, ignore_errors=True)  # a demo always starts from scratch
     with TestbedProcess(args.hosts, args.pages, seed=args.seed) as tb:

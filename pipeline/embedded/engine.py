@@ -3,7 +3,7 @@
 The fetcher is one long-lived object with one connection pool; the dispatcher sees it as
 ``slots`` virtual fetchers (``local-0`` ...), so S3's batch sizing and the host leases work exactly
 as in the fleet, where each virtual fetcher is a Celery worker. On a machine with spare cores the
-fetcher runs in child processes (``pipeline.fetchproc``, ``fetch.processes``), slots spread over them;
+fetcher runs in child processes (``pipeline.embedded.fetchproc``, ``fetch.processes``), slots spread over them;
 with ``fetch.processes = 0`` everything runs in this process.
 """
 
@@ -22,14 +22,14 @@ from typing import Any
 from fetchers.aio import AioFetcher
 from fetchers.protocol import Fetcher
 from fetchers.records import Batch
-from pipeline.core import CrawlCore
+from pipeline.crawl.core import CrawlCore
 from pipeline.dispatch.protocols import Heartbeat
 from pipeline.dns.aiohttp_resolver import AiohttpResolver
 from pipeline.dns.cache_resolver import CachingResolver
-from pipeline.fetchproc import FetchProcessGaveUp, ProcessFetcher, processes_for
-from pipeline.parseproc import ParsedFetcher, ParsePool, parse_processes_for
+from pipeline.embedded.fetchproc import FetchProcessGaveUp, ProcessFetcher, processes_for
+from pipeline.embedded.parseproc import ParsedFetcher, ParsePool, parse_processes_for
+from pipeline.observe.stats import CrawlStats
 from pipeline.settings import Settings
-from pipeline.stats import CrawlStats
 from pipeline.storage.factory import from_settings as open_store
 
 log = logging.getLogger(__name__)

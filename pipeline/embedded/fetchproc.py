@@ -5,7 +5,7 @@ process is held to one core however many the machine has. ``ProcessFetcher`` kee
 interface (``start``, ``fetch_batch``, ``free_slots``, ``close``) and runs the fetcher itself in a
 child process with its own event loop, aiohttp session, DNS cache and robots cache, exactly as a fleet
 worker runs it. The child also does the per-result work that needs no crawl state
-(``pipeline.prepare``: link candidates and the journal line), so the crawl's process is left with
+(``pipeline.links.prepare``: link candidates and the journal line), so the crawl's process is left with
 the journal write, the seen-set, the frontier and the store.
 
 Guarantees: every task of a batch gets exactly one result through ``on_result`` (in the crawl's
@@ -34,7 +34,7 @@ from typing import Any
 
 from fetchers.records import Batch, FetchResult
 from fetchers.report import BatchReport
-from pipeline.childproc import spawn_module
+from pipeline.embedded.childproc import spawn_module
 from pipeline.settings import Settings
 from pipeline.urls import Scope, TrapRules
 
@@ -99,7 +99,7 @@ class ProcessFetcher:
             return
         if self.restarts > _MAX_RESTARTS:
             raise FetchProcessGaveUp(f"fetch process {self.fetcher_id} died {self.restarts} times; giving up")
-        self._proc, ours = spawn_module("pipeline.fetchproc")  # see pipeline/childproc.py for why not spawn
+        self._proc, ours = spawn_module("pipeline.embedded.fetchproc")  # see pipeline/embedded/childproc.py for why not spawn
         self._conn = Connection(ours.detach())
         self._started = False
 
@@ -206,12 +206,12 @@ class ProcessFetcher:
 
 # --- the child ----------------------------------------------------------------------------------------
 def _child_main(fd: int) -> None:
-    """Entry point of a fetch process: ``python -m pipeline.fetchproc FD`` (FD: its end of the socket pair)."""
+    """Entry point of a fetch process: ``python -m pipeline.embedded.fetchproc FD`` (FD: its end of the socket pair)."""
     # Ctrl-C reaches the whole process group; the parent decides how the crawl stops and tells us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     conn = Connection(fd)
     import fetchers.aio  # noqa: F401 - the slow imports, while the parent opens its store
-    import pipeline.prepare  # noqa: F401
+    import pipeline.links.prepare  # noqa: F401
 
     try:
         settings, fetcher_id, scope, traps, parse_links = conn.recv()
@@ -258,8 +258,8 @@ async def _serve(
     from fetchers.aio import AioFetcher
     from pipeline.dns.aiohttp_resolver import AiohttpResolver
     from pipeline.dns.cache_resolver import CachingResolver
-    from pipeline.engine import dns_counters
-    from pipeline.prepare import prepare
+    from pipeline.embedded.engine import dns_counters
+    from pipeline.links.prepare import prepare
 
     loop = asyncio.get_running_loop()
     caching = CachingResolver.from_settings(settings.dns)

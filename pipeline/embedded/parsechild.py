@@ -1,7 +1,7 @@
-"""One parse process of ``pipeline.parseproc.ParsePool``: the process, its pipe, and its main loop.
+"""One parse process of ``pipeline.embedded.parseproc.ParsePool``: the process, its pipe, and its main loop.
 
-The child (``python -m pipeline.parsechild FD``) reads bundles of ``FetchResult`` from its end of a
-socket pair and answers each bundle with ``pipeline.prepare.prepare_found`` of every result in it, or
+The child (``python -m pipeline.embedded.parsechild FD``) reads bundles of ``FetchResult`` from its end of a
+socket pair and answers each bundle with ``pipeline.links.prepare.prepare_found`` of every result in it, or
 None for one it could not prepare (the crawl's process then prepares it itself). It holds no crawl
 state: killing it at any moment costs the crawl nothing but the work it had in hand.
 """
@@ -23,7 +23,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from fetchers.records import FetchResult, Prepared
-from pipeline.childproc import spawn_module
+from pipeline.embedded.childproc import spawn_module
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ class ChildProcess:
     def launch(self) -> None:
         # Buffers of a few MB: the parent's loop writes once per turn, and a ~200 KB default buffer
         # would hold only ~10 pages a turn, so bodies would queue in the parent (measured: ~0.4 s).
-        self.proc, self.sock = spawn_module("pipeline.parsechild", buffer_bytes=_SOCKET_BUFFER)
+        self.proc, self.sock = spawn_module("pipeline.embedded.parsechild", buffer_bytes=_SOCKET_BUFFER)
 
     def close(self) -> int | None:
         """Drop the pipe and reap the process (killed if still running); its exit code."""
@@ -111,11 +111,11 @@ class ChildProcess:
 
 # --- the child ----------------------------------------------------------------------------------------
 def _child_main(fd: int) -> None:
-    """Entry point of a parse process: ``python -m pipeline.parsechild FD``."""
+    """Entry point of a parse process: ``python -m pipeline.embedded.parsechild FD``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides how the crawl stops
     conn = Connection(fd)
-    from pipeline import gcpolicy
-    from pipeline.prepare import prepare_found
+    from pipeline.crawl import gcpolicy
+    from pipeline.links.prepare import prepare_found
 
     try:
         settings = conn.recv()

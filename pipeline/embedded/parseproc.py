@@ -2,9 +2,9 @@
 
 The in-process crawl fetches, parses and records every page on one core, so a 2-core machine leaves
 its second core nearly idle. Of the crawl's CPU per page, about a third is work that needs no crawl
-state: extracting and filtering the page's links and building its journal line (``pipeline.prepare``).
+state: extracting and filtering the page's links and building its journal line (``pipeline.links.prepare``).
 ``ParsePool`` ships exactly that to child processes, and the crawl's process keeps the fetching, the
-journal write, the seen-set, the frontier and the store. (``pipeline.fetchproc`` splits the other
+journal write, the seen-set, the frontier and the store. (``pipeline.embedded.fetchproc`` splits the other
 way, fetching in the children; on two cores that leaves the halves unbalanced, see docs/bench/local.md.)
 
 Guarantees, on which ``CrawlCore``'s exactly-once rules rely:
@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from fetchers.protocol import Fetcher
 from fetchers.records import Batch, FetchResult, Prepared
 from fetchers.report import BatchReport
-from pipeline.parsechild import ChildProcess, Pipe
-from pipeline.prepare import followable
+from pipeline.embedded.parsechild import ChildProcess, Pipe
+from pipeline.links.prepare import followable
 from pipeline.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pipeline.frontier import HostState
+    from pipeline.frontier.frontier import HostState
 
 
 class ActiveHosts:

@@ -8,7 +8,7 @@ ONE ``Store.add_urls`` call (one round trip), whose return value says which URLs
 A cached answer is never wrong: the seen-set only grows, so a fingerprint once seen stays seen.
 Memory is bounded by ``lru_size`` ints (no set of URL strings is kept).
 
-Behind the LRU, an optional :class:`~pipeline.seentable.FingerprintTable` holds every fingerprint
+Behind the LRU, an optional :class:`~pipeline.frontier.seentable.FingerprintTable` holds every fingerprint
 this filter has seen the store hold, in 8 B each: the URLs it knows never reach the store, so at a
 million known URLs a link costs a binary search instead of a B-tree probe. It only ever holds
 fingerprints the store has (added after the store call returns), so a table hit is as safe as an
@@ -26,7 +26,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from pipeline.seentable import FingerprintTable
+from pipeline.frontier.seentable import FingerprintTable
 from pipeline.storage.base import Store, UrlRecord
 
 

@@ -8,7 +8,7 @@ size, never with the number of discovered URLs.
 A host is leased to one fetcher at a time, so per-host limits hold fleet-wide; a host's IP, once a
 fetcher has reported it, caps how many of that IP's hosts may be leased at once (per-IP limits).
 
-Only *active* hosts hold a window and take part in leasing (``pipeline.activehosts``); the others
+Only *active* hosts hold a window and take part in leasing (``pipeline.frontier.activehosts``); the others
 wait with their URLs in the store only.
 
 Refill contract, which keeps the window consistent with the store without per-URL state writes:
@@ -24,8 +24,8 @@ from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fetchers.records import UrlTask
-from pipeline.activehosts import ActiveHosts
-from pipeline.hostqueue import HostQueue
+from pipeline.frontier.activehosts import ActiveHosts
+from pipeline.frontier.hostqueue import HostQueue
 from pipeline.storage.base import UrlRecord
 from pipeline.urls import host_of
 
@@ -42,7 +42,7 @@ class HostState:
     ip: str = ""
     in_heap: bool = False
     issued: int = 0  # URLs ever leased from this host (max-pages-per-host)
-    active: bool = False  # holds a window and may be leased (pipeline.activehosts)
+    active: bool = False  # holds a window and may be leased (pipeline.frontier.activehosts)
     session: int = 0  # URLs leased since the host was last activated
     waiting: bool = False  # queued for activation
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, MutableMapping
 from dataclasses import dataclass
 
-from pipeline.links import ExtractedPage
+from pipeline.links.extract import ExtractedPage
 from pipeline.storage.base import UrlRecord, UrlState
 from pipeline.urls import Scope, TrapRules, fingerprint, host_of, normalize, trap_reason
 
@@ -58,7 +58,7 @@ def candidates(
     """Candidates from one fetched page, in document order, one per target URL.
 
     ``depth`` is the fetched page's depth; candidates get ``depth + 1`` and none is produced when
-    that exceeds ``max_depth``. ``page.links`` must hold normalized URLs (``pipeline.links.extract``
+    that exceeds ``max_depth``. ``page.links`` must hold normalized URLs (``pipeline.links.extract.extract``
     guarantees it). When ``stats`` is given, the number of links dropped per reason is added to it
     (keys: nofollow, meta_nofollow, too_deep, self, duplicate, out_of_scope and trap reasons).
     """

@@ -1,7 +1,7 @@
 """Per-result work that needs no crawl state: the journal line and the page's link candidates.
 
-CrawlCore does it itself on the in-process path. A fetch process (``pipeline.fetchproc``) or a parse
-process (``pipeline.parsechild``) does it on its own CPU core and attaches the outcome to the result
+CrawlCore does it itself on the in-process path. A fetch process (``pipeline.embedded.fetchproc``) or a parse
+process (``pipeline.embedded.parsechild``) does it on its own CPU core and attaches the outcome to the result
 (``FetchResult.prepared``), so that the core's process only writes the line and checks the links
 against its seen-set. Every path calls the functions below, so they cannot drift apart.
 """
@@ -9,9 +9,9 @@ against its seen-set. Every path calls the functions below, so they cannot drift
 from __future__ import annotations
 
 from fetchers.records import FetchResult, Prepared
-from pipeline import linkfilter, links
-from pipeline.journal import journal_parts
+from pipeline.links import extract, filtering
 from pipeline.settings import Settings
+from pipeline.storage.journal import journal_parts
 from pipeline.urls import Scope, TrapRules, fingerprint
 
 
@@ -22,12 +22,12 @@ def followable(result: FetchResult, settings: Settings) -> bool:
     return result.content_type.split(";")[0].strip().lower() in settings.fetch.parse_content_types
 
 
-def parsed_page(result: FetchResult, settings: Settings) -> links.ExtractedPage | None:
+def parsed_page(result: FetchResult, settings: Settings) -> extract.ExtractedPage | None:
     """The page's links, or None when the result is not a followable HTML page."""
     if not followable(result, settings):
         return None
     # Anchor texts feed the jobs' reducer, not the crawl; skipping them halves extraction.
-    return links.extract(
+    return extract.extract(
         result.body, base_url=result.final_url or result.url, content_type=result.content_type, max_anchor=0
     )
 
@@ -51,16 +51,16 @@ def found_links(result: FetchResult, settings: Settings) -> list[tuple[str, int]
 
 
 def candidates(
-    result: FetchResult, page: links.ExtractedPage, *, scope: Scope, traps: TrapRules, settings: Settings
-) -> list[linkfilter.Candidate]:
-    return linkfilter.candidates(
+    result: FetchResult, page: extract.ExtractedPage, *, scope: Scope, traps: TrapRules, settings: Settings
+) -> list[filtering.Candidate]:
+    return filtering.candidates(
         result.url, result.final_url or result.url, result.depth, page,
         scope=scope, traps=traps, max_depth=settings.scope.max_depth,
     )  # fmt: skip
 
 
 def prepare_found(result: FetchResult, settings: Settings) -> Prepared:
-    """The journal line and ``found_links``: what a parse process (``pipeline.parseproc``) hands back.
+    """The journal line and ``found_links``: what a parse process (``pipeline.embedded.parseproc``) hands back.
     The core then checks the links against its seen-set and builds candidates of the new ones only."""
     line, packed = journal_parts(result)
     return Prepared(line, packed=packed, found=found_links(result, settings))

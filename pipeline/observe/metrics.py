@@ -34,8 +34,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from pipeline.stats import LATENCY_BOUNDS_S, CrawlStats, dns_hit_rate
-from pipeline.status_page import render_status
+from pipeline.observe.stats import LATENCY_BOUNDS_S, CrawlStats, dns_hit_rate
+from pipeline.observe.status_page import render_status
 
 NS = "crawlfleet"
 RATE_WINDOW_S = 10.0

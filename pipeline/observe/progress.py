@@ -22,13 +22,13 @@ from typing import IO, Any, TypeVar
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-from pipeline.logs import event
-from pipeline.stats import CrawlStats
+from pipeline.observe.logs import event
+from pipeline.observe.stats import CrawlStats
 
 MODES = ("auto", "bar", "log", "off")
 _BAR_TOTAL = "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
 _BAR_OPEN = "{desc}: {n_fmt} pages [{elapsed}{postfix}]"
-_log = logging.getLogger("pipeline.progress")
+_log = logging.getLogger("pipeline.observe.progress")
 T = TypeVar("T")
 
 

@@ -6,8 +6,8 @@ import argparse
 import logging
 from pathlib import Path
 
-from pipeline.logs import add_arguments as add_log_arguments
-from pipeline.logs import event, setup_from_args
+from pipeline.observe.logs import add_arguments as add_log_arguments
+from pipeline.observe.logs import event, setup_from_args
 
 _log = logging.getLogger("pipeline.report")
 

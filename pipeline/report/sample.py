@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fetchers.records import FetchResult, Timings
+from pipeline.observe.stats import CrawlStats
 from pipeline.report.data import SEGMENTS_DIR, STATS_FILE, SUMMARY_FILE
-from pipeline.stats import CrawlStats
 
 _ERRORS = ("timeout", "connect_error", "dns_nxdomain", "reset")
 

@@ -17,12 +17,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pipeline import logs
+from pipeline.observe import logs
 from pipeline.settings import Settings, load_settings
 
 
 def register(subparsers: Any) -> None:
-    from pipeline.crawl_cli import add_crawl_flags
+    from pipeline.embedded.cli import add_crawl_flags
 
     d = subparsers.add_parser("dispatcher", help="run the fleet dispatcher (RabbitMQ + Celery workers)")
     d.add_argument("seeds", nargs="*", help="seed URLs (or submit them later with `crawlfleet submit`)")
@@ -70,7 +70,7 @@ def _fleet_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 
 
 def _cmd_dispatcher(args: argparse.Namespace) -> int:
-    from pipeline.crawl_cli import settings_from_args
+    from pipeline.embedded.cli import settings_from_args
     from pipeline.transport.dispatcher_service import FleetDispatcher
 
     logs.setup_from_args(args)
@@ -84,7 +84,7 @@ def _cmd_dispatcher(args: argparse.Namespace) -> int:
                               metrics_port=args.metrics_port)  # fmt: skip
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: service.stop())
-    from pipeline import gcpolicy
+    from pipeline.crawl import gcpolicy
 
     gcpolicy.tune_for_crawl()  # a long-lived process with the crawl core's heap (see gcpolicy)
     summary = service.run()
@@ -128,7 +128,7 @@ def worker_command(args: argparse.Namespace, settings: Settings) -> tuple[list[s
 
 def default_slots(settings: Settings) -> int:
     """As many batches at once as keep ``fetch.concurrency`` sockets busy under the per-host limits."""
-    from pipeline.engine import local_slots
+    from pipeline.embedded.engine import local_slots
 
     return local_slots(settings)
 

@@ -30,8 +30,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from pipeline.core import CrawlCore
-from pipeline.metrics import LatestSnapshot, MetricsServer
+from pipeline.crawl.core import CrawlCore
+from pipeline.observe.metrics import LatestSnapshot, MetricsServer
 from pipeline.settings import Settings
 from pipeline.storage.factory import from_settings
 from pipeline.transport.fleet_state import FleetCounters, Issued, Node

@@ -24,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.journal import SegmentWriter
 from pipeline.settings import Settings
+from pipeline.storage.journal import SegmentWriter
 from pipeline.transport import topology
 from pipeline.transport.messages import (
     BadMessage,

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from pipeline.testbed.harness import TestbedProcess
+from pipeline.harness.testbed.harness import TestbedProcess
 
 pytestmark = pytest.mark.e2e
 

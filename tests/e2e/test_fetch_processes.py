@@ -1,4 +1,4 @@
-"""The embedded crawl with its fetcher in child processes (pipeline/fetchproc.py), judged from the
+"""The embedded crawl with its fetcher in child processes (pipeline/embedded/fetchproc.py), judged from the
 testbed's access log like tests/e2e/test_embedded_crawl.py: every page once, and a fetch process
 killed mid-crawl is replaced without losing a page."""
 
@@ -16,7 +16,7 @@ from typing import Any
 import psutil
 import pytest
 
-from pipeline.testbed.harness import TestbedProcess
+from pipeline.harness.testbed.harness import TestbedProcess
 from tests.e2e.test_embedded_crawl import MAX_DEPTH, crawl_cmd, key, wait_requests
 
 pytestmark = pytest.mark.e2e
@@ -53,7 +53,7 @@ def test_a_killed_fetch_process_is_replaced_and_loses_nothing(tmp_path: Path) ->
         proc = subprocess.Popen(crawl_cmd(tb, tmp_path / "out"), env=_env(1), text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
         wait_requests(tb, 150)
-        children = [c for c in psutil.Process(proc.pid).children() if "pipeline.fetchproc" in " ".join(c.cmdline())]
+        children = [c for c in psutil.Process(proc.pid).children() if "pipeline.embedded.fetchproc" in " ".join(c.cmdline())]
         assert len(children) == 1
         children[0].send_signal(signal.SIGKILL)
         killed_at = time.time()

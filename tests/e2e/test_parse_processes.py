@@ -1,4 +1,4 @@
-"""The embedded crawl with its link extraction in a parse process (pipeline/parseproc.py, the default
+"""The embedded crawl with its link extraction in a parse process (pipeline/embedded/parseproc.py, the default
 on a machine with a spare core), judged from the testbed's access log: every page once, and a parse
 process killed or stopped mid-crawl costs no page and no second fetch (the crawl's process never
 lost a result: it keeps each one until it is delivered)."""
@@ -18,7 +18,7 @@ from typing import Any
 import psutil
 import pytest
 
-from pipeline.testbed.harness import TestbedProcess
+from pipeline.harness.testbed.harness import TestbedProcess
 from tests.e2e.test_embedded_crawl import MAX_DEPTH, crawl_cmd, key, wait_requests
 
 pytestmark = pytest.mark.e2e
@@ -39,7 +39,7 @@ def _parse_child(proc: subprocess.Popen[str]) -> psutil.Process:
     for _ in range(100):
         for kid in psutil.Process(proc.pid).children():
             with contextlib.suppress(psutil.Error):  # gone or a zombie meanwhile
-                if "pipeline.parsechild" in " ".join(kid.cmdline()):
+                if "pipeline.embedded.parsechild" in " ".join(kid.cmdline()):
                     return kid
         time.sleep(0.05)
     raise AssertionError("no parse process")

@@ -1,6 +1,6 @@
 """Fixtures of the faults tier, and the hook that turns the session's recorded results into RELIABILITY.md.
 
-Every trial appends one JSON record to var/reliability/results.jsonl (pipeline.faults.results); when
+Every trial appends one JSON record to var/reliability/results.jsonl (pipeline.harness.faults.results); when
 the session ends, scripts/reliability.py rewrites RELIABILITY.md from the latest run of each group
 (set CRAWLFLEET_RELIABILITY_REPORT=0 to skip that).
 """
@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from pipeline.faults import results
-from pipeline.faults.bed import Bed
+from pipeline.harness.faults import results
+from pipeline.harness.faults.bed import Bed
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""Fault trials on the embedded default (pipeline.faults.embedded): the crawler SIGKILLed and resumed,
+"""Fault trials on the embedded default (pipeline.harness.faults.embedded): the crawler SIGKILLed and resumed,
 SIGSTOPped and continued, its parse process killed or stopped, and its DNS server (a private unbound) killed and restarted, each at a
 seeded point of a crawl of the testbed. Judged from the testbed's access log and the store.
 
@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from pipeline.dns.unbound import unbound_binary
-from pipeline.faults.bed import Bed, TrialPlan
-from pipeline.faults.embedded import crawler_trial, parser_trial, unbound_trial
+from pipeline.harness.faults.bed import Bed, TrialPlan
+from pipeline.harness.faults.embedded import crawler_trial, parser_trial, unbound_trial
 
 pytestmark = pytest.mark.faults
 

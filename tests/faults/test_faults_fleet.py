@@ -1,4 +1,4 @@
-"""Fault trials on the fleet (pipeline.faults.fleet_trials): a fetch worker and the dispatcher, SIGKILLed
+"""Fault trials on the fleet (pipeline.harness.faults.fleet_trials): a fetch worker and the dispatcher, SIGKILLed
 and restarted or SIGSTOPped and continued at seeded points of a crawl; real RabbitMQ (a private vhost
 on the shared broker), real Celery workers, the real dispatcher process.
 
@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from pipeline.faults.bed import Bed, TrialPlan
-from pipeline.faults.fleet_trials import run_fleet_trial, strike_dispatcher, strike_worker
-from pipeline.faults.services import broker_vhost
+from pipeline.harness.faults.bed import Bed, TrialPlan
+from pipeline.harness.faults.fleet_trials import run_fleet_trial, strike_dispatcher, strike_worker
+from pipeline.harness.faults.services import broker_vhost
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
 

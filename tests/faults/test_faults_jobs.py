@@ -1,4 +1,4 @@
-"""Fault trials of the MapReduce job driver (pipeline.faults.jobs_trial): ``crawlfleet jobs run`` over
+"""Fault trials of the MapReduce job driver (pipeline.harness.faults.jobs_trial): ``crawlfleet jobs run`` over
 the segments of a real crawl, SIGKILLed at a seeded point (possibly inside a merge) and run again.
 The crawl db must end as it does without a fault: no URL lost or added, no in-link counted twice.
 """
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from pipeline.faults.bed import Bed, TrialPlan
-from pipeline.faults.jobs_trial import jobs_trial, make_segments, reference
+from pipeline.harness.faults.bed import Bed, TrialPlan
+from pipeline.harness.faults.jobs_trial import jobs_trial, make_segments, reference
 
 pytestmark = pytest.mark.faults
 

@@ -15,16 +15,16 @@ from typing import Any
 import pytest
 
 from fetchers.records import FetchResult
-from pipeline.core import CrawlCore
+from pipeline.crawl.core import CrawlCore
 from pipeline.dispatch.protocols import Heartbeat
 from pipeline.dns.unbound import unbound_binary
-from pipeline.faults import results
-from pipeline.faults.accounting import FaultTimes, account
-from pipeline.faults.bed import Bed
-from pipeline.faults.embedded import crawler, finish
-from pipeline.faults.fleet import FleetRig
-from pipeline.faults.services import PrivateUnbound, broker_vhost
-from pipeline.faults.snapshot import stored_urls
+from pipeline.harness.faults import results
+from pipeline.harness.faults.accounting import FaultTimes, account
+from pipeline.harness.faults.bed import Bed
+from pipeline.harness.faults.embedded import crawler, finish
+from pipeline.harness.faults.fleet import FleetRig
+from pipeline.harness.faults.services import PrivateUnbound, broker_vhost
+from pipeline.harness.faults.snapshot import stored_urls
 from pipeline.settings import Settings
 from pipeline.storage.sqlite import SqliteStore
 
@@ -33,7 +33,7 @@ pytestmark = pytest.mark.faults
 EXPIRY_REQUEUES_ANSWERED = (
     "Dispatcher._expire re-queues every task of an expired batch (frontier.requeue(batch.tasks)), also the "
     "URLs whose results CrawlCore has already journaled and stored, so a worker killed mid-batch (or a "
-    "broker restart) makes the fleet fetch answered URLs again. Fix (pipeline/core.py + "
+    "broker restart) makes the fleet fetch answered URLs again. Fix (pipeline/crawl/core.py + "
     "pipeline/dispatch/dispatcher.py): CrawlCore records the url_ids answered per in-flight serial and, "
     "when the dispatcher expires a serial, only the unanswered tasks go back (e.g. Dispatcher.tick/register "
     "return the expired batches and let CrawlCore requeue them, or accept an `answered` filter)."
@@ -80,7 +80,7 @@ def pin(component: str, test: str, reason: str) -> None:
 
 
 def test_expired_batch_requeues_only_unanswered_urls(tmp_path: Path) -> None:
-    """Was a known bug (EXPIRY_REQUEUES_ANSWERED); fixed in pipeline/core.py + frontier.AnsweredFilter. Regression test."""
+    """Was a known bug (EXPIRY_REQUEUES_ANSWERED); fixed in pipeline/crawl/core.py + frontier.AnsweredFilter. Regression test."""
     now = [1000.0]
     store = SqliteStore(tmp_path / "crawl.db")
     seeds = [f"http://a.crawl.test/p{i}" for i in range(6)]
@@ -153,7 +153,7 @@ def test_worker_shared_by_two_crawls_fetches_both(fault_bed: Bed, tmp_path: Path
 def test_dns_outage_at_start_loses_nothing(fault_bed: Bed, tmp_path: Path) -> None:
     """Was DNS_OUTAGE_IS_FINAL; fixed: transient DNS errors are retry-later with a host back-off
     (fetchers/report.py, fetchers/engine.py), kept out of the Bloom negative cache
-    (pipeline/dns/cache_resolver.py), and capped per URL in pipeline/core.py. Regression test."""
+    (pipeline/dns/cache_resolver.py), and capped per URL in pipeline/crawl/core.py. Regression test."""
     dns = PrivateUnbound(fault_bed.tb.dns_port, tmp_path / "unbound").start()
     start = time.time()
     try:
@@ -184,7 +184,7 @@ def test_jobs_inline_driver_never_aborts(fault_bed: Bed, tmp_path: Path) -> None
     """Was JOBS_INLINE_PRINT_RACE (fixed in 0774511: summaries go to duplicated descriptors). Regression test."""
     import subprocess
 
-    from pipeline.faults.jobs_trial import jobs_cmd, make_segments, seed_db
+    from pipeline.harness.faults.jobs_trial import jobs_cmd, make_segments, seed_db
 
     segs = make_segments(fault_bed, tmp_path / "mk", pieces=6)
     codes = []
@@ -212,7 +212,7 @@ STALLED_BROKER_EXPIRES_ALL = (
 def test_stalled_broker_expires_no_batch(fault_bed: Bed, tmp_path: Path) -> None:
     """Was STALLED_BROKER_EXPIRES_ALL; fixed in pipeline/transport/session.py: after a silence the dispatcher
     makes a blocking round trip to the broker and counts a slow answer as paused time. Regression test."""
-    from pipeline.faults.services import PrivateRabbit
+    from pipeline.harness.faults.services import PrivateRabbit
 
     pin("rabbitmq", "test_stalled_broker_expires_no_batch", STALLED_BROKER_EXPIRES_ALL)
     rabbit = PrivateRabbit(tmp_path / "rabbit").start()

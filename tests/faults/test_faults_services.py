@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from pipeline.faults.bed import Bed, TrialPlan
-from pipeline.faults.fleet_trials import run_fleet_trial, strike_rabbit, strike_thrift
-from pipeline.faults.services import PrivateRabbit, PrivateThrift, broker_vhost
+from pipeline.harness.faults.bed import Bed, TrialPlan
+from pipeline.harness.faults.fleet_trials import run_fleet_trial, strike_rabbit, strike_thrift
+from pipeline.harness.faults.services import PrivateRabbit, PrivateThrift, broker_vhost
 from pipeline.settings import StoreSettings
 from tests.faults.test_faults_fleet import check
 

@@ -20,9 +20,9 @@ from pipeline.dns.aiohttp_resolver import AiohttpResolver, DnsLookupError
 from pipeline.dns.blocking import UdpBlockingResolver
 from pipeline.dns.cache_resolver import CachingResolver
 from pipeline.dns.errors import DnsError
+from pipeline.harness.testbed.harness import TestbedProcess
+from pipeline.harness.testbed.model import ip_for_host
 from pipeline.settings import DnsSettings
-from pipeline.testbed.harness import TestbedProcess
-from pipeline.testbed.model import ip_for_host
 from tests.fixtures.dns import UNBOUND_MAX_TTL_S, UNBOUND_MIN_TTL_S, FakeClock
 
 pytestmark = pytest.mark.integration

@@ -13,8 +13,8 @@ import pytest
 from pipeline.dns.blocking import GetaddrinfoResolver
 from pipeline.dns.resolver import AresResolver
 from pipeline.dns.unbound import free_port, unbound_binary
-from pipeline.testbed.harness import TestbedProcess
-from pipeline.testbed.model import ip_for_host
+from pipeline.harness.testbed.harness import TestbedProcess
+from pipeline.harness.testbed.model import ip_for_host
 
 pytestmark = pytest.mark.integration
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "svc-unbound.sh"

@@ -16,7 +16,7 @@ import pytest
 from fetchers.aio import AioFetcher
 from fetchers.testing import bed_resolver, bed_settings, run_urls
 from fetchers.threaded import ThreadedFetcher
-from pipeline.testbed.harness import TestbedProcess
+from pipeline.harness.testbed.harness import TestbedProcess
 
 pytestmark = pytest.mark.integration
 

@@ -18,8 +18,8 @@ from fetchers.records import FetchResult
 from fetchers.report import DEFERRED, ROBOTS_UNAVAILABLE, THROTTLED
 from fetchers.testing import LocalSite, StaticResolver, bed_resolver, bed_settings, make_batch, run_urls
 from fetchers.threaded import ThreadedFetcher
+from pipeline.harness.testbed.model import CRAWL_DELAY_S, CRAWL_DELAY_SLOT, N_SPECIAL, Web
 from pipeline.settings import Settings
-from pipeline.testbed.model import CRAWL_DELAY_S, CRAWL_DELAY_SLOT, N_SPECIAL, Web
 
 pytestmark = pytest.mark.integration
 FETCHERS = pytest.mark.parametrize("fetcher_cls", [AioFetcher, ThreadedFetcher], ids=["aio", "threaded"])

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from kombu import Connection, Producer
 
+from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.settings import FleetSettings
-from pipeline.testbed.harness import TestbedProcess
 from pipeline.transport import topology
 from tests.fixtures.rabbitmq import MAX_DEPTH, check_store_exactly_once, check_truth
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.testbed.harness import TestbedProcess
+from pipeline.harness.testbed.harness import TestbedProcess
 from tests.fixtures.rabbitmq import MAX_DEPTH, check_store_exactly_once, check_truth, key, with_redirects
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]

@@ -2,7 +2,7 @@
 the store (an error class, or a page capped at max_body_bytes), the crawl finishes, the normal web on
 the same testbed is still crawled in full, and the crawler's peak RSS stays bounded (1 GiB bombs).
 
-Each input's outcome is recorded (pipeline.faults.results) for RELIABILITY.md.
+Each input's outcome is recorded (pipeline.harness.faults.results) for RELIABILITY.md.
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from pipeline import links
-from pipeline.faults import results
-from pipeline.faults.procs import Managed, peak_rss_mb
+from pipeline.harness.faults import results
+from pipeline.harness.faults.procs import Managed, peak_rss_mb
+from pipeline.harness.testbed.harness import TestbedProcess
+from pipeline.harness.testbed.hostile import PATHS
+from pipeline.links import extract
 from pipeline.storage.base import UrlState
 from pipeline.storage.sqlite import SqliteStore
-from pipeline.testbed.harness import TestbedProcess
-from pipeline.testbed.hostile import PATHS
 
 pytestmark = pytest.mark.integration
 
@@ -127,7 +127,7 @@ def test_odd_links_of_badutf8_end_cleanly(crawl: dict[str, Any]) -> None:
     try:
         page = store.get_page(tb.hostile_url("/badutf8"))
         assert page is not None
-        found = links.extract(page.body, base_url=page.final_url, content_type=page.content_type).links
+        found = extract.extract(page.body, base_url=page.final_url, content_type=page.content_type).links
         seen = []
         for link in found:
             state, error, status, _ = outcome(store, link.url)

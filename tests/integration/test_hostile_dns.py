@@ -16,8 +16,8 @@ from fetchers.aio import AioFetcher
 from fetchers.testing import bed_resolver, bed_settings, run_urls
 from pipeline.dns.cache_resolver import CachingResolver
 from pipeline.dns.errors import DnsError
-from pipeline.faults import results
-from pipeline.testbed.harness import TestbedProcess
+from pipeline.harness.faults import results
+from pipeline.harness.testbed.harness import TestbedProcess
 
 pytestmark = pytest.mark.integration
 

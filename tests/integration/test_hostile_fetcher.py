@@ -15,9 +15,9 @@ import pytest
 from fetchers.aio import AioFetcher
 from fetchers.testing import bed_resolver, bed_settings, run_urls
 from fetchers.threaded import ThreadedFetcher
-from pipeline.faults import results
-from pipeline.testbed.harness import TestbedProcess
-from pipeline.testbed.hostile import PATHS
+from pipeline.harness.faults import results
+from pipeline.harness.testbed.harness import TestbedProcess
+from pipeline.harness.testbed.hostile import PATHS
 
 pytestmark = pytest.mark.integration
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from jobs.runner import JobArgs, LinkPipeline, RunnerConfig, closed_segments, run_pipelined
+from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.storage.sqlite import SqliteStore
-from pipeline.testbed.harness import TestbedProcess
 from pipeline.urls import host_of, normalize, registered_domain
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]

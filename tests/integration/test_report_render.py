@@ -232,7 +232,7 @@ def test_devtools_checks_catch_a_broken_page(chromium: str, tmp_path: Path) -> N
 
 # --- a real crawl ------------------------------------------------------------------------------------
 def test_report_from_a_real_testbed_crawl(chromium: str, make_testbed: Any, tmp_path: Path) -> None:
-    pytest.importorskip("pipeline.crawl_cli", reason="the crawl engine has not landed")
+    pytest.importorskip("pipeline.embedded.cli", reason="the crawl engine has not landed")
     tb = make_testbed(hosts=6, pages=25, seed=3)
     out = tmp_path / "crawl"
     cmd = [sys.executable, "-m", "pipeline.cli", "crawl", *tb.seeds, "--out", str(out), "--no-progress",

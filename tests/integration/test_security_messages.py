@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 from kombu import Connection, Producer, Queue
 
-from pipeline.faults.bed import Bed
-from pipeline.faults.fleet import FleetRig
-from pipeline.faults.procs import wait_until
-from pipeline.faults.services import broker_vhost
-from pipeline.faults.snapshot import stored_urls
+from pipeline.harness.faults.bed import Bed
+from pipeline.harness.faults.fleet import FleetRig
+from pipeline.harness.faults.procs import wait_until
+from pipeline.harness.faults.services import broker_vhost
+from pipeline.harness.faults.snapshot import stored_urls
+from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.settings import FleetSettings
-from pipeline.testbed.harness import TestbedProcess
 from pipeline.transport import topology
 
 pytestmark = pytest.mark.integration

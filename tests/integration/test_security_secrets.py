@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.faults.bed import Bed
-from pipeline.faults.fleet import FleetRig
-from pipeline.faults.services import _rabbitmqctl, broker_vhost, free_port
+from pipeline.harness.faults.bed import Bed
+from pipeline.harness.faults.fleet import FleetRig
+from pipeline.harness.faults.services import _rabbitmqctl, broker_vhost, free_port
+from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.settings import StoreSettings
-from pipeline.testbed.harness import TestbedProcess
 
 pytestmark = pytest.mark.integration
 

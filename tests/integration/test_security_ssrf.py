@@ -27,7 +27,7 @@ from fetchers.aio import AioFetcher
 from fetchers.testing import bed_resolver, bed_settings, run_urls
 from fetchers.threaded import ThreadedFetcher
 from pipeline.dns.resolver import AresResolver
-from pipeline.testbed.harness import TestbedProcess
+from pipeline.harness.testbed.harness import TestbedProcess
 
 pytestmark = pytest.mark.integration
 

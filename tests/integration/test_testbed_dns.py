@@ -11,8 +11,8 @@ import aiodns
 import pytest
 from dnslib import QTYPE, RCODE, DNSRecord
 
-from pipeline.testbed.harness import TestbedProcess
-from pipeline.testbed.model import Web, ip_for_host
+from pipeline.harness.testbed.harness import TestbedProcess
+from pipeline.harness.testbed.model import Web, ip_for_host
 
 pytestmark = pytest.mark.integration
 

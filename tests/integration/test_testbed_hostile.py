@@ -13,8 +13,8 @@ import brotli
 import pytest
 from dnslib import DNSRecord
 
-from pipeline.testbed.harness import TestbedProcess
-from pipeline.testbed.hostile import PATHS, gzip_bomb
+from pipeline.harness.testbed.harness import TestbedProcess
+from pipeline.harness.testbed.hostile import PATHS, gzip_bomb
 
 pytestmark = pytest.mark.integration
 

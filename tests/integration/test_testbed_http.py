@@ -13,8 +13,8 @@ import aiohttp
 import pytest
 from aiohttp.abc import ResolveResult
 
-from pipeline.testbed.harness import TestbedProcess
-from pipeline.testbed.model import ip_for_host
+from pipeline.harness.testbed.harness import TestbedProcess
+from pipeline.harness.testbed.model import ip_for_host
 
 pytestmark = pytest.mark.integration
 
@@ -65,7 +65,7 @@ def test_ready_file(tb: TestbedProcess) -> None:
 
 
 def test_pages_match_model_and_host_routing(tb: TestbedProcess) -> None:
-    from pipeline.testbed.render import Renderer
+    from pipeline.harness.testbed.render import Renderer
 
     r = Renderer(tb.web)
     status, headers, body, _ = get(tb, tb.url(3, "/p/7"))

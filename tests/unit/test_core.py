@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fetchers.records import FetchResult
-from pipeline.core import CrawlCore
+from pipeline.crawl.core import CrawlCore
 from pipeline.dispatch.protocols import Heartbeat
 from pipeline.settings import Settings
 from pipeline.storage.base import Outcome, UrlState
@@ -55,8 +55,8 @@ def test_results_discover_links_in_scope_only(tmp_path: Path) -> None:
 
 def test_a_result_prepared_by_a_parse_process_leaves_the_same_state(tmp_path: Path) -> None:
     """A parse process hands back the journal line, packed body and found links; the core must end
-    where it ends when it prepares the same result itself (pipeline/parseproc.py)."""
-    from pipeline.prepare import prepare_found
+    where it ends when it prepares the same result itself (pipeline/embedded/parseproc.py)."""
+    from pipeline.links.prepare import prepare_found
 
     def crawl(tmp: Path, *, prepared: bool) -> tuple[list[str], dict[str, int], bytes]:
         tmp.mkdir()

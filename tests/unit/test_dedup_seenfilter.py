@@ -1,4 +1,4 @@
-"""pipeline.dedup.SeenFilter against a tiny in-test Store fake (only add_urls is exercised)."""
+"""pipeline.frontier.dedup.SeenFilter against a tiny in-test Store fake (only add_urls is exercised)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.dedup import SeenFilter
+from pipeline.frontier.dedup import SeenFilter
 from pipeline.storage.base import UrlRecord
 from pipeline.urls import fingerprint
 
@@ -119,7 +119,7 @@ def test_known_answers_from_the_lru_only() -> None:
 
 
 def test_known_many_asks_the_table_for_what_the_lru_forgot_in_one_search() -> None:
-    from pipeline.seentable import FingerprintTable
+    from pipeline.frontier.seentable import FingerprintTable
 
     table = FingerprintTable(max_entries=100)
     f, store = make(2, table=table)
@@ -152,7 +152,7 @@ def test_snapshot_and_preload_carry_the_cache_to_a_new_filter() -> None:
 
 
 def test_table_answers_what_the_lru_forgot_without_a_round_trip() -> None:
-    from pipeline.seentable import FingerprintTable
+    from pipeline.frontier.seentable import FingerprintTable
 
     f, store = make(2, table=FingerprintTable(max_entries=100))
     assert len(f.add_new([rec(i) for i in range(10)])) == 10
@@ -164,7 +164,7 @@ def test_table_answers_what_the_lru_forgot_without_a_round_trip() -> None:
 
 
 def test_a_full_table_still_never_calls_a_known_url_new() -> None:
-    from pipeline.seentable import FingerprintTable
+    from pipeline.frontier.seentable import FingerprintTable
 
     table = FingerprintTable(max_entries=3)
     f, store = make(0, table=table)
@@ -175,7 +175,7 @@ def test_a_full_table_still_never_calls_a_known_url_new() -> None:
 
 
 def test_table_hits_still_count_inlinks() -> None:
-    from pipeline.seentable import FingerprintTable
+    from pipeline.frontier.seentable import FingerprintTable
 
     f, store = make(0, table=FingerprintTable(max_entries=100), track_inlinks=True)
     f.add_new([rec(1)])

@@ -1,8 +1,8 @@
-"""The fault accounting's in-flight rule, on hand-made logs (pipeline/faults/accounting.py)."""
+"""The fault accounting's in-flight rule, on hand-made logs (pipeline/harness/faults/accounting.py)."""
 
 from __future__ import annotations
 
-from pipeline.faults.accounting import LOG_LAG_S, FaultTimes, account
+from pipeline.harness.faults.accounting import LOG_LAG_S, FaultTimes, account
 
 TRUTH = {"pages": ["http://a.test/p/1", "http://a.test/p/2", "http://a.test/p/3"]}
 STORED = set(TRUTH["pages"])

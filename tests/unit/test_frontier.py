@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.frontier import Frontier, FrontierLimits
+from pipeline.frontier.frontier import Frontier, FrontierLimits
 from pipeline.storage.base import UrlRecord
 from pipeline.urls import fingerprint, host_of
 
@@ -141,7 +141,7 @@ def test_every_url_is_leased_exactly_once(spec: list[tuple[int, int]], active: i
 
 
 def test_host_queue_is_compact_and_round_trips() -> None:
-    from pipeline.hostqueue import HostQueue
+    from pipeline.frontier.hostqueue import HostQueue
 
     q = HostQueue("a.test:8080")
     urls_in = [f"http://a.test:8080/p/{i}?x={i}" for i in range(10_000)] + ["https://a.test:8080/s"]

@@ -1,4 +1,4 @@
-"""Fuzzing link extraction (pipeline/links.py) with hostile HTML shapes (tests/unit/test_links_props.py
+"""Fuzzing link extraction (pipeline/links/extract.py) with hostile HTML shapes (tests/unit/test_links_props.py
 already throws random bytes and tag soup at it).
 
 Contracts: ``extract`` never raises; every link is normalized (normalize(url) == url); at most
@@ -11,7 +11,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.links import extract
+from pipeline.links.extract import extract
 from pipeline.urls import normalize
 
 hrefs = st.sampled_from([
@@ -68,7 +68,7 @@ def test_million_links_are_capped() -> None:
 TRUNCATED_OFF_BY_ONE = (
     "ExtractedPage.truncated is set when a page has exactly max_links links, although nothing was cut (the "
     "docstring: 'set when max_links cut the list short'), so link-truncation counters over-count. Fix "
-    "(pipeline/links.py): set truncated only when a further link is found after the list is full."
+    "(pipeline/links/extract.py): set truncated only when a further link is found after the list is full."
 )
 
 

@@ -1,4 +1,4 @@
-"""Fuzzing robots.txt handling (pipeline/robots.py) with a robots grammar and with raw bytes.
+"""Fuzzing robots.txt handling (fetchers/robots.py) with a robots grammar and with raw bytes.
 
 Contracts: ``RobotsCache.from_response`` maps any (status, body) to rules without raising; the rules
 answer ``allows`` for any normalized URL of the origin; the crawl delay is a finite number in
@@ -13,7 +13,7 @@ import math
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from pipeline.robots import MAX_ROBOTS_BYTES, RobotsCache, x_robots_tag
+from fetchers.robots import MAX_ROBOTS_BYTES, RobotsCache, x_robots_tag
 from pipeline.settings import PolitenessSettings
 
 POL = PolitenessSettings(max_crawl_delay_s=30.0)

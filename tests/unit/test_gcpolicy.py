@@ -1,10 +1,10 @@
-"""pipeline.gcpolicy: what tune_for_crawl leaves behind (restored afterwards: pytest's process is shared)."""
+"""pipeline.crawl.gcpolicy: what tune_for_crawl leaves behind (restored afterwards: pytest's process is shared)."""
 
 from __future__ import annotations
 
 import gc
 
-from pipeline import gcpolicy
+from pipeline.crawl import gcpolicy
 
 
 def test_tune_freezes_the_start_up_heap_and_raises_the_thresholds() -> None:

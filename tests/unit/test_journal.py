@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fetchers.records import FetchResult
-from pipeline.journal import Checkpoint, SegmentWriter, replay
+from pipeline.storage.journal import Checkpoint, SegmentWriter, replay
 
 
 def result(i: int) -> FetchResult:

@@ -1,9 +1,9 @@
-"""pipeline.linkfilter.candidates: nofollow, scope, depth, traps, self-links, in-page dedup."""
+"""pipeline.links.filtering.candidates: nofollow, scope, depth, traps, self-links, in-page dedup."""
 
 from __future__ import annotations
 
-from pipeline.linkfilter import Candidate, candidates, to_records
-from pipeline.links import ExtractedPage, Link
+from pipeline.links.extract import ExtractedPage, Link
+from pipeline.links.filtering import Candidate, candidates, to_records
 from pipeline.storage.base import UrlState
 from pipeline.urls import Scope, TrapRules, fingerprint
 

@@ -18,9 +18,9 @@ from pipeline.dispatch.memfrontier import MemoryFrontier
 from pipeline.dispatch.protocols import Heartbeat
 from pipeline.dispatch.quotas import Quotas
 from pipeline.dispatch.serials import MemorySerialStore, SerialAllocator
-from pipeline.metrics import MetricsServer, render_status
+from pipeline.observe.metrics import MetricsServer, render_status
+from pipeline.observe.stats import LATENCY_BOUNDS_S, CrawlStats
 from pipeline.settings import DispatchSettings
-from pipeline.stats import LATENCY_BOUNDS_S, CrawlStats
 
 T0 = 1_700_000_040.0
 
@@ -151,7 +151,7 @@ def test_thread_mode_serves_a_blocking_caller_while_stats_change() -> None:
     import threading
     import urllib.request
 
-    from pipeline.metrics import LatestSnapshot
+    from pipeline.observe.metrics import LatestSnapshot
 
     clock = Clock()
     stats = _stats(clock)

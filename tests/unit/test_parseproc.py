@@ -13,12 +13,12 @@ from collections.abc import Callable
 import pytest
 
 from fetchers.records import FetchResult
-from pipeline import prepare
-from pipeline.journal import journal_parts
-from pipeline.parseproc import STALL_S, ParsePool, parse_processes_for
+from pipeline.embedded.parseproc import STALL_S, ParsePool, parse_processes_for
+from pipeline.harness.testbed.model import Web
+from pipeline.harness.testbed.render import Renderer
+from pipeline.links import prepare
 from pipeline.settings import load_settings
-from pipeline.testbed.model import Web
-from pipeline.testbed.render import Renderer
+from pipeline.storage.journal import journal_parts
 from pipeline.urls import fingerprint
 
 SETTINGS = load_settings(environ={})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from pipeline.robots import RobotsCache, origin_of
+from fetchers.robots import RobotsCache, origin_of
 from pipeline.settings import PolitenessSettings
 
 ROBOTS = b"""
@@ -141,7 +141,7 @@ def test_origin_of() -> None:
 
 
 def test_x_robots_tag() -> None:
-    from pipeline.robots import x_robots_tag
+    from fetchers.robots import x_robots_tag
 
     assert x_robots_tag("noindex", "crawlfleet") == (True, False)
     assert x_robots_tag("NoIndex, NOFOLLOW", "crawlfleet") == (True, True)

@@ -1,4 +1,4 @@
-"""pipeline.seentable.FingerprintTable: exact membership, bounded growth, and merges (with hypothesis)."""
+"""pipeline.frontier.seentable.FingerprintTable: exact membership, bounded growth, and merges (with hypothesis)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.seentable import FingerprintTable
+from pipeline.frontier.seentable import FingerprintTable
 
 i64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from fetchers.records import FetchResult, Timings
-from pipeline.stats import LATENCY_BOUNDS_S, LATENCY_PHASES, CrawlStats, dns_hit_rate
+from pipeline.observe.stats import LATENCY_BOUNDS_S, LATENCY_PHASES, CrawlStats, dns_hit_rate
 
 
 class FakeClock:

@@ -10,9 +10,9 @@ import logging
 import pytest
 
 from fetchers.records import FetchResult
-from pipeline.logs import add_arguments, event, setup_from_args, setup_logging
-from pipeline.progress import CrawlProgress, human_bytes, task_progress
-from pipeline.stats import CrawlStats
+from pipeline.observe.logs import add_arguments, event, setup_from_args, setup_logging
+from pipeline.observe.progress import CrawlProgress, human_bytes, task_progress
+from pipeline.observe.stats import CrawlStats
 
 
 class Clock:

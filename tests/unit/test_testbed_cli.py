@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from pipeline.testbed.cli import main
-from pipeline.testbed.model import Web
-from pipeline.testbed.truth import compute_truth
+from pipeline.harness.testbed.cli import main
+from pipeline.harness.testbed.model import Web
+from pipeline.harness.testbed.truth import compute_truth
 
 
 def test_truth_cli_json(capsys: pytest.CaptureFixture[str]) -> None:

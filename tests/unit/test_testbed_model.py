@@ -5,8 +5,8 @@ from __future__ import annotations
 from protego import Protego
 from selectolax.lexbor import LexborHTMLParser as HTMLParser
 
-from pipeline.testbed.model import Web, host_index, ip_for_host, n_ips
-from pipeline.testbed.render import Renderer
+from pipeline.harness.testbed.model import Web, host_index, ip_for_host, n_ips
+from pipeline.harness.testbed.render import Renderer
 from pipeline.urls import join, normalize
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pipeline.testbed.model import Web
-from pipeline.testbed.truth import compute_truth
+from pipeline.harness.testbed.model import Web
+from pipeline.harness.testbed.truth import compute_truth
 from pipeline.urls import normalize
 
 

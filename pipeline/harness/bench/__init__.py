@@ -5,14 +5,14 @@ result; every figure that matters is also given as a ratio to a baseline measure
 """
 
 BENCHES: dict[str, str] = {
-    "local": "pipeline.bench.local",  # embedded crawl vs bare aiohttp+selectolax loop (#2)
-    "fetch": "pipeline.bench.fetch",  # aio vs threaded vs bare loop (#3)
-    "dns": "pipeline.bench.dns",  # S4 reproduction and S2 memory (#4)
-    "dispatch": "pipeline.bench.dispatch",  # S3 balance and S1 flatness simulation (#5)
-    "fleet": "pipeline.bench.fleet",  # fleet vs embedded (#6)
-    "store": "pipeline.bench.store",  # HBase vs SQLite (#7)
-    "jobs": "pipeline.bench.jobs",  # extraction runners and S5 dedup (#8)
-    "scale": "pipeline.bench.scale",  # 10k..1M pages, memory per queued URL (#11)
-    "soak": "pipeline.bench.soak",  # fault soak (#10)
-    "testbed": "pipeline.testbed.bench",  # testbed HTTP/DNS throughput (#2)
+    "local": "pipeline.harness.bench.local",  # embedded crawl vs bare aiohttp+selectolax loop (#2)
+    "fetch": "pipeline.harness.bench.fetch",  # aio vs threaded vs bare loop (#3)
+    "dns": "pipeline.harness.bench.dns",  # S4 reproduction and S2 memory (#4)
+    "dispatch": "pipeline.harness.bench.dispatch",  # S3 balance and S1 flatness simulation (#5)
+    "fleet": "pipeline.harness.bench.fleet",  # fleet vs embedded (#6)
+    "store": "pipeline.harness.bench.store",  # HBase vs SQLite (#7)
+    "jobs": "pipeline.harness.bench.jobs",  # extraction runners and S5 dedup (#8)
+    "scale": "pipeline.harness.bench.scale",  # 10k..1M pages, memory per queued URL (#11)
+    "soak": "pipeline.harness.bench.soak",  # fault soak (#10)
+    "testbed": "pipeline.harness.testbed.bench",  # testbed HTTP/DNS throughput (#2)
 }

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.settings import Settings, load_settings
-from pipeline.testbed.harness import TestbedProcess
 
 
 def testbed_crawl_settings(tb: TestbedProcess) -> Settings:

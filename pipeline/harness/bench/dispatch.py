@@ -26,7 +26,7 @@ from pipeline.dispatch.sim import (
     simulate_flatness,
     url_stream,
 )
-from pipeline.machine import machine as _host_machine
+from pipeline.observe.machine import machine as _host_machine
 from pipeline.settings import DispatchSettings
 
 

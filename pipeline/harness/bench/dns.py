@@ -48,7 +48,7 @@ from pipeline.dns.namegen import real_looking_names
 from pipeline.dns.negative import NegativeCache
 from pipeline.dns.positive import PositiveCache
 from pipeline.dns.resolver import AresResolver
-from pipeline.machine import machine as _host_machine
+from pipeline.observe.machine import machine as _host_machine
 from pipeline.settings import DnsSettings
 
 
@@ -138,7 +138,7 @@ def _row(seconds: float, lookups: int, errors: int, extra: dict[str, Any] | None
 
 
 def run_s4(args: argparse.Namespace) -> dict[str, Any]:
-    from pipeline.testbed.harness import TestbedProcess
+    from pipeline.harness.testbed.harness import TestbedProcess
 
     stream = zipf_stream(args.lookups, args.names, exponent=args.zipf, seed=args.seed)
     out: dict[str, Any] = {"lookups": len(stream), "distinct_names": args.names, "zipf": args.zipf,

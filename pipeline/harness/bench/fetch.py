@@ -44,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _urls(hosts: int, pages: int, port: int) -> list[str]:
-    from pipeline.testbed.model import Web
+    from pipeline.harness.testbed.model import Web
 
     web = Web(hosts, pages, port=port)
     return [web.url(i, web.page_path(m)) for i in range(hosts) for m in range(pages)]
@@ -213,7 +213,7 @@ def _cpu_model() -> str:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from pipeline.testbed.harness import TestbedProcess
+    from pipeline.harness.testbed.harness import TestbedProcess
 
     kinds = [k.strip() for k in args.clients.split(",") if k.strip()]
     out: dict[str, Any] = {

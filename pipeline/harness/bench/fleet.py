@@ -25,8 +25,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.settings import load_settings
-from pipeline.testbed.harness import TestbedProcess
 
 GOAL = 0.40
 

@@ -33,8 +33,8 @@ from jobs import logic
 from jobs.mr_extract_links import MRExtractLinks
 from jobs.runner import RunnerConfig, run_job
 from jobs.synth import make_results, write_segment
-from pipeline import links
-from pipeline.dedup import SeenFilter
+from pipeline.frontier.dedup import SeenFilter
+from pipeline.links import extract
 from pipeline.storage.base import Store, UrlRecord
 from pipeline.storage.sqlite import SqliteStore
 from pipeline.urls import join, normalize
@@ -106,20 +106,20 @@ def naive_extract(body: bytes, base: str) -> list[tuple[str, str]]:
 
 
 def bench_hotpath(results: Sequence[FetchResult], *, pages: int = 500, rounds: int = 5) -> dict[str, Any]:
-    """Microseconds per page for ``links.extract`` (cold and warm normalize cache) against the naive loop.
+    """Microseconds per page for ``extract.extract`` (cold and warm normalize cache) against the naive loop.
 
     Best of ``rounds`` passes over the same ``pages`` OK pages, timed in CPU time of this thread
     (``time.thread_time``), so other load on a shared machine inflates the figures less.
     """
     sample = [(r.body, r.final_url) for r in results if r.ok][:pages]
     avg_bytes = sum(len(b) for b, _ in sample) // max(1, len(sample))
-    avg_links = sum(len(links.extract(b, base_url=u).links) for b, u in sample) / max(1, len(sample))
+    avg_links = sum(len(extract.extract(b, base_url=u).links) for b, u in sample) / max(1, len(sample))
 
     def best(fn: Any, *, cold: bool = False) -> float:
         times = []
         for _ in range(rounds):
             if cold:
-                links._normalize_cached.cache_clear()
+                extract._normalize_cached.cache_clear()
             t0 = time.thread_time()
             for body, url in sample:
                 fn(body, url)
@@ -127,8 +127,8 @@ def bench_hotpath(results: Sequence[FetchResult], *, pages: int = 500, rounds: i
         return round(min(times), 1)
 
     naive = best(naive_extract)
-    cold = best(lambda b, u: links.extract(b, base_url=u), cold=True)
-    warm = best(lambda b, u: links.extract(b, base_url=u))
+    cold = best(lambda b, u: extract.extract(b, base_url=u), cold=True)
+    warm = best(lambda b, u: extract.extract(b, base_url=u))
     parse = best(lambda b, u: LexborHTMLParser(b))
     return {
         "pages": len(sample), "avg_page_bytes": avg_bytes, "avg_links": round(avg_links, 1),

@@ -27,10 +27,10 @@ import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 from selectolax.lexbor import LexborHTMLParser
 
-from pipeline.bench.common import testbed_crawl_settings
-from pipeline.fetchproc import processes_for
-from pipeline.testbed.harness import TestbedProcess
-from pipeline.testbed.model import host_index, ip_for_host
+from pipeline.embedded.fetchproc import processes_for
+from pipeline.harness.bench.common import testbed_crawl_settings
+from pipeline.harness.testbed.harness import TestbedProcess
+from pipeline.harness.testbed.model import host_index, ip_for_host
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -98,7 +98,7 @@ async def bare_loop(urls: list[str], hosts: int) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from pipeline.crawl_cli import run_crawl
+    from pipeline.embedded.cli import run_crawl
 
     workdir = Path(args.out or tempfile.mkdtemp(prefix="bench-local-"))
     with TestbedProcess(args.hosts, args.pages, seed=args.seed, workdir=workdir / "testbed") as tb:

@@ -25,10 +25,10 @@ from typing import Any
 
 import psutil
 
-from pipeline import gcpolicy
-from pipeline.bench.common import testbed_crawl_settings
-from pipeline.core import CrawlCore
-from pipeline.testbed.harness import TestbedProcess
+from pipeline.crawl import gcpolicy
+from pipeline.crawl.core import CrawlCore
+from pipeline.harness.bench.common import testbed_crawl_settings
+from pipeline.harness.testbed.harness import TestbedProcess
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -42,11 +42,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _helpers(proc: psutil.Process) -> list[psutil.Process]:
-    """The crawl's live parse and fetch processes (pipeline/parseproc.py, fetchproc.py), not the testbed."""
+    """The crawl's live parse and fetch processes (pipeline/embedded/parseproc.py, fetchproc.py), not the testbed."""
     out = []
     for child in proc.children():
         try:
-            if any(m in " ".join(child.cmdline()) for m in ("pipeline.parsechild", "pipeline.fetchproc")):
+            if any(m in " ".join(child.cmdline()) for m in ("pipeline.embedded.parsechild", "pipeline.embedded.fetchproc")):
                 out.append(child)
         except psutil.Error:
             continue
@@ -104,9 +104,9 @@ def _brief(r: dict[str, Any]) -> dict[str, Any]:
 
 
 def _measure(args: argparse.Namespace, pages: int, *, label: str = "") -> dict[str, Any]:
-    from pipeline.engine import CrawlRequest, EmbeddedCrawl
-    from pipeline.progress import CrawlProgress
-    from pipeline.stats import CrawlStats
+    from pipeline.embedded.engine import CrawlRequest, EmbeddedCrawl
+    from pipeline.observe.progress import CrawlProgress
+    from pipeline.observe.stats import CrawlStats
 
     side = max(2, round(math.sqrt(pages)))
     workdir = Path(args.out or tempfile.mkdtemp(prefix="bench-scale-"))
@@ -151,7 +151,7 @@ def _measure(args: argparse.Namespace, pages: int, *, label: str = "") -> dict[s
             bar.update()
 
         crawl = EmbeddedCrawl(settings, CrawlRequest(list(tb.seeds), out), stats=stats, on_tick=tick)
-        gcpolicy.tune_for_crawl()  # as `crawlfleet crawl` does (pipeline/crawl_cli.py)
+        gcpolicy.tune_for_crawl()  # as `crawlfleet crawl` does (pipeline/embedded/cli.py)
         cpu0, sys0 = _crawl_cpu(proc, [])
         with bar:
             summary = asyncio.run(crawl.run())

@@ -1,6 +1,6 @@
 """``crawlfleet bench soak --minutes N``: fault trials back to back for N minutes (outside CI).
 
-The same seeded trials as the faults tier (pipeline/faults), cycling through the components with
+The same seeded trials as the faults tier (pipeline/harness/faults), cycling through the components with
 fresh seeds and alternating SIGKILL and SIGSTOP, until the time is up. Every trial is judged from the
 testbed's access log and the store and appended to ``var/reliability/soak.jsonl`` (``--results``).
 
@@ -24,9 +24,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from pipeline.faults import results
-from pipeline.faults.bed import Bed, TrialPlan
-from pipeline.faults.procs import HarnessError
+from pipeline.harness.faults import results
+from pipeline.harness.faults.bed import Bed, TrialPlan
+from pipeline.harness.faults.procs import HarnessError
 
 ALL = ("crawler", "parser", "unbound", "worker", "dispatcher", "rabbitmq", "thrift", "jobs")
 FLEET = frozenset({"worker", "dispatcher", "rabbitmq", "thrift"})
@@ -59,14 +59,14 @@ class _Services:
 
     def vhost(self) -> str:
         if self._vhost is None:
-            from pipeline.faults.services import broker_vhost
+            from pipeline.harness.faults.services import broker_vhost
 
             self._vhost = self.stack.enter_context(broker_vhost())
         return self._vhost
 
     def rabbit(self) -> Any:
         if self._rabbit is None:
-            from pipeline.faults.services import PrivateRabbit
+            from pipeline.harness.faults.services import PrivateRabbit
 
             self._rabbit = PrivateRabbit(self.workdir / "rabbit").start()
             self.stack.callback(self._rabbit.stop)
@@ -74,7 +74,7 @@ class _Services:
 
     def thrift(self) -> Any:
         if self._thrift is None:
-            from pipeline.faults.services import PrivateThrift
+            from pipeline.harness.faults.services import PrivateThrift
 
             self._thrift = PrivateThrift(self.workdir / "thrift").start()
             self.stack.callback(self._thrift.stop)
@@ -82,7 +82,7 @@ class _Services:
 
 
 def _trial(component: str, bed: Bed, svc: _Services, work: Path, seed: int, jobs_input: Callable[[], Any]) -> dict[str, Any]:
-    from pipeline.faults import embedded, fleet_trials
+    from pipeline.harness.faults import embedded, fleet_trials
 
     plan = _plan(component, seed)
     if component == "crawler":
@@ -92,7 +92,7 @@ def _trial(component: str, bed: Bed, svc: _Services, work: Path, seed: int, jobs
     if component == "unbound":
         return embedded.unbound_trial(bed, work, TrialPlan.seeded("unbound", "kill", seed))
     if component == "jobs":
-        from pipeline.faults.jobs_trial import jobs_trial
+        from pipeline.harness.faults.jobs_trial import jobs_trial
 
         segments, ref = jobs_input()
         return jobs_trial(bed, segments, ref, work, TrialPlan.seeded("jobs", "kill", seed))
@@ -114,14 +114,14 @@ def _trial(component: str, bed: Bed, svc: _Services, work: Path, seed: int, jobs
 
 def _baseline(mode: str, bed: Bed, svc: _Services, work: Path) -> float:
     """Wall seconds of a clean crawl (no fault) of ``bed`` in ``mode``."""
-    from pipeline.faults.embedded import crawler, finish
+    from pipeline.harness.faults.embedded import crawler, finish
 
     start = time.time()
     if mode == "embedded":
         proc = crawler(bed, work).start()
         finish(bed, proc)
         return round(time.time() - start, 3)
-    from pipeline.faults.fleet import FleetRig
+    from pipeline.harness.faults.fleet import FleetRig
 
     rig = FleetRig(bed, svc.vhost(), work)
     try:
@@ -167,7 +167,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
         def jobs_input() -> Any:
             if not jobs_cache:
-                from pipeline.faults.jobs_trial import make_segments, reference
+                from pipeline.harness.faults.jobs_trial import make_segments, reference
 
                 segs = make_segments(bed, work / "jobs-input", pieces=2)
                 jobs_cache.append((segs, reference(bed, segs, work / "jobs-ref")))

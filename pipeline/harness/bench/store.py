@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from pipeline.machine import machine as _host_machine
+from pipeline.observe.machine import machine as _host_machine
 from pipeline.storage.base import Outcome, PageRecord, Store, UrlRecord, UrlState
 from pipeline.urls import fingerprint, host_of
 

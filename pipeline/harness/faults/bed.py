@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.testbed.harness import TestbedProcess
+from pipeline.harness.testbed.harness import TestbedProcess
 
 MAX_DEPTH = 12
 

@@ -4,13 +4,13 @@
   testbed, then ``crawlfleet crawl --resume`` in the same directory.
 - ``crawler/stop``: SIGSTOP it there for a seeded time, then SIGCONT.
 - ``parser/kill`` or ``parser/stop``: SIGKILL or SIGSTOP the crawler's parse process
-  (pipeline/parseproc.py) there; the crawler delivers what the dead child held unprepared and starts
+  (pipeline/embedded/parseproc.py) there; the crawler delivers what the dead child held unprepared and starts
   another, and replaces a stopped one after ``parseproc.STALL_S``. The crawler itself never stops, so
   not even a request in flight may be asked twice.
 - ``unbound/kill``: the crawler resolves through a private unbound in front of the testbed's zone;
   SIGKILL unbound at the seeded point and start it again on the same port after a seeded pause.
 
-Each trial returns a ``fault`` record (see pipeline.faults.results) judged by pipeline.faults.accounting.
+Each trial returns a ``fault`` record (see pipeline.harness.faults.results) judged by pipeline.harness.faults.accounting.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pipeline.faults.accounting import FaultTimes, account
-from pipeline.faults.bed import Bed, TrialPlan
-from pipeline.faults.procs import HarnessError, Managed, wait_until
-from pipeline.faults.snapshot import journal_keys, stored_urls
+from pipeline.harness.faults.accounting import FaultTimes, account
+from pipeline.harness.faults.bed import Bed, TrialPlan
+from pipeline.harness.faults.procs import HarnessError, Managed, wait_until
+from pipeline.harness.faults.snapshot import journal_keys, stored_urls
 
 CRAWL_TIMEOUT_S = 240.0
 
@@ -139,7 +139,7 @@ def _parse_processes(pid: int) -> list[Any]:
     out = []
     for child in psutil.Process(pid).children():
         try:
-            if "pipeline.parsechild" in " ".join(child.cmdline()):
+            if "pipeline.embedded.parsechild" in " ".join(child.cmdline()):
                 out.append(child)
         except psutil.Error:  # gone, or a zombie its parent has not reaped yet
             continue
@@ -148,7 +148,7 @@ def _parse_processes(pid: int) -> list[Any]:
 
 def unbound_trial(bed: Bed, workdir: Path, plan: TrialPlan) -> dict[str, Any]:
     """``unbound/kill``: the crawler's DNS server dies and comes back on the same port."""
-    from pipeline.faults.services import PrivateUnbound
+    from pipeline.harness.faults.services import PrivateUnbound
 
     workdir.mkdir(parents=True, exist_ok=True)
     dns = PrivateUnbound(bed.tb.dns_port, workdir / "unbound").start()

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pipeline.faults.bed import Bed
-from pipeline.faults.procs import HarnessError, Managed, python_cmd, wait_until
+from pipeline.harness.faults.bed import Bed
+from pipeline.harness.faults.procs import HarnessError, Managed, python_cmd, wait_until
 from pipeline.settings import StoreSettings
 
 

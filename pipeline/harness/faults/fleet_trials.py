@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.faults.accounting import FaultTimes, Key, account, journaled_keys
-from pipeline.faults.bed import Bed, TrialPlan
-from pipeline.faults.fleet import FleetRig
-from pipeline.faults.procs import HarnessError, wait_until
-from pipeline.faults.snapshot import journal_keys, journal_records, stored_urls
+from pipeline.harness.faults.accounting import FaultTimes, Key, account, journaled_keys
+from pipeline.harness.faults.bed import Bed, TrialPlan
+from pipeline.harness.faults.fleet import FleetRig
+from pipeline.harness.faults.procs import HarnessError, wait_until
+from pipeline.harness.faults.snapshot import journal_keys, journal_records, stored_urls
 from pipeline.settings import StoreSettings
 
 
@@ -158,7 +158,7 @@ def strike_dispatcher(rig: FleetRig, plan: TrialPlan) -> Struck:
 
 
 def strike_rabbit(rabbit: Any) -> Callable[[FleetRig, TrialPlan], Struck]:
-    """``rabbit`` is a pipeline.faults.services.PrivateRabbit the rig's broker URL points at."""
+    """``rabbit`` is a pipeline.harness.faults.services.PrivateRabbit the rig's broker URL points at."""
 
     def strike(rig: FleetRig, plan: TrialPlan) -> Struck:
         if plan.action == "kill":
@@ -175,7 +175,7 @@ def strike_rabbit(rabbit: Any) -> Callable[[FleetRig, TrialPlan], Struck]:
 
 
 def strike_thrift(thrift: Any) -> Callable[[FleetRig, TrialPlan], Struck]:
-    """``thrift`` is a pipeline.faults.services.PrivateThrift the rig's HBase store talks to."""
+    """``thrift`` is a pipeline.harness.faults.services.PrivateThrift the rig's HBase store talks to."""
 
     def strike(rig: FleetRig, plan: TrialPlan) -> Struck:
         fault_t = thrift.proc.kill() if plan.action == "kill" else thrift.proc.pause()

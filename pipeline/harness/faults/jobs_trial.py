@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pipeline.faults.bed import Bed, TrialPlan
-from pipeline.faults.embedded import crawler
-from pipeline.faults.procs import HarnessError, Managed, wait_until
+from pipeline.harness.faults.bed import Bed, TrialPlan
+from pipeline.harness.faults.embedded import crawler
+from pipeline.harness.faults.procs import HarnessError, Managed, wait_until
 
 # The trial drives the real multi-process ``local`` runner: the ``inline`` runner aborts now and then
 # when the pipelined driver prints a round while the next one runs (tests/faults/test_faults_known_bugs.py).

@@ -5,7 +5,7 @@ Each carries ``run``, an id shared by every record of one test session (``CRAWLF
 or the time this module was first imported), so the report can show the latest run of each group.
 
 Record types:
-- ``fault``: component, action, seed, the trial's figures (pipeline.faults.accounting.TrialAccount);
+- ``fault``: component, action, seed, the trial's figures (pipeline.harness.faults.accounting.TrialAccount);
 - ``hostile``: mode (embedded | fetcher), input, error_class, outcome, crawl_ok, peak_rss_mb;
 - ``xfail``: a known bug a strict-xfail test pins down (component, test, reason).
 """
@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pipeline.machine import machine as _host_machine
+from pipeline.observe.machine import machine as _host_machine
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_PATH = ROOT / "var" / "reliability" / "results.jsonl"

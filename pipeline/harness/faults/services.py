@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from pipeline.faults.procs import ROOT, HarnessError, Managed, wait_until
+from pipeline.harness.faults.procs import ROOT, HarnessError, Managed, wait_until
 
 
 def free_port(kind: int = socket.SOCK_STREAM) -> int:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pipeline.faults.accounting import Key, journaled_keys
+from pipeline.harness.faults.accounting import Key, journaled_keys
 from pipeline.settings import StoreSettings
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pipeline.testbed.loadgen import measure
+from pipeline.harness.testbed.loadgen import measure
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

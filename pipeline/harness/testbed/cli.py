@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from pipeline.testbed.model import Web
+from pipeline.harness.testbed.model import Web
 
 
 def register(subparsers: Any) -> None:
@@ -62,7 +62,7 @@ def _web_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from pipeline.testbed.serve import ServeOptions, serve
+    from pipeline.harness.testbed.serve import ServeOptions, serve
 
     return serve(
         ServeOptions(
@@ -87,7 +87,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _load(args: argparse.Namespace) -> int:
-    from pipeline.testbed.loadgen import measure
+    from pipeline.harness.testbed.loadgen import measure
 
     result = measure(
         args.hosts,
@@ -103,7 +103,7 @@ def _load(args: argparse.Namespace) -> int:
 
 
 def _truth(args: argparse.Namespace) -> int:
-    from pipeline.testbed.truth import compute_truth
+    from pipeline.harness.testbed.truth import compute_truth
 
     web = Web(args.hosts, args.pages, seed=args.seed, port=args.port)
     json.dump(compute_truth(web, max_depth=args.max_depth), sys.stdout, indent=1)
@@ -112,7 +112,7 @@ def _truth(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Standalone entry (``python -m pipeline.testbed.cli serve ...``), used by the test harness so
+    """Standalone entry (``python -m pipeline.harness.testbed.cli serve ...``), used by the test harness so
     the testbed starts even when another area's CLI module is broken."""
     parser = argparse.ArgumentParser(prog="crawlfleet")
     register(parser.add_subparsers(dest="command", required=True))

@@ -34,7 +34,7 @@ from typing import cast
 
 from dnslib import AAAA, NS, QTYPE, RCODE, RR, SOA, A, DNSError, DNSRecord
 
-from pipeline.testbed.model import DOMAIN, Web, host_index, ip_for_host
+from pipeline.harness.testbed.model import DOMAIN, Web, host_index, ip_for_host
 
 LONG_TTL = 7 * 24 * 3600
 _FIXED_A = {

@@ -19,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import cast
 
-from pipeline.testbed.accesslog import AccessLog
-from pipeline.testbed.model import Web, host_index
-from pipeline.testbed.render import Renderer, Reply
-from pipeline.testbed.server import MISC_HOSTS, READY_HOST, strip_port
+from pipeline.harness.testbed.accesslog import AccessLog
+from pipeline.harness.testbed.model import Web, host_index
+from pipeline.harness.testbed.render import Renderer, Reply
+from pipeline.harness.testbed.server import MISC_HOSTS, READY_HOST, strip_port
 
 MAX_HEAD = 64 * 1024
 _REASONS = {

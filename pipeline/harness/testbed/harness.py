@@ -21,7 +21,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from pipeline.testbed.model import Web
+from pipeline.harness.testbed.model import Web
 
 
 class TestbedError(RuntimeError):
@@ -67,7 +67,7 @@ class TestbedProcess:
     # --- lifecycle -----------------------------------------------------------------------
     def command(self) -> list[str]:
         cmd = [
-            sys.executable, "-m", "pipeline.testbed.cli", "serve",
+            sys.executable, "-m", "pipeline.harness.testbed.cli", "serve",
             "--hosts", str(self.hosts), "--pages", str(self.pages), "--seed", str(self.seed),
             "--port", "0", "--dns-port", "0",
             "--access-log", str(self.access_log), "--ready-file", str(self.ready_file),
@@ -172,7 +172,7 @@ class TestbedProcess:
         return self.web.url(i, path)
 
     def truth(self, *, max_depth: int = 20) -> dict[str, Any]:
-        from pipeline.testbed.truth import compute_truth
+        from pipeline.harness.testbed.truth import compute_truth
 
         return compute_truth(self.web, max_depth=max_depth)
 

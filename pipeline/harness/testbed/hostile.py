@@ -38,7 +38,7 @@ import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from pipeline.testbed.accesslog import AccessLog
+from pipeline.harness.testbed.accesslog import AccessLog
 
 HOST = "hostile.crawl.test"
 ADDRESS = "127.0.10.1"

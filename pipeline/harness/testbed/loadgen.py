@@ -13,7 +13,7 @@ from typing import Any
 
 import aiohttp
 
-from pipeline.testbed.model import Web, host_name, ip_for_host
+from pipeline.harness.testbed.model import Web, host_name, ip_for_host
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +129,7 @@ def measure(
     (the capacity figure that does not depend on how fast this client is)."""
     import psutil
 
-    from pipeline.testbed.harness import TestbedProcess
+    from pipeline.harness.testbed.harness import TestbedProcess
 
     out: dict[str, Any] = {"hosts": hosts, "pages": pages, "engine": engine, "workers": workers}
     with TestbedProcess(hosts, pages, engine=engine, workers=workers) as tb:

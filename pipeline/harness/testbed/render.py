@@ -12,7 +12,7 @@ import gzip
 import random
 from dataclasses import dataclass, field
 
-from pipeline.testbed.model import N_SPECIAL, Link, Web, host_name
+from pipeline.harness.testbed.model import N_SPECIAL, Link, Web, host_name
 
 HTML = "text/html; charset=utf-8"
 _WORDS = [

@@ -20,12 +20,12 @@ from typing import Any
 
 import aiohttp
 
-from pipeline.testbed.accesslog import AccessLog
-from pipeline.testbed.dns_server import Zone, start_dns
-from pipeline.testbed.fastserver import FastHTTP
-from pipeline.testbed.hostile import HostileSite, start_hostile
-from pipeline.testbed.model import Web, all_ips, host_name, ip_for_host
-from pipeline.testbed.server import READY_HOST, TestbedHTTP, bind_sockets
+from pipeline.harness.testbed.accesslog import AccessLog
+from pipeline.harness.testbed.dns_server import Zone, start_dns
+from pipeline.harness.testbed.fastserver import FastHTTP
+from pipeline.harness.testbed.hostile import HostileSite, start_hostile
+from pipeline.harness.testbed.model import Web, all_ips, host_name, ip_for_host
+from pipeline.harness.testbed.server import READY_HOST, TestbedHTTP, bind_sockets
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from aiohttp import web as aioweb
 from aiohttp.web_server import Server
 
-from pipeline.testbed.accesslog import AccessLog
-from pipeline.testbed.model import Web, host_index
-from pipeline.testbed.render import Renderer
+from pipeline.harness.testbed.accesslog import AccessLog
+from pipeline.harness.testbed.model import Web, host_index
+from pipeline.harness.testbed.render import Renderer
 
 # Names that resolve in the DNS zone and answer a tiny page (IPv6, TTL and SSRF tests).
 MISC_HOSTS = frozenset({"v6.crawl.test", "shortttl.crawl.test", "longttl.crawl.test", "private.crawl.test"})

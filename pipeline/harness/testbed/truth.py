@@ -21,7 +21,7 @@ from typing import Any
 
 from protego import Protego
 
-from pipeline.testbed.model import Web, host_name
+from pipeline.harness.testbed.model import Web, host_name
 
 AGENT = "crawlfleet"
 TRAP_PREFIX = "/calendar/"
