@@ -1,0 +1,9 @@
+"""The fetch node's room: downloading a batch, politely, through the DNS tier.
+
+- ``records``: FetchResult, Batch and the other messages of the loop (their JSON schema).
+- ``aio`` (event-driven, aiohttp) and ``threaded`` (requests-futures baseline) behind ``protocol``.
+- ``engine``, ``exchange``, ``body``, ``guard``: one request's life, body limits, the SSRF guard.
+- ``politeness`` and ``robots``: per-host and per-IP limits, back-off, robots.txt (protego).
+
+May import: pipeline.settings, pipeline.urls, pipeline.dns.
+"""

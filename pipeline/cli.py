@@ -19,7 +19,8 @@ from pipeline.harness.bench import BENCHES
 # Areas that contribute sub-commands, in help order, with the commands each registers. Only the
 # area owning the command being run is imported: `crawl` should not pay for importing Celery.
 AREAS: dict[str, tuple[str, ...]] = {
-    "pipeline.embedded.cli": ("crawl", "demo"),
+    "pipeline.embedded.cli": ("crawl",),
+    "pipeline.harness.demo": ("demo",),
     "pipeline.harness.testbed.cli": ("testbed",),
     "pipeline.report.cli": ("report",),
     "pipeline.storage.cli": ("export",),

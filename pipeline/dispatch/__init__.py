@@ -3,6 +3,8 @@
 ``Dispatcher`` (dispatcher.py) composes the pure rules in sizing.py, admission.py, liveness.py and
 serials.py over any ``FrontierLike`` (protocols.py). memfrontier.py is a reference frontier for tests
 and the simulation (sim.py).
+
+May import: pipeline.settings, fetchers (records). Pure: no I/O, clocks injected.
 """
 
 from pipeline.dispatch.dispatcher import Dispatcher

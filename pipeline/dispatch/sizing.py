@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from pipeline.settings import Settings
+
 
 @dataclass(slots=True)
 class PageTimeHistory:
@@ -88,3 +90,14 @@ class AverageTracker:
 
     def __contains__(self, fetcher_id: object) -> bool:
         return fetcher_id in self._values
+
+
+def local_slots(settings: Settings) -> int:
+    """How many virtual fetchers keep ``fetch.concurrency`` sockets busy under the host limits.
+
+    Twice the bare minimum: a batch's tail (its last few URLs) leaves most of its sockets idle, so a
+    second generation of batches must already be running to fill them.
+    """
+    hosts_per_batch = max(1, settings.dispatch.k // max(1, settings.dispatch.k // 4))
+    sockets_per_batch = hosts_per_batch * max(1, settings.politeness.per_host_concurrency)
+    return max(4, min(128, 2 * -(-settings.fetch.concurrency // sockets_per_batch)))

@@ -287,3 +287,10 @@ class CachingResolver:
             ttl_min=self._policy.ttl_minutes(answer.ttl_s),
         )
         return list(answer.addresses)
+
+
+def dns_counters(resolver: CachingResolver) -> dict[str, int]:
+    """The resolver's cache counters as plain ints, the shape a fetch process reports to its parent."""
+    snap = resolver.stats()
+    names = ("hits", "misses", "negative_hits", "inflight_joins", "evictions", "refreshes")
+    return {name: int(getattr(snap, name, 0)) for name in names}

@@ -24,8 +24,9 @@ from fetchers.protocol import Fetcher
 from fetchers.records import Batch
 from pipeline.crawl.core import CrawlCore
 from pipeline.dispatch.protocols import Heartbeat
+from pipeline.dispatch.sizing import local_slots
 from pipeline.dns.aiohttp_resolver import AiohttpResolver
-from pipeline.dns.cache_resolver import CachingResolver
+from pipeline.dns.cache_resolver import CachingResolver, dns_counters
 from pipeline.embedded.fetchproc import FetchProcessGaveUp, ProcessFetcher, processes_for
 from pipeline.embedded.parseproc import ParsedFetcher, ParsePool, parse_processes_for
 from pipeline.observe.stats import CrawlStats
@@ -40,17 +41,6 @@ class CrawlRequest:
     seeds: Sequence[str]
     out_dir: Path
     resume: bool = False
-
-
-def local_slots(settings: Settings) -> int:
-    """How many virtual fetchers keep ``fetch.concurrency`` sockets busy under the host limits.
-
-    Twice the bare minimum: a batch's tail (its last few URLs) leaves most of its sockets idle, so a
-    second generation of batches must already be running to fill them.
-    """
-    hosts_per_batch = max(1, settings.dispatch.k // max(1, settings.dispatch.k // 4))
-    sockets_per_batch = hosts_per_batch * max(1, settings.politeness.per_host_concurrency)
-    return max(4, min(128, 2 * -(-settings.fetch.concurrency // sockets_per_batch)))
 
 
 class EmbeddedCrawl:
@@ -238,12 +228,6 @@ def _host_done(core: CrawlCore, batch: Batch) -> Callable[[str, float, str], Non
         core.on_host_done(batch.serial, fetcher_id=batch.fetcher_id, host=host, delay_s=delay_s, ip=ip)
 
     return done
-
-
-def dns_counters(resolver: CachingResolver) -> dict[str, int]:
-    snap = resolver.stats()
-    names = ("hits", "misses", "negative_hits", "inflight_joins", "evictions", "refreshes")
-    return {name: int(getattr(snap, name, 0)) for name in names}
 
 
 def _dns_of(resolver: CachingResolver, fetchers: list[Fetcher]) -> dict[str, int]:

@@ -257,8 +257,7 @@ async def _serve(
 ) -> None:
     from fetchers.aio import AioFetcher
     from pipeline.dns.aiohttp_resolver import AiohttpResolver
-    from pipeline.dns.cache_resolver import CachingResolver
-    from pipeline.embedded.engine import dns_counters
+    from pipeline.dns.cache_resolver import CachingResolver, dns_counters
     from pipeline.links.prepare import prepare
 
     loop = asyncio.get_running_loop()

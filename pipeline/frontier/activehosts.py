@@ -19,10 +19,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from pipeline.frontier.frontier import HostState
+from pipeline.frontier.hoststate import HostState
 
 
 class ActiveHosts:

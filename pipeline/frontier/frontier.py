@@ -21,33 +21,13 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Container, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from fetchers.records import UrlTask
 from pipeline.frontier.activehosts import ActiveHosts
-from pipeline.frontier.hostqueue import HostQueue
+from pipeline.frontier.hoststate import HostState
 from pipeline.storage.base import UrlRecord
 from pipeline.urls import host_of
-
-
-@dataclass(slots=True)
-class HostState:
-    host: str
-    pending: int = 0  # PENDING URLs of this host, in RAM or in the store, not leased
-    window: HostQueue = field(init=False)
-    complete: bool = True  # the window holds every pending URL of the host
-    next_allowed: float = 0.0
-    leased_to: str = ""
-    leased_count: int = 0  # URLs handed out under the current lease
-    ip: str = ""
-    in_heap: bool = False
-    issued: int = 0  # URLs ever leased from this host (max-pages-per-host)
-    active: bool = False  # holds a window and may be leased (pipeline.frontier.activehosts)
-    session: int = 0  # URLs leased since the host was last activated
-    waiting: bool = False  # queued for activation
-
-    def __post_init__(self) -> None:
-        self.window = HostQueue(self.host)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,1 +1,9 @@
-"""placeholder"""
+"""Seeing a crawl: live statistics, progress, logs, the dispatcher's /metrics and /status.
+
+- ``stats``: counters every result passes through (kept cheap: the hot path calls it).
+- ``progress``: the tqdm bar or periodic log line; ``logs``: key=value or JSON event lines.
+- ``metrics`` and ``status_page``: Prometheus and HTML views of the stats, served by the dispatcher.
+- ``machine``: what machine a figure was measured on.
+
+May import: pipeline.urls, fetchers (records).
+"""

@@ -2,6 +2,8 @@
 
 Modules: ``data`` (streaming readers), ``aggregate`` (pure folding), ``plots`` (matplotlib Agg),
 ``html`` (the page), ``build`` (wiring), ``cli`` (the sub-command).
+
+May import: pipeline.observe, pipeline.urls, fetchers (records).
 """
 
 from pipeline.report.build import ReportResult, build_report

@@ -23,7 +23,7 @@ import logging
 import os
 from typing import Any
 
-from celery import Celery, signals
+from celery import Celery
 from celery.app.amqp import AMQP, Queues
 from celery.worker.consumer import Consumer
 from celery.worker.state import maybe_shutdown, reserved_requests
@@ -33,6 +33,7 @@ from kombu.message import Message
 from pipeline.settings import Settings, load_settings
 from pipeline.transport import topology
 from pipeline.transport.messages import BadMessage
+from pipeline.transport.taskmsg import check_task_message
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +67,6 @@ class FleetConsumer(Consumer):
         limit = current_settings().fleet.max_message_bytes
 
         def on_task_received(message: Message) -> Any:
-            from pipeline.transport.tasks import check_task_message
-
             try:
                 check_task_message(message, max_bytes=limit)
             except BadMessage as exc:
@@ -166,21 +165,6 @@ def make_app(settings: Settings | None = None) -> Celery:
 
 
 app = make_app()
-
-
-# --- worker process lifecycle: one FetchRuntime per process, started before the first task -----------
-@signals.worker_init.connect
-def _start_runtime(sender: Any = None, **_: Any) -> None:
-    from pipeline.transport.tasks import start_runtime
-
-    start_runtime(slots=int(getattr(sender, "concurrency", 0) or 0) or None)
-
-
-@signals.worker_shutdown.connect
-def _stop_runtime(**_: Any) -> None:
-    from pipeline.transport.tasks import stop_runtime
-
-    stop_runtime()
 
 
 def reserved_count() -> int:

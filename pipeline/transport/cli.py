@@ -22,7 +22,7 @@ from pipeline.settings import Settings, load_settings
 
 
 def register(subparsers: Any) -> None:
-    from pipeline.embedded.cli import add_crawl_flags
+    from pipeline.crawl.flags import add_crawl_flags
 
     d = subparsers.add_parser("dispatcher", help="run the fleet dispatcher (RabbitMQ + Celery workers)")
     d.add_argument("seeds", nargs="*", help="seed URLs (or submit them later with `crawlfleet submit`)")
@@ -70,7 +70,7 @@ def _fleet_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 
 
 def _cmd_dispatcher(args: argparse.Namespace) -> int:
-    from pipeline.embedded.cli import settings_from_args
+    from pipeline.crawl.flags import settings_from_args
     from pipeline.transport.dispatcher_service import FleetDispatcher
 
     logs.setup_from_args(args)
@@ -128,7 +128,7 @@ def worker_command(args: argparse.Namespace, settings: Settings) -> tuple[list[s
 
 def default_slots(settings: Settings) -> int:
     """As many batches at once as keep ``fetch.concurrency`` sockets busy under the per-host limits."""
-    from pipeline.embedded.engine import local_slots
+    from pipeline.dispatch.sizing import local_slots
 
     return local_slots(settings)
 

@@ -1,7 +1,7 @@
 """The fetch task: a thin shim from a Celery message to this process's ``FetchRuntime``.
 
 Message: ``fetch_batch(batch_json, incarnation=..., scope=...)`` with ``batch_json`` the
-``Batch.to_json()`` object. ``check_task_message`` validates the raw message before Celery decodes
+``Batch.to_json()`` object. ``taskmsg.check_task_message`` validates the raw message before Celery decodes
 it (the consumer rejects a bad one to the dead-letter queue); the task validates again, since Celery
 can reach it by other paths. The task returns the small BatchReport JSON; the results themselves
 have already been published to the service's results queue by the runtime's outbox.
@@ -11,103 +11,27 @@ have already been published to the service's results queue by the runtime's outb
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
-from typing import Any, Protocol
+from typing import Any
 
-from celery import Celery
+from celery import Celery, signals
 from celery.exceptions import Reject
 from kombu import Producer
 
-from fetchers.records import Batch, SchemaError
+from fetchers.records import Batch
 from fetchers.report import BatchReport
 from pipeline.transport import topology
 from pipeline.transport.celery_app import app, current_settings, reserved_count
-from pipeline.transport.messages import CONTENT_TYPE, BadMessage
-from pipeline.transport.runtime import FetchRuntime, scope_from_json
-from pipeline.urls import Scope
+from pipeline.transport.messages import BadMessage
+from pipeline.transport.runtime import FetchRuntime
+from pipeline.transport.taskmsg import parse_task_args
 
 log = logging.getLogger(__name__)
 
 _runtime: FetchRuntime | None = None
 _runtime_lock = threading.Lock()
-_scopes: dict[str, Scope | None] = {}
-
-
-def parse_task_args(args: Any, kwargs: Any) -> tuple[Batch, str | None, Scope | None]:
-    """``(batch, incarnation, scope)`` from the task's arguments, or BadMessage saying what is wrong."""
-    if not isinstance(args, list | tuple) or len(args) != 1 or not isinstance(kwargs, dict):
-        raise BadMessage("wrong schema: fetch_batch takes exactly one positional argument (the batch)")
-    unknown = set(kwargs) - {"incarnation", "scope"}
-    if unknown:
-        raise BadMessage(f"wrong schema: unknown arguments {sorted(unknown)}")
-    try:
-        batch = Batch.from_json(args[0])
-    except (SchemaError, TypeError, ValueError) as exc:
-        raise BadMessage(f"wrong schema: batch: {exc}") from exc
-    if not _name_ok(batch.service):
-        raise BadMessage(f"wrong schema: bad service name {batch.service[:80]!r}")
-    incarnation = kwargs.get("incarnation")
-    if incarnation is not None and not isinstance(incarnation, str):
-        raise BadMessage("wrong schema: incarnation must be a string")
-    raw_scope = kwargs.get("scope")
-    key = json.dumps(raw_scope, sort_keys=True)
-    if key not in _scopes:
-        try:
-            scope = scope_from_json(raw_scope)
-        except ValueError as exc:
-            raise BadMessage(f"wrong schema: scope: {exc}") from exc
-        if len(_scopes) > 64:
-            _scopes.clear()
-        _scopes[key] = scope
-    return batch, incarnation, _scopes[key]
-
-
-def _name_ok(name: str) -> bool:
-    try:
-        topology.check_name(name, what="service")
-    except ValueError:
-        return False
-    return True
-
-
-class RawTaskMessage(Protocol):
-    """The parts of a kombu message the pre-decode check reads."""
-
-    @property
-    def body(self) -> Any: ...
-
-    @property
-    def content_type(self) -> str | None: ...
-
-    @property
-    def content_encoding(self) -> str | None: ...
-
-    @property
-    def headers(self) -> dict[str, Any] | None: ...
-
-
-def check_task_message(message: RawTaskMessage, *, max_bytes: int) -> None:
-    """Raise BadMessage unless ``message`` is a well-formed fetch_batch task within ``max_bytes``."""
-    body = message.body if isinstance(message.body, bytes) else str(message.body).encode()
-    if len(body) > max_bytes:
-        raise BadMessage(f"oversized: {len(body)} bytes > limit {max_bytes}")
-    headers = message.headers or {}
-    if headers.get("task") != topology.TASK_NAME:
-        raise BadMessage(f"not a {topology.TASK_NAME} task message (task header {headers.get('task')!r})")
-    if message.content_type != CONTENT_TYPE:
-        raise BadMessage(f"content_type {message.content_type!r} is not {CONTENT_TYPE}")
-    if message.content_encoding not in ("utf-8", "utf8", None, ""):
-        raise BadMessage(f"content_encoding {message.content_encoding!r} is not utf-8")
-    try:
-        obj = json.loads(body)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise BadMessage(f"not JSON: {exc}") from exc
-    if not isinstance(obj, list) or len(obj) != 3:
-        raise BadMessage("wrong schema: a Celery body is [args, kwargs, embed]")
-    parse_task_args(obj[0], obj[1])
 
 
 # --- the runtime of this worker process ----------------------------------------------------------------
@@ -128,6 +52,18 @@ def stop_runtime() -> None:
         if _runtime is not None:
             _runtime.close()
             _runtime = None
+
+
+# Celery imports this module (the app's ``include``) before it sends ``worker_init``, so the runtime
+# starts before the first task and stops with the worker.
+@signals.worker_init.connect
+def _start_runtime(sender: Any = None, **_: Any) -> None:
+    start_runtime(slots=int(getattr(sender, "concurrency", 0) or 0) or None)
+
+
+@signals.worker_shutdown.connect
+def _stop_runtime(**_: Any) -> None:
+    stop_runtime()
 
 
 @app.task(name=topology.TASK_NAME, bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True)

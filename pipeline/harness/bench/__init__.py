@@ -2,6 +2,8 @@
 
 A bench module defines ``add_arguments(parser)`` and ``run(args) -> dict``. The dict is the JSON
 result; every figure that matters is also given as a ratio to a baseline measured in the same run.
+
+May import: anything in pipeline, fetchers and jobs.
 """
 
 BENCHES: dict[str, str] = {
