@@ -35,7 +35,7 @@ def parsed_page(result: FetchResult, settings: Settings) -> extract.ExtractedPag
 def found_links(result: FetchResult, settings: Settings) -> list[tuple[str, int]]:
     """``(url, url_id)`` of every link the crawl may follow from ``result``, first occurrences in
     document order, before any scope, trap or seen-set check: none for a meta-nofollow page, and a
-    rel=nofollow link only where the same URL also appears plainly (as ``linkfilter`` rules)."""
+    rel=nofollow link only where the same URL also appears plainly (as ``filtering`` rules)."""
     page = parsed_page(result, settings)
     if page is None or page.meta_nofollow:
         return []
