@@ -167,7 +167,11 @@ class LinkPipeline:
         self.snapshot_path = cfg.work_dir / f"seen-{digest}.txt" if carry_cache and args.lru_size > 0 else None
 
     def process(self, segment: Path) -> RoundResult:
-        extracted = run_job(MRExtractLinks, [segment], self.args.extract(), self.cfg)
+        return self.process_many([segment], name=segment.name)
+
+    def process_many(self, segments: Sequence[Path], *, name: str) -> RoundResult:
+        """One round over several closed segments at once (a micro-batch: one job start-up for all)."""
+        extracted = run_job(MRExtractLinks, list(segments), self.args.extract(), self.cfg)
         work = Path(tempfile.mkdtemp(prefix="round-", dir=self.cfg.work_dir))
         try:
             merged = work / "candidates.jsonl"
@@ -180,9 +184,9 @@ class LinkPipeline:
             shutil.rmtree(work, ignore_errors=True)
         if self.snapshot_path is not None:
             self._save_snapshot(extracted.records)
-        stats = run_job(MRHostStats, [segment], [], self.cfg).records if self.host_stats else None
+        stats = run_job(MRHostStats, list(segments), [], self.cfg).records if self.host_stats else None
         counters = _merge_counters([extracted.counters, updated.counters])
-        return RoundResult(segment.name, len(extracted.records), updated.records, extracted.seconds,
+        return RoundResult(name, len(extracted.records), updated.records, extracted.seconds,
                            updated.seconds, counters, stats)
 
     def _save_snapshot(self, records: list[dict[str, Any]]) -> None:

@@ -25,7 +25,7 @@ AREAS: dict[str, tuple[str, ...]] = {
     "pipeline.report.cli": ("report",),
     "pipeline.storage.cli": ("export",),
     "jobs.cli": ("jobs",),
-    "pipeline.transport.cli": ("dispatcher", "worker", "submit"),
+    "pipeline.transport.cli": ("dispatcher", "worker", "submit", "links"),
 }
 
 

@@ -135,6 +135,16 @@ class FleetSettings:
     # Celery task events make the workers visible to Flower; off by default because they add about
     # three broker messages per batch (roughly doubling the fleet's message rate).
     task_events: bool = False
+    # The design card's loop (docs/FLEET.md): "jobs" = each node stores its pages (store, segments) and
+    # replies once per batch without bodies, and the link jobs (`crawlfleet links`) feed the pending
+    # set; "dispatcher" = bodies cross the broker and the dispatcher extracts links itself.
+    link_path: str = "dispatcher"
+    # Where the dispatcher tells nodes to write segments ("" = OUT/node-segments).
+    segments_dir: str = ""
+    # A node's own view of the store and the segments (when its mount point or the HBase address it
+    # sees differ from the dispatcher's); "" = as the dispatcher says.
+    node_store: str = ""
+    node_segments_dir: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,12 @@
 #   scripts/svc-hbase.sh start      start in the background, wait until happybase lists tables
 #   scripts/svc-hbase.sh stop       stop Thrift, then the master; wait for both
 #   scripts/svc-hbase.sh status     exit 0 when Thrift answers
-#   scripts/svc-hbase.sh run        foreground (Procfile / honcho): both JVMs, stopped together
+#   scripts/svc-hbase.sh run        foreground (Procfile / honcho). When an HBase already answers on the
+#                                   Thrift port (`make services`, `start`), or one is still booting there,
+#                                   it attaches: waits for it, then stays in the foreground while the port
+#                                   stays open, exits 1 when it goes away and 0 on TERM/INT (leaving that
+#                                   HBase running). Otherwise it starts both JVMs as its children, stopped
+#                                   together (TERM/INT, or either one dying)
 #   scripts/svc-hbase.sh thrift-run PORT
 #                                   a second Thrift server in the foreground on PORT (fault tests)
 #
@@ -203,10 +208,45 @@ stop() {
   stop_pid "$MASTER_PID" master
 }
 
-run() {  # foreground for honcho: both JVMs are children; TERM/INT (or either dying) stops both
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$THRIFT_PORT") 2>/dev/null; }
+
+# A pid file whose process is one of our JVMs (a pid file left by a killed run may name a reused pid).
+jvm_alive() { alive "$1" && grep -qa org.apache.hadoop.hbase "/proc/$(cat "$1")/cmdline" 2>/dev/null; }
+
+NAP_PID=""
+nap() { sleep "$1" & NAP_PID=$!; wait "$NAP_PID" || true; # A pid file whose process is one of our JVMs (a pid file left by a killed run may name a reused pid).
+jvm_alive() { alive "$1" && grep -qa org.apache.hadoop.hbase "/proc/$(cat "$1")/cmdline" 2>/dev/null; }
+
+NAP_PID=""; }  # a sleep a trap can cut short
+
+attach() {  # an HBase we did not start answers: stay in the foreground while its Thrift port is open
+  log "already running (thrift on 127.0.0.1:$THRIFT_PORT); attached, watching it"
+  trap 'log "detached; the HBase on 127.0.0.1:$THRIFT_PORT keeps running"; [ -z "$NAP_PID" ] || kill "$NAP_PID" 2>/dev/null; exit 0' TERM INT
+  while port_open; do nap 5; done
+  log "the HBase on 127.0.0.1:$THRIFT_PORT went away (thrift port closed)"
+  exit 1
+}
+
+run() {  # foreground for honcho: attach to a running HBase, or run both JVMs as children
+  if probe; then attach; fi
+  if port_open || jvm_alive "$MASTER_PID" || jvm_alive "$THRIFT_PID"; then
+    # Another HBase is booting (`svc-hbase.sh start` in another shell): wait for it, never start a second.
+    log "an HBase is starting (thrift port $THRIFT_PORT open or a pid in $DATA alive); waiting up to ${TIMEOUT}s"
+    trap 'exit 0' TERM INT
+    local deadline=$((SECONDS + TIMEOUT))
+    until probe; do
+      if [ $SECONDS -ge $deadline ]; then log "it is not ready after ${TIMEOUT}s; giving up"; exit 1; fi
+      if ! port_open && ! jvm_alive "$MASTER_PID" && ! jvm_alive "$THRIFT_PID"; then
+        log "it went away before it was ready; see $LOGS"; exit 1
+      fi
+      nap 3
+    done
+    trap - TERM INT
+    attach
+  fi
   install
   write_conf
-  if probe; then log "another HBase already answers on $THRIFT_PORT"; exit 1; fi
+  log "starting master and thrift in the foreground (data in $DATA; thrift on 127.0.0.1:$THRIFT_PORT)"
   java_cmd "$HEAP" org.apache.hadoop.hbase.master.HMaster start
   "${JAVA_CMD[@]}" &
   echo $! >"$MASTER_PID"
@@ -215,7 +255,15 @@ run() {  # foreground for honcho: both JVMs are children; TERM/INT (or either dy
   echo $! >"$THRIFT_PID"
   trap 'stop; exit 0' TERM INT
   # Poll rather than `wait`: the master needs ~30 s to exit on TERM, and stop() waits for it.
-  while alive "$MASTER_PID" && alive "$THRIFT_PID"; do sleep 1; done
+  local ready=0 next_probe=0
+  while alive "$MASTER_PID" && alive "$THRIFT_PID"; do
+    # Say once when it serves requests; probe (a Python start) at most every 5 s, only once the port is open.
+    if [ "$ready" = 0 ] && [ $SECONDS -ge $next_probe ] && port_open; then
+      next_probe=$((SECONDS + 5))
+      if probe; then ready=1; log "ready in ${SECONDS}s (thrift on 127.0.0.1:$THRIFT_PORT)"; fi
+    fi
+    sleep 1
+  done
   log "a JVM exited; stopping the other"
   stop
   exit 1

@@ -4,7 +4,9 @@
 # Idempotent and fast when already done. Debian's rabbitmq-server is used as is (guest/guest on
 # 127.0.0.1:5672). `rabbitmqctl` starts an Erlang VM (~1 s CPU per call), so readiness is polled
 # sparingly: first the TCP port (cheap), then `rabbitmqctl status` once or twice.
-# `run` keeps RabbitMQ in the foreground, for honcho (Procfile) and containers.
+# `run` keeps RabbitMQ in the foreground, for honcho (Procfile) and containers: it attaches to a broker
+# already listening on the port (watches it; exits 1 when it goes away, 0 on TERM/INT, leaving it
+# running), or else execs rabbitmq-server.
 set -euo pipefail
 
 PORT="${CRAWLFLEET_RABBITMQ_PORT:-5672}"
@@ -81,15 +83,21 @@ do_status() {
   echo "rabbitmq: not running"; return 3
 }
 
+NAP_PID=""
+nap() { sleep "$1" & NAP_PID=$!; wait "$NAP_PID" || true; NAP_PID=""; }  # a sleep a trap can cut short
+
 do_run() {
-  installed || do_install
   if port_open; then
-    # Already running (e.g. `make services`): stay in the foreground while it is up, as honcho expects.
-    echo "rabbitmq: already running on 127.0.0.1:$PORT; watching it"
-    while port_open; do sleep 5; done
+    # Already running (e.g. `make services`): stay in the foreground while it is up, as honcho expects;
+    # exit 1 when it goes away, 0 on TERM/INT (the broker keeps running: we did not start it).
+    echo "rabbitmq: already running on 127.0.0.1:$PORT; attached, watching it"
+    trap 'echo "rabbitmq: detached; the broker on 127.0.0.1:$PORT keeps running"; [ -z "$NAP_PID" ] || kill "$NAP_PID" 2>/dev/null; exit 0' TERM INT
+    while port_open; do nap 5; done
     echo "rabbitmq: went away" >&2
     exit 1
   fi
+  installed || do_install
+  echo "rabbitmq: starting on 127.0.0.1:$PORT in the foreground"
   exec rabbitmq-server
 }
 

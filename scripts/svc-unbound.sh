@@ -3,6 +3,9 @@
 # forwarding crawl.test to the test bed's zone server on 127.0.0.1:${CRAWLFLEET_TESTBED_DNS_PORT:-5353}.
 # Usage: svc-unbound.sh install | start | stop | status   (idempotent; fast when already done)
 #        svc-unbound.sh run    (foreground, for a Procfile: `unbound: scripts/svc-unbound.sh run`)
+# `run` attaches to an unbound already serving 127.0.0.1:$PORT (`make services`, `start`): it stays in
+# the foreground while that port answers, exits 1 when it goes away and 0 on TERM/INT (leaving that
+# unbound running). Otherwise it runs its own unbound in the foreground (unbound -d).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -75,9 +78,31 @@ stop() {
   rm -f "$PIDFILE"
 }
 
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; }  # unbound also serves DNS over TCP
+
+NAP_PID=""
+nap() { sleep "$1" & NAP_PID=$!; wait "$NAP_PID" || true; NAP_PID=""; }  # a sleep a trap can cut short
+
+attach() {
+  local upstream
+  upstream="$(sed -nE 's/^ *forward-addr: *127\.0\.0\.1@([0-9]+).*/\1/p' "$CONF" 2>/dev/null | head -1)"
+  echo "unbound: already running on 127.0.0.1:$PORT${upstream:+ (crawl.test -> 127.0.0.1:$upstream)}; attached, watching it"
+  if [ -n "$upstream" ] && [ "$upstream" != "$UPSTREAM_PORT" ]; then
+    echo "unbound: warning: it forwards crawl.test to port $upstream, not $UPSTREAM_PORT; restart it with" \
+      "CRAWLFLEET_TESTBED_DNS_PORT=$UPSTREAM_PORT $0 stop/start to change that" >&2
+  fi
+  trap 'echo "unbound: detached; the unbound on 127.0.0.1:$PORT keeps running"; [ -z "$NAP_PID" ] || kill "$NAP_PID" 2>/dev/null; exit 0' TERM INT
+  for _ in $(seq 1 20); do port_open && break; nap 0.5; done  # started (pid file) but not listening yet
+  while port_open; do nap 5; done
+  echo "unbound: the unbound on 127.0.0.1:$PORT went away" >&2
+  exit 1
+}
+
 run() {
+  if port_open || running; then attach; fi
   have_unbound || install
   render
+  echo "unbound: starting on 127.0.0.1:$PORT in the foreground -> crawl.test @127.0.0.1:$UPSTREAM_PORT"
   exec "$UNBOUND" -d -c "$CONF"
 }
 

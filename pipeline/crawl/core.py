@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from fetchers.records import Batch, FetchResult, UrlTask
-from fetchers.report import LEASE_LAPSED, RETRY_LATER
+from fetchers.report import LEASE_LAPSED
+from pipeline.crawl.outcome import is_final, outcome_of
 from pipeline.dispatch.dispatcher import Dispatcher
 from pipeline.dispatch.protocols import Heartbeat, Refusal
 from pipeline.dispatch.quotas import Quotas
@@ -39,7 +40,7 @@ from pipeline.links import filtering, prepare
 from pipeline.links.extract import ExtractedPage, Link
 from pipeline.observe.stats import CrawlStats
 from pipeline.settings import Settings
-from pipeline.storage.base import Outcome, PageRecord, Store, UrlRecord, UrlState
+from pipeline.storage.base import Outcome, Store, UrlRecord, UrlState
 from pipeline.storage.journal import Checkpoint, SegmentWriter, journal_parts, replay
 from pipeline.storage.warc import WarcWriter
 from pipeline.storage.writebehind import LockedStore, WriteBehind, WriteJob
@@ -47,10 +48,9 @@ from pipeline.urls import Scope, TrapRules, fingerprint, host_of, normalize
 
 log = logging.getLogger(__name__)
 
-# Results that are not outcomes: the fetcher hands the URL back (BatchReport.unfinished) to be tried
-# again after a back-off. After _MAX_RETRY_LATER such results a URL is recorded as FAILED, so a host
-# that stays unreachable (robots 5xx, DNS outage) cannot keep the crawl from ending.
-_NOT_FINAL = RETRY_LATER
+# A retry-later result (pipeline.crawl.outcome.NOT_FINAL) hands its URL back to be tried again after a
+# back-off. After _MAX_RETRY_LATER such results a URL is recorded as FAILED, so a host that stays
+# unreachable (robots 5xx, DNS outage) cannot keep the crawl from ending.
 _MAX_RETRY_LATER = 5
 _FLUSH_EVERY = 256
 _CHECKPOINT_KEY = "journal_checkpoint"  # store meta: the journal position every result below is applied
@@ -223,11 +223,24 @@ class CrawlCore:
             self.frontier.refill(host, self.store.pending(host, window + 1), done=done)
 
     # --- results -----------------------------------------------------------------------------------
-    def on_result(self, result: FetchResult) -> None:
-        """Journal, then process one result. Results of unknown serials are dropped and counted."""
+    def on_result(self, result: FetchResult, *, stored: bool = False) -> None:
+        """Journal, then process one result. Results of unknown serials are dropped and counted.
+
+        ``stored``: a fleet fetch node recorded this result's outcome (and page) in the store before
+        replying, and its links reach the store through the link jobs. A final stored result is only
+        counted and settled here: no journal line, no outcome, no link extraction.
+        """
         flight = self._inflight.get(result.serial)
         if flight is None or result.url_id not in flight.urls:
             self.dropped_results += 1
+            return
+        if stored and is_final(result):
+            self._retry_later.pop(result.url_id, None)
+            flight.answered.add(result.url_id)
+            self._answered.add(result.url_id)
+            self.stats.on_result(result)
+            if result.error_class == "robots_blocked":
+                self.stats.on_robots_blocked()
             return
         packed = b""
         if result.prepared is not None:
@@ -236,7 +249,7 @@ class CrawlCore:
         else:
             line, packed = journal_parts(result)
             self.journal.append_line(line)
-        final = result.error_class not in _NOT_FINAL
+        final = is_final(result)
         if not final and result.error_class != LEASE_LAPSED:  # never attempted: not a try against the host
             tries = self._retry_later.get(result.url_id, 0) + 1
             final = tries > _MAX_RETRY_LATER
@@ -295,6 +308,26 @@ class CrawlCore:
             return False
         return self.frontier.release_host(fetcher_id, host, self.clock(), delay_s=delay_s, ip=ip)
 
+    def on_links(self, hosts: Mapping[str, int]) -> None:
+        """The link jobs added ``hosts[h]`` new PENDING URLs of each host to the store."""
+        total = 0
+        for host, count in hosts.items():
+            self.frontier.add_pending(host, count)
+            total += max(0, count)
+        self.stats.on_discovered(total)
+
+    def restore_pending(self) -> int:
+        """Re-read every host's pending count from the store (the frontier then refills from it).
+        For a dispatcher that may have missed a link-jobs report; a full key scan, so not per batch."""
+        found = 0
+        for host, count in self.store.pending_hosts():
+            hs = self.frontier.host(host)
+            if hs is not None and (hs.leased_to or hs.pending >= count):
+                continue  # known (or leased: its refill waits for the lease to end anyway)
+            self.frontier.restore(host, count)
+            found += count
+        return found
+
     def on_heartbeat(self, hb: Heartbeat) -> None:
         self.dispatcher.heartbeat(hb)
 
@@ -310,46 +343,16 @@ class CrawlCore:
         """Turn one result into an outcome (and its links into discoveries). ``packed``: the body as the
         journal line holds it, LZ4-compressed, for the page store to keep without compressing again."""
         if final is None:
-            final = result.error_class not in _NOT_FINAL  # a replay: retry-later results stay pending
+            final = is_final(result)  # a replay: retry-later results stay pending
         if not final:
             return  # comes back through the batch's unfinished list
         self.stats.on_result(result)
-        state = UrlState.DONE
-        if result.error_class == "robots_blocked":
-            state = UrlState.BLOCKED
+        outcome = outcome_of(result, keep_body=self.settings.fetch.keep_body, packed=packed)
+        if outcome.state is UrlState.BLOCKED:
             self.stats.on_robots_blocked()
-        elif result.error_class:
-            state = UrlState.FAILED
-        page = None
-        if state is UrlState.DONE:
-            keep = self.settings.fetch.keep_body
-            page = PageRecord(
-                url=result.url,
-                url_id=result.url_id,
-                final_url=result.final_url or result.url,
-                status=result.status,
-                content_type=result.content_type,
-                body=result.body if keep else b"",
-                fetched_at=result.fetched_at,
-                headers=result.headers,
-                ip=result.ip,
-                serial=result.serial,
-                truncated=result.truncated,
-                redirects=result.redirects,
-                body_lz4=packed if keep else b"",
-            )
+        elif outcome.state is UrlState.DONE:
             self._discover(result)
-        self._outcomes.append(
-            Outcome(
-                url=result.url,
-                url_id=result.url_id,
-                state=state,
-                status=result.status,
-                fetched_at=result.fetched_at,
-                error=f"{result.error_class}: {result.error_message}" if result.error_class else "",
-                page=page,
-            )
-        )
+        self._outcomes.append(outcome)
 
     def _discover(self, result: FetchResult) -> None:
         known_many = self.seen.known_many

@@ -82,6 +82,23 @@ class Frontier:
                     hs.complete = False
             self._push(hs)
 
+    def add_pending(self, host: str, count: int) -> None:
+        """``count`` new PENDING URLs of ``host`` are in the store, written by someone else (the fleet's
+        link jobs); none is in RAM. The host's window is marked incomplete, so it refills from the store."""
+        if count <= 0:
+            return
+        hs = self._hosts.get(host)
+        if hs is None:
+            hs = self._hosts[host] = HostState(host)
+        if self.limits.max_pages_per_host and hs.issued >= self.limits.max_pages_per_host:
+            return  # host capped: the URLs stay PENDING in the store, never leased
+        hs.pending += count
+        self._pending_total += count
+        hs.complete = False
+        if not hs.active:
+            self.at_work.enlist(hs)
+        self._push(hs)
+
     def restore(self, host: str, pending: int) -> None:
         """Rebuild a host from the store after a restart: ``pending`` URLs, none in RAM yet."""
         hs = self._hosts.get(host)

@@ -132,6 +132,13 @@ class Outbox:
         self._in.put(("report", service, (report, done)))
         return done
 
+    def put_text(self, service: str, text: str) -> threading.Event:
+        """Publish a message serialised by the caller (a batch's one reply, replies.py) after everything
+        queued before it for ``service``; the event is set once the broker has confirmed it."""
+        done = threading.Event()
+        self._in.put(("text", service, (text, done)))
+        return done
+
     def heartbeat_now(self) -> None:
         """Send a heartbeat at the next chance (e.g. right after start-up)."""
         self._in.put(("heartbeat", "", None))
@@ -186,7 +193,12 @@ class Outbox:
         packer = self._packers.get(service)
         if packer is None:
             packer = self._packers[service] = ResultPacker(node=self.node, incarnation=self.incarnation, limit=self.limit)
-        if kind == "result":
+        if kind == "text":
+            text, done = payload
+            self.stats.reports += 1
+            self._queue_flush(service, [])  # FIFO: whatever was packed before it goes first
+            self._queue(service, text, [done])
+        elif kind == "result":
             self.stats.results += 1
             self._first_at.setdefault(service, time.monotonic())
             for text in packer.add_result(payload):

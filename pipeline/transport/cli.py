@@ -5,6 +5,8 @@
 - ``crawlfleet worker --node NAME [--slots N]`` becomes ``celery -A pipeline.transport.celery_app worker
   -Q fetch.NAME --pool threads -c N`` (exec, so signals reach Celery directly).
 - ``crawlfleet submit --service NAME SEEDS...`` hands seed URLs to that service's dispatcher.
+- ``crawlfleet links --service NAME --out DIR [--runner R]`` runs the link jobs over the nodes' segments
+  (``fleet.link_path = "jobs"``; linkjobs.py).
 """
 
 from __future__ import annotations
@@ -46,6 +48,18 @@ def register(subparsers: Any) -> None:
     _fleet_flags(w, service=False)
     w.add_argument("celery_args", nargs=argparse.REMAINDER, help="extra arguments for `celery worker` after --")
     w.set_defaults(func=_cmd_worker)
+
+    lk = subparsers.add_parser("links", help="the fleet's link jobs: node segments -> mrjob -> pending set")
+    lk.add_argument("--out", default="var/fleet", help="the dispatcher's crawl directory (store and segments)")
+    lk.add_argument("--config", help="TOML settings file (the dispatcher's)")
+    lk.add_argument("--runner", choices=("inline", "local", "spark", "hadoop", "emr"), default="inline")
+    lk.add_argument("--work-dir", type=Path, default=Path("var/jobs"))
+    lk.add_argument("--spark-master", default="local[2]")
+    lk.add_argument("--conf-path", help="mrjob.conf (e.g. for EMR; see docs/mrjob.emr.conf.example)")
+    lk.add_argument("--max-segments", type=int, default=256, help="segments per micro-batch")
+    _fleet_flags(lk)
+    logs.add_arguments(lk)
+    lk.set_defaults(func=_cmd_links)
 
     s = subparsers.add_parser("submit", help="submit seed URLs to a fleet dispatcher's service")
     s.add_argument("--service", required=True)
@@ -138,6 +152,30 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     cmd, env = worker_command(args, settings)
     os.execvpe(cmd[0], cmd, env)
     return 0  # not reached
+
+
+def _cmd_links(args: argparse.Namespace) -> int:
+    from jobs.runner import RunnerConfig
+    from pipeline.transport.linkjobs import LinkJobsService, amqp_publisher
+    from pipeline.transport.nodesink import crawl_sink
+
+    logs.setup_from_args(args)
+    settings = load_settings(args.config, overrides=_fleet_overrides(args))
+    if args.max_segments < 1:
+        print(f"crawlfleet links: --max-segments must be >= 1, got {args.max_segments}", file=sys.stderr)
+        return 2
+    sink = crawl_sink(settings, Path(args.out))
+    runner = RunnerConfig(runner=args.runner, work_dir=args.work_dir.resolve(), spark_master=args.spark_master,
+                          conf_path=args.conf_path)  # fmt: skip
+    service = LinkJobsService(segments=Path(sink.segments), store=sink.store, runner=runner,
+                              publish=amqp_publisher(settings, settings.dispatch.service),
+                              max_segments=args.max_segments)  # fmt: skip
+    stopping: list[int] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, _frame: stopping.append(signum))
+    summary = service.run(stop=lambda: bool(stopping))
+    print(json.dumps(summary, sort_keys=True))
+    return 0
 
 
 def _cmd_submit(args: argparse.Namespace) -> int:

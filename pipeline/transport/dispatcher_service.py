@@ -31,10 +31,12 @@ from pathlib import Path
 from typing import IO, Any
 
 from pipeline.crawl.core import CrawlCore
+from pipeline.links.extract import DEFAULT_MAX_LINKS
 from pipeline.observe.metrics import LatestSnapshot, MetricsServer
 from pipeline.settings import Settings
 from pipeline.storage.factory import from_settings
 from pipeline.transport.fleet_state import FleetCounters, Issued, Node
+from pipeline.transport.linkjobs import RULES_KEY, CrawlLinkRules, segment_key
 from pipeline.transport.messages import (
     BadMessage,
     NodeHeartbeat,
@@ -43,7 +45,9 @@ from pipeline.transport.messages import (
     parse_results,
     parse_submit,
 )
+from pipeline.transport.nodesink import crawl_sink
 from pipeline.transport.recovery import drain_previous
+from pipeline.transport.replies import parse_links
 from pipeline.transport.runtime import scope_to_json
 from pipeline.transport.session import BrokerSession
 
@@ -93,6 +97,15 @@ class FleetDispatcher:
         self._unsent: list[int] = []
         self._scope_json: dict[str, Any] | None = None
         self._stopping = False
+        if settings.fleet.link_path not in ("dispatcher", "jobs"):
+            raise ValueError(f"fleet.link_path must be 'dispatcher' or 'jobs', got {settings.fleet.link_path!r}")
+        self.by_jobs = settings.fleet.link_path == "jobs"
+        self._sink_json: dict[str, Any] | None = None
+        # Segments named by replies and not yet reported processed by the link jobs, and the reverse
+        # (a links report can overtake the reply that names its segment).
+        self._awaiting: set[str] = set()
+        self._processed: set[str] = set()
+        self._next_pending_check = 0.0
         self._events: IO[str] | None = None
         self._stats_file: IO[str] | None = None
 
@@ -134,6 +147,11 @@ class FleetDispatcher:
             self.core = CrawlCore(self.settings, store, seeds=self.seeds, out_dir=self.out_dir,
                                   clock=self.clock, resume=self.resume)  # fmt: skip
             self._scope_json = scope_to_json(self.core.scope)
+            if self.by_jobs:
+                sc = self.settings.scope
+                rules = CrawlLinkRules(tuple(sorted(self.core.scope.domains)), sc.max_depth, DEFAULT_MAX_LINKS)
+                store.put_meta(RULES_KEY, rules.to_json())
+                self._sink_json = crawl_sink(self.settings, self.out_dir).to_json()
             if self.metrics_port is not None:
                 self._metrics = MetricsServer(self.core.stats, fleet=self._snapshot)
                 port = self._metrics.start_in_thread("127.0.0.1", self.metrics_port)
@@ -170,7 +188,7 @@ class FleetDispatcher:
                 self._tick()
             self._resend()
             self._dispatch()
-            finished = core.done() and not self._issued and not self._unsent
+            finished = core.done() and not self._issued and not self._unsent and self._links_settled()
             if finished and not was_done:
                 self._event("crawl_done", pages=core.stats.pages)  # --serve keeps going (more submits)
             was_done = finished
@@ -189,7 +207,9 @@ class FleetDispatcher:
             size = len(item.message.body or b"")
             try:
                 obj = self._decode(item.message)
-                if item.kind == "results":
+                if item.kind == "results" and obj.get("kind") == "links":
+                    self._on_links(obj)
+                elif item.kind == "results":
                     self.counters.results_messages += 1
                     self.counters.results_bytes += size
                     self._on_results(obj)
@@ -209,6 +229,12 @@ class FleetDispatcher:
         core = self.core
         assert core is not None
         pack = parse_results(obj, max_body_bytes=self.settings.fleet.max_message_bytes)
+        if pack.segment:
+            seg = segment_key(pack.segment)
+            if seg in self._processed:
+                self._processed.discard(seg)
+            else:
+                self._awaiting.add(seg)
         for result in pack.results:
             issued = self._issued.get(result.serial)
             if issued is not None:
@@ -216,7 +242,7 @@ class FleetDispatcher:
                     self.counters.duplicate_results += 1
                     continue
                 issued.received.add(result.url_id)
-            core.on_result(result)  # the core drops serials it did not issue (or has expired)
+            core.on_result(result, stored=pack.stored)  # the core drops serials it did not issue (or expired)
         for rep in pack.reports:
             issued = self._issued.pop(rep.serial, None)
             if issued is None:
@@ -227,6 +253,38 @@ class FleetDispatcher:
                                host_delays=rep.host_delays, host_ips=rep.host_ips, unfinished=rep.unfinished)  # fmt: skip
             self._event("done", serial=rep.serial, node=issued.node, pages=rep.pages, unfinished=len(rep.unfinished),
                         elapsed_s=round(rep.elapsed_s, 3))
+
+    def _on_links(self, obj: dict[str, Any]) -> None:
+        core = self.core
+        assert core is not None
+        report = parse_links(obj)
+        for seg in report.segments:
+            if seg in self._awaiting:
+                self._awaiting.discard(seg)
+            else:
+                self._processed.add(seg)
+        core.on_links(report.hosts)
+        self._event("links", segments=len(report.segments), hosts=len(report.hosts),
+                    new=sum(report.hosts.values()))  # fmt: skip
+
+    def _links_settled(self) -> bool:
+        """With the link jobs on the path: every replied segment is processed, and the store's pending
+        set holds nothing the frontier does not know (checked at most every 2 s: a full key scan)."""
+        if not self.by_jobs:
+            return True
+        if self._awaiting:
+            return False
+        now = self._mono()
+        if now < self._next_pending_check:
+            return False
+        self._next_pending_check = now + 2.0
+        core = self.core
+        assert core is not None
+        found = core.restore_pending()
+        if found:
+            self._event("pending_restored", urls=found)
+            return False
+        return True
 
     def _on_heartbeat(self, hb: NodeHeartbeat) -> None:
         core = self.core
@@ -332,13 +390,15 @@ class FleetDispatcher:
             return
         try:
             send_batch(self.app, self.session.producer, issued.batch, node=node.name, incarnation=node.incarnation,
-                       scope_json=self._scope_json, expires_s=self.settings.dispatch.lease_s)  # fmt: skip
+                       scope_json=self._scope_json, expires_s=self.settings.dispatch.lease_s,
+                       sink_json=self._sink_json)  # fmt: skip
         except Exception as exc:  # broker trouble: keep it and send again once reconnected
             self._unsent.append(serial)
             self.session.lost(exc)
             return
         self.counters.batches_sent += 1
-        self.counters.batch_bytes += len(json.dumps(issued.batch.to_json())) + 64 + len(json.dumps(self._scope_json))
+        self.counters.batch_bytes += (len(json.dumps(issued.batch.to_json())) + 64 + len(json.dumps(self._scope_json))
+                                      + len(json.dumps(self._sink_json)))  # fmt: skip
 
     def _resend(self) -> None:
         if not self._unsent or not self.session.connected:

@@ -9,6 +9,11 @@ Every message is a JSON object with ``"v": 1`` and a ``"kind"``:
 - ``heartbeat``: S1's fields (successes, failures, rate p, free slots q) plus ``incarnation`` (changes
   when the worker process restarts), ``slots`` (batches it runs at once) and ``active`` (batches running).
 - ``submit``: ``{"service", "urls": [...]}`` from a client.
+- ``links``: from the fleet's link jobs (replies.py): segments processed, new pending URLs per host.
+
+With ``fleet.link_path = "jobs"`` a node sends one ``results`` message per batch instead of packs:
+its results without bodies, then its report, with ``"stored": true`` and the batch's ``segment``
+(replies.py).
 
 Bodies are UTF-8 JSON, optionally deflated as a whole (``content_encoding="deflate"``); FetchResult
 bodies are already zlib+base64 inside. ``decode`` never trusts sizes: the raw body and the inflated
@@ -92,6 +97,10 @@ class ResultsPack:
     incarnation: str
     results: list[FetchResult] = field(default_factory=list)
     reports: list[BatchReport] = field(default_factory=list)
+    # A node's one reply per batch (replies.py): its final results are recorded in the store already,
+    # and ``segment`` names the closed segment holding them with their bodies, for the link jobs.
+    stored: bool = False
+    segment: str = ""
 
 
 def parse_results(obj: dict[str, Any], *, max_body_bytes: int) -> ResultsPack:
@@ -106,9 +115,12 @@ def parse_results(obj: dict[str, Any], *, max_body_bytes: int) -> ResultsPack:
             raise SchemaError("results/reports must be lists")
         results = [FetchResult.from_json(r, max_body_bytes=max_body_bytes) for r in raw_results]
         reports = [_parse_report(r) for r in raw_reports]
+        stored, segment = obj.get("stored", False), obj.get("segment", "")
+        if not isinstance(stored, bool) or not isinstance(segment, str):
+            raise SchemaError("stored must be a boolean and segment a string")
     except (AttributeError, KeyError, TypeError, ValueError) as exc:  # SchemaError is a ValueError
         raise BadMessage(f"wrong schema: {exc!r}") from exc
-    return ResultsPack(node, inc, results, reports)
+    return ResultsPack(node, inc, results, reports, stored=stored, segment=segment)
 
 
 def _parse_report(obj: Any) -> BatchReport:

@@ -37,6 +37,8 @@ from pipeline.settings import Settings
 from pipeline.transport.amqp import Outbox
 from pipeline.transport.lease import LeaseGuard
 from pipeline.transport.messages import NodeHeartbeat
+from pipeline.transport.nodesink import NodeSink, SinkSpec
+from pipeline.transport.replies import reply_text
 from pipeline.urls import Scope
 
 log = logging.getLogger(__name__)
@@ -140,6 +142,10 @@ class FetchRuntime:
         )  # fmt: skip
         self.duplicates = 0
         self.stale = 0
+        # Page writes (segment, store, WARC) are blocking I/O: one thread of their own keeps them off
+        # the fetch loop, and one thread means one store connection (happybase is not thread-safe).
+        self._sink_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"sink-{node}")
+        self._sinks: dict[SinkSpec, NodeSink] = {}
 
     # --- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -166,10 +172,21 @@ class FetchRuntime:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout)
         self.outbox.close(timeout=timeout)
+        self._sink_pool.submit(self._close_sinks).result(timeout)
+        self._sink_pool.shutdown(wait=False)
+
+    def _close_sinks(self) -> None:
+        for sink in self._sinks.values():
+            sink.close()
+        self._sinks.clear()
 
     # --- batches ---------------------------------------------------------------------------------
-    def run_batch(self, batch: Batch, *, incarnation: str | None, scope: Scope | None) -> dict[str, Any]:
-        """Fetch ``batch`` (blocking) and return its report as JSON, once per serial per process."""
+    def run_batch(self, batch: Batch, *, incarnation: str | None, scope: Scope | None,
+                  sink: SinkSpec | None = None) -> dict[str, Any]:
+        """Fetch ``batch`` (blocking) and return its report as JSON, once per serial per process.
+
+        With ``sink`` the node stores the batch's pages itself and sends one reply without bodies
+        (nodesink.py, replies.py); without it, results and bodies go to the dispatcher in packs."""
         if incarnation and incarnation != self.incarnation:
             self.stale += 1
             log.warning("dropping stale batch %d: addressed to incarnation %s, I am %s",
@@ -183,7 +200,7 @@ class FetchRuntime:
                 return dict(known, duplicate=True)
             future = self._running.get(key)
             if future is None:
-                future = asyncio.run_coroutine_threadsafe(self._fetch(batch, scope), self._loop)
+                future = asyncio.run_coroutine_threadsafe(self._fetch(batch, scope, sink), self._loop)
                 self._running[key] = future
             else:
                 self.duplicates += 1
@@ -207,21 +224,44 @@ class FetchRuntime:
             with self._lock:
                 self._active -= 1
 
-    async def _fetch(self, batch: Batch, scope: Scope | None) -> tuple[BatchReport, threading.Event]:
+    async def _fetch(self, batch: Batch, scope: Scope | None,
+                     sink: SinkSpec | None) -> tuple[BatchReport, threading.Event]:
         fetcher = await self._fetcher_for(scope)
         service = batch.service
         counters = self._counters
+        held: list[FetchResult] = []
 
         def on_result(result: FetchResult) -> None:
             if result.ok:
                 counters.successes += 1
             else:
                 counters.failures += 1
-            self.outbox.put_result(service, result)
+            if sink is None:
+                self.outbox.put_result(service, result)
+            else:
+                held.append(result)
 
         report = await fetcher.fetch_batch(batch, on_result, fence=self.lease.fence())
         report.fetcher_id = batch.fetcher_id  # the dispatcher's (virtual) fetcher, not the node
-        return report, self.outbox.put_report(service, report)
+        if sink is None:
+            return report, self.outbox.put_report(service, report)
+        try:
+            receipt = await self._loop.run_in_executor(self._sink_pool, self._write, sink, batch, held)
+        except Exception:
+            # Nothing of this batch is known stored: hand every URL back (re-fetched elsewhere).
+            log.exception("batch %d: storing its pages failed; reporting it unfinished", batch.serial)
+            report = BatchReport(batch.serial, batch.fetcher_id, 0, report.elapsed_s, unfinished=list(batch.tasks))
+            return report, self.outbox.put_report(service, report)
+        text = reply_text(self.node, self.incarnation, held, report, segment=receipt.segment)
+        return report, self.outbox.put_text(service, text)
+
+    def _write(self, spec: SinkSpec, batch: Batch, results: list[FetchResult]) -> Any:
+        s = self.settings.fleet
+        spec = spec.overridden(store=s.node_store, segments=s.node_segments_dir)
+        sink = self._sinks.get(spec)
+        if sink is None:
+            sink = self._sinks[spec] = NodeSink(spec, node=self.node)
+        return sink.write_batch(batch, results)
 
     async def _fetcher_for(self, scope: Scope | None) -> Fetcher:
         key = hashlib.sha1(json.dumps(scope_to_json(scope), sort_keys=True).encode()).hexdigest()

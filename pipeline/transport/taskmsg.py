@@ -12,17 +12,18 @@ from typing import Any, Protocol
 from fetchers.records import Batch, SchemaError
 from pipeline.transport import topology
 from pipeline.transport.messages import CONTENT_TYPE, BadMessage
+from pipeline.transport.nodesink import SinkSpec
 from pipeline.transport.runtime import scope_from_json
 from pipeline.urls import Scope
 
 _scopes: dict[str, Scope | None] = {}
 
 
-def parse_task_args(args: Any, kwargs: Any) -> tuple[Batch, str | None, Scope | None]:
-    """``(batch, incarnation, scope)`` from the task's arguments, or BadMessage saying what is wrong."""
+def parse_task_args(args: Any, kwargs: Any) -> tuple[Batch, str | None, Scope | None, SinkSpec | None]:
+    """``(batch, incarnation, scope, sink)`` from the task's arguments, or BadMessage saying what is wrong."""
     if not isinstance(args, list | tuple) or len(args) != 1 or not isinstance(kwargs, dict):
         raise BadMessage("wrong schema: fetch_batch takes exactly one positional argument (the batch)")
-    unknown = set(kwargs) - {"incarnation", "scope"}
+    unknown = set(kwargs) - {"incarnation", "scope", "sink"}
     if unknown:
         raise BadMessage(f"wrong schema: unknown arguments {sorted(unknown)}")
     try:
@@ -44,7 +45,11 @@ def parse_task_args(args: Any, kwargs: Any) -> tuple[Batch, str | None, Scope | 
         if len(_scopes) > 64:
             _scopes.clear()
         _scopes[key] = scope
-    return batch, incarnation, _scopes[key]
+    try:
+        sink = SinkSpec.from_json(kwargs.get("sink"))
+    except ValueError as exc:
+        raise BadMessage(f"wrong schema: sink: {exc}") from exc
+    return batch, incarnation, _scopes[key], sink
 
 
 def _name_ok(name: str) -> bool:

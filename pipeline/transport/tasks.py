@@ -69,13 +69,13 @@ def _stop_runtime(**_: Any) -> None:
 @app.task(name=topology.TASK_NAME, bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def fetch_batch(self: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
     try:
-        batch, incarnation, scope = parse_task_args(list(args), kwargs)
+        batch, incarnation, scope, sink = parse_task_args(list(args), kwargs)
     except BadMessage as exc:
         log.warning("dead-lettering task %s: %s", getattr(self.request, "id", "?"), exc)
         raise Reject(str(exc), requeue=False) from exc
     runtime = start_runtime()
     try:
-        return runtime.run_batch(batch, incarnation=incarnation, scope=scope)
+        return runtime.run_batch(batch, incarnation=incarnation, scope=scope, sink=sink)
     except Exception as exc:
         # A fetcher bug must not lose the batch: report every URL unfinished so it is re-queued.
         log.exception("batch %d failed; reporting it unfinished", batch.serial)
@@ -93,12 +93,13 @@ def send_batch(
     incarnation: str | None,
     scope_json: dict[str, Any] | None,
     expires_s: float | None = None,
+    sink_json: dict[str, Any] | None = None,
 ) -> None:
     """Publish ``batch`` to ``fetch.<node>`` (raises on a broker error; the caller retries)."""
     celery_app.send_task(
         topology.TASK_NAME,
         args=[batch.to_json()],
-        kwargs={"incarnation": incarnation, "scope": scope_json},
+        kwargs={"incarnation": incarnation, "scope": scope_json, **({"sink": sink_json} if sink_json else {})},
         queue=topology.fetch_queue(node),
         producer=producer,
         task_id=f"{batch.service}-{batch.serial}",

@@ -37,8 +37,8 @@ def _celery_body(args: list[Any], kwargs: dict[str, Any]) -> bytes:
 
 def test_parse_task_args_accepts_the_dispatcher_message() -> None:
     scope = Scope.build(["http://a.test/"], deny_regex=(r"\?sid=",))
-    batch, inc, back = parse_task_args([BATCH.to_json()], {"incarnation": "i1", "scope": scope_to_json(scope)})
-    assert (batch.serial, batch.tasks[0].url_id, inc) == (3, 11, "i1")
+    batch, inc, back, sink = parse_task_args([BATCH.to_json()], {"incarnation": "i1", "scope": scope_to_json(scope)})
+    assert (batch.serial, batch.tasks[0].url_id, inc, sink) == (3, 11, "i1", None)
     assert back is not None and back.allows("http://www.a.test/x") and not back.allows("http://a.test/?sid=1")
     assert not back.allows("http://b.test/")
 

@@ -1,0 +1,203 @@
+"""``crawlfleet links``: the fleet's link processing, on the crawl's path (S3 step 4, the design card).
+
+Fetch nodes write one closed segment per batch (nodesink.py). This service takes the closed segments
+in micro-batches through the mrjob link jobs on any runner (extract -> filter -> S5 dedup -> update
+the crawl db and the pending set in the store), then tells the dispatcher which segments are done
+and how many new PENDING URLs each host gained (a ``links`` message on the service's results queue),
+and only then moves the segments under ``SEGMENTS/.done/``.
+
+Exactly once: a killed service leaves its round's segments where they were, and the next round runs
+them again. The store adds a URL once, so a second run finds nothing new; the dispatcher, which may
+then never hear of URLs the first run added, re-reads the pending set from the store before it
+declares the crawl done (``CrawlCore.restore_pending``).
+
+The crawl's link rules (domains, depth) come from the store, where the dispatcher put them
+(``RULES_KEY``), so the jobs always filter as the crawl that fed them would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jobs.logic import open_store
+from jobs.runner import JobArgs, LinkPipeline, RunnerConfig
+from pipeline.settings import Settings
+from pipeline.transport.nodesink import SEGMENT_SUFFIX
+from pipeline.transport.replies import LinksReport
+
+log = logging.getLogger(__name__)
+
+RULES_KEY = "fleet.link_rules"
+DONE_DIR = ".done"
+
+
+@dataclass(frozen=True, slots=True)
+class CrawlLinkRules:
+    """What the link jobs need of the crawl: its domains (empty = any) and depth and link limits."""
+
+    domains: tuple[str, ...]
+    max_depth: int
+    max_links: int
+
+    def to_json(self) -> str:
+        return json.dumps({"domains": list(self.domains), "max_depth": self.max_depth, "max_links": self.max_links})
+
+    @classmethod
+    def from_json(cls, text: str) -> CrawlLinkRules:
+        obj = json.loads(text)
+        return cls(tuple(obj["domains"]), int(obj["max_depth"]), int(obj["max_links"]))
+
+
+def segment_key(path: Path | str) -> str:
+    """A segment's name as every process agrees on it, whatever its mount point: ``NODE/FILE``."""
+    p = Path(path)
+    return f"{p.parent.name}/{p.name}"
+
+
+def closed_segments(root: Path) -> list[Path]:
+    """Closed, unprocessed segments under ``root`` (``NODE/*.jsonl``), oldest first."""
+    found = [
+        seg
+        for node in root.iterdir()
+        if node.is_dir() and node.name != DONE_DIR
+        for seg in node.glob(f"*{SEGMENT_SUFFIX}")
+    ] if root.is_dir() else []  # fmt: skip
+    return sorted(found, key=lambda p: (p.stat().st_mtime, p.name))
+
+
+def mark_done(root: Path, segment: Path) -> None:
+    target = root / DONE_DIR / segment.parent.name
+    target.mkdir(parents=True, exist_ok=True)
+    os.replace(segment, target / segment.name)
+
+
+class LinkJobsService:
+    """Rounds of the link jobs until ``stop()``; ``publish(report)`` raises if the broker did not take it."""
+
+    def __init__(
+        self,
+        *,
+        segments: Path,
+        store: str,
+        runner: RunnerConfig,
+        publish: Callable[[LinksReport], None],
+        max_segments: int = 256,
+        poll_s: float = 0.5,
+        lru_size: int = 200_000,
+        batch_size: int = 500,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.segments = segments
+        self.store_spec = store
+        self.runner = runner
+        self.publish = publish
+        self.max_segments = max_segments
+        self.poll_s = poll_s
+        self.lru_size, self.batch_size = lru_size, batch_size
+        self.sleep = sleep
+        self.rounds = 0
+        self.segments_done = 0
+        self.new_pending = 0
+        self._pipeline: LinkPipeline | None = None
+        self._unsent: LinksReport | None = None  # a report the broker has not confirmed yet
+
+    def rules(self) -> CrawlLinkRules | None:
+        """The crawl's link rules, or None before its dispatcher has started (never creates the store)."""
+        if self.store_spec.startswith("sqlite:") and not Path(self.store_spec.removeprefix("sqlite:")).exists():
+            return None
+        store = open_store(self.store_spec)
+        try:
+            text = store.get_meta(RULES_KEY)
+        finally:
+            store.close()
+        return CrawlLinkRules.from_json(text) if text else None
+
+    def run(self, stop: Callable[[], bool]) -> dict[str, Any]:
+        while not stop():
+            if self._pipeline is None:
+                rules = self.rules()
+                if rules is None:  # the dispatcher has not started this crawl yet
+                    self.sleep(self.poll_s)
+                    continue
+                args = JobArgs(store=self.store_spec, allowed_domains=rules.domains, max_depth=rules.max_depth,
+                               max_links=rules.max_links, batch_size=self.batch_size, lru_size=self.lru_size)  # fmt: skip
+                self._pipeline = LinkPipeline(self.runner, args)
+            if not self.round():
+                self.sleep(self.poll_s)
+        return {"rounds": self.rounds, "segments": self.segments_done, "new_pending": self.new_pending}
+
+    def round(self) -> bool:
+        """One micro-batch; False when there was nothing to do."""
+        assert self._pipeline is not None
+        if self._unsent is not None:
+            self.publish(self._unsent)  # the last round's report first (its segments wait for it)
+            self._finish(self._unsent)
+        todo = closed_segments(self.segments)[: self.max_segments]
+        if not todo:
+            return False
+        started = time.monotonic()
+        result = self._pipeline.process_many(todo, name=f"round-{self.rounds}")
+        hosts = Counter(rec["host"] for rec in result.new_pending)
+        report = LinksReport(tuple(segment_key(s) for s in todo), dict(hosts))
+        self._unsent = report
+        self.publish(report)
+        self._finish(report)
+        self.rounds += 1
+        self.new_pending += len(result.new_pending)
+        log.info("links round %d: %d segments, %d candidates, %d new pending on %d hosts in %.2fs",
+                 self.rounds, len(todo), result.candidates, len(result.new_pending), len(hosts),
+                 time.monotonic() - started)  # fmt: skip
+        return True
+
+    def _finish(self, report: LinksReport) -> None:
+        self._unsent = None
+        for key in report.segments:
+            path = self.segments / key
+            if path.exists():
+                mark_done(self.segments, path)
+                self.segments_done += 1
+
+
+def amqp_publisher(settings: Settings, service: str) -> Callable[[LinksReport], None]:
+    """``publish(report)`` over a confirmed channel to the service's results queue (reconnecting)."""
+    from kombu import Producer
+
+    from pipeline.transport import topology
+    from pipeline.transport.amqp import connection
+    from pipeline.transport.messages import encode
+
+    state: dict[str, Any] = {}
+
+    def publish(report: LinksReport) -> None:
+        enc = encode(report.to_json())
+        for attempt in range(30):
+            try:
+                if "producer" not in state:
+                    conn = connection(settings.fleet.broker_url, confirm=True)
+                    state["conn"], state["producer"] = conn, Producer(conn.channel())
+                state["producer"].publish(
+                    enc.body, exchange=topology.results_exchange(settings.fleet), routing_key=service,
+                    content_type=enc.content_type, content_encoding=enc.content_encoding, delivery_mode=2,
+                    declare=[topology.results_queue(settings.fleet, service)], retry=False,
+                )  # fmt: skip
+                return
+            except Exception as exc:  # broker away: reconnect and try again, bounded
+                log.warning("links: publish failed (%s: %s); retrying", type(exc).__name__, exc)
+                conn = state.pop("conn", None)
+                state.pop("producer", None)
+                if conn is not None:
+                    with contextlib.suppress(Exception):  # closing a broken connection
+                        conn.release()
+                time.sleep(min(5.0, 0.5 * (attempt + 1)))
+        raise RuntimeError("links: the broker did not take the report in 30 attempts")
+
+    return publish

@@ -1,0 +1,152 @@
+"""Where a fleet fetch node puts a batch's pages before it replies (the design card's loop).
+
+For each batch the node, not the dispatcher:
+1. writes every result, body included, to one closed **segment** on shared storage:
+   ``SEGMENTS/NODE/SERVICE-SERIAL-ISSUEDMS.jsonl``, written as ``.part`` and renamed when complete, so
+   the link jobs only ever see whole segments (a node killed mid-batch leaves a ``.part`` behind,
+   which nothing reads: its URLs are re-issued to another node);
+2. records the final outcomes, pages included, in the **store** (HBase, or SQLite on one box): the
+   store applies an outcome only while its URL is PENDING, so a re-fetched URL is stored once;
+3. optionally writes the pages as WARC under ``WARC/NODE``.
+Only then does the node send its one JSON reply without bodies (replies.py).
+
+``SinkSpec`` travels in the task message: the dispatcher names its store and segment directory, and
+a node may override either with its own settings (a different mount point, the HBase address as
+seen from that machine). The sink does blocking I/O: the runtime calls it on a thread of its own.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fetchers.records import Batch, FetchResult
+from pipeline.crawl.outcome import is_final, outcome_of
+from pipeline.settings import Settings
+from pipeline.storage.base import Outcome, Store
+from pipeline.storage.factory import DB_NAME, from_spec
+from pipeline.storage.journal import journal_parts
+from pipeline.storage.warc import WarcWriter
+
+SEGMENT_SUFFIX = ".jsonl"
+PART_SUFFIX = ".part"
+
+
+@dataclass(frozen=True, slots=True)
+class SinkSpec:
+    """Where a batch's pages go: a store spec (``sqlite:PATH`` or ``hbase://HOST:PORT/PREFIX``), the
+    segments directory, and a WARC directory ("" = no WARC)."""
+
+    store: str
+    segments: str
+    warc: str = ""
+    keep_body: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {"store": self.store, "segments": self.segments, "warc": self.warc, "keep_body": self.keep_body}
+
+    @classmethod
+    def from_json(cls, obj: Any) -> SinkSpec | None:
+        """The spec, or None for None; ValueError on anything but what ``to_json`` makes."""
+        if obj is None:
+            return None
+        if not isinstance(obj, dict) or set(obj) != {"store", "segments", "warc", "keep_body"}:
+            raise ValueError("sink must be {store, segments, warc, keep_body}")
+        store, segments, warc, keep = obj["store"], obj["segments"], obj["warc"], obj["keep_body"]
+        if not all(isinstance(x, str) for x in (store, segments, warc)) or not isinstance(keep, bool):
+            raise ValueError("sink store/segments/warc must be strings, keep_body a boolean")
+        if not (store.startswith("sqlite:/") or store == "hbase" or store.startswith("hbase://")):
+            raise ValueError(f"sink store {store[:80]!r}: expected sqlite:/ABS/PATH or hbase://HOST:PORT/PREFIX")
+        for path in (segments, warc):
+            if path and (not path.startswith("/") or "\x00" in path or "/../" in f"{path}/"):
+                raise ValueError(f"sink path {path[:80]!r} must be absolute, without '..'")
+        if not segments:
+            raise ValueError("sink segments directory is required")
+        return cls(store, segments, warc, keep)
+
+    def overridden(self, *, store: str = "", segments: str = "") -> SinkSpec:
+        """This spec with a node's own settings in place of the dispatcher's, where it has them."""
+        return SinkSpec(store or self.store, segments or self.segments, self.warc, self.keep_body)
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """What the sink did with one batch: the closed segment (absolute path) and the outcomes stored."""
+
+    segment: str
+    stored: int
+
+
+def segment_name(batch: Batch) -> str:
+    return f"{batch.service}-{batch.serial:09d}-{int(batch.issued_at * 1000)}{SEGMENT_SUFFIX}"
+
+
+class NodeSink:
+    """One per fetch-node process and spec. Not thread-safe: call it from one thread."""
+
+    def __init__(self, spec: SinkSpec, *, node: str) -> None:
+        self.spec = spec
+        self.node = node
+        self.directory = Path(spec.segments) / node
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._store: Store | None = None
+        self._warc = WarcWriter(Path(spec.warc) / node) if spec.warc else None
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:  # opened lazily: a node that never gets a batch never connects
+            self._store = from_spec(self.spec.store)
+        return self._store
+
+    def write_batch(self, batch: Batch, results: Sequence[FetchResult]) -> Receipt:
+        """Segment first (the jobs' input), then the store; raises on I/O trouble (the caller then
+        reports the batch unfinished, so every URL of it is fetched again elsewhere)."""
+        final = path = self.directory / segment_name(batch)
+        part = path.with_name(path.name + PART_SUFFIX)
+        outcomes: list[Outcome] = []
+        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            for result in results:
+                line, packed = journal_parts(result)
+                _write_all(fd, line)
+                if is_final(result):
+                    outcomes.append(outcome_of(result, keep_body=self.spec.keep_body, packed=packed))
+        finally:
+            os.close(fd)
+        os.replace(part, final)
+        if self._warc is not None:
+            self._warc.write_pages(o.page for o in outcomes if o.page is not None)
+        if outcomes:
+            self.store.record_results(outcomes)
+            self.store.flush()
+        return Receipt(str(final), len(outcomes))
+
+    def close(self) -> None:
+        if self._warc is not None:
+            self._warc.close()
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def crawl_sink(settings: Settings, out_dir: Path) -> SinkSpec:
+    """The sink of the crawl in ``out_dir``, as its dispatcher names it to nodes and the link jobs find it:
+    the crawl's store, ``fleet.segments_dir`` (default OUT/node-segments) and OUT/warc when WARC is on."""
+    out = out_dir.resolve()
+    st = settings.store
+    if st.kind == "hbase":
+        store = f"hbase://{st.hbase_host}:{st.hbase_port}/{st.hbase_prefix}"
+    else:
+        store = f"sqlite:{out / DB_NAME}"  # the dispatcher's own path (its directory may not exist yet)
+    segments = settings.fleet.segments_dir or str(out / "node-segments")
+    warc = str(out / "warc") if st.warc else ""
+    return SinkSpec(store, str(Path(segments).resolve()), warc, settings.fetch.keep_body)
