@@ -172,3 +172,12 @@ def test_the_testbed_imports_nothing_of_the_crawl() -> None:
         if room_of(t) != "pipeline.harness.testbed"
     ]
     assert bad == []
+
+
+@pytest.mark.parametrize("module", ["pipeline.harness.faults.procs", "pipeline.harness.faults.results"])
+def test_paths_computed_from_a_module_still_reach_the_repository(module: str) -> None:
+    """A module that finds the repository from its own location must be fixed when it moves room."""
+    import importlib
+
+    root = importlib.import_module(module).ROOT
+    assert (root / "pyproject.toml").exists() and (root / "scripts").is_dir(), root

@@ -21,7 +21,7 @@ from typing import Any
 
 from pipeline.observe.machine import machine as _host_machine
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_PATH = ROOT / "var" / "reliability" / "results.jsonl"
 RUN_ID = os.environ.get("CRAWLFLEET_RELIABILITY_RUN") or time.strftime("%Y%m%dT%H%M%S")
 
