@@ -11,6 +11,7 @@ Hadoop) give the same output for the same input, whatever the partitioning.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass
@@ -43,10 +44,28 @@ class LinkRules:
         max_depth: int,
         max_links: int = extract.DEFAULT_MAX_LINKS,
         traps: TrapRules | None = None,
+        allow_regex: Sequence[str] = (),
+        deny_regex: Sequence[str] = (),
     ) -> LinkRules:
         """Rules from job arguments. No ``allowed_domains`` means no domain restriction."""
-        scope = Scope(domains=frozenset(d.lower().strip(".") for d in allowed_domains if d))
+        scope = Scope(
+            domains=frozenset(d.lower().strip(".") for d in allowed_domains if d),
+            allow=tuple(re.compile(p) for p in allow_regex),
+            deny=tuple(re.compile(p) for p in deny_regex),
+        )
         return cls(scope=scope, traps=traps or TrapRules(), max_depth=max_depth, max_links=max_links)
+
+
+def traps_arg(traps: TrapRules) -> str:
+    return f"{traps.max_url_length},{traps.max_path_depth},{traps.max_repeated_segments}"
+
+
+def traps_from_arg(text: str) -> TrapRules:
+    """``traps_arg``'s inverse; "" means the defaults. ValueError on anything else."""
+    if not text:
+        return TrapRules()
+    length, depth, repeated = (int(x) for x in text.split(","))
+    return TrapRules(length, depth, repeated)
 
 
 # --- segment records ---------------------------------------------------------------------------

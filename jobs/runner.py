@@ -120,11 +120,19 @@ class JobArgs:
     max_links: int = 10_000
     batch_size: int = 500
     lru_size: int = 200_000
+    allow_regex: tuple[str, ...] = ()
+    deny_regex: tuple[str, ...] = ()
+    traps: str = ""  # logic.traps_arg(...); "" = the defaults
 
     def extract(self) -> list[str]:
         out = ["--max-depth", str(self.max_depth), "--max-links", str(self.max_links)]
         for d in self.allowed_domains:
             out += ["--allowed-domain", d]
+        for flag, patterns in (("--allow-regex", self.allow_regex), ("--deny-regex", self.deny_regex)):
+            for pattern in patterns:
+                out += [flag, pattern]
+        if self.traps:
+            out += ["--traps", self.traps]
         return out
 
     def update(self) -> list[str]:

@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from jobs.logic import traps_arg
 from pipeline.crawl.core import CrawlCore
 from pipeline.links.extract import DEFAULT_MAX_LINKS
 from pipeline.observe.metrics import LatestSnapshot, MetricsServer
@@ -149,7 +150,10 @@ class FleetDispatcher:
             self._scope_json = scope_to_json(self.core.scope)
             if self.by_jobs:
                 sc = self.settings.scope
-                rules = CrawlLinkRules(tuple(sorted(self.core.scope.domains)), sc.max_depth, DEFAULT_MAX_LINKS)
+                scope = self.core.scope
+                rules = CrawlLinkRules(tuple(sorted(scope.domains)), sc.max_depth, DEFAULT_MAX_LINKS,
+                                       tuple(p.pattern for p in scope.allow), tuple(p.pattern for p in scope.deny),
+                                       traps_arg(self.core.traps))  # fmt: skip
                 store.put_meta(RULES_KEY, rules.to_json())
                 self._sink_json = crawl_sink(self.settings, self.out_dir).to_json()
             if self.metrics_port is not None:

@@ -42,19 +42,30 @@ DONE_DIR = ".done"
 
 @dataclass(frozen=True, slots=True)
 class CrawlLinkRules:
-    """What the link jobs need of the crawl: its domains (empty = any) and depth and link limits."""
+    """What the link jobs need of the crawl: its scope (domains, empty = any; allow and deny patterns),
+    depth and per-page link limits, and trap rules as ``jobs.logic.traps_arg`` writes them."""
 
     domains: tuple[str, ...]
     max_depth: int
     max_links: int
+    allow: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+    traps: str = ""
 
     def to_json(self) -> str:
-        return json.dumps({"domains": list(self.domains), "max_depth": self.max_depth, "max_links": self.max_links})
+        return json.dumps({"domains": list(self.domains), "max_depth": self.max_depth, "max_links": self.max_links,
+                           "allow": list(self.allow), "deny": list(self.deny), "traps": self.traps})  # fmt: skip
 
     @classmethod
     def from_json(cls, text: str) -> CrawlLinkRules:
         obj = json.loads(text)
-        return cls(tuple(obj["domains"]), int(obj["max_depth"]), int(obj["max_links"]))
+        return cls(tuple(obj["domains"]), int(obj["max_depth"]), int(obj["max_links"]), tuple(obj.get("allow", ())),
+                   tuple(obj.get("deny", ())), str(obj.get("traps", "")))  # fmt: skip
+
+    def job_args(self, *, store: str, batch_size: int, lru_size: int) -> JobArgs:
+        return JobArgs(store=store, allowed_domains=self.domains, max_depth=self.max_depth, max_links=self.max_links,
+                       batch_size=batch_size, lru_size=lru_size, allow_regex=self.allow, deny_regex=self.deny,
+                       traps=self.traps)  # fmt: skip
 
 
 def segment_key(path: Path | str) -> str:
@@ -128,8 +139,7 @@ class LinkJobsService:
                 if rules is None:  # the dispatcher has not started this crawl yet
                     self.sleep(self.poll_s)
                     continue
-                args = JobArgs(store=self.store_spec, allowed_domains=rules.domains, max_depth=rules.max_depth,
-                               max_links=rules.max_links, batch_size=self.batch_size, lru_size=self.lru_size)  # fmt: skip
+                args = rules.job_args(store=self.store_spec, batch_size=self.batch_size, lru_size=self.lru_size)
                 self._pipeline = LinkPipeline(self.runner, args)
             if not self.round():
                 self.sleep(self.poll_s)

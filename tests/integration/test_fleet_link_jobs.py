@@ -98,13 +98,18 @@ def test_nodes_store_pages_and_the_link_jobs_feed_the_frontier(
         assert "body_lz4" in sample
 
 
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize("runner", ["spark", "hadoop"])
 def test_the_link_jobs_on_spark_and_hadoop(rabbitmq: str, fleet: Any, tmp_path: Path, runner: str,
                                            request: pytest.FixtureRequest) -> None:
-    """The same loop with the link jobs on a real Spark (local[2]) and Hadoop streaming (local mode)."""
+    """The same loop with the link jobs on a real Spark (local[2]) and Hadoop streaming (local mode).
+
+    Each round starts JVMs (~20 s on Spark), and a crawl needs about one round per level of depth, so
+    this web is kept shallow."""
     request.getfixturevalue(f"{runner}_ready")
+    depth = 3
     with TestbedProcess(5, 16, seed=22, workdir=tmp_path / "tb") as tb:
-        f = fleet(rabbitmq, tb, max_depth=MAX_DEPTH, extra_env={"CRAWLFLEET_FLEET_LINK_PATH": "jobs"})
+        f = fleet(rabbitmq, tb, max_depth=depth, extra_env={"CRAWLFLEET_FLEET_LINK_PATH": "jobs"})
         f.start_worker(1)
         f.start_dispatcher()
         links = start_links(f, runner=runner)
@@ -112,7 +117,7 @@ def test_the_link_jobs_on_spark_and_hadoop(rabbitmq: str, fleet: Any, tmp_path: 
             summary = f.wait_dispatcher(timeout_s=600)
         finally:
             assert stop(links) == 0, f.log_tail("links.log")
-        truth = tb.truth(max_depth=MAX_DEPTH)
+        truth = tb.truth(max_depth=depth)
         check_truth(tb, truth, nodes=1)
         check_store_exactly_once(f.out, truth)
         assert summary["store"]["pending"] == 0

@@ -1,0 +1,219 @@
+"""The design card's loop, piece by piece: the node's sink, the one reply, the links report, the
+dispatcher core that never parses, and the link-jobs service's rounds (with a real SQLite store;
+the mrjob pipeline and the broker are the seams)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fetchers.records import Batch, FetchResult, UrlTask
+from fetchers.report import BatchReport
+from jobs.logic import traps_arg, traps_from_arg
+from jobs.runner import RoundResult, RunnerConfig
+from pipeline.crawl.outcome import outcome_of
+from pipeline.frontier.frontier import Frontier
+from pipeline.settings import Settings
+from pipeline.storage.base import UrlRecord, UrlState
+from pipeline.storage.sqlite import SqliteStore
+from pipeline.transport.linkjobs import (
+    DONE_DIR,
+    CrawlLinkRules,
+    LinkJobsService,
+    closed_segments,
+    segment_key,
+)
+from pipeline.transport.messages import BadMessage, parse_results
+from pipeline.transport.nodesink import NodeSink, SinkSpec, crawl_sink
+from pipeline.transport.replies import LinksReport, parse_links, reply_text
+from pipeline.urls import TrapRules, fingerprint
+from tests.unit.test_core import PAGE, SEEDS, Clock, beat, make
+
+URL = "http://h0.test/"
+
+
+def result(url: str = URL, *, serial: int = 7, error: str = "", body: bytes = PAGE) -> FetchResult:
+    return FetchResult(url=url, url_id=fingerprint(url), depth=0, final_url=url, status=0 if error else 200,
+                       content_type="text/html", body=b"" if error else body, serial=serial, fetched_at=1.0,
+                       error_class=error, headers={"Server": "x" * 300})  # fmt: skip
+
+
+def batch_of(*urls: str, serial: int = 7) -> Batch:
+    return Batch(serial, "node#0", [UrlTask(u, fingerprint(u), 0) for u in urls], service="svc", issued_at=12.5)
+
+
+# --- outcome ---------------------------------------------------------------------------------------
+def test_outcome_of_maps_states_and_keeps_the_page_only_when_done() -> None:
+    assert outcome_of(result(), keep_body=True).page is not None
+    assert outcome_of(result(), keep_body=False).page.body == b""  # type: ignore[union-attr]
+    blocked = outcome_of(result(error="robots_blocked"), keep_body=True)
+    assert (blocked.state, blocked.page) == (UrlState.BLOCKED, None)
+    assert outcome_of(result(error="dns_nxdomain"), keep_body=True).state is UrlState.FAILED
+
+
+# --- the sink --------------------------------------------------------------------------------------
+def test_sink_spec_round_trips_and_refuses_what_it_does_not_make() -> None:
+    spec = SinkSpec("sqlite:/a/crawl.db", "/a/segs", "", keep_body=True)
+    assert SinkSpec.from_json(spec.to_json()) == spec and SinkSpec.from_json(None) is None
+    for bad in ({"store": "sqlite:rel", "segments": "/a", "warc": "", "keep_body": True},
+                {"store": "hbase", "segments": "rel", "warc": "", "keep_body": True},
+                {"store": "hbase", "segments": "/a/../etc", "warc": "", "keep_body": True},
+                {"store": "mysql://x", "segments": "/a", "warc": "", "keep_body": True},
+                {"store": "hbase", "segments": "/a", "warc": "", "keep_body": 1},
+                {"store": "hbase", "segments": "/a"}):  # fmt: skip
+        with pytest.raises(ValueError):
+            SinkSpec.from_json(bad)
+    assert spec.overridden(segments="/b").segments == "/b" and spec.overridden().store == spec.store
+
+
+def test_crawl_sink_names_the_dispatchers_store_and_segments(tmp_path: Path) -> None:
+    sink = crawl_sink(Settings(), tmp_path / "out")
+    assert sink.store == f"sqlite:{(tmp_path / 'out' / 'crawl.db').resolve()}"
+    assert sink.segments == str((tmp_path / "out" / "node-segments").resolve()) and not sink.warc
+    hb = crawl_sink(Settings().with_overrides({"store": {"kind": "hbase", "hbase_prefix": "p"}}), tmp_path)
+    assert hb.store == "hbase://127.0.0.1:9090/p"
+
+
+def test_node_sink_writes_a_closed_segment_then_the_final_outcomes(tmp_path: Path) -> None:
+    db = tmp_path / "crawl.db"
+    store = SqliteStore(db)
+    urls = [URL, "http://h1.test/", "http://h2.test/"]
+    store.add_urls([UrlRecord(u, fingerprint(u), u.split("/")[2], 0) for u in urls])
+    store.close()
+    sink = NodeSink(SinkSpec(f"sqlite:{db}", str(tmp_path / "segs")), node="n1")
+    results = [result(urls[0]), result(urls[1], error="dns_nxdomain"), result(urls[2], error="throttled")]
+    receipt = sink.write_batch(batch_of(*urls), results)
+    sink.close()
+    seg = Path(receipt.segment)
+    assert seg.parent == tmp_path / "segs" / "n1" and seg.name == "svc-000000007-12500.jsonl"
+    assert not list(seg.parent.glob("*.part"))
+    lines = [json.loads(x) for x in seg.read_text().splitlines()]
+    assert [x["url"] for x in lines] == urls and lines[0]["body_lz4"]  # every result, body included
+    assert receipt.stored == 2  # the retry-later one is the dispatcher's to decide
+    store = SqliteStore(db)
+    try:
+        assert store.get_url(urls[0]).state is UrlState.DONE  # type: ignore[union-attr]
+        assert store.get_page(urls[0]).body == PAGE  # type: ignore[union-attr]
+        assert store.get_url(urls[1]).state is UrlState.FAILED  # type: ignore[union-attr]
+        assert store.get_url(urls[2]).state is UrlState.PENDING  # type: ignore[union-attr]
+    finally:
+        store.close()
+
+
+# --- the wire --------------------------------------------------------------------------------------
+def test_a_reply_carries_no_body_and_no_headers_and_parses_back() -> None:
+    r = result()
+    text = reply_text("n1", "inc", [r], BatchReport(7, "node#0", 1, 0.5), segment="/s/n1/x.jsonl")
+    pack = parse_results(json.loads(text), max_body_bytes=1 << 20)
+    assert pack.stored and pack.segment == "/s/n1/x.jsonl" and len(pack.reports) == 1
+    back = pack.results[0]
+    assert (back.body, back.headers, back.body_bytes, back.url) == (b"", {}, len(PAGE), URL)
+    assert len(text) < 1000  # the 300-byte header and the ~100-byte body stayed home
+
+
+def test_links_reports_parse_and_refuse_garbage() -> None:
+    report = LinksReport(("n1/a.jsonl",), {"h0.test": 3})
+    assert parse_links(report.to_json()) == report
+    for bad in ({"kind": "links", "segments": "x", "hosts": {}}, {"kind": "links", "segments": [], "hosts": {"h": -1}},
+                {"kind": "links", "segments": [], "hosts": {"h": True}}, {"kind": "results"}):  # fmt: skip
+        with pytest.raises(BadMessage):
+            parse_links(bad)
+
+
+def test_crawl_link_rules_round_trip_with_scope_and_traps() -> None:
+    rules = CrawlLinkRules(("a.test",), 5, 100, ("/x",), (r"/slow$",), traps_arg(TrapRules(99, 4, 1)))
+    assert CrawlLinkRules.from_json(rules.to_json()) == rules
+    assert traps_from_arg(rules.traps) == TrapRules(99, 4, 1) and traps_from_arg("") == TrapRules()
+    args = rules.job_args(store="sqlite:/x", batch_size=10, lru_size=20).extract()
+    assert args[args.index("--deny-regex") : args.index("--deny-regex") + 2] == ["--deny-regex", r"/slow$"]
+
+
+# --- the dispatcher's side -------------------------------------------------------------------------
+def test_frontier_add_pending_marks_the_host_for_a_refill() -> None:
+    f = Frontier()
+    f.add_pending("a.test", 3)
+    f.add_pending("b.test", 0)
+    assert f.pending == 3 and f.wants_refill() == ["a.test"] and f.host("b.test") is None
+
+
+def test_stored_results_settle_without_journal_outcome_or_links(tmp_path: Path) -> None:
+    clock = Clock()
+    core = make(tmp_path, clock)
+    core.register_fetcher("f")
+    beat(core, "f", clock)
+    batch = core.next_batch("f")
+    assert batch is not None
+    for t in batch.tasks:
+        core.on_result(FetchResult(t.url, t.url_id, t.depth, status=200, serial=batch.serial), stored=True)
+    assert core.on_batch_done(batch.serial, fetcher_id="f", pages=3, elapsed_s=0.3)
+    core.flush()
+    assert core.frontier.pending == 0 and core.stats.pages == len(SEEDS)
+    assert core.store.counts()["done"] == 0  # the nodes write outcomes; the core wrote none
+    assert not b"".join(p.read_bytes() for p in (tmp_path / "segments").glob("*.jsonl"))
+    core.on_links({"h0.test": 2})
+    assert core.frontier.pending == 2
+    core.close()
+
+
+def test_restore_pending_finds_what_a_lost_links_report_did_not_say(tmp_path: Path) -> None:
+    clock = Clock()
+    core = make(tmp_path, clock)
+    assert core.restore_pending() == 0  # the seeds are known already
+    extra = [UrlRecord(f"http://new.test/{i}", fingerprint(f"http://new.test/{i}"), "new.test", 1) for i in range(4)]
+    core.store.add_urls(extra)  # the link jobs added them; their report never came
+    assert core.restore_pending() == 4 and core.frontier.pending == len(SEEDS) + 4
+    assert core.restore_pending() == 0
+    core.close()
+
+
+# --- the link-jobs service -------------------------------------------------------------------------
+class FakePipeline:
+    def __init__(self, new: list[dict[str, Any]]) -> None:
+        self.new, self.calls = new, []  # type: ignore[var-annotated]
+
+    def process_many(self, segments: list[Path], *, name: str) -> RoundResult:
+        self.calls.append([s.name for s in segments])
+        return RoundResult(name, len(self.new), self.new, 0.0, 0.0, {})
+
+
+def service(tmp_path: Path, published: list[LinksReport], *, fail: bool = False) -> LinkJobsService:
+    def publish(report: LinksReport) -> None:
+        if fail:
+            raise ConnectionError("broker away")
+        published.append(report)
+
+    return LinkJobsService(segments=tmp_path / "segs", store="sqlite:/nonexistent", publish=publish,
+                           runner=RunnerConfig(work_dir=tmp_path / "w"))  # fmt: skip
+
+
+def segment(tmp_path: Path, node: str, name: str) -> Path:
+    path = tmp_path / "segs" / node / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("{}\n")
+    return path
+
+
+def test_a_round_reports_then_moves_its_segments_aside(tmp_path: Path) -> None:
+    published: list[LinksReport] = []
+    svc = service(tmp_path, published)
+    svc._pipeline = FakePipeline([{"host": "a.test"}, {"host": "a.test"}, {"host": "b.test"}])  # type: ignore[assignment]
+    segment(tmp_path, "n1", "s-1.jsonl")
+    segment(tmp_path, "n2", "s-2.jsonl")
+    (tmp_path / "segs" / "n1" / "s-3.jsonl.part").write_text("torn")  # a node died mid-batch
+    assert svc.round()
+    assert published == [LinksReport(("n1/s-1.jsonl", "n2/s-2.jsonl"), {"a.test": 2, "b.test": 1})]
+    assert closed_segments(tmp_path / "segs") == []
+    assert sorted(p.name for p in (tmp_path / "segs" / DONE_DIR).rglob("*.jsonl")) == ["s-1.jsonl", "s-2.jsonl"]
+    assert not svc.round()  # nothing left; the .part file is never read
+
+
+def test_a_report_the_broker_refused_leaves_the_segments_for_the_next_run(tmp_path: Path) -> None:
+    svc = service(tmp_path, [], fail=True)
+    svc._pipeline = FakePipeline([{"host": "a.test"}])  # type: ignore[assignment]
+    seg = segment(tmp_path, "n1", "s-1.jsonl")
+    with pytest.raises(ConnectionError):
+        svc.round()
+    assert seg.exists() and segment_key(seg) == "n1/s-1.jsonl"  # run again by the restarted service
