@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 @dataclass(slots=True)
 class Recovered:
     results: int = 0  # journaled for the resume to apply
+    links: int = 0  # link-jobs reports passed over (fleet.link_path = "jobs")
     duplicates: int = 0
     reports: int = 0
     waited_s: float = 0.0
@@ -82,7 +83,9 @@ def drain_previous(
                 try:
                     obj = decode(item.message.body, content_type=item.message.content_type,
                                  content_encoding=item.message.content_encoding, max_bytes=max_bytes)  # fmt: skip
-                    if item.kind == "results":
+                    if item.kind == "results" and obj.get("kind") == "links":
+                        out.links += 1  # the resume re-reads the pending set from the store anyway
+                    elif item.kind == "results":
                         pack = parse_results(obj, max_body_bytes=max_bytes)
                         for result in pack.results:
                             key = (result.serial, result.url_id)

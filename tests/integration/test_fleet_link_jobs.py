@@ -14,7 +14,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,16 +22,9 @@ import pytest
 from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.storage.hbase import HBaseStore
 from tests.fixtures.hbase import HOST, PORT
-from tests.fixtures.rabbitmq import MAX_DEPTH, ROOT, check_store_exactly_once, check_truth
+from tests.fixtures.rabbitmq import MAX_DEPTH, check_store_exactly_once, check_truth
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
-
-
-def start_links(f: Any, *extra: str, runner: str = "inline") -> subprocess.Popen[bytes]:
-    log = open(f.workdir / "links.log", "ab")  # noqa: SIM115 - owned by the process
-    cmd = [sys.executable, "-m", "pipeline.cli", "links", "--out", str(f.out), "--runner", runner,
-           "--work-dir", str(f.workdir / "jobs-work"), *extra]  # fmt: skip
-    return subprocess.Popen(cmd, env=f.env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
 
 
 def stop(proc: subprocess.Popen[Any]) -> int:
@@ -66,8 +58,9 @@ def test_nodes_store_pages_and_the_link_jobs_feed_the_frontier(
         f = fleet(rabbitmq, tb, max_depth=MAX_DEPTH, extra_env=env)
         f.start_worker(1)
         f.start_worker(2)
-        f.start_dispatcher()
-        links = start_links(f)
+        f.start_dispatcher()  # and the link jobs (fleet.link_path = "jobs")
+        links = f.links
+        assert links is not None
         try:
             summary = f.wait_dispatcher(timeout_s=300)
         finally:
@@ -111,8 +104,8 @@ def test_the_link_jobs_on_spark_and_hadoop(rabbitmq: str, fleet: Any, tmp_path: 
     with TestbedProcess(5, 16, seed=22, workdir=tmp_path / "tb") as tb:
         f = fleet(rabbitmq, tb, max_depth=depth, extra_env={"CRAWLFLEET_FLEET_LINK_PATH": "jobs"})
         f.start_worker(1)
+        links = f.start_links(runner=runner)
         f.start_dispatcher()
-        links = start_links(f, runner=runner)
         try:
             summary = f.wait_dispatcher(timeout_s=600)
         finally:

@@ -17,7 +17,7 @@ from typing import Any
 
 from pipeline.harness.faults.bed import Bed
 from pipeline.harness.faults.procs import HarnessError, Managed, python_cmd, wait_until
-from pipeline.settings import StoreSettings
+from pipeline.settings import StoreSettings, load_settings
 
 
 class FleetRig:
@@ -63,6 +63,9 @@ class FleetRig:
         self.workers: dict[str, Managed] = {}
         self.dispatcher = Managed("dispatcher", [], env, workdir / "dispatcher.log",
                                   stdout_path=workdir / "dispatcher.out")  # fmt: skip
+        # With the link jobs on the crawl's path (fleet.link_path = "jobs"), the crawl needs them running.
+        self.by_jobs = load_settings(environ=env).fleet.link_path == "jobs"
+        self.links = Managed("links", [], env, workdir / "links.log")
 
     def new_crawl(self, name: str) -> None:
         """Point the next ``start_dispatcher`` at a fresh crawl (service, directory); workers stay."""
@@ -71,6 +74,8 @@ class FleetRig:
         self.env = dict(self.env, CRAWLFLEET_DISPATCH_SERVICE=self.service)
         self.dispatcher = Managed(f"dispatcher {name}", [], self.env, self.workdir / f"dispatcher-{name}.log",
                                   stdout_path=self.workdir / f"dispatcher-{name}.out")  # fmt: skip
+        self.links.terminate(timeout_s=15)
+        self.links = Managed(f"links {name}", [], self.env, self.workdir / f"links-{name}.log")
 
     # --- processes ---------------------------------------------------------------------------------
     def node(self, i: int) -> str:
@@ -88,7 +93,15 @@ class FleetRig:
         seeds = [] if resume else list(self.bed.tb.seeds)
         cmd = python_cmd("dispatcher", *seeds, "--out", str(self.out), "--json", "--no-progress",
                          "--log-level", self.log_level, *(["--resume"] if resume else []))  # fmt: skip
+        if self.by_jobs and not self.links.running:
+            self.start_links()
         return self.dispatcher.start(cmd)
+
+    def start_links(self) -> Managed:
+        """The link jobs (inline runner) over this crawl's node segments; restartable after a kill."""
+        cmd = python_cmd("links", "--out", str(self.out), "--runner", "inline", "--log-level", self.log_level,
+                         "--work-dir", str(self.workdir / "jobs-work"))  # fmt: skip
+        return self.links.start(cmd)
 
     def wait_dispatcher(self, *, timeout_s: float = 240.0) -> dict[str, Any]:
         code = self.dispatcher.wait(timeout_s)
@@ -102,6 +115,7 @@ class FleetRig:
 
     def close(self) -> None:
         self.dispatcher.terminate(timeout_s=15)
+        self.links.terminate(timeout_s=15)
         for w in self.workers.values():
             w.terminate(timeout_s=15)
 
