@@ -1,7 +1,7 @@
 """Fixtures of the faults tier, and the hook that turns the session's recorded results into RELIABILITY.md.
 
 Every trial appends one JSON record to var/reliability/results.jsonl (pipeline.harness.faults.results); when
-the session ends, scripts/reliability.py rewrites RELIABILITY.md from the latest run of each group
+the session ends, scripts/reliability.py writes var/reliability/RELIABILITY.md from the latest run of each group
 (set CRAWLFLEET_RELIABILITY_REPORT=0 to skip that).
 """
 
@@ -52,4 +52,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     if not any(r.get("run") == results.RUN_ID for r in results.read()):
         return  # nothing recorded by this session
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "reliability.py")], cwd=ROOT, check=False, timeout=120)
+    # Into var/ (untracked): a test run must leave a clean clone clean. Publishing the table is a
+    # deliberate step: scripts/reliability.py --out RELIABILITY.md.
+    out = ROOT / "var" / "reliability" / "RELIABILITY.md"
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "reliability.py"), "--out", str(out)], cwd=ROOT,
+                   check=False, timeout=120)  # fmt: skip
