@@ -256,7 +256,7 @@ class FleetDispatcher:
             core.on_batch_done(rep.serial, fetcher_id=issued.vfid, pages=rep.pages, elapsed_s=rep.elapsed_s,
                                host_delays=rep.host_delays, host_ips=rep.host_ips, unfinished=rep.unfinished)  # fmt: skip
             self._event("done", serial=rep.serial, node=issued.node, pages=rep.pages, unfinished=len(rep.unfinished),
-                        elapsed_s=round(rep.elapsed_s, 3))
+                        elapsed_s=round(rep.elapsed_s, 3), **({"segment": segment_key(pack.segment)} if pack.segment else {}))
 
     def _on_links(self, obj: dict[str, Any]) -> None:
         core = self.core
@@ -268,8 +268,8 @@ class FleetDispatcher:
             else:
                 self._processed.add(seg)
         core.on_links(report.hosts)
-        self._event("links", segments=len(report.segments), hosts=len(report.hosts),
-                    new=sum(report.hosts.values()))  # fmt: skip
+        self._event("links", segments=len(report.segments), hosts=len(report.hosts), new=sum(report.hosts.values()),
+                    names=list(report.segments))  # fmt: skip
 
     def _links_settled(self) -> bool:
         """With the link jobs on the path: every replied segment is processed, and the store's pending

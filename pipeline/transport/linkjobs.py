@@ -118,6 +118,7 @@ class LinkJobsService:
         self.rounds = 0
         self.segments_done = 0
         self.new_pending = 0
+        self.failures = 0
         self._pipeline: LinkPipeline | None = None
         self._unsent: LinksReport | None = None  # a report the broker has not confirmed yet
 
@@ -133,17 +134,32 @@ class LinkJobsService:
         return CrawlLinkRules.from_json(text) if text else None
 
     def run(self, stop: Callable[[], bool]) -> dict[str, Any]:
+        """Rounds until ``stop()``. A failed round (the store or the broker away, a job that died) is
+        logged and tried again after a back-off: its segments are still in place, and running them
+        again adds nothing twice."""
+        backoff = self.poll_s
         while not stop():
-            if self._pipeline is None:
-                rules = self.rules()
-                if rules is None:  # the dispatcher has not started this crawl yet
-                    self.sleep(self.poll_s)
-                    continue
-                args = rules.job_args(store=self.store_spec, batch_size=self.batch_size, lru_size=self.lru_size)
-                self._pipeline = LinkPipeline(self.runner, args)
-            if not self.round():
+            try:
+                self._step()
+                backoff = self.poll_s
+            except Exception:
+                log.exception("links: round failed; trying again in %.1fs", backoff)
+                self.failures += 1
+                self.sleep(backoff)
+                backoff = min(30.0, backoff * 2)
+        return {"rounds": self.rounds, "segments": self.segments_done, "new_pending": self.new_pending,
+                "failures": self.failures}  # fmt: skip
+
+    def _step(self) -> None:
+        if self._pipeline is None:
+            rules = self.rules()
+            if rules is None:  # the dispatcher has not started this crawl yet
                 self.sleep(self.poll_s)
-        return {"rounds": self.rounds, "segments": self.segments_done, "new_pending": self.new_pending}
+                return
+            args = rules.job_args(store=self.store_spec, batch_size=self.batch_size, lru_size=self.lru_size)
+            self._pipeline = LinkPipeline(self.runner, args)
+        if not self.round():
+            self.sleep(self.poll_s)
 
     def round(self) -> bool:
         """One micro-batch; False when there was nothing to do."""

@@ -17,11 +17,20 @@ seen from that machine). The sink does blocking I/O: the runtime calls it on a t
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tenacity import (
+    Retrying,
+    before_sleep_log,
+    retry_if_not_exception_type,
+    stop_after_delay,
+    wait_exponential_jitter,
+)
 
 from fetchers.records import Batch, FetchResult
 from pipeline.crawl.outcome import is_final, outcome_of
@@ -30,6 +39,8 @@ from pipeline.storage.base import Outcome, Store
 from pipeline.storage.factory import DB_NAME, from_spec
 from pipeline.storage.journal import journal_parts
 from pipeline.storage.warc import WarcWriter
+
+log = logging.getLogger(__name__)
 
 SEGMENT_SUFFIX = ".jsonl"
 PART_SUFFIX = ".part"
@@ -87,9 +98,10 @@ def segment_name(batch: Batch) -> str:
 class NodeSink:
     """One per fetch-node process and spec. Not thread-safe: call it from one thread."""
 
-    def __init__(self, spec: SinkSpec, *, node: str) -> None:
+    def __init__(self, spec: SinkSpec, *, node: str, open_retry_s: float = 180.0) -> None:
         self.spec = spec
         self.node = node
+        self.open_retry_s = open_retry_s
         self.directory = Path(spec.segments) / node
         self.directory.mkdir(parents=True, exist_ok=True)
         self._store: Store | None = None
@@ -98,8 +110,21 @@ class NodeSink:
     @property
     def store(self) -> Store:
         if self._store is None:  # opened lazily: a node that never gets a batch never connects
-            self._store = from_spec(self.spec.store)
+            self._store = self._open()
         return self._store
+
+    def _open(self) -> Store:
+        """Open the store, waiting out an outage (a restarting Thrift gateway refuses connections for a
+        while): a batch waits here rather than fail and be fetched again elsewhere. A bad spec fails."""
+        retrying = Retrying(
+            retry=retry_if_not_exception_type(ValueError), stop=stop_after_delay(self.open_retry_s),
+            wait=wait_exponential_jitter(initial=0.2, max=5.0), before_sleep=before_sleep_log(log, logging.WARNING),
+            reraise=True,
+        )  # fmt: skip
+        for attempt in retrying:
+            with attempt:
+                return from_spec(self.spec.store)
+        raise AssertionError("unreachable")  # pragma: no cover - Retrying either returns or raises
 
     def write_batch(self, batch: Batch, results: Sequence[FetchResult]) -> Receipt:
         """Segment first (the jobs' input), then the store; raises on I/O trouble (the caller then

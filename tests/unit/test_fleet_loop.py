@@ -217,3 +217,26 @@ def test_a_report_the_broker_refused_leaves_the_segments_for_the_next_run(tmp_pa
     with pytest.raises(ConnectionError):
         svc.round()
     assert seg.exists() and segment_key(seg) == "n1/s-1.jsonl"  # run again by the restarted service
+
+
+def test_a_failed_round_is_logged_and_run_again_after_a_back_off(tmp_path: Path) -> None:
+    published: list[LinksReport] = []
+    svc = service(tmp_path, published)
+    pipeline = FakePipeline([{"host": "a.test"}])
+    calls = {"n": 0}
+    real = pipeline.process_many
+
+    def flaky(segments: list[Path], *, name: str) -> RoundResult:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise OSError("store away")
+        return real(segments, name=name)
+
+    pipeline.process_many = flaky  # type: ignore[method-assign]
+    svc._pipeline = pipeline  # type: ignore[assignment]
+    slept: list[float] = []
+    svc.sleep = slept.append
+    segment(tmp_path, "n1", "s-1.jsonl")
+    summary = svc.run(stop=lambda: len(slept) >= 3)
+    assert summary["failures"] == 1 and summary["segments"] == 1 and len(published) == 1
+    assert slept[0] == svc.poll_s  # the back-off after the failure, then idle polls

@@ -42,10 +42,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=600.0)
     p.add_argument("--store", choices=("sqlite", "hbase"), default="sqlite",
                    help="the crawl store of both runs (hbase: settings' Thrift server, a throwaway prefix)")
+    p.add_argument("--link-path", choices=("jobs", "dispatcher"), default=None,
+                   help="the fleet's loop (fleet.link_path; default: the settings' default)")
+    p.add_argument("--runner", default="inline", help="mrjob runner of the link jobs (with --link-path jobs)")
 
 
-def _env(tb: TestbedProcess, broker_url: str, service: str, store: str) -> dict[str, str]:
+def _env(tb: TestbedProcess, broker_url: str, service: str, store: str, link_path: str | None = None) -> dict[str, str]:
     extra = {"CRAWLFLEET_STORE_KIND": store}
+    if link_path:
+        extra["CRAWLFLEET_FLEET_LINK_PATH"] = link_path
     if store == "hbase":
         extra["CRAWLFLEET_STORE_HBASE_PREFIX"] = _prefix(service)
     return dict(
@@ -149,9 +154,12 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str) -> dict[str
     tag = uuid.uuid4().hex[:6]
     service, nodes = f"bench{tag}", [f"bench{tag}-{i}" for i in range(1, args.workers + 1)]
     workers: list[subprocess.Popen[bytes]] = []
+    links: subprocess.Popen[bytes] | None = None
+    links_cpu = float("nan")
     try:
         with TestbedProcess(args.hosts, args.pages, seed=args.seed, workdir=workdir / "tb-fleet") as tb:
-            env = _env(tb, broker_url, service, args.store)
+            env = _env(tb, broker_url, service, args.store, args.link_path)
+            by_jobs = load_settings(environ=env).fleet.link_path == "jobs"
             for node in nodes:
                 cmd = _cli("worker", "--node", node, "--loglevel", "WARNING")
                 if args.slots:
@@ -160,14 +168,25 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str) -> dict[str
                 workers.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT))
             _wait_heartbeats(broker_url, set(nodes), timeout_s=120)
             out = workdir / "fleet"
+            if by_jobs:
+                log = open(workdir / "links.log", "wb")  # noqa: SIM115 - owned by the process
+                links = subprocess.Popen(_cli("links", "--out", str(out), "--runner", args.runner, "--work-dir",
+                                              str(workdir / "jobs-work"), "--log-level", "INFO"),
+                                         env=env, stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
             t0 = time.monotonic()
+            cpu0 = _children_cpu()
             with open(workdir / "dispatcher.log", "w") as err:
                 proc = subprocess.run(_cli("dispatcher", *tb.seeds, "--out", str(out), "--json", "--no-progress"),
                                       env=env, stdout=subprocess.PIPE, stderr=err, text=True,
                                       timeout=args.timeout, check=True)  # fmt: skip
+            dispatcher_cpu = _children_cpu() - cpu0  # the only child reaped in between
             wall = time.monotonic() - t0
+            if links is not None:
+                links.terminate()
+                links.wait(60)
+                links_cpu = _children_cpu() - cpu0 - dispatcher_cpu
     finally:
-        for w in workers:
+        for w in [*workers, *([links] if links is not None else [])]:
             w.terminate()
         for w in workers:
             try:
@@ -197,7 +216,31 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str) -> dict[str
         "batches": f["batches_sent"], "result_packs": f["results_messages"], "heartbeats": f["heartbeats"],
         "expired_batches": f["expired_batches"], "duplicate_results": f["duplicate_results"],
         "store": summary.get("store", {}),
+        "link_path": "jobs" if links is not None else "dispatcher",
+        "dispatcher_cpu_s": round(dispatcher_cpu, 2),
+        "dispatcher_cpu_ms_per_page": round(1000 * dispatcher_cpu / max(1, pages), 4),
+        "links_cpu_s": round(links_cpu, 2),
+        "links_cpu_ms_per_page": round(1000 * links_cpu / max(1, pages), 4),
+        "link_lag_s": _link_lag(events),
     }  # fmt: skip
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of this process's reaped children so far."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _link_lag(events: list[dict[str, Any]]) -> dict[str, float] | None:
+    """Seconds from a batch's reply (its segment closed) to the links report naming that segment."""
+    replied = {ev["segment"]: ev["t"] for ev in events if ev["ev"] == "done" and ev.get("segment")}
+    lags = sorted(ev["t"] - replied[seg] for ev in events if ev["ev"] == "links"
+                  for seg in ev.get("names", ()) if seg in replied)  # fmt: skip
+    if not lags:
+        return None
+    return {"p50": round(lags[len(lags) // 2], 3), "p95": round(lags[int(len(lags) * 0.95)], 3), "n": len(lags)}
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
