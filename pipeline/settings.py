@@ -138,7 +138,7 @@ class FleetSettings:
     # The design card's loop (docs/FLEET.md): "jobs" = each node stores its pages (store, segments) and
     # replies once per batch without bodies, and the link jobs (`crawlfleet links`) feed the pending
     # set; "dispatcher" = bodies cross the broker and the dispatcher extracts links itself.
-    link_path: str = "dispatcher"
+    link_path: str = "jobs"
     # Where the dispatcher tells nodes to write segments ("" = OUT/node-segments).
     segments_dir: str = ""
     # A node's own view of the store and the segments (when its mount point or the HBase address it

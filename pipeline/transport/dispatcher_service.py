@@ -38,6 +38,7 @@ from pipeline.settings import Settings
 from pipeline.storage.factory import from_settings
 from pipeline.transport.fleet_state import FleetCounters, Issued, Node
 from pipeline.transport.linkjobs import RULES_KEY, CrawlLinkRules, segment_key
+from pipeline.transport.linkprogress import LinkProgress
 from pipeline.transport.messages import (
     BadMessage,
     NodeHeartbeat,
@@ -102,11 +103,7 @@ class FleetDispatcher:
             raise ValueError(f"fleet.link_path must be 'dispatcher' or 'jobs', got {settings.fleet.link_path!r}")
         self.by_jobs = settings.fleet.link_path == "jobs"
         self._sink_json: dict[str, Any] | None = None
-        # Segments named by replies and not yet reported processed by the link jobs, and the reverse
-        # (a links report can overtake the reply that names its segment).
-        self._awaiting: set[str] = set()
-        self._processed: set[str] = set()
-        self._next_pending_check = 0.0
+        self.links = LinkProgress(clock=monotonic)
         self._events: IO[str] | None = None
         self._stats_file: IO[str] | None = None
 
@@ -234,11 +231,7 @@ class FleetDispatcher:
         assert core is not None
         pack = parse_results(obj, max_body_bytes=self.settings.fleet.max_message_bytes)
         if pack.segment:
-            seg = segment_key(pack.segment)
-            if seg in self._processed:
-                self._processed.discard(seg)
-            else:
-                self._awaiting.add(seg)
+            self.links.on_reply(segment_key(pack.segment))
         for result in pack.results:
             issued = self._issued.get(result.serial)
             if issued is not None:
@@ -262,33 +255,24 @@ class FleetDispatcher:
         core = self.core
         assert core is not None
         report = parse_links(obj)
-        for seg in report.segments:
-            if seg in self._awaiting:
-                self._awaiting.discard(seg)
-            else:
-                self._processed.add(seg)
+        self.links.on_report(report.segments)
         core.on_links(report.hosts)
         self._event("links", segments=len(report.segments), hosts=len(report.hosts), new=sum(report.hosts.values()),
                     names=list(report.segments))  # fmt: skip
 
     def _links_settled(self) -> bool:
-        """With the link jobs on the path: every replied segment is processed, and the store's pending
-        set holds nothing the frontier does not know (checked at most every 2 s: a full key scan)."""
         if not self.by_jobs:
             return True
-        if self._awaiting:
-            return False
-        now = self._mono()
-        if now < self._next_pending_check:
-            return False
-        self._next_pending_check = now + 2.0
         core = self.core
         assert core is not None
-        found = core.restore_pending()
-        if found:
-            self._event("pending_restored", urls=found)
-            return False
-        return True
+
+        def restore() -> int:
+            found = core.restore_pending()
+            if found:
+                self._event("pending_restored", urls=found)
+            return found
+
+        return self.links.settled(restore)
 
     def _on_heartbeat(self, hb: NodeHeartbeat) -> None:
         core = self.core
@@ -352,6 +336,7 @@ class FleetDispatcher:
             if serial not in outstanding:  # expired by the core (dead fetcher or lease timeout)
                 self._busy[issued.vfid] = serial
                 self._forget_fetcher(issued.vfid, reason="expired")
+        self._warn_if_no_links()
         now = self.clock()
         for node in self._nodes.values():
             if not node.dead and now - node.last_seen >= self.hb_timeout:
@@ -360,6 +345,14 @@ class FleetDispatcher:
                 purged = self.session.purge_fetch_queue(node.name)
                 self.counters.purged_messages += purged
                 self._event("node_dead", node=node.name, purged=purged)
+
+    def _warn_if_no_links(self) -> None:
+        silent = self.links.silence() if self.by_jobs else None
+        if silent is not None:
+            log.warning("%d segments wait for the link jobs and none reported for %.0fs: is `crawlfleet links "
+                        "--service %s --out %s` running?", len(self.links.awaiting), silent, self.service,
+                        self.out_dir)  # fmt: skip
+            self._event("links_silent", waiting=len(self.links.awaiting), silent_s=round(silent, 1))
 
     def _live(self) -> list[Node]:
         return [n for n in self._nodes.values() if not n.dead]

@@ -240,3 +240,23 @@ def test_a_failed_round_is_logged_and_run_again_after_a_back_off(tmp_path: Path)
     summary = svc.run(stop=lambda: len(slept) >= 3)
     assert summary["failures"] == 1 and summary["segments"] == 1 and len(published) == 1
     assert slept[0] == svc.poll_s  # the back-off after the failure, then idle polls
+
+
+def test_link_progress_waits_for_every_replied_segment_then_checks_the_store() -> None:
+    from pipeline.transport.linkprogress import PENDING_CHECK_S, SILENCE_S, LinkProgress
+
+    now = [0.0]
+    lp = LinkProgress(clock=lambda: now[0])
+    found = [3]
+    lp.on_report(["n1/b"])  # a report overtook its reply
+    lp.on_reply("n1/a")
+    lp.on_reply("n1/b")
+    assert lp.awaiting == {"n1/a"} and not lp.settled(lambda: 0)
+    now[0] = SILENCE_S
+    assert lp.silence() == SILENCE_S and lp.silence() is None  # said once per period
+    lp.on_report(["n1/a"])
+    assert not lp.settled(lambda: found[0])  # the store holds pending URLs nobody reported
+    found[0] = 0
+    assert not lp.settled(lambda: found[0])  # the scan is rate-limited
+    now[0] += PENDING_CHECK_S
+    assert lp.settled(lambda: found[0])

@@ -1,0 +1,63 @@
+"""The dispatcher's view of the link jobs (fleet.link_path = "jobs"). Pure: clock injected, no I/O.
+
+A node's reply names the closed segment that holds its batch; a links report names the segments the
+jobs have processed. The crawl may end only when no replied segment waits for the jobs and the
+store's pending set holds nothing the frontier does not know (the caller's ``restore`` re-reads it:
+a links report lost to a crash of the jobs is found there). A report can overtake the reply naming
+its segment, so both directions are remembered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+PENDING_CHECK_S = 2.0  # between two re-reads of the pending set (a full key scan of the store)
+SILENCE_S = 30.0  # segments waiting this long with no links report: say so (once per period)
+
+
+class LinkProgress:
+    def __init__(self, *, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self.awaiting: set[str] = set()  # replied, not yet reported processed
+        self._early: set[str] = set()  # reported processed before their reply arrived
+        self._next_check = 0.0
+        self._heard = clock()
+        self._warned = float("-inf")
+
+    def on_reply(self, segment: str) -> None:
+        if segment in self._early:
+            self._early.discard(segment)
+        else:
+            self.awaiting.add(segment)
+
+    def on_report(self, segments: Iterable[str]) -> None:
+        self._heard = self._clock()
+        for seg in segments:
+            if seg in self.awaiting:
+                self.awaiting.discard(seg)
+            else:
+                self._early.add(seg)
+
+    def settled(self, restore: Callable[[], int]) -> bool:
+        """True when the jobs owe nothing: no segment waits, and ``restore()`` (re-read the pending set,
+        return how many URLs it found that the frontier did not know) finds none. ``restore`` runs at
+        most every PENDING_CHECK_S."""
+        if self.awaiting:
+            return False
+        now = self._clock()
+        if now < self._next_check:
+            return False
+        self._next_check = now + PENDING_CHECK_S
+        return restore() == 0
+
+    def silence(self) -> float | None:
+        """Seconds without a links report while segments wait, once per SILENCE_S; else None."""
+        now = self._clock()
+        if not self.awaiting:
+            self._heard = now
+            return None
+        silent = now - self._heard
+        if silent >= SILENCE_S and now - self._warned >= SILENCE_S:
+            self._warned = now
+            return silent
+        return None
