@@ -78,6 +78,7 @@ class CrawlCore:
         resume: bool = False,
         quotas: Quotas | None = None,
         write_behind: bool = False,
+        outcomes_by_nodes: bool = False,
     ) -> None:
         self.settings = settings
         # With write-behind, outcomes are applied on a writer thread; every store call goes through
@@ -112,7 +113,10 @@ class CrawlCore:
         self._retry_later: dict[int, int] = {}  # url_id -> retry-later results so far
         self.dispatcher = Dispatcher(
             settings.dispatch,
-            frontier=AnsweredFilter(self.frontier, self._answered),
+            # With fleet nodes recording outcomes themselves, a node may die after storing a batch and
+            # before its reply arrives: the re-queue of that batch checks the store first.
+            frontier=AnsweredFilter(self.frontier, self._answered,
+                                    settled=self._settled_in_store if outcomes_by_nodes else None),
             quotas=quotas or Quotas.unlimited(),
             serials=SerialAllocator(store.reserve_serials),
             clock=clock,
@@ -307,6 +311,15 @@ class CrawlCore:
         if flight is None or flight.batch.fetcher_id != fetcher_id:
             return False
         return self.frontier.release_host(fetcher_id, host, self.clock(), delay_s=delay_s, ip=ip)
+
+    def _settled_in_store(self, tasks: Sequence[UrlTask]) -> set[int]:
+        """URL ids of ``tasks`` the store no longer shows PENDING (one look-up each: re-queues are rare)."""
+        out = set()
+        for t in tasks:
+            rec = self.store.get_url(t.url)
+            if rec is not None and rec.state is not UrlState.PENDING:
+                out.add(t.url_id)
+        return out
 
     def on_links(self, hosts: Mapping[str, int]) -> None:
         """The link jobs added ``hosts[h]`` new PENDING URLs of each host to the store."""

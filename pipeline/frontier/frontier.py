@@ -20,7 +20,7 @@ The frontier never performs I/O; ``wants_refill`` names the hosts and the caller
 from __future__ import annotations
 
 import heapq
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from fetchers.records import UrlTask
@@ -320,9 +320,14 @@ class AnsweredFilter:
     """The frontier as the dispatcher sees it: a re-queue never brings back a URL that already has a
     result (an expired batch's answered URLs must not be fetched a second time)."""
 
-    def __init__(self, frontier: Frontier, answered: set[int]) -> None:
+    def __init__(
+        self, frontier: Frontier, answered: set[int], *, settled: Callable[[Sequence[UrlTask]], set[int]] | None = None
+    ) -> None:
         self._frontier = frontier
         self._answered = answered
+        # Where results can be recorded without the dispatcher hearing of them (fleet nodes store their
+        # own outcomes): the URL ids of a re-queue the store shows settled already.
+        self._settled = settled
 
     def lease(self, fetcher_id: str, n: int, now: float) -> list[UrlTask]:
         return self._frontier.lease(fetcher_id, n, now)
@@ -331,7 +336,11 @@ class AnsweredFilter:
         self._frontier.release(fetcher_id, now, host_delays=host_delays)
 
     def requeue(self, fetcher_id: str, tasks: Sequence[UrlTask]) -> None:
-        self._frontier.requeue(fetcher_id, [t for t in tasks if t.url_id not in self._answered])
+        back = [t for t in tasks if t.url_id not in self._answered]
+        if back and self._settled is not None:
+            done = self._settled(back)
+            back = [t for t in back if t.url_id not in done]
+        self._frontier.requeue(fetcher_id, back)
 
     def available(self, now: float) -> int:
         return self._frontier.available(now)

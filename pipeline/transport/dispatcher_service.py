@@ -143,7 +143,7 @@ class FleetDispatcher:
             if self._stopping:
                 return {"interrupted": True}
             self.core = CrawlCore(self.settings, store, seeds=self.seeds, out_dir=self.out_dir,
-                                  clock=self.clock, resume=self.resume)  # fmt: skip
+                                  clock=self.clock, resume=self.resume, outcomes_by_nodes=self.by_jobs)  # fmt: skip
             self._scope_json = scope_to_json(self.core.scope)
             if self.by_jobs:
                 sc = self.settings.scope

@@ -31,7 +31,7 @@ from typing import Any
 from jobs.logic import open_store
 from jobs.runner import JobArgs, LinkPipeline, RunnerConfig
 from pipeline.settings import Settings
-from pipeline.transport.nodesink import SEGMENT_SUFFIX
+from pipeline.transport.nodesink import ABANDON_S, PART_SUFFIX, SEGMENT_SUFFIX, adopt_part
 from pipeline.transport.replies import LinksReport
 
 log = logging.getLogger(__name__)
@@ -74,8 +74,13 @@ def segment_key(path: Path | str) -> str:
     return f"{p.parent.name}/{p.name}"
 
 
-def closed_segments(root: Path) -> list[Path]:
-    """Closed, unprocessed segments under ``root`` (``NODE/*.jsonl``), oldest first."""
+def closed_segments(root: Path, *, now: float | None = None) -> list[Path]:
+    """Closed, unprocessed segments under ``root`` (``NODE/*.jsonl``), oldest first. A ``.part`` older
+    than ABANDON_S (its node died and never came back) is adopted first."""
+    if now is not None and root.is_dir():
+        for part in root.glob(f"*/*{SEGMENT_SUFFIX}{PART_SUFFIX}"):
+            if part.parent.name != DONE_DIR and now - part.stat().st_mtime >= ABANDON_S:
+                adopt_part(part)
     found = [
         seg
         for node in root.iterdir()
@@ -167,7 +172,7 @@ class LinkJobsService:
         if self._unsent is not None:
             self.publish(self._unsent)  # the last round's report first (its segments wait for it)
             self._finish(self._unsent)
-        todo = closed_segments(self.segments)[: self.max_segments]
+        todo = closed_segments(self.segments, now=time.time())[: self.max_segments]
         if not todo:
             return False
         started = time.monotonic()

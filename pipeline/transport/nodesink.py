@@ -1,13 +1,14 @@
 """Where a fleet fetch node puts a batch's pages before it replies (the design card's loop).
 
 For each batch the node, not the dispatcher:
-1. writes every result, body included, to one closed **segment** on shared storage:
-   ``SEGMENTS/NODE/SERVICE-SERIAL-ISSUEDMS.jsonl``, written as ``.part`` and renamed when complete, so
-   the link jobs only ever see whole segments (a node killed mid-batch leaves a ``.part`` behind,
-   which nothing reads: its URLs are re-issued to another node);
-2. records the final outcomes, pages included, in the **store** (HBase, or SQLite on one box): the
+1. writes every result, body included, to a **segment** on shared storage, as
+   ``SEGMENTS/NODE/SERVICE-SERIAL-ISSUEDMS.jsonl.part``;
+2. optionally writes the pages as WARC under ``WARC/NODE``;
+3. records the final outcomes, pages included, in the **store** (HBase, or SQLite on one box): the
    store applies an outcome only while its URL is PENDING, so a re-fetched URL is stored once;
-3. optionally writes the pages as WARC under ``WARC/NODE``.
+4. renames the segment to ``.jsonl``: closed, for the link jobs. A closed segment's URLs are settled.
+A node killed before the rename leaves a ``.part``; the node adopts it when it starts again (or the
+link jobs do, once it is ``ABANDON_S`` old), so the pages it holds still give their links.
 Only then does the node send its one JSON reply without bodies (replies.py).
 
 ``SinkSpec`` travels in the task message: the dispatcher names its store and segment directory, and
@@ -44,6 +45,7 @@ log = logging.getLogger(__name__)
 
 SEGMENT_SUFFIX = ".jsonl"
 PART_SUFFIX = ".part"
+ABANDON_S = 120.0  # a .part this old belongs to a node that died (a batch writes its .part at once)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +108,8 @@ class NodeSink:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._store: Store | None = None
         self._warc = WarcWriter(Path(spec.warc) / node) if spec.warc else None
+        for part in self.directory.glob(f"*{SEGMENT_SUFFIX}{PART_SUFFIX}"):
+            adopt_part(part)  # this node's previous life was killed while it stored a batch
 
     @property
     def store(self) -> Store:
@@ -127,10 +131,12 @@ class NodeSink:
         raise AssertionError("unreachable")  # pragma: no cover - Retrying either returns or raises
 
     def write_batch(self, batch: Batch, results: Sequence[FetchResult]) -> Receipt:
-        """Segment first (the jobs' input), then the store; raises on I/O trouble (the caller then
-        reports the batch unfinished, so every URL of it is fetched again elsewhere)."""
-        final = path = self.directory / segment_name(batch)
-        part = path.with_name(path.name + PART_SUFFIX)
+        """Write the segment as ``.part``, record the final outcomes in the store, then rename the segment
+        into place: a closed segment's URLs are always settled in the store, and its mtime says when.
+        Raises on I/O trouble (the caller then reports the batch unfinished, so every URL of it is
+        fetched again elsewhere); a ``.part`` left by a kill is adopted later (``adopt_part``)."""
+        final = self.directory / segment_name(batch)
+        part = final.with_name(final.name + PART_SUFFIX)
         outcomes: list[Outcome] = []
         fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
@@ -141,12 +147,13 @@ class NodeSink:
                     outcomes.append(outcome_of(result, keep_body=self.spec.keep_body, packed=packed))
         finally:
             os.close(fd)
-        os.replace(part, final)
         if self._warc is not None:
             self._warc.write_pages(o.page for o in outcomes if o.page is not None)
         if outcomes:
             self.store.record_results(outcomes)
             self.store.flush()
+        os.utime(part)  # the segment's mtime is when its outcomes were settled (fault accounting reads it)
+        os.replace(part, final)
         return Receipt(str(final), len(outcomes))
 
     def close(self) -> None:
@@ -155,6 +162,22 @@ class NodeSink:
         if self._store is not None:
             self._store.close()
             self._store = None
+
+
+def adopt_part(part: Path) -> Path:
+    """Close a ``.part`` segment a killed node left behind, so the link jobs read the pages it holds:
+    a torn last line is cut off, and its mtime says it was closed now (its URLs may not be settled in
+    the store: the dispatcher re-issues them, and the store keeps the first outcome)."""
+    data = part.read_bytes()
+    whole = data[: data.rfind(b"\n") + 1]
+    if len(whole) != len(data):
+        with open(part, "r+b") as fh:
+            fh.truncate(len(whole))
+    os.utime(part)
+    final = part.with_name(part.name.removesuffix(PART_SUFFIX))
+    os.replace(part, final)
+    log.warning("adopted %s (%d bytes) left by a killed node", final, len(whole))
+    return final
 
 
 def _write_all(fd: int, data: bytes) -> None:

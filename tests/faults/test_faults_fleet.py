@@ -21,7 +21,12 @@ from typing import Any
 import pytest
 
 from pipeline.harness.faults.bed import Bed, TrialPlan
-from pipeline.harness.faults.fleet_trials import run_fleet_trial, strike_dispatcher, strike_worker
+from pipeline.harness.faults.fleet_trials import (
+    run_fleet_trial,
+    strike_dispatcher,
+    strike_links,
+    strike_worker,
+)
 from pipeline.harness.faults.services import broker_vhost
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
@@ -58,6 +63,17 @@ def test_dispatcher_sigkill_then_resume(fault_bed: Bed, vhost: str, tmp_path: Pa
     plan = TrialPlan.seeded("dispatcher", "kill", seed)
     rec = record(run_fleet_trial(fault_bed, vhost, tmp_path, plan, strike=strike_dispatcher))
     check(rec)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_link_jobs_sigkill_mid_round_then_restart(fault_bed: Bed, vhost: str, tmp_path: Path,
+                                                  record: Callable[..., Any], seed: int) -> None:
+    """Killed at a seeded point of the crawl (so at varying points of a round), the link jobs lose no
+    URL and make no page be fetched twice: they fetch nothing, so no repeat is excused."""
+    plan = TrialPlan.seeded("links", "kill", seed)
+    rec = record(run_fleet_trial(fault_bed, vhost, tmp_path, plan, strike=strike_links))
+    check(rec)
+    assert rec["in_flight_repeats"] == 0, rec
 
 
 def test_dispatcher_sigstop_then_sigcont(fault_bed: Bed, vhost: str, tmp_path: Path, record: Callable[..., Any]) -> None:

@@ -260,3 +260,23 @@ def test_link_progress_waits_for_every_replied_segment_then_checks_the_store() -
     assert not lp.settled(lambda: found[0])  # the scan is rate-limited
     now[0] += PENDING_CHECK_S
     assert lp.settled(lambda: found[0])
+
+
+def test_a_part_left_by_a_killed_node_is_adopted_whole_lines_only(tmp_path: Path) -> None:
+    import os
+
+    from pipeline.transport.nodesink import ABANDON_S, adopt_part
+
+    part = segment(tmp_path, "n1", "s-1.jsonl.part")
+    part.write_bytes(b'{"a":1}\n{"b":')  # killed mid-line
+    assert closed_segments(tmp_path / "segs", now=part.stat().st_mtime + 1) == []  # a live node's, maybe
+    assert closed_segments(tmp_path / "segs", now=part.stat().st_mtime + ABANDON_S)[0].name == "s-1.jsonl"
+    assert (tmp_path / "segs" / "n1" / "s-1.jsonl").read_bytes() == b'{"a":1}\n'
+    again = segment(tmp_path, "n2", "s-2.jsonl.part")
+    os.utime(again, (1.0, 1.0))
+    closed = adopt_part(again)
+    assert closed.stat().st_mtime > 1.0  # closed now: its results count as durable from now on
+    NodeSink(SinkSpec("sqlite:/x.db", str(tmp_path / "segs")), node="n3")  # nothing to adopt: no error
+    (tmp_path / "segs" / "n3" / "s-3.jsonl.part").write_bytes(b"{}\n")
+    NodeSink(SinkSpec("sqlite:/x.db", str(tmp_path / "segs")), node="n3")  # the node's next life adopts it
+    assert (tmp_path / "segs" / "n3" / "s-3.jsonl").exists()

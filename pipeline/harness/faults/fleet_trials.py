@@ -14,6 +14,8 @@ dispatcher    stop    SIGSTOP, SIGCONT                          the first batch 
 rabbitmq      kill    SIGKILL a private node, start it again    the first batch completed through it
 rabbitmq      stop    SIGSTOP the node, SIGCONT                 the first batch completed through it
 thrift        kill    SIGKILL a private Thrift server, restart  the first batch completed after it
+links         kill    SIGKILL the link jobs, start them again   the first links report after it
+links         stop    SIGSTOP the link jobs, SIGCONT            the first links report after it
 ============  ======  =====================================================================
 """
 
@@ -29,7 +31,7 @@ from pipeline.harness.faults.accounting import FaultTimes, Key, account, journal
 from pipeline.harness.faults.bed import Bed, TrialPlan
 from pipeline.harness.faults.fleet import FleetRig
 from pipeline.harness.faults.procs import HarnessError, wait_until
-from pipeline.harness.faults.snapshot import journal_keys, journal_records, stored_urls
+from pipeline.harness.faults.snapshot import crawl_keys, crawl_records, stored_urls
 from pipeline.settings import StoreSettings
 
 
@@ -79,7 +81,7 @@ def run_fleet_trial(
     finally:
         rig.close()
     bed.settle()
-    journaled = journal_keys(rig.out / "segments", before=struck.fault_t)
+    journaled = crawl_keys(rig.out, before=struck.fault_t)  # the journal and the nodes' segments
     acc = account(truth=bed.truth, log=bed.window(start), journaled_at_fault=journaled,
                   stored_urls=stored_urls(rig.out, rig.store), times=FaultTimes(struck.fault_t, struck.back_t, end_t),
                   causes=known_causes(rig))  # fmt: skip
@@ -115,7 +117,7 @@ def known_causes(rig: FleetRig) -> dict[str, set[Key]]:
             answered |= set(ev.get("urls") or ()) - left
             unanswered |= left
     out: dict[str, set[Key]] = {"expired_answered": set(), "expired_unanswered": set()}
-    for r in journal_records(rig.out / "segments"):
+    for r in crawl_records(rig.out):
         url = r.get("url")
         if url in answered:
             out["expired_answered"] |= journaled_keys([r])
@@ -186,7 +188,23 @@ def strike_thrift(thrift: Any) -> Callable[[FleetRig, TrialPlan], Struck]:
     return strike
 
 
+def strike_links(rig: FleetRig, plan: TrialPlan) -> Struck:
+    """The link jobs (fleet.link_path = "jobs"), killed mid-round or stopped, then started again. They
+    fetch nothing, so nothing may be fetched twice because of them and nothing may be lost."""
+    if plan.action == "kill":
+        fault_t = rig.links.kill()
+        time.sleep(plan.down_s)
+        back_t = time.time()
+        rig.start_links()
+    else:
+        fault_t = rig.links.pause()
+        time.sleep(plan.down_s)
+        back_t = rig.links.resume()
+    return Struck(fault_t, back_t, lambda ev: ev["ev"] == "links")
+
+
 STRIKES: dict[str, Callable[[FleetRig, TrialPlan], Struck]] = {
     "worker": strike_worker,
     "dispatcher": strike_dispatcher,
+    "links": strike_links,
 }

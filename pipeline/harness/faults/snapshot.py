@@ -11,9 +11,9 @@ from pipeline.harness.faults.accounting import Key, journaled_keys
 from pipeline.settings import StoreSettings
 
 
-def journal_records(segments: Path) -> Iterator[dict[str, Any]]:
+def journal_records(segments: Path, *, pattern: str = "segment-*.jsonl") -> Iterator[dict[str, Any]]:
     """Every complete line of every segment, parsed (torn or unparsable lines are skipped, as replay does)."""
-    for path in sorted(segments.glob("segment-*.jsonl")):
+    for path in sorted(segments.glob(pattern)):
         with open(path, "rb") as fh:
             for line in fh:
                 if not line.endswith(b"\n"):
@@ -24,6 +24,28 @@ def journal_records(segments: Path) -> Iterator[dict[str, Any]]:
                     continue
                 if isinstance(obj, dict):
                     yield obj
+
+
+def crawl_records(out_dir: Path) -> Iterator[dict[str, Any]]:
+    """Every result a fleet crawl in ``out_dir`` made durable: the dispatcher's journal, then the closed
+    segments its fetch nodes wrote (fleet.link_path = "jobs": processed ones under .done/ included;
+    a ``.part`` file, torn by a kill, is not a record)."""
+    yield from journal_records(out_dir / "segments")
+    yield from journal_records(out_dir / "node-segments", pattern="**/*.jsonl")
+
+
+def crawl_keys(out_dir: Path, *, before: float | None = None) -> set[Key]:
+    """Keys of the results a fleet crawl had made durable by ``before`` (all of them if None).
+
+    The dispatcher's journal counts a result the fetcher finished before then (see ``journal_keys``).
+    A node's segment counts from its mtime on: the node renames it into place after its outcomes are
+    settled in the store, so until then its results were in flight on that node."""
+    keys = journal_keys(out_dir / "segments", before=before)
+    root = out_dir / "node-segments"
+    for path in sorted(root.glob("**/*.jsonl")) if root.is_dir() else []:
+        if before is None or path.stat().st_mtime < before:
+            keys |= journaled_keys(journal_records(path.parent, pattern=path.name))
+    return keys
 
 
 def journal_keys(segments: Path, *, before: float | None = None) -> set[Key]:
