@@ -21,6 +21,7 @@ STATS_FILE = "stats.jsonl"
 SUMMARY_FILE = "summary.json"
 SEGMENTS_DIR = "segments"
 SEGMENT_GLOB = "segment-*.jsonl"
+NODE_SEGMENTS_DIR = "node-segments"  # pipeline/transport/nodesink.py (the report must not import the fleet)
 
 
 @dataclass(slots=True)
@@ -80,8 +81,12 @@ def iter_stats_rows(crawl_dir: Path, errors: ReadErrors) -> Iterator[dict[str, A
 
 
 def segment_paths(crawl_dir: Path) -> list[Path]:
+    """The crawl's journal segments, then (a fleet crawl on the design card's loop) the closed segments
+    its fetch nodes wrote, processed or not: those hold the results the journal does not."""
     seg = crawl_dir / SEGMENTS_DIR
-    return sorted(seg.glob(SEGMENT_GLOB)) if seg.is_dir() else []
+    nodes = crawl_dir / NODE_SEGMENTS_DIR
+    own = sorted(seg.glob(SEGMENT_GLOB)) if seg.is_dir() else []
+    return own + (sorted(nodes.glob("**/*.jsonl")) if nodes.is_dir() else [])
 
 
 def iter_segment_records(crawl_dir: Path, errors: ReadErrors) -> Iterator[SegmentRecord]:
