@@ -19,6 +19,8 @@
 #   CRAWLFLEET_HBASE_DATA        data, config, logs, pid files   (/var/tmp/crawlfleet-hbase)
 #   CRAWLFLEET_HBASE_CACHE       jar cache, outside the repo     (~/.cache/crawlfleet/hbase)
 #   CRAWLFLEET_HBASE_THRIFT_PORT Thrift1 port                    (9090)
+#   CRAWLFLEET_HBASE_THRIFT_BIND address Thrift listens on        (127.0.0.1; 0.0.0.0 for fetch nodes on
+#                                other machines, which store their pages themselves: docs/FLEET.md)
 #   CRAWLFLEET_HBASE_ZK_PORT     ZooKeeper client port           (12181; avoids a system ZooKeeper)
 #   CRAWLFLEET_HBASE_MASTER_PORT / CRAWLFLEET_HBASE_RS_PORT  RPC ports (16000 / 16020)
 #   CRAWLFLEET_HBASE_TIMEOUT     seconds to wait for readiness   (240)
@@ -30,6 +32,9 @@ POM="$ROOT/docker/hbase/pom.xml"
 DATA="${CRAWLFLEET_HBASE_DATA:-/var/tmp/crawlfleet-hbase}"
 CACHE="${CRAWLFLEET_HBASE_CACHE:-$HOME/.cache/crawlfleet/hbase}"
 THRIFT_PORT="${CRAWLFLEET_HBASE_THRIFT_PORT:-9090}"
+THRIFT_BIND="${CRAWLFLEET_HBASE_THRIFT_BIND:-127.0.0.1}"
+# Where this script checks Thrift: the bound address, or loopback when bound to every address.
+THRIFT_HOST="$THRIFT_BIND"; [ "$THRIFT_BIND" = 0.0.0.0 ] && THRIFT_HOST=127.0.0.1
 ZK_PORT="${CRAWLFLEET_HBASE_ZK_PORT:-12181}"
 MASTER_PORT="${CRAWLFLEET_HBASE_MASTER_PORT:-16000}"
 RS_PORT="${CRAWLFLEET_HBASE_RS_PORT:-16020}"
@@ -150,10 +155,10 @@ java_cmd() {  # java_cmd HEAP MAIN ARGS...: sets the array JAVA_CMD
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 probe() {  # Thrift answers a real request (the port opens before the master is ready)
-  "$(python_bin)" - "$THRIFT_PORT" <<'EOF' >/dev/null 2>&1
+  "$(python_bin)" - "$THRIFT_PORT" "$THRIFT_HOST" <<'EOF' >/dev/null 2>&1
 import sys
 import happybase
-conn = happybase.Connection("127.0.0.1", int(sys.argv[1]), timeout=5000, autoconnect=True)
+conn = happybase.Connection(sys.argv[2], int(sys.argv[1]), timeout=5000, autoconnect=True)
 conn.tables()
 conn.close()
 EOF
@@ -172,7 +177,7 @@ wait_ready() {
 }
 
 start() {
-  if probe; then log "already running (thrift on 127.0.0.1:$THRIFT_PORT)"; return 0; fi
+  if probe; then log "already running (thrift on $THRIFT_HOST:$THRIFT_PORT)"; return 0; fi
   install
   write_conf
   if ! alive "$MASTER_PID"; then
@@ -183,8 +188,8 @@ start() {
     echo $! >"$MASTER_PID"
   fi
   if ! alive "$THRIFT_PID"; then
-    log "starting thrift on 127.0.0.1:$THRIFT_PORT"
-    java_cmd 256m org.apache.hadoop.hbase.thrift.ThriftServer -b 127.0.0.1 -p "$THRIFT_PORT" start
+    log "starting thrift on $THRIFT_BIND:$THRIFT_PORT"
+    java_cmd 256m org.apache.hadoop.hbase.thrift.ThriftServer -b "$THRIFT_BIND" -p "$THRIFT_PORT" start
     setsid nohup "${JAVA_CMD[@]}" >"$LOGS/thrift.log" 2>&1 </dev/null &
     echo $! >"$THRIFT_PID"
   fi
@@ -208,7 +213,7 @@ stop() {
   stop_pid "$MASTER_PID" master
 }
 
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$THRIFT_PORT") 2>/dev/null; }
+port_open() { (exec 3<>"/dev/tcp/$THRIFT_HOST/$THRIFT_PORT") 2>/dev/null; }
 
 # A pid file whose process is one of our JVMs (a pid file left by a killed run may name a reused pid).
 jvm_alive() { alive "$1" && grep -qa org.apache.hadoop.hbase "/proc/$(cat "$1")/cmdline" 2>/dev/null; }
@@ -220,10 +225,10 @@ jvm_alive() { alive "$1" && grep -qa org.apache.hadoop.hbase "/proc/$(cat "$1")/
 NAP_PID=""; }  # a sleep a trap can cut short
 
 attach() {  # an HBase we did not start answers: stay in the foreground while its Thrift port is open
-  log "already running (thrift on 127.0.0.1:$THRIFT_PORT); attached, watching it"
-  trap 'log "detached; the HBase on 127.0.0.1:$THRIFT_PORT keeps running"; [ -z "$NAP_PID" ] || kill "$NAP_PID" 2>/dev/null; exit 0' TERM INT
+  log "already running (thrift on $THRIFT_HOST:$THRIFT_PORT); attached, watching it"
+  trap 'log "detached; the HBase on $THRIFT_HOST:$THRIFT_PORT keeps running"; [ -z "$NAP_PID" ] || kill "$NAP_PID" 2>/dev/null; exit 0' TERM INT
   while port_open; do nap 5; done
-  log "the HBase on 127.0.0.1:$THRIFT_PORT went away (thrift port closed)"
+  log "the HBase on $THRIFT_HOST:$THRIFT_PORT went away (thrift port closed)"
   exit 1
 }
 
@@ -246,11 +251,11 @@ run() {  # foreground for honcho: attach to a running HBase, or run both JVMs as
   fi
   install
   write_conf
-  log "starting master and thrift in the foreground (data in $DATA; thrift on 127.0.0.1:$THRIFT_PORT)"
+  log "starting master and thrift in the foreground (data in $DATA; thrift on $THRIFT_BIND:$THRIFT_PORT)"
   java_cmd "$HEAP" org.apache.hadoop.hbase.master.HMaster start
   "${JAVA_CMD[@]}" &
   echo $! >"$MASTER_PID"
-  java_cmd 256m org.apache.hadoop.hbase.thrift.ThriftServer -b 127.0.0.1 -p "$THRIFT_PORT" start
+  java_cmd 256m org.apache.hadoop.hbase.thrift.ThriftServer -b "$THRIFT_BIND" -p "$THRIFT_PORT" start
   "${JAVA_CMD[@]}" &
   echo $! >"$THRIFT_PID"
   trap 'stop; exit 0' TERM INT
@@ -260,7 +265,7 @@ run() {  # foreground for honcho: attach to a running HBase, or run both JVMs as
     # Say once when it serves requests; probe (a Python start) at most every 5 s, only once the port is open.
     if [ "$ready" = 0 ] && [ $SECONDS -ge $next_probe ] && port_open; then
       next_probe=$((SECONDS + 5))
-      if probe; then ready=1; log "ready in ${SECONDS}s (thrift on 127.0.0.1:$THRIFT_PORT)"; fi
+      if probe; then ready=1; log "ready in ${SECONDS}s (thrift on $THRIFT_BIND:$THRIFT_PORT)"; fi
     fi
     sleep 1
   done
@@ -280,7 +285,7 @@ case "${1:-}" in
   install) install ;;
   start) start ;;
   stop) stop ;;
-  status) if probe; then echo "hbase: up (thrift 127.0.0.1:$THRIFT_PORT)"; else echo "hbase: down"; exit 1; fi ;;
+  status) if probe; then echo "hbase: up (thrift $THRIFT_HOST:$THRIFT_PORT)"; else echo "hbase: down"; exit 1; fi ;;
   run) run ;;
   thrift-run) thrift_run "${2:-}" ;;
   *) echo "usage: $0 install|start|stop|status|run|thrift-run PORT" >&2; exit 2 ;;

@@ -21,16 +21,19 @@ class LinkProgress:
         self.awaiting: set[str] = set()  # replied, not yet reported processed
         self._early: set[str] = set()  # reported processed before their reply arrived
         self._next_check = 0.0
+        self._settled = False  # the last check found nothing owed, and nothing came since
         self._heard = clock()
         self._warned = float("-inf")
 
     def on_reply(self, segment: str) -> None:
+        self._settled = False
         if segment in self._early:
             self._early.discard(segment)
         else:
             self.awaiting.add(segment)
 
     def on_report(self, segments: Iterable[str]) -> None:
+        self._settled = False
         self._heard = self._clock()
         for seg in segments:
             if seg in self.awaiting:
@@ -44,11 +47,14 @@ class LinkProgress:
         most every PENDING_CHECK_S."""
         if self.awaiting:
             return False
+        if self._settled:
+            return True  # stays settled until a reply or a report arrives (a finished crawl is done once)
         now = self._clock()
         if now < self._next_check:
             return False
         self._next_check = now + PENDING_CHECK_S
-        return restore() == 0
+        self._settled = restore() == 0
+        return self._settled
 
     def silence(self) -> float | None:
         """Seconds without a links report while segments wait, once per SILENCE_S; else None."""

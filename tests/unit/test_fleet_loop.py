@@ -260,6 +260,9 @@ def test_link_progress_waits_for_every_replied_segment_then_checks_the_store() -
     assert not lp.settled(lambda: found[0])  # the scan is rate-limited
     now[0] += PENDING_CHECK_S
     assert lp.settled(lambda: found[0])
+    assert lp.settled(lambda: 99)  # stays settled, without re-reading the store, until news arrives
+    lp.on_reply("n1/c")
+    assert not lp.settled(lambda: 0)
 
 
 def test_a_part_left_by_a_killed_node_is_adopted_whole_lines_only(tmp_path: Path) -> None:

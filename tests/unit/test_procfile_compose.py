@@ -136,20 +136,31 @@ def test_worker_nodes_are_distinct_and_use_the_shared_resolver() -> None:
 
 
 def test_every_process_waits_for_the_services_it_needs() -> None:
-    """The dispatcher needs RabbitMQ and HBase, a worker RabbitMQ, unbound and the testbed's DNS (which
-    unbound forwards crawl.test to), the link jobs HBase; services and the testbed wait for nothing."""
-    needs = {"dispatcher": {RABBITMQ, HBASE}, "jobs": {HBASE}}
+    """The dispatcher and the link jobs need RabbitMQ and HBase; a worker (a fetch node, which stores its
+    pages itself on the design card's loop) RabbitMQ, HBase, unbound and the testbed's DNS (which unbound
+    forwards crawl.test to); the services and the testbed wait for nothing."""
+    needs = {"dispatcher": {RABBITMQ, HBASE}, "jobs": {RABBITMQ, HBASE}}
     for name in procfile():
         words = command(name)
         if words[:2] == ["crawlfleet", "worker"]:
-            assert {RABBITMQ, UNBOUND, TESTBED_DNS} <= set(deps(name)), (name, deps(name))
+            assert {RABBITMQ, HBASE, UNBOUND, TESTBED_DNS} <= set(deps(name)), (name, deps(name))
         elif name in needs:
             assert needs[name] <= set(deps(name)), (name, deps(name))
         elif words[0].startswith("scripts/svc-") or words[:2] == ["crawlfleet", "testbed"]:
             assert deps(name) == [], (name, deps(name))
         else:
             raise AssertionError(f"{name}: say here what it needs")
-    assert procfile()["dispatcher"][1].get("CRAWLFLEET_STORE_KIND") == "hbase"
+
+
+def test_dispatcher_and_link_jobs_share_one_crawl() -> None:
+    """Same store (HBase), same crawl directory, same service: the link jobs read the nodes' segments under
+    the dispatcher's --out and report to its results queue."""
+    dispatcher, jobs = command("dispatcher"), command("jobs")
+    assert jobs[:2] == ["crawlfleet", "links"]
+    for name in ("dispatcher", "jobs"):
+        assert procfile()[name][1].get("CRAWLFLEET_STORE_KIND") == "hbase", name
+    for flag in ("--out", "--service"):
+        assert dispatcher[dispatcher.index(flag) + 1] == jobs[jobs.index(flag) + 1], flag
 
 
 # --- scripts/wait-for.sh on real sockets ----------------------------------------------------------------
