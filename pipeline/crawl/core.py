@@ -132,6 +132,7 @@ class CrawlCore:
         self._outcomes: list[Outcome] = []
         self._new: list[UrlRecord] = []
         self._issued = 0
+        self._checkpointed = ""
         self.dropped_results = 0
         if resume:
             self._resume()
@@ -419,6 +420,9 @@ class CrawlCore:
 
     def _checkpoint(self) -> None:
         position = self.journal.position().encode()
+        if position == self._checkpointed:
+            return  # nothing journaled since: spare the store a write (a Thrift round trip on HBase)
+        self._checkpointed = position
         if self._writer is not None:
             self._writer.submit(WriteJob((), checkpoint=position))  # applied after every earlier job
         else:
