@@ -37,7 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--slots", type=int, default=0, help="batches per worker at once (0 = default)")
-    p.add_argument("--broker-url", default=None)
+    p.add_argument("--broker-url", default=None, help="default: a fresh vhost on the local broker, deleted after")
     p.add_argument("--out", default="", help="keep the crawl directories and logs here")
     p.add_argument("--timeout", type=float, default=600.0)
     p.add_argument("--store", choices=("sqlite", "hbase"), default="sqlite",
@@ -244,7 +244,17 @@ def _link_lag(events: list[dict[str, Any]]) -> dict[str, float] | None:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    broker_url = args.broker_url or load_settings().fleet.broker_url
+    if args.broker_url:
+        return _run(args, args.broker_url)
+    # A vhost of its own: every dispatcher of a vhost hears every node's heartbeat (S1's master and
+    # slaves), so a dev stack or another bench on the same broker would take this run's batches.
+    from pipeline.harness.faults.services import broker_vhost
+
+    with broker_vhost() as url:
+        return _run(args, url)
+
+
+def _run(args: argparse.Namespace, broker_url: str) -> dict[str, Any]:
     workdir = Path(args.out or tempfile.mkdtemp(prefix="bench-fleet-"))
     workdir.mkdir(parents=True, exist_ok=True)
     try:
