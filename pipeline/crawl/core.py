@@ -28,7 +28,7 @@ from typing import Any
 
 from fetchers.records import Batch, FetchResult, UrlTask
 from fetchers.report import LEASE_LAPSED
-from pipeline.crawl.outcome import is_final, outcome_of
+from pipeline.crawl.outcome import is_final, outcome_of, state_of
 from pipeline.dispatch.dispatcher import Dispatcher
 from pipeline.dispatch.protocols import Heartbeat, Refusal
 from pipeline.dispatch.quotas import Quotas
@@ -240,12 +240,8 @@ class CrawlCore:
             self.dropped_results += 1
             return
         if stored and is_final(result):
-            self._retry_later.pop(result.url_id, None)
-            flight.answered.add(result.url_id)
-            self._answered.add(result.url_id)
-            self.stats.on_result(result)
-            if result.error_class == "robots_blocked":
-                self.stats.on_robots_blocked()
+            self._settle(flight, result.url_id)
+            self._count(result)
             return
         packed = b""
         if result.prepared is not None:
@@ -260,12 +256,21 @@ class CrawlCore:
             final = tries > _MAX_RETRY_LATER
             self._retry_later[result.url_id] = tries
         if final:
-            self._retry_later.pop(result.url_id, None)
-            flight.answered.add(result.url_id)  # so the batch's re-queue does not bring it back
-            self._answered.add(result.url_id)
+            self._settle(flight, result.url_id)
         self._apply(result, final=final, packed=packed)
         if len(self._outcomes) >= _FLUSH_EVERY:
             self.flush()
+
+    def _settle(self, flight: _InFlight, url_id: int) -> None:
+        """``url_id`` has its final result: the batch's re-queue must not bring it back."""
+        self._retry_later.pop(url_id, None)
+        flight.answered.add(url_id)
+        self._answered.add(url_id)
+
+    def _count(self, result: FetchResult) -> None:
+        self.stats.on_result(result)
+        if state_of(result) is UrlState.BLOCKED:
+            self.stats.on_robots_blocked()
 
     def on_batch_done(
         self,
@@ -360,11 +365,9 @@ class CrawlCore:
             final = is_final(result)  # a replay: retry-later results stay pending
         if not final:
             return  # comes back through the batch's unfinished list
-        self.stats.on_result(result)
+        self._count(result)
         outcome = outcome_of(result, keep_body=self.settings.fetch.keep_body, packed=packed)
-        if outcome.state is UrlState.BLOCKED:
-            self.stats.on_robots_blocked()
-        elif outcome.state is UrlState.DONE:
+        if outcome.state is UrlState.DONE:
             self._discover(result)
         self._outcomes.append(outcome)
 
