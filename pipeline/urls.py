@@ -70,37 +70,6 @@ def _canonical_authority(scheme: str, authority: str) -> bool:
     return not m.group(1).isdigit()  # the last label: numeric hosts are canonicalized by the slow path
 
 
-def cheap_canonical(url: str, *, max_length: int = 8192) -> str | None:
-    """``normalize(url)`` when at most a fragment, an upper-case authority and ``/./`` path segments
-    stand between ``url`` and its canonical form; None when the slow path must decide (or when none of
-    these applies: callers try ``is_canonical`` first, and it is not repeated here).
-
-    These are the shapes links take most often after resolution (``./page``, ``#top``, ``HTTP://Host``),
-    and each costs a slow ``normalize`` (~2.3 us) where this costs ~1 us. Property-tested against
-    ``normalize`` in tests/unit/test_urls_cheap.py.
-    """
-    if len(url) > max_length or "\x00" in url:  # normalize refuses these whole, fragment included
-        return None
-    original = url
-    hash_at = url.find("#")
-    if hash_at >= 0:
-        url = url[:hash_at]
-    start = url.find("//") + 2
-    end = url.find("/", start)
-    if start < 2 or end < 0:
-        return None
-    authority = url[start:end]
-    if not authority.islower() and authority.isascii() and "@" not in authority:
-        url = url[:start].lower() + authority.lower() + url[end:]
-    if "/./" in url:
-        query_at = url.find("?")
-        path_end = len(url) if query_at < 0 else query_at
-        url = url[:end] + url[end:path_end].replace("/./", "/") + url[path_end:]
-    if url == original:  # nothing cut or folded: whether it is canonical is is_canonical's answer
-        return None
-    return url if is_canonical(url, max_length=max_length) else None
-
-
 def normalize(url: str, *, sort_query: bool = False, max_length: int = 8192) -> str | None:
     """Canonical form of an absolute http(s) URL, or None when it is not one or is malformed.
 

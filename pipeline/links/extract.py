@@ -1,14 +1,13 @@
 """Link extraction from one fetched page: HTML bytes in, absolute normalized links out.
 
-Hot path: the embedded crawl engine calls ``extract`` once per fetched page and the MapReduce mapper
-calls the same function, so it is tuned for the common case (~20 KB UTF-8 page, ~20 links):
+Hot path: the embedded crawl and the mrjob mapper call ``extract`` once per fetched page, so it is
+tuned for the common case (~20 KB UTF-8 page, ~20 links):
 
-* selectolax's lexbor backend parses the bytes directly (the modest backend, ``HTMLParser``, was
-  removed in selectolax 1.0; lexbor is the only engine left);
-* ``href`` values are resolved with a few string operations for the four common shapes (absolute,
-  protocol-relative, root-relative, plain relative) and only unusual ones go to ``pipeline.urls.join``;
-* identical hrefs on one page are resolved once, and ``normalize`` results are memoised per process
-  (bounded LRU) because navigation links repeat on every page of a site.
+* the body is handed to lexbor (selectolax) as bytes when it is UTF-8 or ASCII, decoded only when
+  it is not (``_decoded``: HTTP charset, valid UTF-8, ``<meta charset>``, windows-1252);
+* one CSS pass finds ``<meta name=robots>`` and ``<base href>``, one more the links;
+* identical hrefs on one page are resolved once, and each distinct href goes to
+  ``pipeline.links.hrefs`` (href text to canonical URL and fingerprint, with all the fast paths).
 
 Contract: ``extract`` never raises. Broken markup, junk bytes, huge pages or a bad base URL give
 fewer links (possibly none), never an exception.
@@ -24,14 +23,12 @@ from dataclasses import dataclass, field
 
 from selectolax.lexbor import LexborHTMLParser
 
-from pipeline.urls import _CANONICAL, cheap_canonical, fingerprint, is_canonical, join, normalize  # noqa: F401 (re-exported for tests)
+from pipeline.links.hrefs import Resolver, canonical
 
 DEFAULT_MAX_LINKS = 10_000
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 DEFAULT_MAX_ANCHOR = 200
 
-# normalize() is pure, so memoising it is safe; bounded so memory stays flat on long crawls.
-_normalize_cached = functools.lru_cache(maxsize=32768)(normalize)
 
 _CHARSET_RE = re.compile(rb"""<meta[^>]{0,512}?charset\s*=\s*["']?\s*([A-Za-z0-9_.:\-]{1,40})""", re.I)
 _HEADER_CHARSET_RE = re.compile(r"""charset\s*=\s*["']?([A-Za-z0-9_.:\-]+)""", re.I)
@@ -39,8 +36,6 @@ _HEADER_CHARSET_RE = re.compile(r"""charset\s*=\s*["']?([A-Za-z0-9_.:\-]+)""", r
 _WHATWG_ALIASES = {"iso-8859-1": "cp1252", "iso8859-1": "cp1252", "latin1": "cp1252", "latin-1": "cp1252",
                    "us-ascii": "cp1252", "ascii": "cp1252", "l1": "cp1252"}
 _UTF8_NAMES = frozenset({"utf-8", "utf8", "utf_8", "unicode-1-1-utf-8"})
-_SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
-_TAB_NL = re.compile(r"[\t\n\r]")
 
 
 @dataclass(slots=True)
@@ -96,7 +91,7 @@ def _extract_into(
     page: ExtractedPage, body: bytes, base_url: str, content_type: str, max_links: int, max_anchor: int
 ) -> None:
     tree = LexborHTMLParser(_decoded(body, content_type))
-    resolver = _Resolver(_normalize(base_url) or "")
+    resolver = Resolver(canonical(base_url) or "")
     base_seen = False
     for node in tree.css("meta[name], base[href]"):  # one pass over the tree for both
         attrs = node.attributes
@@ -113,7 +108,7 @@ def _extract_into(
         page.meta_nofollow |= "nofollow" in tokens or "none" in tokens
         page.meta_noindex |= "noindex" in tokens or "none" in tokens
     if page.base_href:
-        resolver = _Resolver(page.base_href)
+        resolver = Resolver(page.base_href)
 
     links = page.links
     cache: dict[str, tuple[str, int] | None] = {}  # identical hrefs on one page resolve once
@@ -189,119 +184,3 @@ def _codec(label: str) -> str | None:
     if not getattr(info, "_is_text_encoding", True):  # base64, rot13, ... cannot decode a page
         return None
     return "utf-8" if info.name == "utf-8" else info.name
-
-
-def _normalize(url: str) -> str | None:
-    """``pipeline.urls.normalize`` with its canonical fast paths first, then a memo for the rest."""
-    if is_canonical(url):
-        return url
-    cheap = cheap_canonical(url)
-    return cheap if cheap is not None else _normalize_cached(url)
-
-
-_MISS = object()
-# (directory or page, href) -> (url, fingerprint) | None, in two generations of up to _MEMO_HALF
-# entries: when the young one fills, it becomes the old one and the old one is dropped. An entry used
-# again while old is moved back to the young one, so a site's navigation outlives any amount of
-# one-off links (a clear-all reset would drop it with them).
-_MEMO: dict[tuple[str, str], object] = {}
-_MEMO_OLD: dict[tuple[str, str], object] = {}
-_MEMO_HALF = 100_000
-
-
-class _Resolver:
-    """Resolves hrefs against one base URL; fast paths for the common shapes, urljoin for the rest."""
-
-    __slots__ = ("base", "scheme", "origin", "directory", "no_query")
-
-    def __init__(self, base: str) -> None:
-        self.base = base  # normalized, or '' when the page URL was unusable (only absolute links work)
-        if base:
-            self.scheme = base[: base.index(":")]
-            path_start = base.index("/", base.index("//") + 2)
-            query = base.find("?")
-            end = len(base) if query < 0 else query
-            self.origin = base[:path_start]
-            self.no_query = base[:end]
-            self.directory = base[: base.rindex("/", 0, end) + 1]
-        else:
-            self.scheme = self.origin = self.no_query = self.directory = ""
-
-    def resolve(self, href: str) -> str | None:
-        """Absolute normalized http(s) URL for ``href``, or None (other schemes, junk, fragments)."""
-        target = self.resolve_id(href)
-        return None if target is None else target[0]
-
-    def resolve_id(self, href: str) -> tuple[str, int] | None:
-        """``(url, fingerprint(url))`` for ``href``, or None where ``resolve`` gives None.
-
-        Memoised across pages, keyed by what the answer depends on: an absolute http(s) href by
-        itself, a root-relative one by the origin, a '?'-only one by the page path, any other by the
-        directory. A site's navigation links repeat on every page, and the same absolute or
-        root-relative link from pages in different directories shares one entry. The fingerprint
-        rides along because the crawl's seen-check needs it for every link.
-        """
-        first = href[:1]
-        if first == "/":
-            key = (self.origin, href)
-        elif first == "h" and href.startswith(("http://", "https://")):
-            key = ("", href)
-        else:
-            key = (self.no_query if first == "?" else self.directory, href)
-        out = _MEMO.get(key, _MISS)
-        if out is _MISS:
-            out = _MEMO_OLD.pop(key, _MISS)
-            if out is _MISS:
-                url = self._resolve(href)
-                out = None if url is None else (url, fingerprint(url))
-            if len(_MEMO) >= _MEMO_HALF:  # the young generation becomes the old one
-                _MEMO_OLD.clear()
-                _MEMO_OLD.update(_MEMO)
-                _MEMO.clear()
-            _MEMO[key] = out
-        return out  # type: ignore[return-value]
-
-    def _resolve(self, href: str) -> str | None:
-        href = href.strip()
-        if "\t" in href or "\n" in href or "\r" in href:  # the URL parser drops these anywhere
-            href = _TAB_NL.sub("", href)
-        if "\\" in href:  # browsers read a backslash as a slash in http(s) URLs
-            href = href.replace("\\", "/")
-        hash_at = href.find("#")
-        # No fragment survives normalization: cut it here so that the fast paths see more links. Not
-        # after whitespace (which the slow path percent-encodes) nor with a NUL (which it refuses).
-        if hash_at > 0 and not href[hash_at - 1].isspace() and "\x00" not in href:
-            href = href[:hash_at]
-        if href.startswith(("http://", "https://")):  # the most common shape: already absolute
-            return _normalize(href)
-        if not href or href[0] == "#":
-            return None  # empty or fragment-only: the page itself
-        first = href[0]
-        if first == "/":
-            if href.startswith("//"):
-                return _normalize(f"{self.scheme}:{href}") if self.scheme else _normalize(f"http:{href}")
-            return _normalize(self.origin + href) if self.base else None
-        colon = href.find(":")
-        if colon > 0 and _looks_like_scheme(href, colon):
-            scheme = href[:colon].lower()
-            if scheme not in ("http", "https"):
-                return None  # javascript:, mailto:, data:, tel:, ftp:, ...
-            if href[colon + 1 : colon + 3] == "//":
-                return _normalize(href)
-            return _normalize(join(self.base, href)) if self.base else None  # 'http:path' oddity
-        if not self.base:
-            return None
-        if first == "?":
-            return _normalize(self.no_query + href)
-        # Plain relative path: normalize() removes dot segments, so concatenation equals RFC 3986 join
-        # ('./x' is 'x' in the same directory: dropped here, it keeps the URL on the canonical fast path).
-        while href.startswith("./"):
-            href = href[2:]
-        return _normalize(self.directory + href)
-
-
-def _looks_like_scheme(href: str, colon: int) -> bool:
-    """True when ``href[:colon]`` is a URL scheme (letter, then letters, digits, '+', '-', '.')."""
-    if not href[0].isascii() or not href[0].isalpha():
-        return False
-    return all(c in _SCHEME_CHARS for c in href[1:colon])

@@ -44,6 +44,26 @@ def to_records(candidates: Iterable[Candidate]) -> list[UrlRecord]:
     return [c.to_record() for c in candidates]
 
 
+def followed(page: ExtractedPage) -> list[tuple[str, int]]:
+    """``(url, url_id)`` of every link of ``page`` the crawl may follow, first occurrences in document
+    order, before scope, depth, trap or seen-set checks: the page-level rules of ``candidates`` alone
+    (none on a meta-nofollow page; a rel=nofollow link only where the same URL also appears plainly).
+
+    A parse process sends these to the crawl core, which checks them against its seen-set first and
+    runs ``candidates`` on the new ones only (most links of a site are known: S5)."""
+    if page.meta_nofollow:
+        return []
+    seen: set[str] = set()
+    out: list[tuple[str, int]] = []
+    for link in page.links:
+        url = link.url
+        if link.nofollow or url in seen:
+            continue
+        seen.add(url)
+        out.append((url, link.url_id or fingerprint(url)))
+    return out
+
+
 def candidates(
     result_url: str,
     final_url: str,

@@ -1,9 +1,20 @@
-"""Per-result work that needs no crawl state: the journal line and the page's link candidates.
+"""One pass over a fetch result: the journal line, then the page's links as crawl candidates.
 
-CrawlCore does it itself on the in-process path. A fetch process (``pipeline.embedded.fetchproc``) or a parse
-process (``pipeline.embedded.parsechild``) does it on its own CPU core and attaches the outcome to the result
-(``FetchResult.prepared``), so that the core's process only writes the line and checks the links
-against its seen-set. Every path calls the functions below, so they cannot drift apart.
+The pass, one module per step, each called once in this order and none calling back into an earlier one:
+
+    FetchResult ─ followable? ─> body bytes                              (here)
+      extract.extract      HTML bytes -> <a>/<area> hrefs, meta robots, <base>   (lexbor)
+      hrefs.Resolver       href text -> (canonical URL, fingerprint)      (all fast paths, memo)
+      filtering.candidates nofollow, self, duplicate, scope, depth, traps -> Candidate
+      Candidate.to_record  -> UrlRecord (PENDING) for the seen-set and the frontier (crawl core)
+
+``pipeline.urls`` sits under all of them as the definition of a canonical URL; the steps above only
+avoid its slow paths. CrawlCore runs the pass itself on the in-process path. A fetch process
+(``pipeline.embedded.fetchproc``) or a parse process (``pipeline.embedded.parsechild``) runs it on its
+own CPU core and attaches the outcome to the result (``FetchResult.prepared``), so that the core's
+process only writes the line and checks the links against its seen-set. The mrjob link job
+(``jobs.logic.page_candidates``) runs the same steps. Every path calls the functions below, so they
+cannot drift apart.
 """
 
 from __future__ import annotations
@@ -12,7 +23,7 @@ from fetchers.records import FetchResult, Prepared
 from pipeline.links import extract, filtering
 from pipeline.settings import Settings
 from pipeline.storage.journal import journal_parts
-from pipeline.urls import Scope, TrapRules, fingerprint
+from pipeline.urls import Scope, TrapRules
 
 
 def followable(result: FetchResult, settings: Settings) -> bool:
@@ -33,21 +44,9 @@ def parsed_page(result: FetchResult, settings: Settings) -> extract.ExtractedPag
 
 
 def found_links(result: FetchResult, settings: Settings) -> list[tuple[str, int]]:
-    """``(url, url_id)`` of every link the crawl may follow from ``result``, first occurrences in
-    document order, before any scope, trap or seen-set check: none for a meta-nofollow page, and a
-    rel=nofollow link only where the same URL also appears plainly (as ``filtering`` rules)."""
+    """``filtering.followed`` of ``result``'s page: what a parse process hands the core."""
     page = parsed_page(result, settings)
-    if page is None or page.meta_nofollow:
-        return []
-    seen: set[str] = set()
-    out: list[tuple[str, int]] = []
-    for link in page.links:
-        url = link.url
-        if link.nofollow or url in seen:
-            continue
-        seen.add(url)
-        out.append((url, link.url_id or fingerprint(url)))
-    return out
+    return [] if page is None else filtering.followed(page)
 
 
 def candidates(

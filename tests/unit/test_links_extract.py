@@ -162,24 +162,24 @@ def test_max_anchor_zero_skips_anchor_text() -> None:
 
 
 def test_link_memo_is_bounded_and_keeps_what_is_used_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pipeline.links import extract as extract_mod
+    from pipeline.links import hrefs
 
-    monkeypatch.setattr(extract_mod, "_MEMO_HALF", 50)
-    monkeypatch.setattr(extract_mod, "_MEMO", {})
-    monkeypatch.setattr(extract_mod, "_MEMO_OLD", {})
+    monkeypatch.setattr(hrefs, "_MEMO_HALF", 50)
+    monkeypatch.setattr(hrefs, "_MEMO", {})
+    monkeypatch.setattr(hrefs, "_MEMO_OLD", {})
     resolved: list[str] = []
-    real = extract_mod._Resolver._resolve
+    real = hrefs.Resolver._resolve
 
-    def counting(self: extract_mod._Resolver, href: str) -> str | None:
+    def counting(self: hrefs.Resolver, href: str) -> str | None:
         resolved.append(href)
         return real(self, href)
 
-    monkeypatch.setattr(extract_mod._Resolver, "_resolve", counting)
+    monkeypatch.setattr(hrefs.Resolver, "_resolve", counting)
     nav = '<a href="/about">about</a>'
     for page in range(40):  # every page: the navigation link and 10 one-off links
         body = nav + "".join(f'<a href="/p/{page}/{k}">x</a>' for k in range(10))
         got = extract(body.encode(), base_url=f"http://a.test/p/{page}")
         assert got.links[0].url == "http://a.test/about" and len(got.links) == 11
-        assert len(extract_mod._MEMO) + len(extract_mod._MEMO_OLD) <= 100
+        assert len(hrefs._MEMO) + len(hrefs._MEMO_OLD) <= 100
     assert resolved.count("/about") == 1  # resolved once: it outlived ~400 one-off links
     assert len(resolved) == 1 + 400

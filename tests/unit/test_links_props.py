@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.links import extract as extract_mod
+from pipeline.links import hrefs as href_mod
 from pipeline.links.extract import extract
-from pipeline.urls import fingerprint, join, normalize
+from pipeline.urls import _CANONICAL, fingerprint, join, normalize
 
 HREF_CHARS = st.sampled_from(list("abc/.?#:%&=;@+ -_~\\\t") + ["..", "//", "http:", "https://", "\u00e9", "%2"])
 hrefs = st.lists(HREF_CHARS, max_size=12).map("".join)
@@ -49,7 +49,7 @@ def test_fast_resolver_matches_urljoin_then_normalize(base: str, href: str) -> N
     nbase = normalize(base)
     assert nbase is not None
     clean = href.strip().replace("\t", "").replace("\\", "/")
-    got = extract_mod._Resolver(nbase).resolve(href)
+    got = href_mod.Resolver(nbase).resolve(href)
     if not clean or clean.startswith("#"):
         assert got is None
         return
@@ -74,10 +74,10 @@ def test_every_link_carries_its_fingerprint(base: str, hs: list[str]) -> None:
             assert link.url_id == fingerprint(link.url)
 
 
-CANONICAL_ISH = st.from_regex(extract_mod._CANONICAL, fullmatch=True)
+CANONICAL_ISH = st.from_regex(_CANONICAL, fullmatch=True)
 
 
 @settings(max_examples=1000)
 @given(CANONICAL_ISH)
 def test_canonical_fast_path_is_a_fixed_point_of_normalize(url: str) -> None:
-    assert extract_mod._normalize(url) == normalize(url)
+    assert href_mod.canonical(url) == normalize(url)

@@ -1,11 +1,12 @@
-"""pipeline.urls.cheap_canonical: whenever it answers, it answers exactly what normalize answers."""
+"""pipeline.links.hrefs.cheap_canonical: whenever it answers, it answers exactly what normalize answers."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.urls import cheap_canonical, normalize
+from pipeline.links.hrefs import cheap_canonical
+from pipeline.urls import normalize
 
 PIECES = st.sampled_from(
     ["/", "./", "../", "/./", "/.", ".", "a", "B", "p", "1", "?", "q=1", "&", "#", "#sec", "%41", "%zz", "\x00",
