@@ -19,6 +19,7 @@ import aiohttp
 from aiohttp.abc import AbstractResolver
 from aiohttp.client_proto import ResponseHandler
 from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.http_writer import _serialize_headers
 from yarl import URL
 
 from fetchers.body import ACCEPT_ENCODING, BodyDecoder
@@ -27,6 +28,7 @@ from fetchers.exchange import REDIRECT_STATUSES, Exchange, dns_error_class
 from fetchers.guard import GuardedResolver, SsrfBlocked
 from fetchers.records import Batch, FetchResult
 from fetchers.report import BatchReport
+from fetchers.wire import Archive, WireRecord, status_line
 from pipeline.settings import FetchSettings, Settings
 from pipeline.urls import Scope
 
@@ -123,9 +125,12 @@ def classify(exc: BaseException, *, got_response: bool) -> tuple[str, bool]:
 class AioTransport:
     """One HTTP exchange on the shared session; implements ``fetchers.engine.Transport``."""
 
-    def __init__(self, session: aiohttp.ClientSession, fetch: FetchSettings, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, session: aiohttp.ClientSession, fetch: FetchSettings, clock: Callable[[], float], *, capture: bool = False
+    ) -> None:
         self._session = session
         self._clock = clock
+        self.capture = capture  # fill Exchange.wire (fetchers.wire) for an archive
         self._max_head = fetch.max_header_bytes
         self._timeout = aiohttp.ClientTimeout(
             total=fetch.total_timeout_s,
@@ -139,6 +144,7 @@ class AioTransport:
         holder = [0.0]
         _CONNECT_TIME.set(holder)
         t0 = self._clock()
+        sent_at = time.time() if self.capture else 0.0
         got_response = False
         try:
             async with self._session.get(URL(url, encoded=True), allow_redirects=False, timeout=self._timeout) as resp:
@@ -149,11 +155,15 @@ class AioTransport:
                 ex.headers = {k: h[k] for k in KEEP_HEADERS if k in h}
                 if "x-robots-tag" in ex.headers:  # may repeat; each header is its own scope
                     ex.headers["x-robots-tag"] = "\n".join(h.getall("x-robots-tag"))
+                if self.capture:
+                    ex.wire = wire = _wire_of(resp, url, ip, sent_at)
                 head_size = sum(len(k) + len(v) + 4 for k, v in resp.raw_headers)
                 if head_size > self._max_head:
                     resp.close()
                     ex.error_class = "headers_too_large"
                     ex.error_message = f"{head_size} bytes of response headers (max {self._max_head})"
+                    if ex.wire is not None:
+                        wire.truncated = "length"
                     return ex
                 ctype = ex.headers.get("content-type", "")
                 ex.content_type = ctype.partition(";")[0].strip().lower()
@@ -164,12 +174,14 @@ class AioTransport:
                     if peer:
                         ex.ip = peer[0]
                 limit = _REDIRECT_BODY_CAP if status in REDIRECT_STATUSES else max_body
-                decoder = BodyDecoder(ex.headers.get("content-encoding", ""), limit)
+                decoder = BodyDecoder(ex.headers.get("content-encoding", ""), limit, keep_raw=self.capture)
+                whole = False
                 try:
                     content = resp.content
                     while True:
                         chunk = await content.readany()
                         if not chunk:
+                            whole = True
                             break
                         if not decoder.feed(chunk):
                             resp.close()  # capped or undecodable: drop the rest with the connection
@@ -178,15 +190,33 @@ class AioTransport:
                     ex.body = decoder.body
                     ex.wire_bytes = decoder.wire
                     ex.truncated = decoder.truncated
+                    if ex.wire is not None:
+                        wire.payload = decoder.raw
+                        if not whole:
+                            wire.truncated = "length" if decoder.truncated else "disconnect"
                 if decoder.error:
                     ex.error_class, ex.error_message = "decode_error", decoder.error
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # every failure is a result, never an exception
+            if ex.wire is not None and isinstance(exc, asyncio.TimeoutError):
+                ex.wire.truncated = "time"
             ex.error_class, ex.retryable = classify(exc, got_response=got_response)
             ex.error_message = (f"{type(exc).__name__}: {exc}")[:300]
         ex.connect_s = holder[0]
         return ex
+
+
+def _wire_of(resp: aiohttp.ClientResponse, url: str, ip: str, sent_at: float) -> WireRecord:
+    """The exchange's heads for an archive. The request head is rebuilt with aiohttp's own serializer
+    from the request's headers (a live view of those it wrote) and request line; aiohttp sends origin-form
+    targets and HTTP/1.1 (no proxy here), so these are the bytes that went out."""
+    info = resp.request_info
+    line = f"{info.method} {info.url.raw_path_qs} HTTP/1.1"
+    request = _serialize_headers(line, info.headers)  # type: ignore[arg-type]
+    version = resp.version or aiohttp.HttpVersion11
+    head = status_line((version.major, version.minor), resp.status, resp.reason or "")
+    return WireRecord(url, ip, sent_at, request, head, tuple(resp.raw_headers))
 
 
 class AioFetcher:
@@ -204,12 +234,15 @@ class AioFetcher:
         resolver: AbstractResolver | None = None,
         scope: Scope | None = None,
         clock: Callable[[], float] = time.monotonic,
+        archive: Archive | None = None,
     ) -> None:
+        """``archive``: called with every exchange as sent and received (``fetchers.wire``), e.g. a WARC writer."""
         self.settings = settings
         self.fetcher_id = fetcher_id
         self._given_resolver = resolver
         self.scope = scope
         self.clock = clock
+        self.archive = archive
         self._session: aiohttp.ClientSession | None = None
         self._own_resolver: AbstractResolver | None = None
         self.engine: Engine | None = None
@@ -242,10 +275,10 @@ class AioFetcher:
             max_field_size=f.max_header_bytes,
             read_bufsize=_READ_CHUNK,
         )
-        transport = AioTransport(self._session, f, self.clock)
+        transport = AioTransport(self._session, f, self.clock, capture=self.archive is not None)
         self.engine = Engine(
             self.settings, fetcher_id=self.fetcher_id, transport=transport, resolver=guarded,
-            scope=self.scope, clock=self.clock,
+            scope=self.scope, clock=self.clock, archive=self.archive,
         )  # fmt: skip
 
     async def close(self) -> None:

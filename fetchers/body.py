@@ -22,9 +22,10 @@ class BodyDecoder:
     so the caller can stop reading and drop the connection. Never raises.
     """
 
-    __slots__ = ("_parts", "_size", "_limit", "_mode", "_z", "_br", "truncated", "error", "wire")
+    __slots__ = ("_parts", "_size", "_limit", "_mode", "_z", "_br", "_raw", "truncated", "error", "wire")
 
-    def __init__(self, content_encoding: str, limit: int) -> None:
+    def __init__(self, content_encoding: str, limit: int, *, keep_raw: bool = False) -> None:
+        """``keep_raw``: also keep the chunks as fed, for an archive (``raw``)."""
         self._parts: list[bytes] = []
         self._size = 0
         self._limit = limit
@@ -47,10 +48,17 @@ class BodyDecoder:
         else:
             self._mode = "identity"
             self.error = f"unsupported content-encoding {enc!r}; body kept encoded"
+        # An identity body's kept parts are the chunks as fed: an archive reads those, no second list.
+        self._raw: list[bytes] | None = [] if keep_raw and self._mode != "identity" else None
 
     @property
     def size(self) -> int:
         return self._size
+
+    @property
+    def raw(self) -> list[bytes]:
+        """The chunks as fed (identity: as kept, so cut at the cap), when made with ``keep_raw``."""
+        return self._parts if self._raw is None else self._raw
 
     @property
     def body(self) -> bytes:
@@ -68,6 +76,8 @@ class BodyDecoder:
 
     def feed(self, chunk: bytes) -> bool:
         self.wire += len(chunk)
+        if self._raw is not None and not self.truncated:
+            self._raw.append(chunk)
         if self.truncated or (self.error and self._mode != "identity"):
             return False
         if self._mode == "identity":

@@ -47,6 +47,7 @@ from fetchers.robots import (
     robots_url,
     x_robots_tag,
 )
+from fetchers.wire import Archive
 from pipeline.settings import Settings
 from pipeline.urls import Scope, host_of, join, normalize
 
@@ -94,8 +95,11 @@ class Engine:
         resolver: GuardedResolver,
         scope: Scope | None,
         clock: Callable[[], float],
+        archive: Archive | None = None,
     ) -> None:
+        """``archive`` gets every exchange the transport captured (each hop, retry and robots.txt)."""
         self.settings = settings
+        self.archive = archive
         self.fetcher_id = fetcher_id
         self.transport = transport
         self.resolver = resolver
@@ -326,6 +330,8 @@ class Engine:
                 ex = await self.transport.exchange(url, host, ip, max_body=max_body)
             finally:
                 self.pacer.release(grant)
+            if ex.wire is not None and self.archive is not None:
+                self._archive(ex)
             status = ex.status
             if status == 429 or (status == 503 and "retry-after" in ex.headers):
                 raw = ex.headers.get("retry-after", "")
@@ -343,6 +349,14 @@ class Engine:
                 return ex
             await asyncio.sleep(backoff * (2**attempt))
             attempt += 1
+
+    def _archive(self, ex: Exchange) -> None:
+        wire, ex.wire = ex.wire, None  # the result does not carry it on: its bodies are the archive's now
+        try:
+            assert self.archive is not None and wire is not None
+            self.archive(wire)
+        except Exception:  # an archive failure must not cost the fetch
+            log.exception("archiving %s failed", wire.url if wire is not None else "?")
 
     async def _fetch_robots(self, origin: str) -> tuple[int, bytes]:
         """GET robots.txt for ``origin`` through the same transport, guard and pacer; follows up to 5

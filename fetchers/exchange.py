@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from fetchers.guard import SsrfBlocked
+from fetchers.wire import WireRecord
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
@@ -28,9 +29,12 @@ class Exchange:
     error_class: str = ""
     error_message: str = ""
     retryable: bool = False  # the failure happened before any response; another try may succeed
+    wire: WireRecord | None = None  # the exchange as sent and received, when the transport captures (fetchers.wire)
 
 
 class Transport(Protocol):
+    """A transport made to capture fills ``Exchange.wire`` for every exchange that got a response head."""
+
     async def exchange(self, url: str, host: str, ip: str, *, max_body: int) -> Exchange:
         """GET ``url`` (connecting to ``ip``, already SSRF-checked); read at most ``max_body`` decoded
         bytes. Never raises except CancelledError."""

@@ -36,6 +36,7 @@ from fetchers.exchange import REDIRECT_STATUSES, Exchange, split_host
 from fetchers.guard import GuardedResolver, SsrfBlocked
 from fetchers.records import Batch, FetchResult
 from fetchers.report import BatchReport
+from fetchers.wire import Archive, WireRecord, status_line
 from pipeline.settings import FetchSettings, Settings
 from pipeline.urls import Scope
 
@@ -45,8 +46,9 @@ _READ_CHUNK = 64 * 1024
 Pins = dict[tuple[str, int], str]
 
 
-def _pinned_classes(pins: Pins) -> dict[str, type[HTTPConnectionPool]]:
-    """Pool classes whose connections connect to ``pins[(host, port)]`` and nowhere else."""
+def _pinned_classes(pins: Pins, *, capture: bool = False) -> dict[str, type[HTTPConnectionPool]]:
+    """Pool classes whose connections connect to ``pins[(host, port)]`` and nowhere else. With
+    ``capture``, a connection keeps the bytes of its current request head as sent (``_wire_sent``)."""
 
     def new_conn(self: HTTPConnection) -> socket.socket:
         ip = pins.get((self.host, self.port))
@@ -61,21 +63,41 @@ def _pinned_classes(pins: Pins) -> dict[str, type[HTTPConnectionPool]]:
         except OSError as exc:
             raise NewConnectionError(self, f"failed to connect to {self.host} ({ip}): {exc}") from exc
 
-    conn = type("PinnedHTTPConnection", (HTTPConnection,), {"_new_conn": new_conn})
-    sconn = type("PinnedHTTPSConnection", (HTTPSConnection,), {"_new_conn": new_conn})
+    methods: dict[str, Any] = {"_new_conn": new_conn}
+    if capture:
+        methods.update(_capturing_methods())
+    conn = type("PinnedHTTPConnection", (HTTPConnection,), methods)
+    sconn = type("PinnedHTTPSConnection", (HTTPSConnection,), methods)
     pool = type("PinnedHTTPConnectionPool", (HTTPConnectionPool,), {"ConnectionCls": conn})
     spool = type("PinnedHTTPSConnectionPool", (HTTPSConnectionPool,), {"ConnectionCls": sconn})
     return {"http": pool, "https": spool}
 
 
+def _capturing_methods() -> dict[str, Any]:
+    """http.client writes a request head through ``send`` after ``putrequest`` starts it (urllib3 2
+    included): what passes through ``send`` is what went to the socket."""
+
+    def putrequest(self: HTTPConnection, *args: Any, **kwargs: Any) -> None:
+        self._wire_sent = []  # type: ignore[attr-defined]
+        HTTPConnection.putrequest(self, *args, **kwargs)
+
+    def send(self: HTTPConnection, data: Any) -> None:
+        if isinstance(data, bytes | bytearray):
+            self._wire_sent.append(bytes(data))  # type: ignore[attr-defined]
+        http.client.HTTPConnection.send(self, data)
+
+    return {"putrequest": putrequest, "send": send}
+
+
 class _PinnedAdapter(HTTPAdapter):
-    def __init__(self, pins: Pins, **kw: Any) -> None:
+    def __init__(self, pins: Pins, *, capture: bool = False, **kw: Any) -> None:
         self._pins = pins
+        self._capture = capture
         super().__init__(**kw)
 
     def init_poolmanager(self, *args: Any, **kw: Any) -> None:
         super().init_poolmanager(*args, **kw)
-        self.poolmanager.pool_classes_by_scheme = _pinned_classes(self._pins)
+        self.poolmanager.pool_classes_by_scheme = _pinned_classes(self._pins, capture=self._capture)
 
 
 class _HeadersTooLarge(Exception):
@@ -128,12 +150,15 @@ def classify(exc: BaseException, *, got_response: bool) -> tuple[str, bool]:
 class ThreadedTransport:
     """One exchange on a worker thread of a FuturesSession; implements ``fetchers.engine.Transport``."""
 
-    def __init__(self, fetch: FetchSettings, *, threads: int, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, fetch: FetchSettings, *, threads: int, clock: Callable[[], float], capture: bool = False
+    ) -> None:
         self._fetch = fetch
         self._clock = clock
+        self.capture = capture  # fill Exchange.wire (fetchers.wire) for an archive
         self.pins: Pins = {}
         self.session = FuturesSession(max_workers=threads)
-        adapter = _PinnedAdapter(self.pins, pool_connections=1024, pool_maxsize=threads, max_retries=0)
+        adapter = _PinnedAdapter(self.pins, capture=capture, pool_connections=1024, pool_maxsize=threads, max_retries=0)
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
         self.session.trust_env = False
@@ -149,8 +174,10 @@ class ThreadedTransport:
 
         def hook(resp: requests.Response, *args: Any, **kwargs: Any) -> requests.Response:
             limit = _REDIRECT_BODY_CAP if resp.status_code in REDIRECT_STATUSES else max_body
-            dec = BodyDecoder(resp.headers.get("Content-Encoding", ""), limit)
+            dec = BodyDecoder(resp.headers.get("Content-Encoding", ""), limit, keep_raw=self.capture)
             resp.decoder = dec  # type: ignore[attr-defined]
+            if self.capture:
+                resp.wire_heads = _heads_of(resp)  # type: ignore[attr-defined]
             head_size = sum(len(k) + len(v) + 4 for k, v in resp.raw.headers.items())
             if head_size > self._fetch.max_header_bytes:
                 resp.close()
@@ -172,6 +199,7 @@ class ThreadedTransport:
 
     async def exchange(self, url: str, host: str, ip: str, *, max_body: int) -> Exchange:
         ex = Exchange(ip=ip)
+        sent_at = time.time()
         name, port = split_host(host)
         if url.startswith("https://") and not host.endswith(f":{port}"):
             port = 443
@@ -194,6 +222,9 @@ class ThreadedTransport:
             partial: BodyDecoder | None = getattr(failed.resp, "decoder", None)
             if partial is not None and ex.error_class != "headers_too_large":
                 ex.body, ex.wire_bytes = partial.body, partial.wire
+            if partial is not None:
+                reason = "time" if ex.error_class == "timeout" else "length" if partial.truncated else "disconnect"
+                ex.wire = _wire(failed.resp, url, ip, sent_at, partial, truncated=reason)
             return ex
         except Exception as exc:
             ex.error_class, ex.retryable = classify(exc, got_response=False)
@@ -206,6 +237,7 @@ class ThreadedTransport:
         ex.content_type = ex.headers.get("content-type", "").partition(";")[0].strip().lower()
         dec: BodyDecoder = resp.decoder  # type: ignore[attr-defined]
         ex.body, ex.wire_bytes, ex.truncated = dec.body, dec.wire, dec.truncated
+        ex.wire = _wire(resp, url, ip, sent_at, dec, truncated="length" if dec.truncated else "")
         if dec.error:
             ex.error_class, ex.error_message = "decode_error", dec.error
         return ex
@@ -213,6 +245,29 @@ class ThreadedTransport:
     def close(self) -> None:
         self.session.close()
         self.session.executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _heads_of(resp: requests.Response) -> tuple[bytes, bytes, tuple[tuple[bytes, bytes], ...]]:
+    """(request head as sent, response status line, response header lines as received); on the worker
+    thread, before the body is read (the connection is still the response's)."""
+    conn = getattr(resp.raw, "connection", None)
+    sent = b"".join(getattr(conn, "_wire_sent", ()))
+    orig = getattr(resp.raw, "_original_response", None)
+    version = getattr(orig, "version", 11)
+    line = status_line(divmod(version, 10), resp.status_code, resp.reason or "")
+    raw = orig.msg._headers if orig is not None else list(resp.raw.headers.items())
+    headers = tuple((k.encode("latin-1", "replace"), v.encode("latin-1", "replace")) for k, v in raw)
+    return sent, line, headers
+
+
+def _wire(
+    resp: requests.Response, url: str, ip: str, sent_at: float, dec: BodyDecoder, *, truncated: str
+) -> WireRecord | None:
+    heads = getattr(resp, "wire_heads", None)
+    if heads is None:
+        return None
+    sent, line, headers = heads
+    return WireRecord(url, ip, sent_at, sent, line, headers, dec.raw, truncated)
 
 
 class ThreadedFetcher:
@@ -227,8 +282,11 @@ class ThreadedFetcher:
         scope: Scope | None = None,
         clock: Callable[[], float] = time.monotonic,
         threads: int | None = None,
+        archive: Archive | None = None,
     ) -> None:
+        """``archive``: called with every exchange as sent and received (``fetchers.wire``)."""
         self.settings = settings
+        self.archive = archive
         self.fetcher_id = fetcher_id
         self._given_resolver = resolver
         self.scope = scope
@@ -245,10 +303,12 @@ class ThreadedFetcher:
         if inner is None:
             inner = self._own_resolver = aiohttp.DefaultResolver()
         guarded = GuardedResolver(inner, self.settings.security.allow_networks)
-        self._transport = ThreadedTransport(self.settings.fetch, threads=self.threads, clock=self.clock)
+        self._transport = ThreadedTransport(
+            self.settings.fetch, threads=self.threads, clock=self.clock, capture=self.archive is not None
+        )
         self.engine = Engine(
             self.settings, fetcher_id=self.fetcher_id, transport=self._transport, resolver=guarded,
-            scope=self.scope, clock=self.clock,
+            scope=self.scope, clock=self.clock, archive=self.archive,
         )  # fmt: skip
 
     async def close(self) -> None:

@@ -10,12 +10,18 @@ Contracts:
   ``WARC-Truncated: length``. Block and payload digests are written, so ``warcio check`` verifies.
 - A new file is started once the current one has reached ``max_bytes`` (so files exceed it by at
   most one page's records). Files are named ``PREFIX-YYYYmmddHHMMSS-NNNNN.warc.gz``.
+- ``write_exchange`` writes what went over the wire instead (``pipeline.storage.warcwire``): the crawl's
+  live WARC, one request/response pair per exchange, redirect hops and robots.txt included. Pages
+  written by ``write_page`` (``export warc``, from the store) are rebuilt from what the store kept: the
+  headers it kept, the decoded body, the user-agent the writer was given.
+- ``info``: the warcinfo fields (``pipeline.storage.warcinfo.crawl_info``); every record of a file
+  names the file's warcinfo record in ``WARC-Warcinfo-ID``.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http import HTTPStatus
@@ -28,7 +34,10 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
+from fetchers.wire import WireRecord
 from pipeline.storage.base import PageRecord
+from pipeline.storage.warcinfo import CONFORMS_TO, FORMAT, software
+from pipeline.storage.warcwire import exchange_records
 
 _DROP = {"content-encoding", "transfer-encoding", "content-length"}
 SOFTWARE = "crawlfleet"
@@ -37,6 +46,7 @@ SOFTWARE = "crawlfleet"
 @dataclass(slots=True)
 class WarcStats:
     pages: int = 0
+    exchanges: int = 0
     records: int = 0
     files: list[Path] = field(default_factory=list)
 
@@ -56,8 +66,18 @@ class WarcWriter:
     """Writes pages into size-rotated WARC 1.1 files under ``out_dir``. Use as a context manager."""
 
     def __init__(
-        self, out_dir: str | Path, *, max_bytes: int = 1 << 30, prefix: str = "crawlfleet", gzip: bool = True
+        self,
+        out_dir: str | Path,
+        *,
+        max_bytes: int = 1 << 30,
+        prefix: str = "crawlfleet",
+        gzip: bool = True,
+        info: Mapping[str, str] | None = None,
     ) -> None:
+        self.info = dict(info) if info is not None else {"software": software(), "format": FORMAT,
+                                                          "conformsTo": CONFORMS_TO, "isPartOf": prefix}
+        self.user_agent = self.info.get("http-header-user-agent", SOFTWARE)
+        self._info_id = ""
         self.out_dir = Path(out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.max_bytes = max_bytes
@@ -76,9 +96,8 @@ class WarcWriter:
         path = self.out_dir / f"{self.prefix}-{self._stamp}-{n:05d}.warc{'.gz' if self.gzip else ''}"
         self._file = open(path, "xb")  # noqa: SIM115 - closed in _close_file/close
         self._writer = WARCWriter(self._file, gzip=self.gzip, warc_version="1.1")
-        info = self._writer.create_warcinfo_record(
-            path.name, {"software": SOFTWARE, "format": "WARC File Format 1.1", "isPartOf": self.prefix}
-        )
+        info = self._writer.create_warcinfo_record(path.name, self.info)
+        self._info_id = info.rec_headers.get_header("WARC-Record-ID")
         self._writer.write_record(info)
         self.stats.files.append(path)
         self.stats.records += 1
@@ -106,7 +125,7 @@ class WarcWriter:
         resp_id = response.rec_headers.get_header("WARC-Record-ID")
 
         req_http = StatusAndHeaders(
-            f"GET {target} HTTP/1.1", [("Host", parts.netloc), ("User-Agent", SOFTWARE)], is_http_request=True
+            f"GET {target} HTTP/1.1", [("Host", parts.netloc), ("User-Agent", self.user_agent)], is_http_request=True
         )
         request = writer.create_warc_record(
             uri, "request", payload=BytesIO(b""), length=0, http_headers=req_http,
@@ -124,6 +143,14 @@ class WarcWriter:
             writer.write_record(meta)
             self.stats.records += 1
         self.stats.pages += 1
+
+    def write_exchange(self, wire: WireRecord) -> None:
+        """One exchange as sent and received: its response record, then its request record."""
+        writer = self._rotate()
+        for record in exchange_records(wire, warcinfo_id=self._info_id):
+            writer.write_record(record)
+            self.stats.records += 1
+        self.stats.exchanges += 1
 
     def write_pages(self, pages: Iterable[PageRecord]) -> WarcStats:
         for page in pages:

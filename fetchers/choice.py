@@ -1,0 +1,46 @@
+"""Which fetcher a crawl or a worker runs: ``aio`` (the default, event-driven, ``fetchers.aio``) or
+``threaded`` (requests-futures, ``fetchers.threaded``: for sites that need requests' transport
+adapters, proxies or auth). Both obey the same engine (robots, scope, SSRF guard on every hop and
+connection, redirects, retries, pacing) and give the same records."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from aiohttp.abc import AbstractResolver
+
+from fetchers.protocol import Fetcher
+from fetchers.wire import Archive
+from pipeline.settings import Settings
+from pipeline.urls import Scope
+
+DEFAULT = "aio"
+KINDS = ("aio", "threaded")
+
+
+def check_kind(kind: str) -> str:
+    """``kind`` if it names a fetcher; ValueError naming the choices otherwise (for flag parsing)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown fetcher {kind!r}; expected one of: {', '.join(KINDS)}")
+    return kind
+
+
+def make_fetcher(
+    kind: str,
+    settings: Settings,
+    *,
+    fetcher_id: str,
+    resolver: AbstractResolver | None = None,
+    scope: Scope | None = None,
+    archive: Archive | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Fetcher:
+    """A fetcher of ``kind`` (see ``KINDS``); ``resolver`` is wrapped in the SSRF guard by either."""
+    if check_kind(kind) == "threaded":
+        from fetchers.threaded import ThreadedFetcher
+
+        return ThreadedFetcher(settings, fetcher_id=fetcher_id, resolver=resolver, scope=scope, archive=archive, clock=clock)
+    from fetchers.aio import AioFetcher
+
+    return AioFetcher(settings, fetcher_id=fetcher_id, resolver=resolver, scope=scope, archive=archive, clock=clock)
