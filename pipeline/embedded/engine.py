@@ -1,4 +1,6 @@
-"""The embedded default: CrawlCore + AioFetcher joined by calls on one asyncio loop.
+"""The embedded default: CrawlCore + a fetcher (``fetchers.choice``: aio unless asked) joined by calls on one
+asyncio loop. Ctrl-C: ``pipeline.embedded.interrupt``. With ``store.warc`` the fetchers write the WARC as
+the exchanges happen (``pipeline.storage.warcwire``), one set of files per fetcher process.
 
 The fetcher is one long-lived object with one connection pool; the dispatcher sees it as
 ``slots`` virtual fetchers (``local-0`` ...), so S3's batch sizing and the host leases work exactly
@@ -10,6 +12,7 @@ with ``fetch.processes = 0`` everything runs in this process.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import signal
@@ -19,19 +22,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fetchers.aio import AioFetcher
+from fetchers.choice import DEFAULT as DEFAULT_FETCHER
+from fetchers.choice import make_fetcher
 from fetchers.protocol import Fetcher
-from fetchers.records import Batch
+from fetchers.records import Batch, FetchResult
 from pipeline.crawl.core import CrawlCore
 from pipeline.dispatch.protocols import Heartbeat
 from pipeline.dispatch.sizing import local_slots
 from pipeline.dns.aiohttp_resolver import AiohttpResolver
 from pipeline.dns.cache_resolver import CachingResolver, dns_counters
 from pipeline.embedded.fetchproc import FetchProcessGaveUp, ProcessFetcher, processes_for
+from pipeline.embedded.interrupt import EXTRA_GRACE_S, Interrupt
 from pipeline.embedded.parseproc import ParsedFetcher, ParsePool, parse_processes_for
 from pipeline.observe.stats import CrawlStats
 from pipeline.settings import Settings
 from pipeline.storage.factory import from_settings as open_store
+from pipeline.storage.warc import WarcWriter
+from pipeline.storage.warcinfo import crawl_info
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +48,7 @@ class CrawlRequest:
     seeds: Sequence[str]
     out_dir: Path
     resume: bool = False
+    fetcher: str = DEFAULT_FETCHER  # fetchers.choice.KINDS
 
 
 class EmbeddedCrawl:
@@ -61,10 +69,26 @@ class EmbeddedCrawl:
         self.on_tick = on_tick
         self.clock = clock
         self._stop = asyncio.Event()
+        self.interrupt = Interrupt(
+            grace_s=EXTRA_GRACE_S + settings.fetch.read_timeout_s, on_stop=self._stop_now, on_force=self._force
+        )
+        self._procs: list[ProcessFetcher] = []
+        self._warc: WarcWriter | None = None
+        self.abandoned: list[str] = []
 
     def stop(self) -> None:
-        """Ask the crawl to finish its in-flight batches and stop (SIGINT/SIGTERM)."""
+        """A stop signal (SIGINT/SIGTERM): the first stops new requests (see ``pipeline.embedded.interrupt``),
+        the second exits at once."""
+        self.interrupt.signal()
+
+    def _stop_now(self) -> None:
         self._stop.set()
+        for proc in self._procs:
+            proc.halt()
+
+    def _force(self) -> None:
+        if self._warc is not None:
+            self._warc.close()  # what it buffered; the journal holds every result already
 
     async def run(self) -> dict[str, Any]:
         out = self.request.out_dir
@@ -73,7 +97,13 @@ class EmbeddedCrawl:
         # Fetch processes are launched first: they import their modules while the store opens. Who
         # extracts links is a balance of CPU: without it a fetch process does less work per page than
         # this process, so one fetch process leaves extraction here and two or more take it along.
-        procs = [ProcessFetcher(self.settings, fetcher_id=f"local-p{i}", parse_links=n_proc >= 2) for i in range(n_proc)]
+        warc_dir = out / "warc" if self.settings.store.warc else None
+        procs = [
+            ProcessFetcher(self.settings, fetcher_id=f"local-p{i}", parse_links=n_proc >= 2,
+                           fetcher=self.request.fetcher, warc_dir=warc_dir)
+            for i in range(n_proc)
+        ]  # fmt: skip
+        self._procs = procs
         for proc in procs:
             proc.launch()
         n_parse = parse_processes_for(self.settings, fetch_processes=n_proc)
@@ -83,7 +113,9 @@ class EmbeddedCrawl:
         store = open_store(self.settings.store, out / "crawl.db")
         stats = self.stats
         core = CrawlCore(
-            self.settings,
+            # The fetchers write the WARC, as the exchanges go over the wire (pipeline/storage/warcwire.py);
+            # the core's page-based writer would add a second, rebuilt copy.
+            dataclasses.replace(self.settings, store=dataclasses.replace(self.settings.store, warc=False)),
             store,
             seeds=self.request.seeds,
             out_dir=out,
@@ -99,8 +131,13 @@ class EmbeddedCrawl:
                 proc.scope, proc.traps = core.scope, core.traps
             fetchers = list(procs)
         else:
-            # AioFetcher wraps the resolver in the SSRF guard itself (check and connect use one answer).
-            fetchers = [AioFetcher(self.settings, fetcher_id="local", resolver=AiohttpResolver(resolver), scope=core.scope)]
+            if warc_dir is not None:
+                self._warc = live_warc(self.settings, warc_dir, "local")
+            # The fetcher wraps the resolver in the SSRF guard itself (check and connect use one answer).
+            fetchers = [
+                make_fetcher(self.request.fetcher, self.settings, fetcher_id="local", resolver=AiohttpResolver(resolver),
+                             scope=core.scope, archive=self._warc.write_exchange if self._warc else None)
+            ]  # fmt: skip
         if pool is not None:
             await pool.start()
             fetchers = [ParsedFetcher(f, pool) for f in fetchers]
@@ -115,12 +152,19 @@ class EmbeddedCrawl:
             if pool is not None:
                 await pool.close()
             await resolver.aclose()
+            if self._warc is not None:
+                self._warc.close()
             core.close()
             summary = core.summary()
             summary["elapsed_s"] = round(time.monotonic() - started, 3)
             fetched = summary.get("pages_fetched", 0)
             summary["pages_per_s"] = round(fetched / summary["elapsed_s"], 1) if summary["elapsed_s"] else 0.0
             summary["interrupted"] = self._stop.is_set() and not core.done()
+            if self.abandoned:
+                summary["abandoned"] = self.abandoned
+            summary["fetcher"] = self.request.fetcher
+            if warc_dir is not None:
+                summary["warc_files"] = sorted(p.name for p in warc_dir.glob("*.warc*"))
             if pool is not None:
                 summary["parse_processes"] = {"processes": n_parse, "prepared": pool.offloaded, "here": pool.local}
             (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True))
@@ -134,6 +178,7 @@ class EmbeddedCrawl:
             core.register_fetcher(fid)
         idle = list(slots)
         running: dict[asyncio.Task[Any], tuple[str, Batch]] = {}
+        answers: dict[asyncio.Task[Any], set[int]] = {}  # url_ids of each running batch with a result
         stats_file = open(out / "stats.jsonl", "a", encoding="utf-8")  # noqa: SIM115 - closed below
         last_tick = last_beat = 0.0
         # Local slots report like remote fetchers do (S1), so liveness never expires a live batch.
@@ -147,12 +192,20 @@ class EmbeddedCrawl:
                         if batch is None:
                             still_idle.append(fid)
                             continue
+                        answered: set[int] = set()
                         task = asyncio.ensure_future(
-                            fetcher_of[fid].fetch_batch(batch, core.on_result, on_host_done=_host_done(core, batch))
-                        )
+                            fetcher_of[fid].fetch_batch(
+                                batch, _noting(core.on_result, answered), fence=self.interrupt.fence,
+                                on_host_done=_host_done(core, batch),
+                            )
+                        )  # fmt: skip
                         running[task] = (fid, batch)
+                        answers[task] = answered
                     idle = still_idle
                 if not running and (core.done() or self._stop.is_set()):
+                    break
+                if running and self.interrupt.overdue():
+                    self._abandon(running, answers)
                     break
                 timeout = self._sleep_for(core)
                 if running:
@@ -162,6 +215,7 @@ class EmbeddedCrawl:
                     await asyncio.sleep(timeout)
                 for task in done:
                     fid, batch = running.pop(task)
+                    answers.pop(task, None)
                     idle.append(fid)
                     self._finish(core, fid, batch, task)
                 now = time.monotonic()
@@ -174,6 +228,15 @@ class EmbeddedCrawl:
             self._tick(core, _dns_of(resolver, fetchers), stats_file)
         finally:
             stats_file.close()
+
+    def _abandon(self, running: dict[asyncio.Task[Any], tuple[str, Batch]], answers: dict[Any, set[int]]) -> None:
+        """The grace after a stop is over: cancel the batches still running. Their URLs without a result
+        were on the wire (or waiting for their host's turn); they stay pending for ``--resume``."""
+        for task, (_fid, batch) in running.items():
+            answered = answers.get(task, set())
+            self.abandoned += [t.url for t in batch.tasks if t.url_id not in answered]
+            task.cancel()
+        log.warning("abandoned %d requests still in flight after %.0f s", len(self.abandoned), self.interrupt.grace_s)
 
     def _heartbeat(self, core: CrawlCore, slots: list[str], free_slots: int) -> None:
         now = self.clock()
@@ -223,6 +286,20 @@ class EmbeddedCrawl:
             self.on_tick(core, row)
 
 
+def _noting(on_result: Callable[[FetchResult], None], answered: set[int]) -> Callable[[FetchResult], None]:
+    def noted(res: FetchResult) -> None:
+        answered.add(res.url_id)
+        on_result(res)
+
+    return noted
+
+
+def live_warc(settings: Settings, warc_dir: Path, fetcher_id: str) -> WarcWriter:
+    """The WARC writer a fetcher archives its exchanges to (one per fetcher process: own files)."""
+    return WarcWriter(warc_dir, max_bytes=settings.store.warc_max_bytes, prefix=f"crawlfleet-{fetcher_id}",
+                      info=crawl_info(settings, is_part_of="crawlfleet"))  # fmt: skip
+
+
 def _host_done(core: CrawlCore, batch: Batch) -> Callable[[str, float, str], None]:
     def done(host: str, delay_s: float, ip: str) -> None:
         core.on_host_done(batch.serial, fetcher_id=batch.fetcher_id, host=host, delay_s=delay_s, ip=ip)
@@ -248,6 +325,7 @@ def _fetcher_view(core: CrawlCore) -> dict[str, dict[str, float]]:
 
 
 def install_signal_handlers(crawl: EmbeddedCrawl) -> None:
+    """SIGINT and SIGTERM: the first stops the crawl cleanly, the second quits at once (``crawl.stop``)."""
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, crawl.stop)

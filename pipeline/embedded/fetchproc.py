@@ -30,6 +30,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 from fetchers.records import Batch, FetchResult
@@ -72,9 +73,15 @@ class ProcessFetcher:
         parse_links: bool,
         scope: Scope | None = None,
         traps: TrapRules | None = None,
+        fetcher: str = "aio",
+        warc_dir: Path | None = None,
     ) -> None:
-        """``scope`` and ``traps`` (the crawl's) may be set after ``launch`` but before ``start``."""
+        """``scope`` and ``traps`` (the crawl's) may be set after ``launch`` but before ``start``. ``fetcher``:
+        which fetcher the child runs (``fetchers.choice``); ``warc_dir``: the child archives every exchange
+        there, in WARC files of its own."""
         self.settings = settings
+        self.fetcher = fetcher
+        self.warc_dir = warc_dir
         self.parse_links = parse_links  # extract links in the child too, or leave that to the crawl's process
         self.fetcher_id = fetcher_id
         self.scope = scope
@@ -110,7 +117,8 @@ class ProcessFetcher:
             return
         assert self._conn is not None and self.scope is not None and self.traps is not None
         self._loop = asyncio.get_running_loop()
-        self._conn.send((self.settings, self.fetcher_id, self.scope, self.traps, self.parse_links))
+        warc = str(self.warc_dir) if self.warc_dir is not None else ""
+        self._conn.send((self.settings, self.fetcher_id, self.scope, self.traps, self.parse_links, self.fetcher, warc))
         self._loop.add_reader(self._conn.fileno(), self._readable)
         self._started = True
 
@@ -135,6 +143,13 @@ class ProcessFetcher:
         except OSError:
             self._died()
         return await future
+
+    def halt(self) -> None:
+        """Stop sending requests now (a crawl's first Ctrl-C): the child's fence closes, so the URLs of its
+        batches not yet sent come back unfetched, and the batches end once what is on the wire is done."""
+        if self._conn is not None and self._started:
+            with contextlib.suppress(OSError):
+                self._conn.send(("halt",))
 
     def _readable(self) -> None:
         conn = self._conn
@@ -214,8 +229,8 @@ def _child_main(fd: int) -> None:
     import pipeline.links.prepare  # noqa: F401
 
     try:
-        settings, fetcher_id, scope, traps, parse_links = conn.recv()
-        asyncio.run(_serve(conn, settings, fetcher_id, scope, traps, parse_links=parse_links))
+        settings, fetcher_id, scope, traps, parse_links, kind, warc = conn.recv()
+        asyncio.run(_serve(conn, settings, fetcher_id, scope, traps, parse_links=parse_links, kind=kind, warc=warc))
     except EOFError:
         pass
     finally:
@@ -253,20 +268,32 @@ class _Outbox:
 
 
 async def _serve(
-    conn: Connection, settings: Settings, fetcher_id: str, scope: Scope, traps: TrapRules, *, parse_links: bool
-) -> None:
-    from fetchers.aio import AioFetcher
+    conn: Connection, settings: Settings, fetcher_id: str, scope: Scope, traps: TrapRules, *, parse_links: bool,
+    kind: str, warc: str,
+) -> None:  # fmt: skip
+    from fetchers.choice import make_fetcher
     from pipeline.dns.aiohttp_resolver import AiohttpResolver
     from pipeline.dns.cache_resolver import CachingResolver, dns_counters
     from pipeline.links.prepare import prepare
+    from pipeline.storage.warc import WarcWriter
+    from pipeline.storage.warcinfo import crawl_info
 
     loop = asyncio.get_running_loop()
     caching = CachingResolver.from_settings(settings.dns)
-    fetcher = AioFetcher(settings, fetcher_id=fetcher_id, resolver=AiohttpResolver(caching), scope=scope)
+    writer = None
+    if warc:
+        writer = WarcWriter(warc, max_bytes=settings.store.warc_max_bytes, prefix=f"crawlfleet-{fetcher_id}",
+                            info=crawl_info(settings))  # fmt: skip
+    fetcher = make_fetcher(kind, settings, fetcher_id=fetcher_id, resolver=AiohttpResolver(caching), scope=scope,
+                           archive=writer.write_exchange if writer is not None else None)  # fmt: skip
     await fetcher.start()
     out = _Outbox(conn, loop)
     stop = asyncio.Event()
     running: set[asyncio.Task[None]] = set()
+    halted = [False]  # the crawl is stopping: send no more requests
+
+    def fence() -> bool:
+        return not halted[0]
 
     def on_result(res: FetchResult) -> None:
         try:
@@ -277,7 +304,7 @@ async def _serve(
 
     async def run(batch: Batch) -> None:
         try:
-            report = await fetcher.fetch_batch(batch, on_result)
+            report = await fetcher.fetch_batch(batch, on_result, fence=fence)
         except Exception as exc:
             out.flush()
             out.send(("failed", batch.serial, f"{type(exc).__name__}: {exc}"[:300]))
@@ -293,6 +320,8 @@ async def _serve(
                     task = loop.create_task(run(msg[1]))
                     running.add(task)
                     task.add_done_callback(running.discard)
+                elif msg[0] == "halt":
+                    halted[0] = True
                 else:
                     stop.set()
         except (EOFError, OSError):
@@ -305,6 +334,8 @@ async def _serve(
         task.cancel()
     await fetcher.close()
     await caching.aclose()
+    if writer is not None:
+        writer.close()
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ Contracts:
   body) and with ``Content-Length`` set to the stored length. Truncated bodies carry
   ``WARC-Truncated: length``. Block and payload digests are written, so ``warcio check`` verifies.
 - A new file is started once the current one has reached ``max_bytes`` (so files exceed it by at
-  most one page's records). Files are named ``PREFIX-YYYYmmddHHMMSS-NNNNN.warc.gz``.
+  most one page's records). Files are named ``PREFIX-YYYYmmddHHMMSS-NNNNN.warc.gz`` (NNNNN: the next free).
 - ``write_exchange`` writes what went over the wire instead (``pipeline.storage.warcwire``): the crawl's
   live WARC, one request/response pair per exchange, redirect hops and robots.txt included. Pages
   written by ``write_page`` (``export warc``, from the store) are rebuilt from what the store kept: the
@@ -93,8 +93,13 @@ class WarcWriter:
             return self._writer
         self._close_file()
         n = len(self.stats.files) + 1
-        path = self.out_dir / f"{self.prefix}-{self._stamp}-{n:05d}.warc{'.gz' if self.gzip else ''}"
-        self._file = open(path, "xb")  # noqa: SIM115 - closed in _close_file/close
+        while True:  # a writer started in the same second with the same prefix (a restarted process) goes on
+            path = self.out_dir / f"{self.prefix}-{self._stamp}-{n:05d}.warc{'.gz' if self.gzip else ''}"
+            try:
+                self._file = open(path, "xb")  # noqa: SIM115 - closed in _close_file/close
+                break
+            except FileExistsError:
+                n += 1
         self._writer = WARCWriter(self._file, gzip=self.gzip, warc_version="1.1")
         info = self._writer.create_warcinfo_record(path.name, self.info)
         self._info_id = info.rec_headers.get_header("WARC-Record-ID")
