@@ -1,7 +1,9 @@
-"""The one place settings are read.
+"""The one place settings are read, checked, and traced to where each value came from.
 
-Order of precedence, lowest first: dataclass defaults, a TOML file, ``CRAWLFLEET_*`` environment
-variables, then explicit overrides (CLI flags). Nothing below this module reads the environment;
+Order of precedence, lowest first: dataclass defaults, a crawl directory's remembered settings (on
+``--resume``), a TOML file, ``CRAWLFLEET_*`` environment variables, then explicit overrides (CLI
+flags). Every value is checked by one rule table, whichever layer gave it (``check_value``; flags use
+the same rules at parse time through ``arg_type``). Nothing below this module reads the environment;
 components receive the typed section they need.
 
 Environment names are ``CRAWLFLEET_<SECTION>_<FIELD>`` upper-cased, e.g.
@@ -11,11 +13,14 @@ Environment names are ``CRAWLFLEET_<SECTION>_<FIELD>`` upper-cased, e.g.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import ipaddress
 import os
+import re
 import tomllib
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -158,49 +163,229 @@ class Settings:
     store: StoreSettings = field(default_factory=StoreSettings)
     fleet: FleetSettings = field(default_factory=FleetSettings)
 
-    def with_overrides(self, overrides: Mapping[str, Mapping[str, Any]]) -> Settings:
-        """Return a copy with ``{section: {field: value}}`` applied; values are coerced to the field type."""
-        changes = {}
-        for section, values in overrides.items():
-            current = getattr(self, section)
-            hints = typing.get_type_hints(type(current))
-            coerced = {name: _coerce(hints[name], value) for name, value in values.items() if value is not None}
-            changes[section] = dataclasses.replace(current, **coerced)
+    def with_overrides(self, overrides: Mapping[str, Mapping[str, Any]], *, where: str = "setting") -> Settings:
+        """A copy with ``{section: {field: value}}`` applied (None = unchanged), values coerced to the field
+        types; SettingsError names an unknown key or a value of the wrong type, prefixed with ``where``."""
+        changes = {s: dataclasses.replace(getattr(self, s), **v) for s, v in _validated(overrides, where).items()}
         return dataclasses.replace(self, **changes)
 
 
-_SHORT_ENV = {
-    "CRAWLFLEET_BROKER_URL": ("fleet", "broker_url"),
-    "CRAWLFLEET_HBASE_HOST": ("store", "hbase_host"),
-    "CRAWLFLEET_HBASE_PORT": ("store", "hbase_port"),
-}
+_SHORT_ENV = {"CRAWLFLEET_BROKER_URL": ("fleet", "broker_url"), "CRAWLFLEET_HBASE_HOST": ("store", "hbase_host"),
+              "CRAWLFLEET_HBASE_PORT": ("store", "hbase_port")}  # fmt: skip
 
 
-def _coerce(hint: Any, value: Any) -> Any:
-    origin = typing.get_origin(hint)
-    if origin is tuple:
-        if isinstance(value, str):
-            return tuple(v for v in (p.strip() for p in value.split(",")) if v)
-        return tuple(value)
-    if hint is bool and isinstance(value, str):
-        return value.strip().lower() in {"1", "true", "yes", "on"}
-    if hint in (int, float, str) and not isinstance(value, hint):
-        return hint(value)
-    return value
+class SettingsError(ValueError):
+    """A key or value the user gave is wrong; the one-line message names it, its source and what was expected."""
 
 
-def _env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """Settings and, for every ``section.field``, where its value came from, one of (lowest precedence
+    first) ``default``, ``crawl-dir``, ``file:PATH``, ``env:NAME``, ``flag``."""
+
+    settings: Settings
+    sources: dict[str, str]
+
+
+def sections() -> dict[str, type]:
+    """Section name -> its dataclass, in declaration order."""
+    return {f.name: typing.get_type_hints(Settings)[f.name] for f in dataclasses.fields(Settings)}
+
+
+def field_keys() -> list[str]:
+    """Every ``section.field`` of Settings, in declaration order."""
+    return [f"{s}.{f.name}" for s, cls in sections().items() for f in dataclasses.fields(cls)]
+
+
+def _section_hints(section: str, where: str = "setting") -> dict[str, Any]:
+    if section not in (known := sections()):
+        raise SettingsError(f"{where}: unknown section [{section}] (expected one of: {', '.join(known)})")
+    return typing.get_type_hints(known[section])
+
+
+def _validated(overrides: Mapping[str, Any], where: str) -> dict[str, dict[str, Any]]:
+    """``overrides`` checked for known sections and fields and coerced to the fields' types."""
     out: dict[str, dict[str, Any]] = {}
-    for env_name, (section, name) in _SHORT_ENV.items():
-        if env_name in environ:
-            out.setdefault(section, {})[name] = environ[env_name]
-    for f in dataclasses.fields(Settings):
-        section_cls = typing.get_type_hints(Settings)[f.name]
-        for sf in dataclasses.fields(section_cls):
-            env_name = f"CRAWLFLEET_{f.name}_{sf.name}".upper()
-            if env_name in environ:
-                out.setdefault(f.name, {})[sf.name] = environ[env_name]
+    for section, values in overrides.items():
+        hints = _section_hints(section, where)
+        if not isinstance(values, Mapping):
+            raise SettingsError(f"{where}: [{section}] must be a table of settings, got {values!r}")
+        for name, value in values.items():
+            if name not in hints:
+                raise SettingsError(f"{where}: unknown setting {section}.{name} (expected one of: {', '.join(hints)})")
+            if value is not None:
+                out.setdefault(section, {})[name] = _coerce(hints[name], value, f"{where}: {section}.{name}")
     return out
+
+
+def _kind(hint: Any) -> str:
+    if typing.get_origin(hint) is tuple:
+        return "a list of strings (or one comma-separated string)"
+    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(hint, str(hint))
+
+
+_TRUE, _FALSE = frozenset({"1", "true", "yes", "on"}), frozenset({"0", "false", "no", "off"})
+
+
+def _coerce(hint: Any, value: Any, where: str = "setting") -> Any:
+    """``value`` as the field type ``hint`` (text from env or a flag is parsed); else SettingsError."""
+    if typing.get_origin(hint) is tuple:
+        items = value.split(",") if isinstance(value, str) else value
+        if isinstance(items, list | tuple) and all(isinstance(v, str) for v in items):
+            return tuple(v for v in (p.strip() for p in items) if v)
+    elif hint is bool:
+        if isinstance(value, bool) or (isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE):
+            return value if isinstance(value, bool) else value.strip().lower() in _TRUE
+    elif hint in (int, float) and isinstance(value, int | float | str) and not isinstance(value, bool):
+        try:
+            number = hint(value)
+        except ValueError:
+            number = None
+        if number is not None and not (isinstance(value, float) and number != value):
+            return number
+    elif hint is str and not isinstance(value, dict | list | tuple):
+        return str(value)
+    elif hint not in (bool, int, float, str):
+        return value
+    raise SettingsError(f"{where}: expected {_kind(hint)}, got {value!r}")
+
+
+# Value rules, one table for a settings file, the environment and the flags (``arg_type``). A number
+# not listed in _AT_LEAST or _POSITIVE must be >= 0.
+_AT_LEAST: dict[str, float] = {
+    "fetch.concurrency": 1, "fetch.processes": -1, "fetch.parse_processes": -1, "fetch.max_body_bytes": 1,
+    "fetch.max_header_bytes": 1, "politeness.per_host_concurrency": 1, "politeness.per_ip_concurrency": 1,
+    "scope.max_url_length": 1, "dns.tries": 1, "dns.max_inflight": 1, "dns.cache_size": 1,
+    "dispatch.k": 1, "dispatch.n_min": 1, "dispatch.n_max": 1, "dispatch.history_window": 1,
+    "dispatch.missed_heartbeats": 1, "store.hbase_port": 1, "store.hbase_batch_size": 1,
+    "store.warc_max_bytes": 1, "fleet.max_message_bytes": 1,
+}  # fmt: skip
+_POSITIVE = frozenset({
+    "fetch.connect_timeout_s", "fetch.read_timeout_s", "fetch.total_timeout_s", "dns.timeout_s",
+    "dispatch.heartbeat_s", "dispatch.lease_s", "dns.negative_fp_rate",
+})  # fmt: skip
+_AT_MOST: dict[str, float] = {"store.hbase_port": 65535, "dns.negative_fp_rate": 0.5}
+_CHOICES: dict[str, tuple[str, ...]] = {"store.kind": ("sqlite", "hbase"), "fleet.link_path": ("jobs", "dispatcher")}
+
+
+_ITEM_WANTED = {
+    "dns.servers": "an IP address with an optional port, like 127.0.0.1:5353 or [::1]:53",
+    "security.allow_networks": "a network in CIDR form, like 127.0.0.0/8",
+    "scope.allow_regex": "a regular expression", "scope.deny_regex": "a regular expression",
+}  # fmt: skip
+
+
+def _check_item(key: str, item: str) -> str | None:
+    """What one item of a list setting should have been, or None when it is fine."""
+    try:
+        if key == "dns.servers":  # IP[:PORT] or [IPv6][:PORT], as c-ares takes it
+            host, port = (item[1:].partition("]")[::2] if item.startswith("[")
+                          else item.partition(":")[::2] if item.count(":") == 1 else (item, ""))  # fmt: skip
+            ipaddress.ip_address(host)
+            if port and not (port.removeprefix(":").isdigit() and 0 < int(port.removeprefix(":")) < 65536):
+                raise ValueError(item)
+        elif key == "security.allow_networks":
+            ipaddress.ip_network(item.strip(), strict=False)
+        elif key in ("scope.allow_regex", "scope.deny_regex"):
+            re.compile(item)
+    except (ValueError, re.error):
+        return _ITEM_WANTED[key]
+    return None
+
+
+def check_value(key: str, value: Any) -> str | None:
+    """What is wrong with ``value`` for the setting ``key`` ("section.field"), as "expected ...", or None."""
+    if isinstance(value, tuple):
+        bad = [(item, wanted) for item in value if (wanted := _check_item(key, item)) is not None]
+        return f"expected {bad[0][1]}, got {bad[0][0]!r}" if bad else None
+    if key in _CHOICES and value not in _CHOICES[key]:
+        return f"expected one of {', '.join(_CHOICES[key])}, got {value!r}"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        what = "an integer" if isinstance(value, int) else "a number"
+        if key in _POSITIVE and not value > 0:
+            return f"expected {what} > 0, got {value!r}"
+        low = _AT_LEAST.get(key, 0)
+        if value < low:
+            return f"expected {what} >= {low:g}, got {value!r}"
+        if key in _AT_MOST and value > _AT_MOST[key]:
+            return f"expected {what} <= {_AT_MOST[key]:g}, got {value!r}"
+    return None
+
+
+def check_settings(settings: Settings, sources: Mapping[str, str] | None = None) -> None:
+    """Raise SettingsError for the first value no rule allows, naming it and where it came from."""
+    for section, cls in sections().items():
+        current = getattr(settings, section)
+        for f in dataclasses.fields(cls):
+            key = f"{section}.{f.name}"
+            if (problem := check_value(key, getattr(current, f.name))) is not None:
+                raise SettingsError(f"{key} (from {(sources or {}).get(key, 'default')}): {problem}")
+    if (d := settings.dispatch).n_max < d.n_min:
+        raise SettingsError(f"dispatch.n_max: expected >= dispatch.n_min ({d.n_min}), got {d.n_max}")
+
+
+def arg_type(key: str) -> Callable[[str], Any]:
+    """An argparse ``type=`` for the setting ``key``: the text parsed and checked by the rules a settings
+    file obeys; for a list setting, one item. A bad value raises ArgumentTypeError naming it."""
+    section, _, name = key.partition(".")
+    hint = _section_hints(section)[name]
+    item = typing.get_origin(hint) is tuple
+
+    def parse(text: str) -> Any:
+        try:
+            value = _coerce(str if item else hint, text, key)
+        except SettingsError:
+            raise argparse.ArgumentTypeError(f"expected {_kind(hint)}, got {text!r}") from None
+        if (problem := check_value(key, (value,) if item else value)) is not None:
+            raise argparse.ArgumentTypeError(problem)
+        return value
+
+    return parse
+
+
+def _env_overrides(environ: Mapping[str, str]) -> list[tuple[str, dict[str, dict[str, Any]]]]:
+    """One layer per variable set, as ``(env:NAME, {section: {field: text}})``."""
+    names = dict(_SHORT_ENV) | {f"CRAWLFLEET_{k.replace('.', '_')}".upper(): tuple(k.split(".")) for k in field_keys()}
+    return [(f"env:{n}", {s: {f: environ[n]}}) for n, (s, f) in names.items() if n in environ]
+
+
+def _read_toml(path: str | Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except OSError as exc:
+        raise SettingsError(f"--config {path}: {exc.strerror or exc} (expected a readable TOML file)") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"--config {path}: not valid TOML ({exc})") from None
+
+
+def load_settings_traced(
+    path: str | Path | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
+    remembered: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Loaded:
+    """Settings from the layers (defaults, ``remembered`` = a crawl directory's saved settings, the TOML
+    file at ``path``, the environment, ``overrides`` = flags; a None override is a flag not given), with
+    every field's source. Raises SettingsError for an unknown key, a malformed file or a bad value."""
+    layers: list[tuple[str, Mapping[str, Any]]] = []
+    if remembered:
+        layers.append(("crawl-dir", remembered))
+    if path:
+        layers.append((f"file:{path}", _read_toml(path)))
+    layers += _env_overrides(os.environ if environ is None else environ)
+    if overrides:
+        layers.append(("flag", overrides))
+    settings = Settings()
+    sources = dict.fromkeys(field_keys(), "default")
+    for source, layer in layers:
+        where = "flag" if source == "flag" else source.replace("file:", "--config ")
+        checked = _validated(layer, where)
+        settings = settings.with_overrides(checked)
+        sources.update({f"{s}.{n}": source for s, values in checked.items() for n in values})
+    check_settings(settings, sources)
+    return Loaded(settings, sources)
 
 
 def load_settings(
@@ -210,11 +395,4 @@ def load_settings(
     overrides: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Settings:
     """Build Settings from defaults, then the TOML file at ``path``, then env, then ``overrides``."""
-    settings = Settings()
-    if path:
-        with open(path, "rb") as fh:
-            settings = settings.with_overrides(tomllib.load(fh))
-    settings = settings.with_overrides(_env_overrides(os.environ if environ is None else environ))
-    if overrides:
-        settings = settings.with_overrides(overrides)
-    return settings
+    return load_settings_traced(path, environ=environ, overrides=overrides).settings
