@@ -10,6 +10,11 @@ the correct recovery, not a duplicate. "Received" is read from the server's log 
 slack: the testbed logs a request when its loop gets to it, which on a loaded machine can be just
 after the fault for a request sent just before it. Every other repeat is a real duplicate. robots.txt is kept out
 of the page figures (a restarted fetcher has an empty robots cache by design) and counted apart.
+
+The window alone excuses too much: a request a live process made just before the fault is no more
+"in flight on the killed process" than any other. A trial names the killed process (``Killed``) and
+what it itself had in flight; a repeat is excused only if its URL is in that set, so a trial that kills
+a process that fetches nothing (dispatcher, broker, HBase, link jobs) excuses no repeat at all.
 """
 
 from __future__ import annotations
@@ -45,6 +50,20 @@ class FaultTimes:
     end_t: float = 0.0  # when the crawl finished (0 = unknown)
 
 
+@dataclass(frozen=True, slots=True)
+class Killed:
+    """The process a fault struck and the keys whose request that process itself had made and not
+    journaled when it died (``in_flight``). Only those may be fetched once more."""
+
+    name: str
+    in_flight: frozenset[Key] = frozenset()
+
+    @classmethod
+    def fetches_nothing(cls, name: str) -> Killed:
+        """A process that makes no request to the web: no repeat is ever excused by its fault."""
+        return cls(name, frozenset())
+
+
 @dataclass(slots=True)
 class TrialAccount:
     """The figures of one trial; ``ok`` is the exactly-once promise (in-flight repeats excepted)."""
@@ -62,6 +81,8 @@ class TrialAccount:
     recovery_s: float | None
     lost_sample: list[str] = field(default_factory=list)
     duplicated_sample: list[str] = field(default_factory=list)
+    killed: str = ""  # the process named by the trial ("" = not named: the time window alone decides)
+    excused: dict[str, int] = field(default_factory=dict)  # cause -> repeats excused (in flight on ``killed``)
 
     @property
     def ok(self) -> bool:
@@ -96,6 +117,7 @@ def account(
     stored_urls: set[str],
     times: FaultTimes | None,
     causes: Mapping[str, set[Key]] | None = None,
+    killed: Killed | None = None,
     sample: int = 10,
 ) -> TrialAccount:
     """Figures for one trial (see the module docstring).
@@ -107,6 +129,7 @@ def account(
     second fetch. ``times`` None means a run without a fault (every repeat is a duplicate).
     ``causes``: for each known, separately pinned bug, the keys it may fetch twice. They are still
     counted as duplicates; ``duplicated_causes`` says how many each explains (first cause wins).
+    ``killed``: the process the fault struck; in flight then means also "in ``killed.in_flight``".
     """
     pages: list[str] = list(truth["pages"])
     lost = sorted(u for u in pages if u not in stored_urls)
@@ -133,6 +156,8 @@ def account(
     journaled = journaled_at_fault or set()
     if fault_t is not None:
         in_flight = {k for k, t in first.items() if t < fault_t + LOG_LAG_S and k not in journaled}
+        if killed is not None:
+            in_flight &= killed.in_flight
     explained, real = [], set()
     for k, n in fetches.items():
         if n < 2:
@@ -173,4 +198,6 @@ def account(
         recovery_s=recovery,
         lost_sample=lost[:sample],
         duplicated_sample=[f"{h}{p}" for h, p in sorted(left)[:sample] + sorted(real - left)[:sample]][:sample],
+        killed=killed.name if killed is not None else "",
+        excused={f"in_flight_on_{killed.name if killed else 'any'}": len(explained)} if explained else {},
     )

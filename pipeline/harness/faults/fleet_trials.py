@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.harness.faults.accounting import FaultTimes, Key, account, journaled_keys
+from pipeline.harness.faults.accounting import FaultTimes, Key, Killed, account, journaled_keys
 from pipeline.harness.faults.bed import Bed, TrialPlan
 from pipeline.harness.faults.fleet import FleetRig
 from pipeline.harness.faults.procs import HarnessError, wait_until
@@ -40,6 +40,7 @@ class Struck:
     fault_t: float
     back_t: float
     recovery_event: Callable[[dict[str, Any]], bool]  # the event that says the crawl got going again
+    killed: Killed | None = None  # the struck process and what it had in flight (None: the time window decides)
 
 
 def _wait_share(bed: Bed, rig: FleetRig, start: float, plan: TrialPlan, *, timeout_s: float = 180.0) -> int:
@@ -63,9 +64,11 @@ def run_fleet_trial(
     strike: Callable[[FleetRig, TrialPlan], Struck],
     store: StoreSettings | None = None,
     before_end: Callable[[], None] | None = None,
+    rig_kw: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One fleet crawl with one fault (``strike`` does it and says when the component was back)."""
-    rig = FleetRig(bed, broker_url, workdir, store=store)
+    """One fleet crawl with one fault (``strike`` does it and says when the component was back).
+    ``rig_kw``: more FleetRig arguments (lease, link-jobs runner, environment)."""
+    rig = FleetRig(bed, broker_url, workdir, store=store, **(rig_kw or {}))
     start = time.time()
     try:
         rig.start_worker(1)
@@ -84,7 +87,7 @@ def run_fleet_trial(
     journaled = crawl_keys(rig.out, before=struck.fault_t)  # the journal and the nodes' segments
     acc = account(truth=bed.truth, log=bed.window(start), journaled_at_fault=journaled,
                   stored_urls=stored_urls(rig.out, rig.store), times=FaultTimes(struck.fault_t, struck.back_t, end_t),
-                  causes=known_causes(rig))  # fmt: skip
+                  causes=known_causes(rig), killed=struck.killed)  # fmt: skip
     back = rig.first_event_after(struck.fault_t, struck.recovery_event)
     acc.recovery_s = round(back - struck.fault_t, 3) if back is not None else acc.recovery_s
     fleet = summary.get("fleet") or {}
@@ -156,7 +159,7 @@ def strike_dispatcher(rig: FleetRig, plan: TrialPlan) -> Struck:
         fault_t = rig.dispatcher.pause()
         time.sleep(plan.down_s)
         back_t = rig.dispatcher.resume()
-    return Struck(fault_t, back_t, lambda ev: ev["ev"] == "issue")
+    return Struck(fault_t, back_t, lambda ev: ev["ev"] == "issue", Killed.fetches_nothing("dispatcher"))
 
 
 def strike_rabbit(rabbit: Any) -> Callable[[FleetRig, TrialPlan], Struck]:
@@ -171,7 +174,7 @@ def strike_rabbit(rabbit: Any) -> Callable[[FleetRig, TrialPlan], Struck]:
             fault_t = rabbit.proc.pause()
             time.sleep(plan.down_s)
             back_t = rabbit.proc.resume()
-        return Struck(fault_t, back_t, lambda ev: ev["ev"] == "done")
+        return Struck(fault_t, back_t, lambda ev: ev["ev"] == "done", Killed.fetches_nothing("rabbitmq"))
 
     return strike
 
@@ -183,7 +186,7 @@ def strike_thrift(thrift: Any) -> Callable[[FleetRig, TrialPlan], Struck]:
         fault_t = thrift.proc.kill() if plan.action == "kill" else thrift.proc.pause()
         time.sleep(plan.down_s)
         back_t = thrift.restart() if plan.action == "kill" else thrift.proc.resume()
-        return Struck(fault_t, back_t, lambda ev: ev["ev"] == "done")
+        return Struck(fault_t, back_t, lambda ev: ev["ev"] == "done", Killed.fetches_nothing("thrift"))
 
     return strike
 
@@ -200,7 +203,7 @@ def strike_links(rig: FleetRig, plan: TrialPlan) -> Struck:
         fault_t = rig.links.pause()
         time.sleep(plan.down_s)
         back_t = rig.links.resume()
-    return Struck(fault_t, back_t, lambda ev: ev["ev"] == "links")
+    return Struck(fault_t, back_t, lambda ev: ev["ev"] == "links", Killed.fetches_nothing("links"))
 
 
 STRIKES: dict[str, Callable[[FleetRig, TrialPlan], Struck]] = {
