@@ -96,6 +96,7 @@ class Bound:
     port: int
     stats: RouteStats = field(default_factory=RouteStats)
     server: Any = None  # asyncio.Server (tcp) or DatagramTransport (udp)
+    tasks: set[asyncio.Task[Any]] = field(default_factory=set)  # live TCP connections
 
     def info(self) -> dict[str, Any]:
         return {"route": self.route.spec(), "port": self.port, **asdict(self.stats)}
@@ -137,29 +138,37 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, dela
 
 async def _serve_tcp(bound: Bound, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     route, stats = bound.route, bound.stats
-    try:
-        up_reader, up_writer = await asyncio.open_connection(route.target_host, route.target_port)
-    except OSError:
-        stats.refused += 1
-        writer.close()
-        return
-    stats.connections += 1
+    me = asyncio.current_task()
+    assert me is not None
+    bound.tasks.add(me)
     up, down = [0], [0]
-    pipes = [asyncio.create_task(_pipe(reader, up_writer, route.up_s, up)),
-             asyncio.create_task(_pipe(up_reader, writer, route.down_s, down))]  # fmt: skip
+    pipes: list[asyncio.Task[None]] = []
+    up_writer: asyncio.StreamWriter | None = None
     try:
+        try:
+            up_reader, up_writer = await asyncio.open_connection(route.target_host, route.target_port)
+        except OSError:
+            stats.refused += 1
+            return
+        stats.connections += 1
+        pipes = [asyncio.create_task(_pipe(reader, up_writer, route.up_s, up)),
+                 asyncio.create_task(_pipe(up_reader, writer, route.down_s, down))]  # fmt: skip
         # Both directions to their EOF; a reset on either side ends both.
-        done, pending = await asyncio.wait(pipes, return_when=asyncio.FIRST_EXCEPTION)
-        for task in pending:
+        await asyncio.wait(pipes, return_when=asyncio.FIRST_EXCEPTION)
+    except asyncio.CancelledError:
+        pass  # the forwarder is stopping: close both ends below (this task is the connection's top)
+    finally:
+        for task in pipes:
             task.cancel()
         await asyncio.gather(*pipes, return_exceptions=True)
-    finally:
         stats.bytes_up += up[0]
         stats.bytes_down += down[0]
         for w in (writer, up_writer):
-            w.close()
-            with contextlib.suppress(ConnectionError, OSError):
-                await w.wait_closed()
+            if w is not None:
+                w.close()
+                with contextlib.suppress(ConnectionError, OSError, asyncio.CancelledError):
+                    await w.wait_closed()
+        bound.tasks.discard(me)
 
 
 # --- UDP ---------------------------------------------------------------------------------------------
@@ -263,8 +272,10 @@ async def stop(bounds: list[Bound]) -> None:
     for bound in bounds:
         if isinstance(bound.server, asyncio.Server):
             bound.server.close()
-            with contextlib.suppress(Exception):  # a close racing live connections
-                await asyncio.wait_for(bound.server.wait_closed(), 1.0)
+            live = list(bound.tasks)
+            for task in live:
+                task.cancel()
+            await asyncio.gather(*live, return_exceptions=True)
         elif isinstance(bound.server, _Front):
             bound.server.close()
 

@@ -1,0 +1,226 @@
+"""More than one node for real: three fetch nodes, each in a network namespace of its own, crawl the
+testbed on the design card's loop (nodes store pages in HBase and write segments; ``crawlfleet links``
+feeds the pending set).
+
+Each node has its own address on a bridge (``scripts/netns.sh``). RabbitMQ, HBase Thrift and the
+testbed's DNS listen on loopback only, so the nodes reach them through forwarders on the bridge
+address (``pipeline/harness/faults/netproxy.py``, with a small added delay each way); the testbed's
+127.0.10.x addresses are routed from each namespace to the root namespace, so the testbed sees each
+node's own address as the client. The dispatcher and the link jobs run in the root namespace.
+
+Judged from the testbed's access log (every reachable page exactly once; every request from a node's
+address, and every URL a node's segments hold requested from that node's address), from HBase (every
+page stored once, nothing left pending) and from the forwarders' counters (the nodes' broker, store
+and DNS traffic crossed the namespace boundary).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+from fetchers.records import FetchResult
+from pipeline.harness.faults.netproxy import ProxyProcess, Route
+from pipeline.harness.testbed.harness import TestbedProcess
+from pipeline.settings import load_settings
+from pipeline.storage.hbase import HBaseStore
+from tests.fixtures.hbase import HOST as HBASE_HOST
+from tests.fixtures.hbase import PORT as HBASE_PORT
+from tests.fixtures.rabbitmq import MAX_DEPTH, check_truth, key
+
+pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.timeout(420)]
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "netns.sh"
+NODES = 3
+TESTBED_NET = "127.0.10.0/24"  # the testbed's host addresses (pipeline/harness/testbed/model.py)
+DELAY_MS = 2.0  # added each way between a node and the services: a network, not loopback
+
+
+@dataclass(frozen=True, slots=True)
+class NetNode:
+    ns: str
+    addr: str
+
+
+@dataclass(frozen=True, slots=True)
+class Net:
+    bridge: str
+    host: str  # the root namespace's address on the bridge
+    nodes: tuple[NetNode, ...]
+
+
+def _free_subnet() -> int:
+    """X of a 10.231.X.0/24 no interface or route here uses yet."""
+    used = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True, check=True).stdout
+    used += subprocess.run(["ip", "-4", "route"], capture_output=True, text=True, check=True).stdout
+    for x in random.sample(range(1, 255), 254):
+        if f"10.231.{x}." not in used:
+            return x
+    raise RuntimeError("no free 10.231.X.0/24")
+
+
+def _netns(*args: str) -> None:
+    subprocess.run([str(SCRIPT), *args], check=True, capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def netns_nodes() -> Iterator[Net]:
+    """NODES namespaces on a fresh bridge, removed at the end even when the test fails (ask for this
+    fixture first: the processes inside end before it tears down)."""
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("network namespaces need root and iproute2")
+    tag = uuid.uuid4().hex[:5]
+    x = _free_subnet()
+    net = Net(f"cfb{tag}", f"10.231.{x}.1",
+              tuple(NetNode(f"cf{tag}n{i}", f"10.231.{x}.{i + 1}") for i in range(1, NODES + 1)))  # fmt: skip
+    made: list[str] = []
+    try:
+        for node in net.nodes:
+            made.append(node.ns)
+            _netns("up", node.ns, f"{node.addr}/24", "--bridge", net.bridge, "--host", f"{net.host}/24",
+                   "--route", TESTBED_NET)  # fmt: skip
+        yield net
+    finally:
+        for ns in made:
+            subprocess.run([str(SCRIPT), "down", ns, "--bridge", net.bridge], check=False, timeout=60)
+        subprocess.run(["ip", "link", "del", net.bridge], check=False, capture_output=True)
+
+
+def _wait_heartbeats(broker_url: str, nodes: set[str], *, timeout_s: float = 120) -> None:
+    """Until every node has sent a heartbeat (all three then get batches from the start)."""
+    from pipeline.transport import topology
+    from pipeline.transport.amqp import connection
+    from pipeline.transport.messages import decode, parse_heartbeat
+
+    fleet = load_settings(overrides={"fleet": {"broker_url": broker_url}}).fleet
+    seen: set[str] = set()
+    deadline = time.monotonic() + timeout_s
+    with connection(broker_url) as conn:
+        queue = topology.heartbeat_queue(fleet, service=f"netns{uuid.uuid4().hex[:6]}", ttl_s=10)(conn.channel())
+        queue.declare()
+        while seen < nodes:
+            assert time.monotonic() < deadline, f"heard only {sorted(seen)} of {sorted(nodes)}"
+            msg = queue.get(no_ack=True)
+            if msg is None:
+                time.sleep(0.1)
+                continue
+            obj = decode(msg.body, content_type=msg.content_type, content_encoding=msg.content_encoding,
+                         max_bytes=fleet.max_message_bytes)  # fmt: skip
+            seen.add(parse_heartbeat(obj).node)
+        queue.delete()
+
+
+def _via(url: str, host: str, port: int) -> str:
+    """``url`` with its host and port replaced (credentials and path kept)."""
+    parts = urlsplit(url)
+    cred = parts.netloc.rpartition("@")[0]
+    return urlunsplit(parts._replace(netloc=f"{cred + '@' if cred else ''}{host}:{port}"))
+
+
+def _segment_urls(segments: Path, node: str) -> set[tuple[str, str]]:
+    """(host, path) of every URL the node's closed segments hold (the link jobs moved them to .done)."""
+    out: set[tuple[str, str]] = set()
+    for seg in (segments / ".done" / node).glob("*.jsonl"):
+        for line in seg.read_text().splitlines():
+            if line.strip():
+                out.add(key(FetchResult.from_json(json.loads(line)).url))
+    return out
+
+
+def _check_hbase(prefix: str, truth: dict[str, Any]) -> None:
+    store = HBaseStore(HBASE_HOST, HBASE_PORT, prefix=prefix)
+    try:
+        pages = list(store.iter_pages())
+        assert store.pending_hosts() == []
+    finally:
+        store.close()
+    counted = collections.Counter(p.url for p in pages)
+    reached = set(counted) | {p.final_url for p in pages}
+    assert [u for u, n in counted.items() if n > 1] == []
+    assert [u for u in truth["pages"] if u not in reached] == []
+
+
+def test_three_nodes_in_their_own_namespaces_crawl_the_testbed(
+    netns_nodes: Net, rabbitmq: str, hbase_prefix: str, fleet: Any, tmp_path: Path
+) -> None:
+    net = netns_nodes
+    prefix = f"{hbase_prefix}ns"
+    env = {"CRAWLFLEET_FLEET_LINK_PATH": "jobs", "CRAWLFLEET_STORE_KIND": "hbase",
+           "CRAWLFLEET_STORE_HBASE_HOST": HBASE_HOST, "CRAWLFLEET_STORE_HBASE_PORT": str(HBASE_PORT),
+           "CRAWLFLEET_STORE_HBASE_PREFIX": prefix}  # fmt: skip
+    with TestbedProcess(12, 30, seed=31, workdir=tmp_path / "tb") as tb:
+        assert all(ip.startswith("127.0.10.") for ip in tb.ips if ip != "::1"), tb.ips  # ::1: v6.crawl.test only
+        broker = urlsplit(rabbitmq)
+        d = DELAY_MS
+        proxy = ProxyProcess([
+            Route("tcp", net.host, 0, broker.hostname or "127.0.0.1", broker.port or 5672, d / 1000, d / 1000),
+            Route("tcp", net.host, 0, HBASE_HOST, HBASE_PORT, d / 1000, d / 1000),
+            Route("udp", net.host, 0, "127.0.0.1", tb.dns_port),
+        ])  # fmt: skip
+        amqp_port, thrift_port, dns_port = proxy.start()
+        f = fleet(rabbitmq, tb, max_depth=MAX_DEPTH, extra_env=env)
+        node_env = dict(
+            f.env, CRAWLFLEET_BROKER_URL=_via(rabbitmq, net.host, amqp_port),
+            CRAWLFLEET_DNS_SERVERS=f"{net.host}:{dns_port}",
+            CRAWLFLEET_FLEET_NODE_STORE=f"hbase://{net.host}:{thrift_port}/{prefix}",
+        )  # fmt: skip
+        addr_of: dict[str, str] = {}
+        stats: list[dict[str, Any]] = []
+        try:
+            for i, nn in enumerate(net.nodes, start=1):
+                name = f.node(i)
+                addr_of[name] = nn.addr
+                log = open(f.workdir / f"worker-{name}.log", "ab")  # noqa: SIM115 - owned by the process
+                cmd = ["ip", "netns", "exec", nn.ns, sys.executable, "-m", "pipeline.cli", "worker", "--node", name,
+                       "--slots", "4", "--loglevel", "INFO"]  # fmt: skip
+                # `ip netns exec` execs the worker, which execs celery: the pid is the worker's; the
+                # fleet fixture stops it with the others.
+                f.workers[name] = subprocess.Popen(cmd, env=node_env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+            _wait_heartbeats(rabbitmq, set(addr_of))
+            f.start_dispatcher()  # and `crawlfleet links` (fleet.link_path = "jobs")
+            summary = f.wait_dispatcher(timeout_s=240)
+        finally:
+            f.stop()  # every process inside the namespaces ends before the fixture removes them
+            stats = proxy.stop()
+        assert summary["pages_fetched"] > 0
+
+        truth = tb.truth(max_depth=MAX_DEPTH)
+        check_truth(tb, truth, nodes=NODES)
+        _check_hbase(prefix, truth)
+
+        entries = tb.read_access_log()
+        clients = collections.Counter(e["client"] for e in entries)
+        assert set(clients) == set(addr_of.values()), clients  # no request from anywhere else
+        by_key: dict[tuple[str, str], set[str]] = collections.defaultdict(set)
+        for e in entries:
+            by_key[(e["host"], e["path"])].add(e["client"])
+        segments = f.out / "node-segments"
+        forbidden = {key(u) for u in truth["forbidden"]}  # robots.txt disallows them: results, no request
+        for name, addr in addr_of.items():
+            urls = _segment_urls(segments, name)
+            requested = {u for u in urls if u in by_key}
+            assert requested, f"node {name} requested nothing"
+            assert urls - requested <= forbidden, sorted(urls - requested - forbidden)[:5]
+            wrong = sorted(u for u in requested if by_key[u] != {addr})
+            assert wrong == [], (name, addr, wrong[:5], [by_key[u] for u in wrong[:5]])
+
+        # The nodes' broker, store and DNS traffic crossed the namespace boundary through the forwarders.
+        amqp, thrift, dns = stats
+        assert amqp["connections"] >= NODES and amqp["bytes_down"] > 0, amqp
+        assert thrift["connections"] >= NODES and thrift["bytes_up"] > 0, thrift
+        assert dns["datagrams_up"] > 0 and dns["datagrams_down"] > 0, dns
