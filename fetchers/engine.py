@@ -23,6 +23,7 @@ from fetchers.exchange import (
     Exchange,
     Transport,
     dns_error_class,
+    hand_over,
     is_ip_literal,
     split_host,
 )
@@ -216,7 +217,11 @@ class Engine:
                 if self.settings.politeness.obey_robots:
                     origin = origin_of(url)
                     ctx.origins[host] = origin
-                    rules = self.robots.fresh(origin) or await self.robots.get(origin, self._fetch_robots)
+                    rules = self.robots.fresh(origin)
+                    if rules is None:
+                        if ctx.fence is not None and not ctx.fence():  # robots.txt would be a new request
+                            raise _Fail(LEASE_LAPSED, "not sent: the batch was stopped")
+                        rules = await self.robots.get(origin, self._fetch_robots)
                     if rules.unreachable:
                         raise _Fail(ROBOTS_UNAVAILABLE, f"robots.txt of {origin} unavailable (status {rules.status})")
                     if not rules.allows(url):
@@ -331,7 +336,7 @@ class Engine:
             finally:
                 self.pacer.release(grant)
             if ex.wire is not None and self.archive is not None:
-                self._archive(ex)
+                hand_over(ex, self.archive)
             status = ex.status
             if status == 429 or (status == 503 and "retry-after" in ex.headers):
                 raw = ex.headers.get("retry-after", "")
@@ -349,14 +354,6 @@ class Engine:
                 return ex
             await asyncio.sleep(backoff * (2**attempt))
             attempt += 1
-
-    def _archive(self, ex: Exchange) -> None:
-        wire, ex.wire = ex.wire, None  # the result does not carry it on: its bodies are the archive's now
-        try:
-            assert self.archive is not None and wire is not None
-            self.archive(wire)
-        except Exception:  # an archive failure must not cost the fetch
-            log.exception("archiving %s failed", wire.url if wire is not None else "?")
 
     async def _fetch_robots(self, origin: str) -> tuple[int, bytes]:
         """GET robots.txt for ``origin`` through the same transport, guard and pacer; follows up to 5

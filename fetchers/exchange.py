@@ -4,11 +4,14 @@ both sides share."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from fetchers.guard import SsrfBlocked
-from fetchers.wire import WireRecord
+from fetchers.wire import Archive, WireRecord
+
+log = logging.getLogger(__name__)
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
@@ -39,6 +42,18 @@ class Transport(Protocol):
         """GET ``url`` (connecting to ``ip``, already SSRF-checked); read at most ``max_body`` decoded
         bytes. Never raises except CancelledError."""
         ...
+
+
+def hand_over(ex: Exchange, archive: Archive) -> None:
+    """Give ``ex.wire`` to the archive and drop it from the exchange (the result does not carry it on).
+    An archive failure is logged: it must not cost the fetch."""
+    wire, ex.wire = ex.wire, None
+    if wire is None:
+        return
+    try:
+        archive(wire)
+    except Exception:
+        log.exception("archiving %s failed", wire.url)
 
 
 def dns_error_class(exc: BaseException) -> str:
