@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, MutableMapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,21 +114,74 @@ def page_candidates(
 
 
 def link_value(c: Candidate) -> list[Any]:
-    """The shuffle value for one candidate: [depth, source, anchor]."""
-    return [c.depth, c.source, c.anchor[:MAX_ANCHOR_CHARS]]
+    """The shuffle value for one candidate alone: a partial of one in-link (see ``LinkCombiner``)."""
+    anchor = c.anchor[:MAX_ANCHOR_CHARS]
+    return [c.depth, c.source, 1, {anchor: 1} if anchor else {}]
+
+
+# A partial keeps at most this many anchor texts; past it, the rarest half is dropped. Only a URL
+# linked under dozens of different texts loses any, and then only texts far from its top three.
+_ANCHORS_KEPT = 32
+
+
+class LinkCombiner:
+    """In-mapper combining: the candidates of many pages folded into one partial per target URL.
+
+    Most links of a site repeat on every page (navigation), so a mapper sees each target URL many
+    times; shuffling one value per candidate cost more CPU than extracting them (JSON out, sort,
+    JSON in). A partial is ``[depth, source, inlinks, {anchor: count}]`` with the smallest
+    ``(depth, source)`` seen, the number of in-linking pages and the anchor counts; ``merge_link_values``
+    folds partials from any number of mappers into the same record as from single candidates. At most
+    ``max_urls`` partials are held: ``add`` returns True when the caller should ``drain``.
+    """
+
+    __slots__ = ("_by_url", "max_urls")
+
+    def __init__(self, *, max_urls: int = 100_000) -> None:
+        self._by_url: dict[str, list[Any]] = {}
+        self.max_urls = max_urls
+
+    def __len__(self) -> int:
+        return len(self._by_url)
+
+    def add(self, c: Candidate) -> bool:
+        anchor = c.anchor[:MAX_ANCHOR_CHARS] if c.anchor else ""
+        part = self._by_url.get(c.url)
+        if part is None:
+            self._by_url[c.url] = [c.depth, c.source, 1, {anchor: 1} if anchor else {}]
+            return len(self._by_url) >= self.max_urls
+        if c.depth < part[0] or (c.depth == part[0] and c.source < part[1]):
+            part[0], part[1] = c.depth, c.source
+        part[2] += 1
+        if anchor:
+            anchors = part[3]
+            anchors[anchor] = anchors.get(anchor, 0) + 1
+            if len(anchors) > _ANCHORS_KEPT:
+                part[3] = _top_anchors(anchors, _ANCHORS_KEPT // 2)
+        return False
+
+    def drain(self) -> Iterator[tuple[str, list[Any]]]:
+        """Every partial held, once; the combiner is empty afterwards."""
+        held, self._by_url = self._by_url, {}
+        return iter(held.items())
+
+
+def _top_anchors(anchors: Mapping[str, int], keep: int) -> dict[str, int]:
+    return dict(sorted(anchors.items(), key=lambda kv: (-kv[1], kv[0]))[:keep])
 
 
 def merge_link_values(url: str, values: Iterable[Sequence[Any]]) -> dict[str, Any]:
-    """One record per target URL: min depth, its source (smallest at that depth), distinct in-linking
-    pages, and the most frequent anchor texts (ties by text). Order-insensitive."""
+    """One record per target URL from its partials (``link_value``, ``LinkCombiner``): min depth, its
+    source (smallest at that depth), in-linking pages (one per page that links here: ``filtering``
+    keeps one candidate per target per page), and the most frequent anchor texts (ties by text).
+    Order- and grouping-insensitive: any split of the candidates into partials gives the same record."""
     depth: int | None = None
     source = ""
-    sources: set[str] = set()
+    inlinks = 0
     anchors: Counter[str] = Counter()
-    for d, src, anchor in values:
-        sources.add(src)
-        if anchor:
-            anchors[anchor] += 1
+    for d, src, n, counts in values:
+        inlinks += n
+        anchors.update(counts)
         if depth is None or d < depth or (d == depth and src < source):
             depth, source = d, src
     top = sorted(anchors.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_ANCHORS]
@@ -137,7 +190,7 @@ def merge_link_values(url: str, values: Iterable[Sequence[Any]]) -> dict[str, An
         "host": host_of(url),
         "depth": depth if depth is not None else 0,
         "source": source,
-        "inlinks": len(sources),
+        "inlinks": inlinks,
         "anchors": [a for a, _ in top],
     }
 

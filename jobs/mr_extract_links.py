@@ -1,7 +1,9 @@
 """MapReduce step 1 (S3 step 4): extract and filter the links of a segment of fetch results.
 
 Input: a segment, JSON lines of ``FetchResult.to_json()``. Output: JSON lines, one per target URL:
-``{"url", "host", "depth" (min), "source", "inlinks" (distinct pages), "anchors" (up to 3)}``.
+``{"url", "host", "depth" (min), "source", "inlinks" (pages), "anchors" (up to 3)}``.
+The mapper combines in memory (``logic.LinkCombiner``): it emits one partial per target URL it saw,
+not one value per link, so the shuffle carries about one record per distinct URL.
 The mapper and reducer bodies are ``jobs.logic`` functions, shared with the embedded crawl engine.
 """
 
@@ -51,20 +53,27 @@ class MRExtractLinks(MRJob):
             traps=logic.traps_from_arg(self.options.traps),
         )
         self.drops: dict[str, int] = {}
+        self.lines = {"results": 0, "bad_lines": 0}  # counted here, reported once (a counter costs a write)
+        self.combiner = logic.LinkCombiner()
 
     def extractor_map(self, _: None, line: str) -> Iterator[tuple[str, list[Any]]]:
         result = logic.decode_result(line)
         if result is None:
-            self.increment_counter("extract", "bad_lines")
+            self.lines["bad_lines"] += 1
             return
-        self.increment_counter("extract", "results")
+        self.lines["results"] += 1
+        add = self.combiner.add
         for cand in logic.page_candidates(result, self.rules, stats=self.drops):
-            yield cand.url, logic.link_value(cand)
+            if add(cand):
+                yield from self.combiner.drain()
 
     def extractor_final(self) -> Iterator[tuple[str, list[Any]]]:
+        yield from self.combiner.drain()
+        for name, n in self.lines.items():
+            if n:
+                self.increment_counter("extract", name, n)
         for reason, n in sorted(self.drops.items()):
             self.increment_counter("links", reason, n)
-        return iter(())
 
     def merger_reduce(self, url: str, values: Iterator[list[Any]]) -> Iterator[tuple[None, dict[str, Any]]]:
         yield None, logic.merge_link_values(url, values)

@@ -14,6 +14,7 @@ from fetchers.records import FetchResult
 from jobs import logic
 from jobs.runner import RoundResult, RunnerConfig, closed_segments, run_pipelined, watch_segments
 from jobs.synth import make_results, write_segment
+from pipeline.links.filtering import Candidate
 from pipeline.urls import fingerprint
 
 RULES = logic.LinkRules.build(allowed_domains=("a.test",), max_depth=3)
@@ -39,16 +40,56 @@ def test_page_candidates_filters_and_skips_failures() -> None:
     assert logic.page_candidates(result(html, depth=3), RULES) == []
 
 
+def _cand(depth: int, source: str, anchor: str, url: str = "http://a.test/t") -> Candidate:
+    return Candidate(url, fingerprint(url), "a.test", depth, source, anchor)
+
+
+CANDS = [_cand(2, "http://a.test/b", "B"), _cand(1, "http://a.test/z", "Z"), _cand(1, "http://a.test/a", "A"),
+         _cand(3, "http://a.test/e", "A"), _cand(2, "http://a.test/c", ""), _cand(2, "http://a.test/d", "A")]
+WANT = {"url": "http://a.test/t", "host": "a.test", "depth": 1, "source": "http://a.test/a",
+        "inlinks": 6, "anchors": ["A", "B", "Z"]}
+
+
 def test_merge_is_order_insensitive() -> None:
-    values = [[2, "http://a.test/b", "B"], [1, "http://a.test/z", "Z"], [1, "http://a.test/a", "A"],
-              [3, "http://a.test/a", "A"], [2, "http://a.test/c", ""], [2, "http://a.test/d", "A"]]
-    want = logic.merge_link_values("http://a.test/t", values)
-    assert want == {"url": "http://a.test/t", "host": "a.test", "depth": 1, "source": "http://a.test/a",
-                    "inlinks": 5, "anchors": ["A", "B", "Z"]}
+    values = [logic.link_value(c) for c in CANDS]
+    assert logic.merge_link_values("http://a.test/t", values) == WANT
     rng = random.Random(3)
     for _ in range(20):
         rng.shuffle(values)
-        assert logic.merge_link_values("http://a.test/t", values) == want
+        assert logic.merge_link_values("http://a.test/t", values) == WANT
+
+
+def test_combined_partials_merge_to_the_same_record_whatever_the_split() -> None:
+    rng = random.Random(5)
+    for _ in range(30):
+        cands = list(CANDS)
+        rng.shuffle(cands)
+        cut = rng.randrange(len(cands) + 1)
+        partials = []
+        for part in (cands[:cut], cands[cut:]):  # two mappers
+            comb = logic.LinkCombiner()
+            for c in part:
+                comb.add(c)
+            partials += [v for _, v in comb.drain()]
+        assert logic.merge_link_values("http://a.test/t", partials) == WANT
+
+
+def test_combiner_asks_to_drain_when_full_and_is_empty_after() -> None:
+    comb = logic.LinkCombiner(max_urls=2)
+    assert comb.add(_cand(1, "http://a.test/", "", url="http://a.test/1")) is False
+    assert comb.add(_cand(1, "http://a.test/", "", url="http://a.test/1")) is False  # same URL: no growth
+    assert comb.add(_cand(1, "http://a.test/", "", url="http://a.test/2")) is True
+    assert sorted(u for u, _ in comb.drain()) == ["http://a.test/1", "http://a.test/2"]
+    assert len(comb) == 0 and list(comb.drain()) == []
+
+
+def test_combiner_keeps_the_top_anchors_of_a_url_linked_under_many_texts() -> None:
+    comb = logic.LinkCombiner()
+    for i in range(200):
+        comb.add(_cand(1, f"http://a.test/s{i}", "home" if i % 2 else f"text {i}"))
+    ((_, partial),) = list(comb.drain())
+    merged = logic.merge_link_values("http://a.test/t", [partial])
+    assert merged["inlinks"] == 200 and merged["anchors"][0] == "home"
 
 
 def test_merged_to_record_and_pending_json() -> None:

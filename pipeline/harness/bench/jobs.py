@@ -145,14 +145,14 @@ def bench_extract(segment: Path, pages: int, rules: logic.LinkRules, runners: Se
                   work: Path) -> dict[str, Any]:
     res: dict[str, Any] = {}
     cpu0, t0 = _cpu(), time.perf_counter()
-    targets: dict[str, list[list[Any]]] = {}
+    comb = logic.LinkCombiner(max_urls=1 << 62)  # the mapper's combining, without mrjob around it
     with open(segment, "rb") as fh:
         for line in fh:
             r = logic.decode_result(line)
             if r is not None:
                 for c in logic.page_candidates(r, rules):
-                    targets.setdefault(c.url, []).append(logic.link_value(c))
-    merged = [logic.merge_link_values(u, v) for u, v in targets.items()]
+                    comb.add(c)
+    merged = [logic.merge_link_values(u, [v]) for u, v in comb.drain()]
     res["bare"] = _rates(pages, time.perf_counter() - t0, _cpu() - cpu0, cores=1)
     res["bare"]["records"] = len(merged)
     args = ["--allowed-domain", "crawl.test", "--max-depth", "10"]
