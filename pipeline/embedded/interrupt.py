@@ -66,8 +66,8 @@ class Interrupt:
                   "(Ctrl-C again to quit at once)", file=err, flush=True)  # fmt: skip
             self._on_stop()
             return
-        print(f"quitting now (second Ctrl-C); journaled results are kept; resume with: {resume_command(sys.argv)}",
-              file=err, flush=True)  # fmt: skip
+        print("quitting now (second Ctrl-C); journaled results are kept", file=err)
+        print(f"interrupted; resume with: {resume_command(sys.argv)}", file=err, flush=True)
         try:
             self._on_force()
         finally:

@@ -1,0 +1,141 @@
+"""Ctrl-C on the embedded crawl (#21 point 4), judged from the testbed's access log.
+
+The crawler runs as a real subprocess in a session of its own and gets SIGINT on its process group,
+as a terminal's Ctrl-C does, once it has made a few hundred requests:
+- first Ctrl-C: it exits 130, says "interrupted; resume with: CMD", its JSON summary says interrupted;
+  the requests the testbed saw after the signal are no more than the crawl's concurrency (what was in
+  flight). Running CMD finishes the crawl with every truth page fetched exactly once over both runs,
+  except abandoned requests (named in the summary, at most the concurrency).
+- second Ctrl-C: it exits 130 at once; nothing journaled is fetched again by the resume, and the resume
+  still fetches every truth page.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from pipeline.harness.testbed.harness import TestbedProcess
+from pipeline.storage.journal import replay
+
+pytestmark = pytest.mark.e2e
+CONCURRENCY = 8
+MAX_DEPTH = 12
+MARK = "interrupted; resume with: "
+
+
+def _cmd(tb: TestbedProcess, out: Path) -> list[str]:
+    return [
+        sys.executable, "-m", "pipeline.cli", "crawl", *tb.seeds, "--out", str(out), "--dns-server", tb.dns_server,
+        "--allow-network", "127.0.10.0/24", "--max-depth", str(MAX_DEPTH), "--host-delay", "0.05",
+        "--concurrency", str(CONCURRENCY), "--json", "--no-progress",
+    ]  # fmt: skip
+
+
+def _key(url: str) -> tuple[str, str]:
+    parts = urlsplit(url)
+    return (parts.hostname or "", parts.path + (f"?{parts.query}" if parts.query else ""))
+
+
+def _interrupt(
+    tb: TestbedProcess, out: Path, *, after: int, twice: bool, processes: int = 0
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    """Start the crawl (``processes`` fetch processes), Ctrl-C it (twice: a second Ctrl-C right after) once
+    the testbed logged ``after`` requests. Returns the finished process and the time of the (first) signal."""
+    env = dict(os.environ, CRAWLFLEET_FETCH_PROCESSES=str(processes))
+    proc = subprocess.Popen(_cmd(tb, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env=env)  # fmt: skip
+    try:
+        while len(tb.read_access_log()) < after:
+            assert proc.poll() is None, "the crawl ended before it could be interrupted"
+            time.sleep(0.05)
+        sent_at = time.time()
+        os.killpg(proc.pid, signal.SIGINT)
+        if twice:
+            time.sleep(0.05)
+            os.killpg(proc.pid, signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)  # a hang guard only
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr), sent_at
+
+
+def _resume(stderr: str) -> dict[str, Any]:
+    line = next(ln for ln in stderr.splitlines() if MARK in ln)
+    cmd = shlex.split(line.split(MARK, 1)[1])
+    assert "--resume" in cmd
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=240, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert not summary["interrupted"]
+    return summary
+
+
+@pytest.fixture
+def testbed(tmp_path: Path) -> Any:
+    tb = TestbedProcess(20, 50, seed=3, workdir=tmp_path / "tb").start()
+    yield tb
+    tb.close()
+
+
+@pytest.mark.parametrize("processes", [0, 2], ids=["in-process", "fetch-processes"])
+def test_first_ctrl_c_stops_new_requests_and_resume_finishes_exactly_once(
+    testbed: TestbedProcess, tmp_path: Path, processes: int
+) -> None:
+    tb = testbed
+    done, sent_at = _interrupt(tb, tmp_path / "out", after=200, twice=False, processes=processes)
+    assert done.returncode == 130, done.stderr[-3000:]
+    assert "stopping: no new requests" in done.stderr and MARK in done.stderr
+    assert "Traceback" not in done.stderr
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["interrupted"] is True
+    abandoned = summary.get("abandoned", [])
+    assert len(abandoned) <= CONCURRENCY
+
+    tb.wait_log_flush()
+    first = tb.read_access_log()
+    late = [e for e in first if e["t"] > sent_at]
+    # Only what was already on the wire: at most the concurrency of each fetcher (a process has its own).
+    assert len(late) <= CONCURRENCY * max(1, processes), late
+
+    _resume(done.stderr)
+    tb.wait_log_flush()
+    counts = collections.Counter((e["host"], e["path"]) for e in tb.read_access_log())
+    truth = tb.truth(max_depth=MAX_DEPTH)
+    excused = {_key(u) for u in abandoned}
+    missing = [u for u in truth["pages"] if counts[_key(u)] == 0]
+    twice = [u for u in truth["pages"] if counts[_key(u)] > 1 and _key(u) not in excused]
+    assert not missing, missing[:10]
+    assert not twice, twice[:10]
+
+
+def test_second_ctrl_c_quits_at_once_and_loses_nothing_journaled(testbed: TestbedProcess, tmp_path: Path) -> None:
+    tb = testbed
+    out = tmp_path / "out"
+    done, _ = _interrupt(tb, out, after=200, twice=True)
+    assert done.returncode == 130, done.stderr[-3000:]
+    assert "quitting now (second Ctrl-C)" in done.stderr and MARK in done.stderr
+    assert "Traceback" not in done.stderr
+    journaled = {_key(u) for r in replay(out / "segments", None) if r.ok for u in (r.url, r.final_url)}
+    assert journaled
+
+    _resume(done.stderr)
+    tb.wait_log_flush()
+    counts = collections.Counter((e["host"], e["path"]) for e in tb.read_access_log())
+    truth = tb.truth(max_depth=MAX_DEPTH)
+    assert not [u for u in truth["pages"] if counts[_key(u)] == 0]
+    refetched = [k for k in journaled if counts[k] > 1]
+    assert not refetched, refetched[:10]  # a journaled page is never fetched again
