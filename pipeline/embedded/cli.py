@@ -9,12 +9,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pipeline.crawl.flags import add_crawl_flags, settings_from_args
+from pipeline.crawl.flags import add_crawl_flags
 from pipeline.observe import logs
 from pipeline.settings import Settings
 
 
-def run_crawl(settings: Settings, seeds: list[str], out: Path, *, resume: bool, progress: bool) -> dict[str, Any]:
+def run_crawl(
+    settings: Settings, seeds: list[str], out: Path, *, resume: bool, progress: bool, fetcher: str = "aio"
+) -> dict[str, Any]:
     from pipeline.embedded.engine import CrawlRequest, EmbeddedCrawl, install_signal_handlers
     from pipeline.observe.progress import CrawlProgress
     from pipeline.observe.stats import CrawlStats
@@ -24,7 +26,7 @@ def run_crawl(settings: Settings, seeds: list[str], out: Path, *, resume: bool, 
 
     async def main() -> dict[str, Any]:
         crawl = EmbeddedCrawl(
-            settings, CrawlRequest(seeds, out, resume=resume), stats=stats, on_tick=lambda _core, _row: bar.update()
+            settings, CrawlRequest(seeds, out, resume=resume, fetcher=fetcher), stats=stats, on_tick=lambda _core, _row: bar.update()
         )
         install_signal_handlers(crawl)
         return await crawl.run()
@@ -44,33 +46,41 @@ def print_summary(summary: dict[str, Any], *, as_json: bool) -> None:
     print("crawl summary")
     for key in keys:
         print(f"  {key:16} {summary.get(key)}")
+    if summary.get("interrupted"):
+        print(f"  {'interrupted':16} yes (abandoned in flight: {len(summary.get('abandoned') or [])})")
     errors = summary.get("errors_by_class") or {}
     if errors:
         print("  errors:         " + ", ".join(f"{k}={v}" for k, v in sorted(errors.items())))
 
 
 def _cmd_crawl(args: argparse.Namespace) -> int:
+    from pipeline.embedded.start import plan, zero_pages
+
     logs.setup_from_args(args)
-    seeds = list(args.seeds)
-    if args.seeds_file:
-        seeds += [ln.strip() for ln in Path(args.seeds_file).read_text().splitlines() if ln.strip()]
-    if not seeds and not args.resume:
-        print("crawl: give at least one seed URL (or --resume)", file=sys.stderr)
-        return 2
+    todo = plan(args)  # every input checked (UsageError: exit 2) before anything is created
+    if todo.stop:
+        print(todo.stop, file=sys.stderr)
+        return todo.exit_code
     out = Path(args.out)
-    if not args.resume and (out / "crawl.db").exists():
-        print(f"crawl: {out} holds a crawl already; use --resume to continue it or another --out", file=sys.stderr)
-        return 2
-    settings = settings_from_args(args)
-    summary = run_crawl(settings, seeds, out, resume=args.resume, progress=not args.no_progress)
+    summary = run_crawl(todo.settings, todo.seeds, out, resume=args.resume, progress=not args.no_progress,
+                        fetcher=args.fetcher)  # fmt: skip
     print_summary(summary, as_json=args.json)
-    return 0
+    from pipeline.embedded.interrupt import finish
+
+    code = finish(summary, sys.argv)  # 130 and how to resume when Ctrl-C stopped it
+    if code == 0 and (why := zero_pages(summary)):
+        print(why, file=sys.stderr)
+        return 1
+    return code
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     crawl = sub.add_parser("crawl", help="crawl from seed URLs on the embedded default (no services)")
-    crawl.add_argument("seeds", nargs="*", metavar="SEED_URL")
-    crawl.add_argument("--seeds-file")
-    crawl.add_argument("--resume", action="store_true", help="continue the crawl in --out without refetching")
+    crawl.add_argument("seeds", nargs="*", metavar="SEED_URL", help="http(s) URL to start from (any number)")
+    crawl.add_argument("--seeds-file", metavar="FILE", help="more seed URLs, one a line (# starts a comment)")
+    crawl.add_argument("--resume", action="store_true",
+                       help="continue the crawl in --out with the settings it remembers (flags given override them)")
+    crawl.add_argument("--fetcher", choices=("aio", "threaded"), default="aio",
+                       help="aio (default, event-driven) or threaded (requests-futures: requests' adapters, proxies, auth)")
     add_crawl_flags(crawl)
     crawl.set_defaults(func=_cmd_crawl)
