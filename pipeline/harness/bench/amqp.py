@@ -1,0 +1,408 @@
+"""kombu against pika on the dispatcher's two high-rate AMQP jobs (#18 point 4), on the real broker.
+
+``crawlfleet bench amqp --json``. Everything runs in a private vhost of the broker at ``--broker``
+(made with ``rabbitmqctl``, deleted at the end; the shared broker is never restarted).
+
+- **consume**: the nodes' batch replies (``replies.reply_text`` of synthetic FetchResults, ~600 B a
+  page) from the service's results queue, prefetch ``--prefetch``, pumped and acked the way
+  ``session.BrokerSession`` does it: wait up to 50 ms, take what else is there (up to 2,000), ack the
+  last with ``multiple``. ``kombu``: py-amqp Connection, Consumer, drain_events. ``pika``: a
+  BlockingConnection, basic_consume, process_data_events. ``session-*``: the dispatcher's own session
+  classes (BrokerSession, PikaSession), accounting included. Messages are loaded in chunks between
+  timed phases (after the consumer has connected, before it pumps), so only the consumer's CPU is counted; the figure is messages (and pages) per
+  CPU-second of this process (``time.process_time``).
+- **publish**: fetch batches as task messages to a node's queue, with publisher confirms as the
+  dispatcher's session uses them (kombu ``confirm_publish``: each publish waits for the broker's ack).
+  ``celery``: ``tasks.send_batch`` (Celery's send_task), the dispatcher today. ``kombu``: a kombu
+  Producer publishing ``batchsend.BatchEncoder``'s message. ``pika``: the same bytes with
+  ``basic_publish`` on a confirming BlockingChannel. The encoder runs per batch in both.
+  The node's queue is purged after every chunk (untimed), so the broker holds little.
+
+Variants alternate chunk by chunk, so a neighbour's load falls on all of them alike; each figure is
+also given as a ratio to the kombu baseline (``celery`` for publishing) of the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import platform
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pika
+from kombu import Consumer, Producer, Queue
+
+from fetchers.records import Batch, FetchResult, Timings, UrlTask
+from fetchers.report import BatchReport
+from pipeline.settings import FleetSettings
+from pipeline.transport import topology
+from pipeline.transport.amqp import connection
+from pipeline.transport.batchsend import BatchEncoder, publish_kombu, publish_pika
+from pipeline.transport.replies import reply_text
+
+SERVICE = "bench"
+NODE = "benchnode"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--broker", default="amqp://guest:guest@127.0.0.1:5672", help="broker URL without vhost")
+    p.add_argument("--messages", type=int, default=20_000, help="reply messages consumed per client and size")
+    p.add_argument("--pages", default="1,50,100,200", help="pages per reply, comma-separated (1: heartbeat-sized)")
+    p.add_argument("--max-mb", type=float, default=500.0, help="at most this many MB consumed per client and size")
+    p.add_argument("--chunk-mb", type=float, default=16.0, help="MB loaded per timed phase")
+    p.add_argument("--prefetch", type=int, default=512)
+    p.add_argument("--batches", type=int, default=20_000, help="task messages published per client")
+    p.add_argument("--urls", type=int, default=100, help="URLs per published batch")
+    p.add_argument("--only", choices=("consume", "publish"), default=None)
+
+
+@contextlib.contextmanager
+def private_vhost(base: str) -> Iterator[str]:
+    """A vhost of our own on the running broker (``rabbitmqctl``), deleted afterwards."""
+    vhost = f"cf-bench-amqp-{uuid.uuid4().hex[:8]}"
+    node = os.environ.get("RABBITMQ_NODENAME", "rabbit@localhost")
+
+    def ctl(*args: str) -> None:
+        subprocess.run(["rabbitmqctl", "-q", "-n", node, *args], check=True, capture_output=True, timeout=60)
+
+    ctl("add_vhost", vhost)
+    try:
+        ctl("set_permissions", "-p", vhost, "guest", ".*", ".*", ".*")
+        yield f"{base.rstrip('/')}/{vhost}"
+    finally:
+        with contextlib.suppress(subprocess.SubprocessError):
+            ctl("delete_vhost", vhost)
+
+
+# --- realistic messages -------------------------------------------------------------------------------
+def reply_bodies(pages: int, *, variants: int = 8) -> list[bytes]:
+    """Batch replies as a node sends them (replies.reply_text), from synthetic results."""
+    out = []
+    for v in range(variants):
+        serial = 1000 + v
+        results = []
+        for i in range(pages):
+            host = f"h{(v * 7 + i) % 40}.site{v}.test"
+            url = f"http://{host}/section-{i % 9}/item-{v * pages + i}.html"
+            redirects = [url.replace(".html", "/")] if i % 17 == 0 else []
+            results.append(FetchResult(
+                url=url, url_id=(v * 1_000_003 + i * 7919) % (1 << 62), depth=3, final_url=url,
+                redirects=redirects, status=200 if i % 23 else 404, content_type="text/html; charset=utf-8",
+                body_bytes=9000 + i * 37, wire_bytes=9400 + i * 37,
+                timings=Timings(0.0004, 0.0012, 0.0133 + i / 1e5, 0.0214 + i / 1e5), ip=f"127.0.10.{i % 40 + 1}",
+                serial=serial, fetcher_id=f"{NODE}#{v % 8}", fetched_at=1.7e9 + i / 10,
+            ))  # fmt: skip
+        report = BatchReport(serial, f"{NODE}#{v % 8}", pages, 1.234,
+                             host_delays={f"h{k}.site{v}.test": 0.05 for k in range(3)})  # fmt: skip
+        seg = f"/srv/crawl/segments/{NODE}/seg-{serial:08d}.jsonl.gz"
+        out.append(reply_text(NODE, "inc-1", results, report, segment=seg).encode())
+    return out
+
+
+def batches(n_urls: int, *, variants: int = 8) -> list[Batch]:
+    return [Batch(serial=5000 + v, fetcher_id=f"{NODE}#{v}", service=SERVICE, issued_at=1.7e9,
+                  tasks=[UrlTask(f"http://h{(v + i) % 40}.site.test/section-{i % 9}/item-{v * n_urls + i}.html",
+                                 (v * 1_000_003 + i * 7919) % (1 << 62), 2) for i in range(n_urls)])
+            for v in range(variants)]  # fmt: skip
+
+
+# --- consumers ----------------------------------------------------------------------------------------
+@dataclass(slots=True)
+class Tally:
+    messages: int = 0
+    cpu_s: float = 0.0
+    wall_s: float = 0.0
+
+    def add(self, messages: int, cpu: float, wall: float) -> None:
+        self.messages, self.cpu_s, self.wall_s = self.messages + messages, self.cpu_s + cpu, self.wall_s + wall
+
+    def rate(self) -> float:
+        return self.messages / self.cpu_s if self.cpu_s else 0.0
+
+
+class KombuConsumer:
+    """py-amqp through kombu, set up and pumped as session.BrokerSession does."""
+
+    def __init__(self, url: str, queue: Queue, prefetch: int) -> None:
+        self.conn = connection(url, confirm=True)
+        self.conn.connect()
+        ch = self.conn.channel()
+        ch.basic_qos(0, prefetch, False)
+        self.inbox: list[Any] = []
+        Consumer(ch, queues=[queue(ch)], on_message=self.inbox.append, no_ack=False).consume()
+
+    def pump(self, timeout: float, max_messages: int = 2000) -> None:
+        try:
+            self.conn.drain_events(timeout=timeout)
+            while len(self.inbox) < max_messages:
+                self.conn.drain_events(timeout=0)
+        except TimeoutError:
+            pass
+
+    def take(self) -> int:
+        items, self.inbox[:] = list(self.inbox), []
+        for m in items:  # the dispatcher reads these of each message
+            _ = (m.body, m.content_type, m.content_encoding)
+        if items:
+            items[-1].ack(multiple=True)
+        return len(items)
+
+    def close(self) -> None:
+        self.conn.release()
+
+
+class PikaConsumer:
+    """pika's BlockingConnection, pumped the same way (wait, then take what is there, ack multiple)."""
+
+    def __init__(self, url: str, queue: Queue, prefetch: int) -> None:
+        self.conn = pika.BlockingConnection(pika.URLParameters(url))
+        self.ch = self.conn.channel()
+        self.ch.basic_qos(prefetch_count=prefetch)
+        self.inbox: list[tuple[int, Any, bytes]] = []
+        self.ch.basic_consume(queue.name, self._on_message, auto_ack=False)
+
+    def _on_message(self, _ch: Any, method: Any, props: Any, body: bytes) -> None:
+        self.inbox.append((method.delivery_tag, props, body))
+
+    def pump(self, timeout: float, max_messages: int = 2000) -> None:
+        self.conn.process_data_events(time_limit=timeout)
+        before = -1
+        while before != len(self.inbox) and len(self.inbox) < max_messages:
+            before = len(self.inbox)
+            self.conn.process_data_events(time_limit=0)
+
+    def take(self) -> int:
+        items, self.inbox[:] = list(self.inbox), []
+        for _tag, props, body in items:
+            _ = (body, props.content_type, props.content_encoding)
+        if items:
+            self.ch.basic_ack(items[-1][0], multiple=True)
+        return len(items)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class PikaSelectConsumer:
+    """pika's own event loop (SelectConnection) without the Blocking adapter on top, polled by hand."""
+
+    def __init__(self, url: str, queue: Queue, prefetch: int) -> None:
+        self.inbox: list[tuple[int, Any, bytes]] = []
+        self.ready = False
+        self.ch: Any = None
+
+        def on_channel(ch: Any) -> None:
+            self.ch = ch
+            ch.basic_qos(prefetch_count=prefetch, callback=lambda _f: ch.basic_consume(
+                queue.name, self._on_message, auto_ack=False, callback=lambda _f: setattr(self, "ready", True)))
+
+        self.conn = pika.SelectConnection(pika.URLParameters(url),
+                                          on_open_callback=lambda conn: conn.channel(on_open_callback=on_channel))
+        self.conn.ioloop.activate_poller()  # what ioloop.start() does before its loop
+        while not self.ready:
+            self._poll(0.05)
+
+    def _on_message(self, _ch: Any, method: Any, props: Any, body: bytes) -> None:
+        self.inbox.append((method.delivery_tag, props, body))
+
+    def _poll(self, timeout: float) -> None:
+        loop = self.conn.ioloop
+        timer = loop.call_later(timeout, lambda: None)  # bounds the poll's wait
+        loop.poll()
+        loop.process_timeouts()
+        loop.remove_timeout(timer)
+
+    def pump(self, timeout: float, max_messages: int = 2000) -> None:
+        self._poll(timeout)
+        before = -1
+        while before != len(self.inbox) and len(self.inbox) < max_messages:
+            before = len(self.inbox)
+            self._poll(0)
+
+    take = PikaConsumer.take
+
+    def close(self) -> None:
+        self.conn.close()
+        while not self.conn.is_closed:
+            self._poll(0.05)
+        self.conn.ioloop.deactivate_poller()
+        self.conn.ioloop.close()
+
+
+class SessionConsumer:
+    """The dispatcher's session classes themselves (BrokerSession or PikaSession)."""
+
+    def __init__(self, session: Any) -> None:
+        self.s = session
+        assert self.s.connect()
+
+    def pump(self, timeout: float, max_messages: int = 2000) -> None:
+        self.s.pump(timeout, max_messages=max_messages)
+
+    def take(self) -> int:
+        items, self.s.inbox = self.s.inbox, []
+        for item in items:
+            _ = (item.message.body, item.message.content_type, item.message.content_encoding)
+        if items:
+            self.s.ack_through(items[-1].message)
+        return len(items)
+
+    def close(self) -> None:
+        self.s.close()
+
+
+def _sessions(url: str, prefetch: int) -> dict[str, Callable[[], Any]]:
+    from pipeline.transport.session import BrokerSession
+
+    fleet = FleetSettings(broker_url=url)
+    quiet: dict[str, Any] = {"heartbeat_ttl_s": 10.0, "prefetch": prefetch, "stall_s": 1e9, "probe_after_s": 1e9}  # no probes
+    out: dict[str, Callable[[], Any]] = {
+        "session-kombu": lambda: SessionConsumer(BrokerSession(fleet, service=SERVICE, **quiet))}
+    try:
+        from pipeline.transport.pika_session import PikaSession
+    except ImportError:  # not written yet
+        return out
+    out["session-pika"] = lambda: SessionConsumer(PikaSession(fleet, service=SERVICE, **quiet))
+    return out
+
+
+@contextlib.contextmanager
+def pika_reads(size: int | None) -> Iterator[None]:
+    """pika reads its socket 4 KB at a time and appends each read to its frame buffer (a copy of the whole
+    buffer), so a 50 KB reply costs ~13 reads and ~13 copies; ``size`` raises the read (None: as shipped)."""
+    from pika.adapters.utils.io_services_utils import _AsyncTransportBase as T
+
+    saved = T._MAX_RECV_BYTES, T._MAX_CONSUME_BYTES
+    if size:
+        T._MAX_RECV_BYTES, T._MAX_CONSUME_BYTES = size, max(size, saved[1])
+    try:
+        yield
+    finally:
+        T._MAX_RECV_BYTES, T._MAX_CONSUME_BYTES = saved
+
+
+def bench_consume(url: str, args: argparse.Namespace, pages: int) -> dict[str, Any]:
+    fleet = FleetSettings(broker_url=url)
+    queue = topology.results_queue(fleet, SERVICE)
+    bodies = reply_bodies(pages)
+    size = len(bodies[0])
+    messages = max(1, min(args.messages, int(args.max_mb * 1e6 / size)))
+    chunk = max(1, min(messages, int(args.chunk_mb * 1e6 / size)))
+    tuned = 256 * 1024
+    makers: dict[str, Callable[[], Any]] = {
+        "kombu": lambda: KombuConsumer(url, queue, args.prefetch),
+        "pika": lambda: PikaConsumer(url, queue, args.prefetch),
+        "pika-256k": lambda: PikaConsumer(url, queue, args.prefetch),
+        "pika-select-256k": lambda: PikaSelectConsumer(url, queue, args.prefetch),
+        **_sessions(url, args.prefetch),
+    }
+    loader = pika.BlockingConnection(pika.URLParameters(url))
+    lch = loader.channel()
+    queue(connection(url).channel()).declare()
+    lch.exchange_declare(fleet.results_exchange, "direct", durable=True)
+    tallies = {name: Tally() for name in makers}
+    rounds = max(1, messages // chunk)
+    props = pika.BasicProperties(content_type="application/json", content_encoding="utf-8", delivery_mode=1)
+    for r in range(rounds):
+        for name, make in makers.items():  # one consumer at a time; alternate every chunk
+            # Connected first (to an empty queue), loaded after: every delivery is read inside the timed
+            # pumps (a consumer started on a full queue receives during its own set-up).
+            with pika_reads(tuned if name.endswith("-256k") else None):
+                consumer = make()
+            for i in range(chunk):
+                lch.basic_publish(fleet.results_exchange, SERVICE, bodies[(r + i) % len(bodies)], props)
+            lch.queue_declare(queue.name, passive=True)  # a barrier: the broker has routed them all
+            with pika_reads(tuned if name.endswith("-256k") else None):
+                got, cpu0, wall0 = 0, time.process_time(), time.perf_counter()
+                while got < chunk:
+                    consumer.pump(0.05)
+                    got += consumer.take()
+                tallies[name].add(got, time.process_time() - cpu0, time.perf_counter() - wall0)
+                consumer.close()
+    loader.close()
+    out = _figures(tallies, base="kombu", per=pages, unit="pages")
+    out["reply_bytes"] = size
+    return out
+
+
+# --- publishers ---------------------------------------------------------------------------------------
+def bench_publish(url: str, args: argparse.Namespace) -> dict[str, Any]:
+    from pipeline.settings import Settings
+    from pipeline.transport.celery_app import make_app
+    from pipeline.transport.tasks import send_batch
+
+    fleet = FleetSettings(broker_url=url)
+    app = make_app(Settings(fleet=fleet))
+    scope_json = {"domains": [f"site{i}.test" for i in range(40)], "allow": [], "deny": [r"/slow$", r"/big$"]}
+    sink_json = {"store": "hbase://127.0.0.1:9090/crawl", "segments": "/srv/crawl/segments", "warc": "", "keep_body": False}
+    queue = topology.fetch_queue(NODE)
+    kconn = connection(url, confirm=True)
+    kconn.connect()
+    queue(kconn.channel()).declare()
+    producer = Producer(kconn.channel())
+    pconn = pika.BlockingConnection(pika.URLParameters(url))
+    pch = pconn.channel()
+    pch.confirm_delivery()
+    encoder = BatchEncoder(scope_json=scope_json, sink_json=sink_json)
+    sample = batches(args.urls)
+
+    def celery(b: Batch) -> None:
+        send_batch(app, producer, b, node=NODE, incarnation="inc-1", scope_json=scope_json, expires_s=60.0,
+                   sink_json=sink_json)  # fmt: skip
+
+    def kombu(b: Batch) -> None:
+        publish_kombu(producer, encoder.encode(b, node=NODE, incarnation="inc-1", expires_s=60.0))
+
+    def pika_(b: Batch) -> None:
+        publish_pika(pch, encoder.encode(b, node=NODE, incarnation="inc-1", expires_s=60.0))
+
+    variants: dict[str, Callable[[Batch], None]] = {"celery": celery, "kombu": kombu, "pika": pika_}
+    tallies = {name: Tally() for name in variants}
+    chunk = 250
+    for r in range(max(1, args.batches // chunk)):
+        for name, send in variants.items():
+            cpu0, wall0 = time.process_time(), time.perf_counter()
+            for i in range(chunk):
+                send(sample[(r + i) % len(sample)])
+            tallies[name].add(chunk, time.process_time() - cpu0, time.perf_counter() - wall0)
+            pch.queue_purge(queue.name)  # untimed: keep the broker's memory and disk small
+    size = len(encoder.encode(sample[0], node=NODE, incarnation="inc-1", expires_s=60.0).body)
+    kconn.release()
+    pconn.close()
+    out = _figures(tallies, base="celery", per=args.urls, unit="urls")
+    out["message_bytes"] = size
+    out["ratio_pika_to_kombu"] = round(tallies["pika"].rate() / tallies["kombu"].rate(), 3)
+    return out
+
+
+def _figures(tallies: dict[str, Tally], *, base: str, per: int, unit: str) -> dict[str, Any]:
+    ref = tallies[base].rate()
+    return {"baseline": base, "clients": {name: {
+        "messages": t.messages, "cpu_s": round(t.cpu_s, 3), "wall_s": round(t.wall_s, 3),
+        "messages_per_cpu_s": round(t.rate()), f"{unit}_per_cpu_s": round(t.rate() * per),
+        "us_cpu_per_message": round(1e6 / t.rate(), 1) if t.rate() else None,
+        "ratio_to_" + base: round(t.rate() / ref, 3) if ref else None,
+    } for name, t in tallies.items()}}  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    model = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("model name")), "?")
+    out: dict[str, Any] = {
+        "machine": {"nproc": os.cpu_count(), "cpu": model, "python": platform.python_version(),
+                    "load_avg_start": os.getloadavg()[0]},
+        "params": {k: v for k, v in vars(args).items() if k not in ("json", "func", "bench")},
+    }  # fmt: skip
+    with private_vhost(args.broker) as url:
+        if args.only in (None, "consume"):
+            out["consume"] = {f"pages_{n}": bench_consume(url, args, int(n)) for n in args.pages.split(",")}
+        if args.only in (None, "publish"):
+            out["publish"] = bench_publish(url, args)
+    out["machine"]["load_avg_end"] = os.getloadavg()[0]
+    return out
