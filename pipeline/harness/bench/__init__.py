@@ -16,5 +16,7 @@ BENCHES: dict[str, str] = {
     "jobs": "pipeline.harness.bench.jobs",  # extraction runners and S5 dedup (#8)
     "scale": "pipeline.harness.bench.scale",  # 10k..1M pages, memory per queued URL (#11)
     "soak": "pipeline.harness.bench.soak",  # fault soak (#10)
+    "amqp": "pipeline.harness.bench.amqp",  # kombu vs pika on the dispatcher's consume and publish (#18)
+    "s5fleet": "pipeline.harness.bench.s5fleet",  # S5 LRU + batch size on real HBase at 10 ms (#18)
     "testbed": "pipeline.harness.testbed.bench",  # testbed HTTP/DNS throughput (#2)
 }
