@@ -28,6 +28,7 @@ from jobs.runner import (
     run_pipelined,
     watch_segments,
 )
+from pipeline.observe.errors import existing_file, int_at_least
 from pipeline.observe.progress import task_progress
 
 
@@ -35,22 +36,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     jobs = subparsers.add_parser("jobs", help="MapReduce link processing (mrjob)")
     jsub = jobs.add_subparsers(dest="jobs_command", required=True)
     run = jsub.add_parser("run", help="run the link jobs over closed segments")
-    run.add_argument("--runner", choices=RUNNERS, default="inline")
+    run.add_argument("--runner", choices=RUNNERS, default="inline",
+                     help="where mrjob runs the jobs (default inline: in this process)")
     src = run.add_mutually_exclusive_group(required=True)
-    src.add_argument("--segment", action="append", type=Path, help="a segment file (repeatable)")
+    src.add_argument("--segment", action="append", type=existing_file, help="a segment file (repeatable)")
     src.add_argument("--segments-dir", type=Path, help="process every closed segment of this directory")
     run.add_argument("--follow", action="store_true",
                      help="with --segments-dir: keep watching; stop once FILE named by --stop-file exists")
     run.add_argument("--stop-file", type=Path, help="with --follow: its existence means the crawl ended")
     run.add_argument("--store", required=True, help="sqlite:PATH, hbase or hbase://HOST:PORT/PREFIX")
     run.add_argument("--allowed-domain", action="append", default=[], help="repeatable; none = any domain")
-    run.add_argument("--max-depth", type=int, default=10)
-    run.add_argument("--max-links", type=int, default=10_000)
-    run.add_argument("--batch-size", type=int, default=500, help="URLs per store round trip")
-    run.add_argument("--lru-size", type=int, default=200_000, help="S5 local seen-cache entries")
-    run.add_argument("--spark-master", default="local[2]")
+    run.add_argument("--max-depth", type=int_at_least(0), default=10, help="links deeper than this are left out")
+    run.add_argument("--max-links", type=int_at_least(0), default=10_000, help="links taken from one page at most")
+    run.add_argument("--batch-size", type=int_at_least(1), default=500, help="URLs per store round trip")
+    run.add_argument("--lru-size", type=int_at_least(0), default=200_000, help="S5 local seen-cache entries")
+    run.add_argument("--spark-master", default="local[2]", help="Spark master URL for --runner spark")
     run.add_argument("--conf-path", help="mrjob.conf (e.g. for EMR; see docs/mrjob.emr.conf.example)")
-    run.add_argument("--work-dir", type=Path, default=Path("var/jobs"))
+    run.add_argument("--work-dir", type=Path, default=Path("var/jobs"), help="scratch directory of the jobs")
     run.add_argument("--host-stats", action="store_true", help="also run mr_host_stats per segment")
     run.add_argument("--reprocess", action="store_true",
                      help="also run segments this store has already processed (in-links would count twice)")

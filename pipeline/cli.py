@@ -5,7 +5,7 @@ An area module exposes ``register(subparsers)`` which adds its sub-command(s) an
 
 Errors reach the user as one line on stderr: a usage error (a bad flag, argument or settings value;
 ``UsageError``, ``SettingsError``) exits 2, any other failure exits 1. A traceback is printed only
-with ``--log-level DEBUG``.
+with ``--log-level DEBUG`` (``CRAWLFLEET_DEBUG=1`` for a command without that flag).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import argparse
 import contextlib
 import importlib
 import json
+import os
 import sys
 import threading
 from collections.abc import Iterator
@@ -130,7 +131,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def _debugging(args: argparse.Namespace) -> bool:
-    return str(getattr(args, "log_level", "") or "").upper() == "DEBUG"
+    """A traceback is wanted: ``--log-level DEBUG`` (or CRAWLFLEET_DEBUG=1 for commands without that flag)."""
+    return str(getattr(args, "log_level", "") or "").upper() == "DEBUG" or os.environ.get("CRAWLFLEET_DEBUG") == "1"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         if _debugging(args):
             raise
-        print(f"{prog}: error: {one_line(exc)} (--log-level DEBUG shows the traceback)", file=sys.stderr)
+        hint = "--log-level DEBUG" if hasattr(args, "log_level") else "CRAWLFLEET_DEBUG=1"
+        print(f"{prog}: error: {one_line(exc)} ({hint} shows the traceback)", file=sys.stderr)
         return 1
 
 

@@ -6,6 +6,7 @@ import argparse
 import logging
 from pathlib import Path
 
+from pipeline.observe.errors import existing_dir
 from pipeline.observe.logs import add_arguments as add_log_arguments
 from pipeline.observe.logs import event, setup_from_args
 
@@ -19,7 +20,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Read CRAWL_DIR (stats.jsonl, segments/, summary.json) and write PNG plots, "
         "index.html and report.json to --out.",
     )
-    parser.add_argument("crawl_dir", type=Path, metavar="CRAWL_DIR")
+    parser.add_argument("crawl_dir", type=existing_dir, metavar="CRAWL_DIR",
+                        help="a crawl's --out directory (stats.jsonl, segments/, summary.json)")
     parser.add_argument("--out", type=Path, default=None, help="output directory (default: CRAWL_DIR/report)")
     parser.add_argument("--embed", action="store_true", help="inline the PNGs in index.html (one-file report)")
     parser.add_argument("--title", default=None, help="page title")

@@ -5,10 +5,27 @@ from __future__ import annotations
 import argparse
 import json
 
-from pipeline.storage.factory import from_spec
+from pipeline.storage.factory import from_spec, sqlite_path
 from pipeline.storage.warc import WarcWriter
 
 DEFAULT_STORE = "sqlite:var/crawl.db"
+
+
+def _store_spec(text: str) -> str:
+    """An argparse ``type=``: a store spec; a SQLite one must name a crawl db that exists (export reads it)."""
+    if text.startswith("sqlite:"):
+        path = sqlite_path(text.removeprefix("sqlite:"))
+        if not path.is_file():
+            raise argparse.ArgumentTypeError(f"expected an existing crawl db, got {text!r} ({path} does not exist)")
+    elif not (text == "hbase" or text.startswith("hbase://")):
+        raise argparse.ArgumentTypeError(f"expected sqlite:PATH, hbase or hbase://HOST:PORT/PREFIX, got {text!r}")
+    return text
+
+
+def _positive(text: str) -> int:
+    if not (text.isdigit() and int(text) > 0):
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return int(text)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -17,9 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     warc = kinds.add_parser("warc", help="write every stored page as WARC 1.1 request/response records")
     warc.add_argument("--out", required=True, help="output directory")
     warc.add_argument(
-        "--store", default=DEFAULT_STORE, help=f"sqlite:PATH, hbase or hbase://HOST:PORT/PREFIX (default {DEFAULT_STORE})"
+        "--store", default=DEFAULT_STORE, type=_store_spec, help=f"sqlite:PATH, hbase or hbase://HOST:PORT/PREFIX (default {DEFAULT_STORE})"
     )
-    warc.add_argument("--max-bytes", type=int, default=1 << 30, help="start a new file past this size")
+    warc.add_argument("--max-bytes", type=_positive, default=1 << 30, help="start a new file past this size")
     warc.add_argument("--prefix", default="crawlfleet", help="file name prefix")
     warc.add_argument("--no-gzip", action="store_true", help="write uncompressed .warc files")
     warc.add_argument("--verify", action="store_true", help="read the files back and check every digest")

@@ -20,31 +20,59 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.observe import logs
-from pipeline.settings import Settings, load_settings
+from pipeline.observe.errors import int_at_least, port
+from pipeline.settings import Settings, arg_type, load_settings
+from pipeline.urls import normalize
+
+
+def _name(what: str) -> Any:
+    """An argparse ``type=`` for a node or service name (it becomes a queue name)."""
+
+    def parse(text: str) -> str:
+        from pipeline.transport import topology
+
+        try:
+            return topology.check_name(text, what=what)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
+
+
+def _seed(text: str) -> str:
+    """An argparse ``type=`` for a seed URL."""
+    if not normalize(text):
+        raise argparse.ArgumentTypeError(f"expected an http(s) URL like https://example.com/, got {text!r}")
+    return text
 
 
 def register(subparsers: Any) -> None:
     from pipeline.crawl.flags import add_crawl_flags
 
     d = subparsers.add_parser("dispatcher", help="run the fleet dispatcher (RabbitMQ + Celery workers)")
-    d.add_argument("seeds", nargs="*", help="seed URLs (or submit them later with `crawlfleet submit`)")
+    d.add_argument("seeds", nargs="*", type=_seed, help="seed URLs (or submit them later with `crawlfleet submit`)")
     add_crawl_flags(d)
     _fleet_flags(d)
     d.add_argument("--resume", action="store_true", help="continue the crawl in --out after a stop or crash")
     d.add_argument("--serve", action="store_true", help="keep running when the crawl is done (for submits)")
-    d.add_argument("--metrics-port", type=int, default=None,
+    d.add_argument("--metrics-port", type=port, default=None,
                    help="serve Prometheus /metrics and an HTML /status page on 127.0.0.1:PORT (0 = any free port)")
     if not any("--log-level" in a.option_strings for a in d._actions):  # add_crawl_flags may include them
         logs.add_arguments(d)
     d.set_defaults(func=_cmd_dispatcher)
 
     w = subparsers.add_parser("worker", help="run a Celery fetch worker for one node")
-    w.add_argument("--node", required=True, help="node name; the worker consumes the queue fetch.NODE")
-    w.add_argument("--slots", type=int, default=None, help="batches run at once (Celery -c); default from settings")
+    w.add_argument("--node", required=True, type=_name("node"),
+                   help="node name; the worker consumes the queue fetch.NODE")
+    w.add_argument("--slots", type=int_at_least(1), default=None,
+                   help="batches run at once (Celery -c); default from settings")
     w.add_argument("--config", help="TOML settings file")
-    w.add_argument("--dns-server", action="append", default=None, metavar="HOST:PORT")
-    w.add_argument("--allow-network", action="append", default=None, metavar="CIDR")
-    w.add_argument("--loglevel", default="INFO")
+    w.add_argument("--dns-server", type=arg_type("dns.servers"), action="append", default=None, metavar="HOST:PORT",
+                   help="DNS server the node asks, repeatable (default: the system's resolv.conf)")
+    w.add_argument("--allow-network", type=arg_type("security.allow_networks"), action="append", default=None,
+                   metavar="CIDR", help="exempt this network from the SSRF guard (e.g. 127.0.0.0/8 for the testbed)")
+    w.add_argument("--loglevel", default="INFO", type=str.upper, choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+                   help="Celery's log level")
     _fleet_flags(w, service=False)
     w.add_argument("celery_args", nargs=argparse.REMAINDER, help="extra arguments for `celery worker` after --")
     w.set_defaults(func=_cmd_worker)
@@ -52,28 +80,31 @@ def register(subparsers: Any) -> None:
     lk = subparsers.add_parser("links", help="the fleet's link jobs: node segments -> mrjob -> pending set")
     lk.add_argument("--out", default="var/fleet", help="the dispatcher's crawl directory (store and segments)")
     lk.add_argument("--config", help="TOML settings file (the dispatcher's)")
-    lk.add_argument("--runner", choices=("inline", "local", "spark", "hadoop", "emr"), default="inline")
-    lk.add_argument("--work-dir", type=Path, default=Path("var/jobs"))
-    lk.add_argument("--spark-master", default="local[2]")
+    lk.add_argument("--runner", choices=("inline", "local", "spark", "hadoop", "emr"), default="inline",
+                    help="where mrjob runs the jobs (default inline: in this process)")
+    lk.add_argument("--work-dir", type=Path, default=Path("var/jobs"), help="scratch directory of the jobs")
+    lk.add_argument("--spark-master", default="local[2]", help="Spark master URL for --runner spark")
     lk.add_argument("--conf-path", help="mrjob.conf (e.g. for EMR; see docs/mrjob.emr.conf.example)")
-    lk.add_argument("--max-segments", type=int, default=256, help="segments per micro-batch")
+    lk.add_argument("--max-segments", type=int_at_least(1), default=256, help="segments per micro-batch")
     _fleet_flags(lk)
     logs.add_arguments(lk)
     lk.set_defaults(func=_cmd_links)
 
     s = subparsers.add_parser("submit", help="submit seed URLs to a fleet dispatcher's service")
-    s.add_argument("--service", required=True)
-    s.add_argument("--broker-url", default=None)
+    s.add_argument("--service", required=True, type=_name("service"), help="the dispatcher's service name")
+    s.add_argument("--broker-url", default=None, help="AMQP URL (default: settings / CRAWLFLEET_BROKER_URL)")
     s.add_argument("--config", help="TOML settings file")
-    s.add_argument("seeds", nargs="+")
+    s.add_argument("seeds", nargs="+", type=_seed, help="seed URLs to add to the crawl")
     s.set_defaults(func=_cmd_submit)
 
 
 def _fleet_flags(p: argparse.ArgumentParser, *, service: bool = True) -> None:
     if service:
-        p.add_argument("--service", default=None, help="service name (quota list key; results queue)")
+        p.add_argument("--service", default=None, type=_name("service"),
+                       help="service name (quota list key; results queue)")
     p.add_argument("--broker-url", default=None, help="AMQP URL (default: settings / CRAWLFLEET_BROKER_URL)")
-    p.add_argument("--heartbeat-s", type=float, default=None, help="heartbeat period (S1)")
+    p.add_argument("--heartbeat-s", type=arg_type("dispatch.heartbeat_s"), default=None,
+                   help="heartbeat period in seconds (S1)")
 
 
 def _fleet_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:

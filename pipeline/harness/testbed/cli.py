@@ -3,11 +3,34 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from pipeline.harness.testbed.model import Web
+
+
+def _at_least(low: float, kind: Callable[[str], Any] = int, high: float | None = None) -> Callable[[str], Any]:
+    """An argparse ``type=``: a number ``low`` <= n (<= ``high``); the message names the bad value. (The
+    testbed imports nothing of the crawl, so it keeps its own.)"""
+    what = "an integer" if kind is int else "a number"
+    span = f">= {low:g}" if high is None else f"{low:g}..{high:g}"
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"expected {what} {span}, got {text!r}")
+        return value
+
+    return parse
+
+
+_PORT = _at_least(0, int, 65535)
 
 
 def register(subparsers: Any) -> None:
@@ -16,16 +39,16 @@ def register(subparsers: Any) -> None:
 
     serve = sub.add_parser("serve", help="serve the testbed until SIGTERM/SIGINT")
     _web_args(serve)
-    serve.add_argument("--port", type=int, default=8080, help="HTTP port on every testbed address (0 = free)")
-    serve.add_argument("--dns-port", type=int, default=5353, help="DNS port on 127.0.0.1, UDP+TCP (0 = free)")
+    serve.add_argument("--port", type=_PORT, default=8080, help="HTTP port on every testbed address (0 = free)")
+    serve.add_argument("--dns-port", type=_PORT, default=5353, help="DNS port on 127.0.0.1, UDP+TCP (0 = free)")
     serve.add_argument("--access-log", default=None, help="JSON-lines access log path")
     serve.add_argument("--ready-file", default=None, help="write JSON (ports, seeds, ips) here once ready")
-    serve.add_argument("--workers", type=int, default=1, help="HTTP processes sharing the sockets")
+    serve.add_argument("--workers", type=_at_least(1), default=1, help="HTTP processes sharing the sockets")
     serve.add_argument("--hostile", action="store_true", help="also serve hostile.crawl.test (own port)")
-    serve.add_argument("--hostile-port", type=int, default=0, help="port of hostile.crawl.test (0 = free)")
-    serve.add_argument("--dns-latency-ms", type=float, default=0.0, help="delay added to every DNS answer")
-    serve.add_argument("--dns-slow-ms", type=float, default=2000.0, help="delay of slow.crawl.test")
-    serve.add_argument("--cache-size", type=int, default=4096, help="rendered pages kept (LRU)")
+    serve.add_argument("--hostile-port", type=_PORT, default=0, help="port of hostile.crawl.test (0 = free)")
+    serve.add_argument("--dns-latency-ms", type=_at_least(0, float), default=0.0, help="delay added to every DNS answer")
+    serve.add_argument("--dns-slow-ms", type=_at_least(0, float), default=2000.0, help="delay of slow.crawl.test")
+    serve.add_argument("--cache-size", type=_at_least(0), default=4096, help="rendered pages kept (LRU)")
     serve.add_argument(
         "--engine", choices=("fast", "aiohttp"), default="fast", help="HTTP server implementation"
     )
@@ -38,52 +61,59 @@ def register(subparsers: Any) -> None:
     serve.set_defaults(func=_serve)
 
     load = sub.add_parser("load", help="measure how fast a testbed serves (HTTP and DNS)")
-    load.add_argument("--hosts", type=int, default=1000)
-    load.add_argument("--pages", type=int, default=1000)
-    load.add_argument("--seconds", type=float, default=5.0)
-    load.add_argument("--concurrency", type=int, default=64)
-    load.add_argument("--engine", choices=("fast", "aiohttp"), default="fast")
-    load.add_argument("--workers", type=int, default=1)
+    load.add_argument("--hosts", type=_at_least(1), default=1000, help="sites of the web measured")
+    load.add_argument("--pages", type=_at_least(1), default=1000, help="pages per site")
+    load.add_argument("--seconds", type=_at_least(0.1, float), default=5.0, help="how long to load it")
+    load.add_argument("--concurrency", type=_at_least(1), default=64, help="requests in flight")
+    load.add_argument("--engine", choices=("fast", "aiohttp"), default="fast", help="HTTP server implementation")
+    load.add_argument("--workers", type=_at_least(1), default=1, help="HTTP processes sharing the sockets")
     load.add_argument("--json", action="store_true", help="print JSON (the only format)")
     load.set_defaults(func=_load)
 
     truth = sub.add_parser("truth", help="print the ground truth of a testbed web")
     _web_args(truth)
-    truth.add_argument("--port", type=int, default=8080)
-    truth.add_argument("--max-depth", type=int, default=20)
+    truth.add_argument("--port", type=_PORT, default=8080, help="the port the web's URLs name")
+    truth.add_argument("--max-depth", type=_at_least(0), default=20, help="hops from the seeds counted")
     truth.add_argument("--json", action="store_true", help="print JSON (the only format)")
     truth.set_defaults(func=_truth)
 
 
 def _web_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--hosts", type=int, required=True)
-    parser.add_argument("--pages", type=int, required=True)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--hosts", type=_at_least(1), required=True, help="sites of the web (site0.crawl.test ...)")
+    parser.add_argument("--pages", type=_at_least(1), required=True, help="pages per site")
+    parser.add_argument("--seed", type=int, default=0, help="random seed of the link graph")
 
 
 def _serve(args: argparse.Namespace) -> int:
     from pipeline.harness.testbed.serve import ServeOptions, serve
 
-    return serve(
-        ServeOptions(
-            hosts=args.hosts,
-            pages=args.pages,
-            seed=args.seed,
-            port=args.port,
-            dns_port=args.dns_port,
-            access_log=args.access_log,
-            ready_file=args.ready_file,
-            workers=args.workers,
-            hostile=args.hostile,
-            hostile_port=args.hostile_port,
-            dns_latency_ms=args.dns_latency_ms,
-            dns_slow_ms=args.dns_slow_ms,
-            cache_size=args.cache_size,
-            ipv6=not args.no_ipv6,
-            engine=args.engine,
-            gzip_pages=args.gzip_pages,
-        )
+    options = ServeOptions(
+        hosts=args.hosts,
+        pages=args.pages,
+        seed=args.seed,
+        port=args.port,
+        dns_port=args.dns_port,
+        access_log=args.access_log,
+        ready_file=args.ready_file,
+        workers=args.workers,
+        hostile=args.hostile,
+        hostile_port=args.hostile_port,
+        dns_latency_ms=args.dns_latency_ms,
+        dns_slow_ms=args.dns_slow_ms,
+        cache_size=args.cache_size,
+        ipv6=not args.no_ipv6,
+        engine=args.engine,
+        gzip_pages=args.gzip_pages,
     )
+    try:
+        return serve(options)
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        print(f"crawlfleet testbed serve: error: a port is already in use: --port {args.port}, --dns-port "
+              f"{args.dns_port} or --hostile-port {args.hostile_port} (expected free ports, or 0 for any)",
+              file=sys.stderr)  # fmt: skip
+        return 1
 
 
 def _load(args: argparse.Namespace) -> int:
