@@ -266,6 +266,10 @@ class Dispatcher:
             expired.extend(late)
         return sorted(expired)
 
+    def restore_grant(self, service: str, fetcher_id: str, urls: int) -> None:
+        """Count ``urls`` a dead predecessor granted ``fetcher_id`` this minute, so S1's n and r hold."""
+        self._admission.grant(service, fetcher_id, urls, self._clock())
+
     # --- introspection ---------------------------------------------------------------------------
     def snapshot(self) -> DispatcherStats:
         now = self._clock()

@@ -32,11 +32,13 @@ from typing import IO, Any
 
 from jobs.logic import traps_arg
 from pipeline.crawl.core import CrawlCore
+from pipeline.dispatch.quotas import Quotas
 from pipeline.links.extract import DEFAULT_MAX_LINKS
 from pipeline.observe.metrics import LatestSnapshot, MetricsServer
 from pipeline.settings import Settings
 from pipeline.storage.factory import from_settings
 from pipeline.transport.fleet_state import FleetCounters, Issued, Node
+from pipeline.transport.grants import granted_this_minute
 from pipeline.transport.linkjobs import RULES_KEY, CrawlLinkRules, segment_key
 from pipeline.transport.linkprogress import LinkProgress
 from pipeline.transport.messages import (
@@ -142,8 +144,12 @@ class FleetDispatcher:
                                                            stop=lambda: self._stopping)  # fmt: skip
             if self._stopping:
                 return {"interrupted": True}
-            self.core = CrawlCore(self.settings, store, seeds=self.seeds, out_dir=self.out_dir,
-                                  clock=self.clock, resume=self.resume, outcomes_by_nodes=self.by_jobs)  # fmt: skip
+            self.core = CrawlCore(self.settings, store, seeds=self.seeds, out_dir=self.out_dir, clock=self.clock,
+                                  resume=self.resume, outcomes_by_nodes=self.by_jobs,
+                                  quotas=Quotas.from_settings_file(self.settings.dispatch.quotas_file))  # fmt: skip
+            if self.resume:  # S1: what the predecessor granted this minute still counts
+                for vfid, n in granted_this_minute(self.out_dir / "fleet-events.jsonl", self.clock()).items():
+                    self.core.dispatcher.restore_grant(self.service, vfid, n)
             self._scope_json = scope_to_json(self.core.scope)
             if self.by_jobs:
                 sc = self.settings.scope
