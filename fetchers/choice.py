@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from aiohttp.abc import AbstractResolver
 
@@ -44,3 +45,21 @@ def make_fetcher(
     from fetchers.aio import AioFetcher
 
     return AioFetcher(settings, fetcher_id=fetcher_id, resolver=resolver, scope=scope, archive=archive, clock=clock)
+
+
+def worker_factory(kind: str) -> Callable[[Settings, str, Scope | None, dict[str, Any]], Fetcher]:
+    """A fleet worker's fetcher factory (``pipeline.transport.runtime.FetcherFactory``) for ``kind``: every
+    fetcher of the process resolves through one caching resolver, kept in ``shared`` as the aio factory
+    there keeps it ("caching", "resolver")."""
+    check_kind(kind)
+
+    def make(settings: Settings, node: str, scope: Scope | None, shared: dict[str, Any]) -> Fetcher:
+        from pipeline.dns.aiohttp_resolver import AiohttpResolver
+        from pipeline.dns.cache_resolver import CachingResolver
+
+        if "resolver" not in shared:
+            shared["caching"] = CachingResolver.from_settings(settings.dns)
+            shared["resolver"] = AiohttpResolver(shared["caching"])
+        return make_fetcher(kind, settings, fetcher_id=node, resolver=shared["resolver"], scope=scope)
+
+    return make
