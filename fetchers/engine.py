@@ -16,8 +16,8 @@ import socket
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
+from fetchers.batchctx import BatchCtx, Fail
 from fetchers.exchange import (
     REDIRECT_STATUSES,
     Exchange,
@@ -58,30 +58,6 @@ DEFAULT_THROTTLE_S = 60.0  # a 429 without Retry-After keeps the host away this 
 _IP_TTL_S = 60.0
 BACKLOG = 2  # free_slots counts up to 2 x concurrency URLs
 URLS_PER_CONNECTION = 8  # a batch opens one more connection to a host per this many of its URLs
-
-
-class _Fail(Exception):
-    def __init__(self, error_class: str, message: str) -> None:
-        super().__init__(message)
-        self.error_class = error_class
-        self.message = message
-
-
-@dataclass(slots=True)
-class _BatchCtx:
-    batch: Batch
-    on_result: Callable[[FetchResult], None]
-    unfinished: list[UrlTask] = field(default_factory=list)
-    host_ips: dict[str, str] = field(default_factory=dict)
-    origins: dict[str, str] = field(default_factory=dict)  # host -> origin, for robots back-offs
-    failed_hosts: dict[str, _Fail] = field(default_factory=dict)  # DNS/SSRF failures, once per host
-    pages: int = 0
-    fence: Callable[[], bool] | None = None  # False: the batch's lease may be gone, start no more URLs
-    # Early host release (see run_batch): URLs of each host still without a result, the hosts with a
-    # URL handed back (those wait for the batch's end), and the callback.
-    host_left: dict[str, int] = field(default_factory=dict)
-    held_hosts: set[str] = field(default_factory=set)
-    on_host_done: Callable[[str, float, str], None] | None = None
 
 
 class Engine:
@@ -139,7 +115,7 @@ class Engine:
         retried 5xx, a slow server) does not hold every other host of its batch until the batch ends.
         """
         t0 = self.clock()
-        ctx = _BatchCtx(batch, on_result, fence=fence, on_host_done=on_host_done)
+        ctx = BatchCtx(batch, on_result, fence=fence, on_host_done=on_host_done)
         queues: dict[str, deque[UrlTask]] = {}
         for task in batch.tasks:
             try:
@@ -173,10 +149,10 @@ class Engine:
             unfinished=ctx.unfinished,
         )
 
-    def _worker(self, host: str, queue: deque[UrlTask], ctx: _BatchCtx) -> _Worker:
+    def _worker(self, host: str, queue: deque[UrlTask], ctx: BatchCtx) -> _Worker:
         return _Worker(self, host, queue, ctx)
 
-    def host_delay(self, host: str, ctx: _BatchCtx) -> float:
+    def host_delay(self, host: str, ctx: BatchCtx) -> float:
         """Seconds before ``host`` may be contacted again: its pacing gap or a robots.txt back-off."""
         wait = self.pacer.wait_for(host)
         origin = ctx.origins.get(host)
@@ -185,13 +161,13 @@ class Engine:
         return round(wait, 3)
 
     # -- one URL --------------------------------------------------------------------------------------
-    def _result(self, task: UrlTask, ctx: _BatchCtx, error_class: str = "", message: str = "") -> FetchResult:
+    def _result(self, task: UrlTask, ctx: BatchCtx, error_class: str = "", message: str = "") -> FetchResult:
         return FetchResult(
             task.url, task.url_id, task.depth, final_url=task.url, error_class=error_class,
             error_message=message, serial=ctx.batch.serial, fetcher_id=self.fetcher_id, fetched_at=time.time(),
         )  # fmt: skip
 
-    async def fetch_task(self, task: UrlTask, ctx: _BatchCtx) -> FetchResult:
+    async def fetch_task(self, task: UrlTask, ctx: BatchCtx) -> FetchResult:
         t0 = self.clock()
         url = task.url
         chain: list[str] = []
@@ -204,9 +180,9 @@ class Engine:
             try:
                 host = host_of(url) if url.startswith(("http://", "https://")) else ""
                 if not host:
-                    raise _Fail("invalid_url", f"not an absolute URL: {url[:200]}")
+                    raise Fail("invalid_url", f"not an absolute URL: {url[:200]}")
                 if self.scope is not None and not self.scope.allows(url):
-                    raise _Fail("out_of_scope", f"{url[:200]} is out of scope")
+                    raise Fail("out_of_scope", f"{url[:200]} is out of scope")
                 cached = self._ips.get(host)
                 if cached is not None and host not in ctx.failed_hosts and cached[1] > t0:
                     ip = ctx.host_ips[host] = cached[0]  # the common case, without a coroutine
@@ -220,15 +196,15 @@ class Engine:
                     rules = self.robots.fresh(origin)
                     if rules is None:
                         if ctx.fence is not None and not ctx.fence():  # robots.txt would be a new request
-                            raise _Fail(LEASE_LAPSED, "not sent: the batch was stopped")
+                            raise Fail(LEASE_LAPSED, "not sent: the batch was stopped")
                         rules = await self.robots.get(origin, self._fetch_robots)
                     if rules.unreachable:
-                        raise _Fail(ROBOTS_UNAVAILABLE, f"robots.txt of {origin} unavailable (status {rules.status})")
+                        raise Fail(ROBOTS_UNAVAILABLE, f"robots.txt of {origin} unavailable (status {rules.status})")
                     if not rules.allows(url):
-                        raise _Fail("robots_blocked", f"disallowed by {origin}/robots.txt")
+                        raise Fail("robots_blocked", f"disallowed by {origin}/robots.txt")
                     self.pacer.set_crawl_delay(host, rules.crawl_delay)
                 ex = await self.exchange(url, host, ip, self._max_body, fence=ctx.fence)
-            except _Fail as fail:
+            except Fail as fail:
                 res = self._result(task, ctx, fail.error_class, fail.message)
                 ex = None
             if ex is not None and ex.status in REDIRECT_STATUSES and not ex.error_class:
@@ -261,7 +237,7 @@ class Engine:
             res.timings.total_s = self.clock() - t0
             return res
 
-    def _from_exchange(self, task: UrlTask, ctx: _BatchCtx, url: str, ex: Exchange) -> FetchResult:
+    def _from_exchange(self, task: UrlTask, ctx: BatchCtx, url: str, ex: Exchange) -> FetchResult:
         body = ex.body
         if not self._keep_all and ex.content_type not in self._parse_types:
             body = b""
@@ -281,8 +257,8 @@ class Engine:
             noindex=noindex, nofollow=nofollow,
         )  # fmt: skip
 
-    async def ip_of(self, host: str, ctx: _BatchCtx | None) -> str:
-        """The SSRF-checked address for ``host`` (``name[:port]`` or an IP literal); raises _Fail."""
+    async def ip_of(self, host: str, ctx: BatchCtx | None) -> str:
+        """The SSRF-checked address for ``host`` (``name[:port]`` or an IP literal); raises Fail."""
         if ctx is not None:
             failed = ctx.failed_hosts.get(host)
             if failed is not None:
@@ -303,7 +279,7 @@ class Engine:
                 answers = await self.resolver.resolve(name, port, socket.AF_UNSPEC)
                 ip = answers[0]["host"]
         except Exception as exc:
-            fail = _Fail(dns_error_class(exc), str(exc)[:300] or type(exc).__name__)
+            fail = Fail(dns_error_class(exc), str(exc)[:300] or type(exc).__name__)
             if fail.error_class in DNS_TRANSIENT:
                 self.pacer.defer(host, DNS_RETRY_S)  # an outage: retry the host later, do not fail its URLs
             if ctx is not None:
@@ -363,7 +339,7 @@ class Engine:
             host = host_of(url)
             try:
                 ip = await self.ip_of(host, None)
-            except _Fail:
+            except Fail:
                 return 0, b""
             ex = await self.exchange(url, host, ip, MAX_ROBOTS_BYTES)
             if ex.error_class:
@@ -383,7 +359,7 @@ class _Worker:
 
     __slots__ = ("engine", "host", "queue", "ctx")
 
-    def __init__(self, engine: Engine, host: str, queue: deque[UrlTask], ctx: _BatchCtx) -> None:
+    def __init__(self, engine: Engine, host: str, queue: deque[UrlTask], ctx: BatchCtx) -> None:
         self.engine, self.host, self.queue, self.ctx = engine, host, queue, ctx
 
     async def run(self, left: list[int]) -> None:
