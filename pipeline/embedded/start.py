@@ -63,8 +63,10 @@ def read_seeds(cli_seeds: list[str], seeds_file: str | None, *, err: Any = None)
                 bad.append(f"line {n}: {text[:80]!r}")
         if bad:
             more = f", and {len(bad) - SHOWN} more" if len(bad) > SHOWN else ""
-            print(f"crawl: --seeds-file {seeds_file}: {len(bad)} lines are not http(s) URLs, left out "
-                  f"({', '.join(bad[:SHOWN])}{more})", file=err or sys.stderr)  # fmt: skip
+            what = f"{len(bad)} lines are not http(s) URLs ({', '.join(bad[:SHOWN])}{more})"
+            if not seeds:
+                raise UsageError(f"--seeds-file {seeds_file}: no seed URL in it; {what}")
+            print(f"crawl: --seeds-file {seeds_file}: {what}; left out", file=err or sys.stderr)
     return seeds
 
 

@@ -18,6 +18,7 @@ import signal
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pipeline.observe import logs
 from pipeline.observe.errors import int_at_least, port
@@ -37,6 +38,13 @@ def _name(what: str) -> Any:
             raise argparse.ArgumentTypeError(str(exc)) from None
 
     return parse
+
+
+def _redacted(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    return parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1)).geturl()
 
 
 def _seed(text: str) -> str:
@@ -211,6 +219,7 @@ def _cmd_links(args: argparse.Namespace) -> int:
 
 def _cmd_submit(args: argparse.Namespace) -> int:
     from kombu import Producer
+    from kombu.exceptions import OperationalError
 
     from pipeline.transport import topology
     from pipeline.transport.amqp import connection
@@ -219,10 +228,13 @@ def _cmd_submit(args: argparse.Namespace) -> int:
     settings = load_settings(args.config, overrides={"fleet": {"broker_url": args.broker_url}})
     service = topology.check_name(args.service, what="service")
     enc = encode(submit_message(service, list(args.seeds)))
-    with connection(settings.fleet.broker_url, confirm=True) as conn:
-        producer = Producer(conn.channel())
-        producer.publish(enc.body, exchange=topology.submit_exchange(), routing_key=service,
-                         content_type=enc.content_type, content_encoding=enc.content_encoding, delivery_mode=2,
-                         declare=[topology.submit_queue(service)], retry=True)  # fmt: skip
+    try:
+        with connection(settings.fleet.broker_url, confirm=True) as conn:
+            producer = Producer(conn.channel())
+            producer.publish(enc.body, exchange=topology.submit_exchange(), routing_key=service,
+                             content_type=enc.content_type, content_encoding=enc.content_encoding, delivery_mode=2,
+                             declare=[topology.submit_queue(service)], retry=True)  # fmt: skip
+    except (OSError, OperationalError) as exc:  # one line naming the broker (not its password), no traceback
+        raise ConnectionError(f"cannot reach the broker at {_redacted(settings.fleet.broker_url)}: {exc}") from exc
     print(f"submitted {len(args.seeds)} URL(s) to service {service}")
     return 0
