@@ -240,8 +240,8 @@ def _child_main(fd: int) -> None:
 class _Outbox:
     """Results go to the parent in small bundles: one pipe message per loop turn, not per page."""
 
-    def __init__(self, conn: Connection, loop: asyncio.AbstractEventLoop) -> None:
-        self.conn, self.loop = conn, loop
+    def __init__(self, conn: Connection, loop: asyncio.AbstractEventLoop, *, gone: Callable[[], None]) -> None:
+        self.conn, self.loop, self.gone = conn, loop, gone
         self.items: list[FetchResult] = []
         self.timer: asyncio.TimerHandle | None = None
 
@@ -264,7 +264,7 @@ class _Outbox:
         try:
             self.conn.send(msg)
         except OSError:  # the parent is gone
-            os._exit(0)
+            self.gone()
 
 
 async def _serve(
@@ -286,8 +286,16 @@ async def _serve(
                             info=crawl_info(settings))  # fmt: skip
     fetcher = make_fetcher(kind, settings, fetcher_id=fetcher_id, resolver=AiohttpResolver(caching), scope=scope,
                            archive=writer.write_exchange if writer is not None else None)  # fmt: skip
+
+    def gone() -> None:
+        """The parent died (or quit at a second Ctrl-C): stop fetching now (its in-flight batches are
+        re-issued on resume), keeping the WARC records written so far whole."""
+        if writer is not None:
+            writer.close()
+        os._exit(0)
+
     await fetcher.start()
-    out = _Outbox(conn, loop)
+    out = _Outbox(conn, loop, gone=gone)
     stop = asyncio.Event()
     running: set[asyncio.Task[None]] = set()
     halted = [False]  # the crawl is stopping: send no more requests
@@ -325,7 +333,7 @@ async def _serve(
                 else:
                     stop.set()
         except (EOFError, OSError):
-            os._exit(0)  # the parent died: stop fetching now (its in-flight batches are re-issued)
+            gone()
 
     loop.add_reader(conn.fileno(), readable)
     await stop.wait()

@@ -6,8 +6,8 @@ as a terminal's Ctrl-C does, once it has made a few hundred requests:
   the requests the testbed saw after the signal are no more than the crawl's concurrency (what was in
   flight). Running CMD finishes the crawl with every truth page fetched exactly once over both runs,
   except abandoned requests (named in the summary, at most the concurrency).
-- second Ctrl-C: it exits 130 at once; nothing journaled is fetched again by the resume, and the resume
-  still fetches every truth page.
+- second Ctrl-C: it exits 130 at once; the WARC written so far passes ``warcio check``; nothing journaled
+  is fetched again by the resume, and the resume still fetches every truth page.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import collections
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -35,11 +36,11 @@ MAX_DEPTH = 12
 MARK = "interrupted; resume with: "
 
 
-def _cmd(tb: TestbedProcess, out: Path) -> list[str]:
+def _cmd(tb: TestbedProcess, out: Path, *extra: str) -> list[str]:
     return [
         sys.executable, "-m", "pipeline.cli", "crawl", *tb.seeds, "--out", str(out), "--dns-server", tb.dns_server,
         "--allow-network", "127.0.10.0/24", "--max-depth", str(MAX_DEPTH), "--host-delay", "0.05",
-        "--concurrency", str(CONCURRENCY), "--json", "--no-progress",
+        "--concurrency", str(CONCURRENCY), "--json", "--no-progress", *extra,
     ]  # fmt: skip
 
 
@@ -49,12 +50,12 @@ def _key(url: str) -> tuple[str, str]:
 
 
 def _interrupt(
-    tb: TestbedProcess, out: Path, *, after: int, twice: bool, processes: int = 0
+    tb: TestbedProcess, out: Path, *extra: str, after: int, twice: bool, processes: int = 0
 ) -> tuple[subprocess.CompletedProcess[str], float]:
     """Start the crawl (``processes`` fetch processes), Ctrl-C it (twice: a second Ctrl-C right after) once
     the testbed logged ``after`` requests. Returns the finished process and the time of the (first) signal."""
     env = dict(os.environ, CRAWLFLEET_FETCH_PROCESSES=str(processes))
-    proc = subprocess.Popen(_cmd(tb, out), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    proc = subprocess.Popen(_cmd(tb, out, *extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, env=env)  # fmt: skip
     try:
         while len(tb.read_access_log()) < after:
@@ -122,15 +123,23 @@ def test_first_ctrl_c_stops_new_requests_and_resume_finishes_exactly_once(
     assert not twice, twice[:10]
 
 
-def test_second_ctrl_c_quits_at_once_and_loses_nothing_journaled(testbed: TestbedProcess, tmp_path: Path) -> None:
+@pytest.mark.parametrize("processes", [0, 1], ids=["in-process", "fetch-process"])
+def test_second_ctrl_c_quits_at_once_and_loses_nothing_journaled(
+    testbed: TestbedProcess, tmp_path: Path, processes: int
+) -> None:
     tb = testbed
     out = tmp_path / "out"
-    done, _ = _interrupt(tb, out, after=200, twice=True)
+    done, _ = _interrupt(tb, out, "--warc", after=200, twice=True, processes=processes)
     assert done.returncode == 130, done.stderr[-3000:]
     assert "quitting now (second Ctrl-C)" in done.stderr and MARK in done.stderr
     assert "Traceback" not in done.stderr
     journaled = {_key(u) for r in replay(out / "segments", None) if r.ok for u in (r.url, r.final_url)}
     assert journaled
+    # The WARC written up to the quit is whole: every record it holds reads back and verifies.
+    warcs = sorted((out / "warc").glob("*.warc.gz"))
+    warcio = shutil.which("warcio") or str(Path(sys.executable).with_name("warcio"))
+    check = subprocess.run([warcio, "check", *map(str, warcs)], capture_output=True, text=True, check=False)
+    assert warcs and check.returncode == 0, check.stdout[-2000:] + check.stderr[-2000:]
 
     _resume(done.stderr)
     tb.wait_log_flush()
