@@ -321,7 +321,8 @@ def check_settings(settings: Settings, sources: Mapping[str, str] | None = None)
             if (problem := check_value(key, getattr(current, f.name))) is not None:
                 raise SettingsError(f"{key} (from {(sources or {}).get(key, 'default')}): {problem}")
     if (d := settings.dispatch).n_max < d.n_min:
-        raise SettingsError(f"dispatch.n_max: expected >= dispatch.n_min ({d.n_min}), got {d.n_max}")
+        where = (sources or {}).get("dispatch.n_max", "default")
+        raise SettingsError(f"dispatch.n_max (from {where}): expected >= dispatch.n_min ({d.n_min}), got {d.n_max}")
 
 
 def arg_type(key: str) -> Callable[[str], Any]:

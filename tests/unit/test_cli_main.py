@@ -1,0 +1,82 @@
+"""The ``crawlfleet`` command in-process: --version, settings, bench --help, demo's --out, seeds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline.cli import main, version
+from pipeline.embedded.start import read_seeds, zero_pages
+from pipeline.harness.demo import MARKER, prepare_out
+from pipeline.observe.errors import UsageError
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0 and capsys.readouterr().out.strip() == f"crawlfleet {version()}"
+
+
+def test_bench_help_lists_the_benchmarks(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "crawlfleet bench NAME" in out and "local" in out and "fleet" in out
+
+
+def test_settings_prints_each_value_with_its_source(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    config = tmp_path / "c.toml"
+    config.write_text("[fetch]\nretries = 5\n")
+    monkeypatch.setenv("CRAWLFLEET_DNS_TIMEOUT_S", "1.5")
+    assert main(["settings", "--config", str(config), "--concurrency", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "concurrency = 3  # flag" in out
+    assert f"retries = 5  # file:{config}" in out
+    assert "timeout_s = 1.5  # env:CRAWLFLEET_DNS_TIMEOUT_S" in out
+    assert "max_redirects = 5  # default" in out
+
+
+def test_a_settings_error_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["settings", "--config", str(tmp_path / "none.toml")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "none.toml" in err and "Traceback" not in err
+
+
+def test_demo_empties_only_its_own_or_an_empty_directory(tmp_path: Path) -> None:
+    fresh = tmp_path / "fresh"
+    prepare_out(fresh, force=False)
+    (fresh / "crawl.db").write_text("old demo")
+    prepare_out(fresh, force=False)  # its own: emptied again
+    assert sorted(p.name for p in fresh.iterdir()) == [MARKER]
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("years of work")
+    with pytest.raises(UsageError, match="--force"):
+        prepare_out(mine, force=False)
+    assert (mine / "thesis.tex").exists()
+    prepare_out(mine, force=True)
+    assert not (mine / "thesis.tex").exists()
+    (tmp_path / "f").write_text("")
+    with pytest.raises(UsageError, match="is a file"):
+        prepare_out(tmp_path / "f", force=True)
+
+
+def test_seeds_file_lines_that_are_not_urls_are_counted_and_shown(tmp_path: Path) -> None:
+    import io
+
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://a.test/\n# comment\n\nnot a url\nftp://x.test/\nb.test\nc d\nhttps://b.test/x\n")
+    err = io.StringIO()
+    assert read_seeds([], str(seeds), err=err) == ["http://a.test/", "https://b.test/x"]
+    line = err.getvalue()
+    assert line.count("\n") == 1 and "4 lines are not http(s) URLs" in line
+    assert "line 4: 'not a url'" in line and "and 1 more" in line
+    with pytest.raises(UsageError, match="'nope'"):
+        read_seeds(["nope"], None)
+
+
+def test_zero_pages_names_the_top_errors() -> None:
+    why = zero_pages({"pages_fetched": 0, "errors_by_class": {"dns_nxdomain": 9, "ssrf_blocked": 2, "x": 1, "y": 1}})
+    assert why == "crawl: no page fetched; top errors: dns_nxdomain=9, ssrf_blocked=2, x=1"
+    assert zero_pages({"pages_fetched": 3}) == "" and zero_pages({"pages_fetched": 0, "interrupted": True}) == ""
