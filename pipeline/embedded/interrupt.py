@@ -4,7 +4,8 @@ Contracts (the engine keeps them, see ``pipeline.embedded.engine``):
 - First SIGINT (or SIGTERM): no new request is sent from then on (every fetcher's fence says no, so URLs
   not yet sent come back unfetched and stay pending); requests already on the wire get ``grace_s``
   (2 s plus the read timeout) to finish, then are abandoned (their URLs stay pending too, and are
-  named in the summary's ``abandoned``). Everything that had a result is journaled and applied; the
+  named in the summary's ``abandoned``; so is a URL still held by its host's pacing then, e.g. a
+  Crawl-delay longer than the grace, though it never reached the wire). Everything that had a result is journaled and applied; the
   crawl ends normally with ``interrupted: true``; the CLI prints how to resume and exits 130.
 - Second SIGINT: ``on_force`` runs (it flushes what is buffered outside the journal, e.g. WARC) and the
   process exits 130 at once. The journal writes each result to the OS as it arrives, so nothing
@@ -92,6 +93,7 @@ def finish(summary: Mapping[str, Any], argv: Sequence[str], *, err: TextIO | Non
     err = err or sys.stderr
     abandoned = summary.get("abandoned") or []
     if abandoned:
-        print(f"abandoned {len(abandoned)} requests in flight (refetched on resume): " + " ".join(abandoned), file=err)
+        print(f"abandoned {len(abandoned)} URLs unfinished at the deadline (on the wire, or waiting for their "
+              "host's turn); they stay pending: " + " ".join(abandoned), file=err)  # fmt: skip
     print(f"interrupted; resume with: {resume_command(argv)}", file=err, flush=True)
     return EXIT_INTERRUPTED

@@ -68,5 +68,5 @@ def test_finish_says_how_to_resume_and_returns_130_only_when_interrupted() -> No
     code = finish({"interrupted": True, "abandoned": ["http://a.test/x"]}, ["crawlfleet", "crawl", "--out", "o"], err=err)
     assert code == 130
     lines = err.getvalue().splitlines()
-    assert lines[0] == "abandoned 1 requests in flight (refetched on resume): http://a.test/x"
+    assert lines[0].startswith("abandoned 1 URLs unfinished at the deadline") and lines[0].endswith(": http://a.test/x")
     assert lines[1] == "interrupted; resume with: crawlfleet crawl --out o --resume"
