@@ -118,7 +118,7 @@ class WarcWriter:
         headers = [(k, v) for k, v in page.headers.items() if k.lower() not in _DROP]
         headers.append(("Content-Length", str(len(page.body))))
         http = StatusAndHeaders(f"{page.status} {_reason(page.status)}", headers, protocol="HTTP/1.1")
-        resp_headers = {"WARC-Date": date}
+        resp_headers = {"WARC-Date": date, "WARC-Warcinfo-ID": self._info_id}
         if page.ip:
             resp_headers["WARC-IP-Address"] = page.ip.strip("[]")
         if page.truncated:
@@ -134,7 +134,7 @@ class WarcWriter:
         )
         request = writer.create_warc_record(
             uri, "request", payload=BytesIO(b""), length=0, http_headers=req_http,
-            warc_headers_dict={"WARC-Date": date, "WARC-Concurrent-To": resp_id},
+            warc_headers_dict={"WARC-Date": date, "WARC-Concurrent-To": resp_id, "WARC-Warcinfo-ID": self._info_id},
         )  # fmt: skip
         writer.write_record(response)
         writer.write_record(request)
@@ -143,7 +143,7 @@ class WarcWriter:
             chain = "".join(f"via: {u}\r\n" for u in page.redirects).encode()
             meta = writer.create_warc_record(
                 uri, "metadata", payload=BytesIO(chain), length=len(chain),
-                warc_headers_dict={"WARC-Date": date, "WARC-Concurrent-To": resp_id},
+                warc_headers_dict={"WARC-Date": date, "WARC-Concurrent-To": resp_id, "WARC-Warcinfo-ID": self._info_id},
             )  # fmt: skip
             writer.write_record(meta)
             self.stats.records += 1
