@@ -6,6 +6,8 @@ Per URL: for each hop -> scope -> resolve (through the guarded resolver; IP lite
 -> robots of that hop's origin -> paced exchange (retried with exponential back-off only when the
 transport says the error is retryable or the status is a 5xx other than 501) -> follow a redirect or
 finish. Every failure becomes a FetchResult with ``error_class``; nothing raises out of ``run_batch``.
+With an ``archive``, every exchange the transport captured (each hop, retry and robots.txt) is handed
+to it as it completes (``fetchers.wire``).
 """
 
 from __future__ import annotations
