@@ -37,12 +37,14 @@ class FleetRig:
         store: StoreSettings | None = None,
         extra_env: dict[str, str] | None = None,
         log_level: str = "INFO",
+        links_runner: str = "inline",
     ) -> None:
         self.bed = bed
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
         self.out = workdir / "out"
         self.slots = slots
+        self.links_runner = links_runner  # the mrjob runner of `crawlfleet links`
         self.log_level = log_level
         self.service = f"svc{uuid.uuid4().hex[:8]}"
         self.prefix = f"n{uuid.uuid4().hex[:6]}"
@@ -98,8 +100,8 @@ class FleetRig:
         return self.dispatcher.start(cmd)
 
     def start_links(self) -> Managed:
-        """The link jobs (inline runner) over this crawl's node segments; restartable after a kill."""
-        cmd = python_cmd("links", "--out", str(self.out), "--runner", "inline", "--log-level", self.log_level,
+        """The link jobs (``links_runner``) over this crawl's node segments; restartable after a kill."""
+        cmd = python_cmd("links", "--out", str(self.out), "--runner", self.links_runner, "--log-level", self.log_level,
                          "--work-dir", str(self.workdir / "jobs-work"))  # fmt: skip
         return self.links.start(cmd)
 

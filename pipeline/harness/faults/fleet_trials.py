@@ -65,9 +65,11 @@ def run_fleet_trial(
     store: StoreSettings | None = None,
     before_end: Callable[[], None] | None = None,
     rig_kw: dict[str, Any] | None = None,
+    timeout_s: float = 240.0,
 ) -> dict[str, Any]:
     """One fleet crawl with one fault (``strike`` does it and says when the component was back).
-    ``rig_kw``: more FleetRig arguments (lease, link-jobs runner, environment)."""
+    ``rig_kw``: more FleetRig arguments (lease, link-jobs runner, environment); ``timeout_s``: how long
+    the crawl may take after the fault."""
     rig = FleetRig(bed, broker_url, workdir, store=store, **(rig_kw or {}))
     start = time.time()
     try:
@@ -77,7 +79,7 @@ def run_fleet_trial(
         rig.nodes_up(2)
         at = _wait_share(bed, rig, start, plan)
         struck = strike(rig, plan)
-        summary = rig.wait_dispatcher()
+        summary = rig.wait_dispatcher(timeout_s=timeout_s)
         end_t = time.time()
         if before_end is not None:
             before_end()
