@@ -1,10 +1,10 @@
 """AMQP edges of fleet mode (kombu over py-amqp): the worker's outbox and the dead-letter helper.
 
-``Outbox`` is one thread with its own connection in publisher-confirm mode. It packs results as they
-arrive (``ResultPacker``), publishes them to the service's results queue in arrival order, and sends
-the node's heartbeat on the fanout exchange every period. ``put_report`` returns an event that is set
-once the broker has confirmed every result of the batch and the report itself: the Celery task waits
-for it before returning, so a task message is acked (acks_late) only when its results are safe.
+``Outbox`` is one thread with its own connection in publisher-confirm mode. It publishes each batch's
+one reply (``put_text``; replies.py) to the service's results queue in the order given, and sends the
+node's heartbeat on the fanout exchange every period. ``put_text`` returns an event that is set once
+the broker has confirmed the reply: the Celery task waits for it before returning, so a task message
+is acked (acks_late) only when its reply is safe.
 
 While the broker is away the outbox keeps everything it has not had confirmed and retries every
 ``retry_s``; heartbeats are not queued (a stale heartbeat means nothing). A message the broker
@@ -26,11 +26,9 @@ from typing import Any
 from kombu import Connection, Producer
 from kombu.message import Message
 
-from fetchers.records import FetchResult
-from fetchers.report import BatchReport
 from pipeline.settings import FleetSettings
 from pipeline.transport import topology
-from pipeline.transport.messages import Encoded, NodeHeartbeat, ResultPacker, encode, wrap
+from pipeline.transport.messages import Encoded, NodeHeartbeat, encode, wrap
 
 log = logging.getLogger(__name__)
 
@@ -67,12 +65,10 @@ def dead_letter(producer: Producer, message: Message, *, reason: str, source: st
 class OutboxStats:
     messages: int = 0
     bytes: int = 0
-    results: int = 0
     reports: int = 0
     heartbeats: int = 0
     republished: int = 0
     reconnects: int = 0
-    stripped: int = 0
 
 
 @dataclass(slots=True)
@@ -94,8 +90,6 @@ class Outbox:
         heartbeat_s: float,
         heartbeat: Callable[[], NodeHeartbeat],
         on_beat: Callable[[], None] | None = None,
-        linger_s: float = 0.02,
-        pack_bytes: int = 1024 * 1024,
         compress: bool = False,
         retry_s: float = 0.5,
     ) -> None:
@@ -104,12 +98,9 @@ class Outbox:
         self.heartbeat_s = heartbeat_s
         self._heartbeat = heartbeat
         self._on_beat = on_beat  # after each heartbeat the broker confirmed (the worker's lease, runtime.py)
-        self.linger_s, self.retry_s, self.compress = linger_s, retry_s, compress
-        self.limit = max(4096, min(fleet.max_message_bytes, pack_bytes))
+        self.retry_s, self.compress = retry_s, compress
         self.stats = OutboxStats()
         self._in: queue.SimpleQueue[tuple[str, str, Any]] = queue.SimpleQueue()
-        self._packers: dict[str, ResultPacker] = {}
-        self._first_at: dict[str, float] = {}
         self._pending: collections.deque[_Pending] = collections.deque()
         self._conn: Connection | None = None
         self._producer: Producer | None = None
@@ -123,14 +114,6 @@ class Outbox:
     # --- API (any thread) ------------------------------------------------------------------------
     def start(self) -> None:
         self._thread.start()
-
-    def put_result(self, service: str, result: FetchResult) -> None:
-        self._in.put(("result", service, result))
-
-    def put_report(self, service: str, report: BatchReport) -> threading.Event:
-        done = threading.Event()
-        self._in.put(("report", service, (report, done)))
-        return done
 
     def put_text(self, service: str, text: str) -> threading.Event:
         """Publish a message serialised by the caller (a batch's one reply, replies.py) after everything
@@ -166,7 +149,6 @@ class Outbox:
                     stopping = self._take(kind, service, payload) or stopping
             except queue.Empty:
                 pass
-            self._flush_lingering(force=stopping)
             self._publish_pending()
             self._maybe_heartbeat()
             if stopping and (not self._pending or self._stop.is_set()):
@@ -178,8 +160,6 @@ class Outbox:
     def _wait_time(self) -> float:
         now = time.monotonic()
         waits = [max(0.0, self._next_heartbeat - now)]
-        if self._first_at:
-            waits.append(max(0.0, min(self._first_at.values()) + self.linger_s - now))
         if self._pending:
             waits.append(self.retry_s)
         return max(0.001, min(waits))
@@ -190,48 +170,10 @@ class Outbox:
         if kind == "heartbeat":
             self._next_heartbeat = 0.0
             return False
-        packer = self._packers.get(service)
-        if packer is None:
-            packer = self._packers[service] = ResultPacker(node=self.node, incarnation=self.incarnation, limit=self.limit)
-        if kind == "text":
-            text, done = payload
-            self.stats.reports += 1
-            self._queue_flush(service, [])  # FIFO: whatever was packed before it goes first
-            self._queue(service, text, [done])
-        elif kind == "result":
-            self.stats.results += 1
-            self._first_at.setdefault(service, time.monotonic())
-            for text in packer.add_result(payload):
-                self._queue(service, text, [])
-        else:  # a report closes its batch: publish it with the results before it, now
-            report, done = payload
-            self.stats.reports += 1
-            for text in packer.add_report(report):
-                self._queue(service, text, [])
-            self._queue_flush(service, [done])
-        self.stats.stripped = sum(p.stripped for p in self._packers.values())
+        text, done = payload  # "text": a batch's reply
+        self.stats.reports += 1
+        self._queue(service, text, [done])
         return False
-
-    def _flush_lingering(self, *, force: bool) -> None:
-        now = time.monotonic()
-        for service, first in list(self._first_at.items()):
-            if force or now - first >= self.linger_s:
-                self._queue_flush(service, [])
-
-    def _queue_flush(self, service: str, events: list[threading.Event]) -> None:
-        self._first_at.pop(service, None)
-        texts = self._packers[service].flush()
-        for i, text in enumerate(texts):
-            self._queue(service, text, events if i == len(texts) - 1 else [])
-        if not texts:
-            for ev in events:  # nothing left unsent for this service: already confirmed earlier
-                self._attach_or_set(ev)
-
-    def _attach_or_set(self, ev: threading.Event) -> None:
-        if self._pending:
-            self._pending[-1].events.append(ev)  # FIFO: set when everything before it is confirmed
-        else:
-            ev.set()
 
     def _queue(self, service: str, text: str, events: list[threading.Event]) -> None:
         self._pending.append(_Pending(service, wrap(text.encode(), compress=self.compress), list(events)))

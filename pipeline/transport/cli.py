@@ -6,7 +6,7 @@
   -Q fetch.NAME --pool threads -c N`` (exec, so signals reach Celery directly).
 - ``crawlfleet submit --service NAME SEEDS...`` hands seed URLs to that service's dispatcher.
 - ``crawlfleet links --service NAME --out DIR [--runner R]`` runs the link jobs over the nodes' segments
-  (``fleet.link_path = "jobs"``; linkjobs.py).
+  (linkjobs.py).
 """
 
 from __future__ import annotations

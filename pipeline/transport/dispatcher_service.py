@@ -1,4 +1,6 @@
-"""The fleet dispatcher process: CrawlCore driven by AMQP instead of in-process calls.
+"""The fleet dispatcher process: CrawlCore driven by AMQP instead of in-process calls. It never decodes
+a body or extracts a link: nodes store their pages and reply once per batch, and the link jobs
+(``crawlfleet links``, linkjobs.py) feed the pending set in the store.
 
 Each fetch node (a Celery worker on ``fetch.<node>``) appears as ``slots`` virtual fetchers
 ``<node>#<i>``, exactly as the embedded engine splits its one fetcher, so S3's per-fetcher sizing and
@@ -101,9 +103,6 @@ class FleetDispatcher:
         self._unsent: list[int] = []
         self._scope_json: dict[str, Any] | None = None
         self._stopping = False
-        if settings.fleet.link_path not in ("dispatcher", "jobs"):
-            raise ValueError(f"fleet.link_path must be 'dispatcher' or 'jobs', got {settings.fleet.link_path!r}")
-        self.by_jobs = settings.fleet.link_path == "jobs"
         self._sink_json: dict[str, Any] | None = None
         self.links = LinkProgress(clock=monotonic)
         self._events: IO[str] | None = None
@@ -145,20 +144,18 @@ class FleetDispatcher:
             if self._stopping:
                 return {"interrupted": True}
             self.core = CrawlCore(self.settings, store, seeds=self.seeds, out_dir=self.out_dir, clock=self.clock,
-                                  resume=self.resume, outcomes_by_nodes=self.by_jobs,
+                                  resume=self.resume, outcomes_by_nodes=True,
                                   quotas=Quotas.from_settings_file(self.settings.dispatch.quotas_file))  # fmt: skip
             if self.resume:  # S1: what the predecessor granted this minute still counts
                 for vfid, n in granted_this_minute(self.out_dir / "fleet-events.jsonl", self.clock()).items():
                     self.core.dispatcher.restore_grant(self.service, vfid, n)
             self._scope_json = scope_to_json(self.core.scope)
-            if self.by_jobs:
-                sc = self.settings.scope
-                scope = self.core.scope
-                rules = CrawlLinkRules(tuple(sorted(scope.domains)), sc.max_depth, DEFAULT_MAX_LINKS,
-                                       tuple(p.pattern for p in scope.allow), tuple(p.pattern for p in scope.deny),
-                                       traps_arg(self.core.traps))  # fmt: skip
-                store.put_meta(RULES_KEY, rules.to_json())
-                self._sink_json = crawl_sink(self.settings, self.out_dir).to_json()
+            sc, scope = self.settings.scope, self.core.scope
+            rules = CrawlLinkRules(tuple(sorted(scope.domains)), sc.max_depth, DEFAULT_MAX_LINKS,
+                                   tuple(p.pattern for p in scope.allow), tuple(p.pattern for p in scope.deny),
+                                   traps_arg(self.core.traps))  # fmt: skip
+            store.put_meta(RULES_KEY, rules.to_json())
+            self._sink_json = crawl_sink(self.settings, self.out_dir).to_json()
             if self.metrics_port is not None:
                 self._metrics = MetricsServer(self.core.stats, fleet=self._snapshot)
                 port = self._metrics.start_in_thread("127.0.0.1", self.metrics_port)
@@ -267,8 +264,6 @@ class FleetDispatcher:
                     names=list(report.segments))  # fmt: skip
 
     def _links_settled(self) -> bool:
-        if not self.by_jobs:
-            return True
         core = self.core
         assert core is not None
 
@@ -353,7 +348,7 @@ class FleetDispatcher:
                 self._event("node_dead", node=node.name, purged=purged)
 
     def _warn_if_no_links(self) -> None:
-        silent = self.links.silence() if self.by_jobs else None
+        silent = self.links.silence()
         if silent is not None:
             log.warning("%d segments wait for the link jobs and none reported for %.0fs: is `crawlfleet links "
                         "--service %s --out %s` running?", len(self.links.awaiting), silent, self.service,

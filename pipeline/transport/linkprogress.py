@@ -1,4 +1,4 @@
-"""The dispatcher's view of the link jobs (fleet.link_path = "jobs"). Pure: clock injected, no I/O.
+"""The dispatcher's view of the link jobs (``crawlfleet links``). Pure: clock injected, no I/O.
 
 A node's reply names the closed segment that holds its batch; a links report names the segments the
 jobs have processed. The crawl may end only when no replied segment waits for the jobs and the

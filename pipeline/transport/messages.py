@@ -2,21 +2,15 @@
 
 Every message is a JSON object with ``"v": 1`` and a ``"kind"``:
 
-- ``results``: ``{"node", "incarnation", "results": [FetchResult...], "reports": [BatchReport...]}``.
-  A pack holds the results that arrived within a short linger window, then any batch reports, in
-  order: a batch's report is never published before its last result (same channel, FIFO), so the
-  dispatcher closes a batch only after it has seen every result of it.
+- ``results``: a node's one reply per batch (replies.py): ``{"node", "incarnation", "stored": true,
+  "segment", "results": [FetchResult without body or headers...], "reports": [BatchReport]}``. The
+  node has recorded the batch's final outcomes and pages in the store and closed its segment first.
 - ``heartbeat``: S1's fields (successes, failures, rate p, free slots q) plus ``incarnation`` (changes
   when the worker process restarts), ``slots`` (batches it runs at once) and ``active`` (batches running).
 - ``submit``: ``{"service", "urls": [...]}`` from a client.
 - ``links``: from the fleet's link jobs (replies.py): segments processed, new pending URLs per host.
 
-With ``fleet.link_path = "jobs"`` a node sends one ``results`` message per batch instead of packs:
-its results without bodies, then its report, with ``"stored": true`` and the batch's ``segment``
-(replies.py).
-
-Bodies are UTF-8 JSON, optionally deflated as a whole (``content_encoding="deflate"``); FetchResult
-bodies are already zlib+base64 inside. ``decode`` never trusts sizes: the raw body and the inflated
+Bodies are UTF-8 JSON, optionally deflated as a whole (``content_encoding="deflate"``). ``decode`` never trusts sizes: the raw body and the inflated
 body are both bounded by ``max_bytes``, and any violation raises ``BadMessage`` with a reason.
 """
 
@@ -130,73 +124,6 @@ def _parse_report(obj: Any) -> BatchReport:
     if report.pages < 0 or report.elapsed_s < 0:
         raise SchemaError("report pages/elapsed_s must be >= 0")
     return report
-
-
-class ResultPacker:
-    """Joins pre-serialised results and reports into ``results`` messages of at most ``limit`` bytes.
-
-    Pure and single-threaded. ``add_result``/``add_report`` return the messages that became full;
-    ``flush`` returns what is left. A single result too large for any message is sent without its
-    body (``truncated`` set) and logged: never silently dropped, never over the broker's limit.
-    """
-
-    # Room for the envelope around the items; node/incarnation names are short (checked).
-    _ENVELOPE = 256
-
-    def __init__(self, *, node: str, incarnation: str, limit: int, max_items: int = 256) -> None:
-        if limit < 4096:
-            raise ValueError("message limit must be >= 4096 bytes")
-        self.node, self.incarnation = node, incarnation
-        self.limit, self.max_items = limit, max_items
-        self._results: list[str] = []
-        self._reports: list[str] = []
-        self._size = 0
-        self.stripped = 0  # results whose body was dropped to fit the limit
-
-    def __len__(self) -> int:
-        return len(self._results) + len(self._reports)
-
-    def add_result(self, result: FetchResult) -> list[str]:
-        item = json.dumps(result.to_json(), separators=(",", ":"))
-        if len(item) + self._ENVELOPE > self.limit:
-            item = self._strip(result, len(item))
-        return self._add(item, report=False)
-
-    def add_report(self, report: BatchReport) -> list[str]:
-        return self._add(json.dumps(report.to_json(), separators=(",", ":")), report=True)
-
-    def flush(self) -> list[str]:
-        if not self._results and not self._reports:
-            return []
-        head = json.dumps({"v": VERSION, "kind": "results", "node": self.node, "incarnation": self.incarnation})
-        text = f'{head[:-1]},"results":[{",".join(self._results)}],"reports":[{",".join(self._reports)}]}}'
-        self._results, self._reports, self._size = [], [], 0
-        return [text]
-
-    def _add(self, item: str, *, report: bool) -> list[str]:
-        out: list[str] = []
-        if self._size + len(item) + 1 + self._ENVELOPE > self.limit or len(self) >= self.max_items:
-            out = self.flush()  # replaces the lists: pick the bucket only after this
-        (self._reports if report else self._results).append(item)
-        self._size += len(item) + 1
-        return out
-
-    def _strip(self, result: FetchResult, size: int) -> str:
-        self.stripped += 1
-        log.warning(
-            "result for %s is %d bytes, over the %d-byte message limit: sending it without its body",
-            result.url, size, self.limit,
-        )  # fmt: skip
-        obj = result.to_json()
-        obj["body_z"] = ""
-        obj["truncated"] = True
-        obj["headers"] = {}
-        obj["error_message"] = (obj["error_message"] + " body dropped: over fleet.max_message_bytes").strip()
-        item = json.dumps(obj, separators=(",", ":"))
-        if len(item) + self._ENVELOPE > self.limit:  # a monstrous URL/redirect chain: keep only the skeleton
-            obj["redirects"], obj["final_url"], obj["error_message"] = [], "", "over fleet.max_message_bytes"
-            item = json.dumps(obj, separators=(",", ":"))
-        return item
 
 
 # --- heartbeats ------------------------------------------------------------------------------------

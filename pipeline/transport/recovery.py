@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 @dataclass(slots=True)
 class Recovered:
     results: int = 0  # journaled for the resume to apply
-    links: int = 0  # link-jobs reports passed over (fleet.link_path = "jobs")
+    links: int = 0  # link-jobs reports passed over
     duplicates: int = 0
     reports: int = 0
     waited_s: float = 0.0

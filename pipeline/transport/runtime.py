@@ -182,11 +182,11 @@ class FetchRuntime:
 
     # --- batches ---------------------------------------------------------------------------------
     def run_batch(self, batch: Batch, *, incarnation: str | None, scope: Scope | None,
-                  sink: SinkSpec | None = None) -> dict[str, Any]:
+                  sink: SinkSpec) -> dict[str, Any]:
         """Fetch ``batch`` (blocking) and return its report as JSON, once per serial per process.
 
-        With ``sink`` the node stores the batch's pages itself and sends one reply without bodies
-        (nodesink.py, replies.py); without it, results and bodies go to the dispatcher in packs."""
+        The node stores the batch's pages itself (``sink``: nodesink.py) and sends one reply without
+        bodies (replies.py) once they are stored."""
         if incarnation and incarnation != self.incarnation:
             self.stale += 1
             log.warning("dropping stale batch %d: addressed to incarnation %s, I am %s",
@@ -225,7 +225,7 @@ class FetchRuntime:
                 self._active -= 1
 
     async def _fetch(self, batch: Batch, scope: Scope | None,
-                     sink: SinkSpec | None) -> tuple[BatchReport, threading.Event]:
+                     sink: SinkSpec) -> tuple[BatchReport, threading.Event]:
         fetcher = await self._fetcher_for(scope)
         service = batch.service
         counters = self._counters
@@ -236,24 +236,28 @@ class FetchRuntime:
                 counters.successes += 1
             else:
                 counters.failures += 1
-            if sink is None:
-                self.outbox.put_result(service, result)
-            else:
-                held.append(result)
+            held.append(result)
 
         report = await fetcher.fetch_batch(batch, on_result, fence=self.lease.fence())
         report.fetcher_id = batch.fetcher_id  # the dispatcher's (virtual) fetcher, not the node
-        if sink is None:
-            return report, self.outbox.put_report(service, report)
         try:
             receipt = await self._loop.run_in_executor(self._sink_pool, self._write, sink, batch, held)
         except Exception:
             # Nothing of this batch is known stored: hand every URL back (re-fetched elsewhere).
             log.exception("batch %d: storing its pages failed; reporting it unfinished", batch.serial)
-            report = BatchReport(batch.serial, batch.fetcher_id, 0, report.elapsed_s, unfinished=list(batch.tasks))
-            return report, self.outbox.put_report(service, report)
+            return self._unfinished(batch)
         text = reply_text(self.node, self.incarnation, held, report, segment=receipt.segment)
         return report, self.outbox.put_text(service, text)
+
+    def report_unfinished(self, batch: Batch) -> threading.Event:
+        """Hand every URL of ``batch`` back (a reply without results, all of them unfinished): nothing of
+        it is known stored, so it is re-issued. The event is set once the broker has confirmed it."""
+        return self._unfinished(batch)[1]
+
+    def _unfinished(self, batch: Batch) -> tuple[BatchReport, threading.Event]:
+        report = BatchReport(batch.serial, batch.fetcher_id, 0, 0.0, unfinished=list(batch.tasks))
+        text = reply_text(self.node, self.incarnation, [], report, segment="")
+        return report, self.outbox.put_text(batch.service, text)
 
     def _write(self, spec: SinkSpec, batch: Batch, results: list[FetchResult]) -> Any:
         s = self.settings.fleet

@@ -19,8 +19,11 @@ from pipeline.urls import Scope
 _scopes: dict[str, Scope | None] = {}
 
 
-def parse_task_args(args: Any, kwargs: Any) -> tuple[Batch, str | None, Scope | None, SinkSpec | None]:
-    """``(batch, incarnation, scope, sink)`` from the task's arguments, or BadMessage saying what is wrong."""
+def parse_task_args(args: Any, kwargs: Any) -> tuple[Batch, str | None, Scope | None, SinkSpec]:
+    """``(batch, incarnation, scope, sink)`` from the task's arguments, or BadMessage saying what is wrong.
+
+    A batch without a sink is refused: nodes store their pages themselves (the design card's loop), so
+    a task that does not say where cannot be run; it is dead-lettered, not guessed at."""
     if not isinstance(args, list | tuple) or len(args) != 1 or not isinstance(kwargs, dict):
         raise BadMessage("wrong schema: fetch_batch takes exactly one positional argument (the batch)")
     unknown = set(kwargs) - {"incarnation", "scope", "sink"}
@@ -49,6 +52,8 @@ def parse_task_args(args: Any, kwargs: Any) -> tuple[Batch, str | None, Scope | 
         sink = SinkSpec.from_json(kwargs.get("sink"))
     except ValueError as exc:
         raise BadMessage(f"wrong schema: sink: {exc}") from exc
+    if sink is None:
+        raise BadMessage("wrong schema: no sink (where the node stores the batch's pages)")
     return batch, incarnation, _scopes[key], sink
 
 

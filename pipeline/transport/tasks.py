@@ -21,7 +21,6 @@ from celery.exceptions import Reject
 from kombu import Producer
 
 from fetchers.records import Batch
-from fetchers.report import BatchReport
 from pipeline.transport import topology
 from pipeline.transport.celery_app import app, current_settings, reserved_count
 from pipeline.transport.messages import BadMessage
@@ -79,8 +78,7 @@ def fetch_batch(self: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
     except Exception as exc:
         # A fetcher bug must not lose the batch: report every URL unfinished so it is re-queued.
         log.exception("batch %d failed; reporting it unfinished", batch.serial)
-        report = BatchReport(batch.serial, batch.fetcher_id, 0, 0.0, unfinished=list(batch.tasks))
-        runtime.outbox.put_report(batch.service, report).wait()
+        runtime.report_unfinished(batch).wait()
         return {"serial": batch.serial, "failed": repr(exc)}
 
 

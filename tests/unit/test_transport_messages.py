@@ -1,9 +1,8 @@
-"""Fleet wire format: envelopes, size limits, the result packer, heartbeats, submits, topology names."""
+"""Fleet wire format: envelopes, size limits, the one reply per batch, heartbeats, submits, topology names."""
 
 from __future__ import annotations
 
 import json
-import random
 import zlib
 
 import pytest
@@ -15,7 +14,6 @@ from pipeline.transport import topology
 from pipeline.transport.messages import (
     BadMessage,
     NodeHeartbeat,
-    ResultPacker,
     decode,
     encode,
     parse_heartbeat,
@@ -23,6 +21,7 @@ from pipeline.transport.messages import (
     parse_submit,
     submit_message,
 )
+from pipeline.transport.replies import reply_text
 
 LIMIT = 64 * 1024
 
@@ -66,52 +65,15 @@ def test_decode_bounds_the_inflated_size_too() -> None:
         decode(bomb, content_type="application/json", content_encoding="deflate", max_bytes=LIMIT)
 
 
-def test_packer_keeps_order_and_the_report_after_its_results() -> None:
-    packer = ResultPacker(node="n1", incarnation="i1", limit=LIMIT)
-    out = []
-    for i in range(5):
-        out += packer.add_result(_result(i))
-    out += packer.add_report(BatchReport(7, "n1#0", 5, 0.5, unfinished=[UrlTask("http://a.test/9", 9, 1)]))
-    out += packer.flush()
-    assert len(out) == 1
-    pack = parse_results(json.loads(out[0]), max_body_bytes=LIMIT)
-    assert [r.url_id for r in pack.results] == [0, 1, 2, 3, 4]
-    assert pack.results[0].body == b"<html>hi</html>"
-    assert [r.serial for r in pack.reports] == [7]
-    assert pack.reports[0].unfinished[0].url_id == 9
-    assert (pack.node, pack.incarnation) == ("n1", "i1")
-
-
-def test_packer_splits_at_the_limit_and_never_exceeds_it() -> None:
-    packer = ResultPacker(node="n1", incarnation="i1", limit=8192)
-    noisy = random.Random(1).randbytes(2048)  # 2 KB that zlib cannot shrink
-    texts = []
-    for i in range(20):
-        texts += packer.add_result(_result(i, noisy))
-    texts += packer.flush()
-    assert len(texts) > 1
-    assert all(len(t.encode()) <= 8192 for t in texts)
-    ids = [r.url_id for t in texts for r in parse_results(json.loads(t), max_body_bytes=LIMIT).results]
-    assert ids == list(range(20))
-
-
-def test_packer_caps_items_per_message() -> None:
-    packer = ResultPacker(node="n1", incarnation="i1", limit=LIMIT, max_items=3)
-    texts = []
-    for i in range(7):
-        texts += packer.add_result(_result(i, b""))
-    texts += packer.flush()
-    assert [len(json.loads(t)["results"]) for t in texts] == [3, 3, 1]
-
-
-def test_a_result_too_big_for_any_message_goes_without_its_body_and_is_counted() -> None:
-    packer = ResultPacker(node="n1", incarnation="i1", limit=8192)
-    huge = _result(1, random.Random(2).randbytes(16384))  # 16 KB, incompressible
-    texts = packer.add_result(huge) + packer.flush()
-    [result] = parse_results(json.loads(texts[0]), max_body_bytes=LIMIT).results
-    assert result.body == b"" and result.truncated and "max_message_bytes" in result.error_message
-    assert result.status == 200 and packer.stripped == 1
-    assert len(texts[0]) <= 8192
+def test_a_reply_round_trips_without_bodies_and_with_its_report() -> None:
+    results = [_result(i) for i in range(5)]
+    report = BatchReport(7, "n1#0", 5, 0.5, unfinished=[UrlTask("http://a.test/9", 9, 1)])
+    text = reply_text("n1", "i1", results, report, segment="/seg/n1/default-7.jsonl")
+    pack = parse_results(_decode(encode(json.loads(text))), max_body_bytes=LIMIT)
+    assert (pack.node, pack.incarnation, pack.stored, pack.segment) == ("n1", "i1", True, "/seg/n1/default-7.jsonl")
+    assert [r.url for r in pack.results] == [r.url for r in results]
+    assert all(r.body == b"" and r.body_bytes == len(b"<html>hi</html>") for r in pack.results)
+    assert [(r.serial, [t.url for t in r.unfinished]) for r in pack.reports] == [(7, ["http://a.test/9"])]
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ from pipeline.transport.taskmsg import check_task_message, parse_task_args
 from pipeline.urls import Scope
 
 BATCH = Batch(3, "n1#0", [UrlTask("http://a.test/", 11, 0)], service="svc", issued_at=1.0)
+SINK = {"store": "hbase://127.0.0.1:9090/cf", "segments": "/srv/segments", "warc": "", "keep_body": False}
 
 
 @dataclass
@@ -37,8 +38,9 @@ def _celery_body(args: list[Any], kwargs: dict[str, Any]) -> bytes:
 
 def test_parse_task_args_accepts_the_dispatcher_message() -> None:
     scope = Scope.build(["http://a.test/"], deny_regex=(r"\?sid=",))
-    batch, inc, back, sink = parse_task_args([BATCH.to_json()], {"incarnation": "i1", "scope": scope_to_json(scope)})
-    assert (batch.serial, batch.tasks[0].url_id, inc, sink) == (3, 11, "i1", None)
+    batch, inc, back, sink = parse_task_args([BATCH.to_json()],
+                                             {"incarnation": "i1", "scope": scope_to_json(scope), "sink": SINK})
+    assert (batch.serial, batch.tasks[0].url_id, inc, sink.to_json()) == (3, 11, "i1", SINK)
     assert back is not None and back.allows("http://www.a.test/x") and not back.allows("http://a.test/?sid=1")
     assert not back.allows("http://b.test/")
 
@@ -54,6 +56,8 @@ def test_parse_task_args_accepts_the_dispatcher_message() -> None:
         ([BATCH.to_json()], {"incarnation": 5}, "incarnation"),
         ([BATCH.to_json()], {"scope": {"domains": "a.test"}}, "scope"),
         ([BATCH.to_json()], {"scope": {"domains": [], "allow": ["("], "deny": []}}, "scope"),
+        ([BATCH.to_json()], {"incarnation": "i1"}, "no sink"),  # the old loop's task: nodes store pages now
+        ([BATCH.to_json()], {"sink": SINK | {"segments": "rel/dir"}}, "sink"),
     ],
 )
 def test_parse_task_args_rejects(args: list[Any], kwargs: dict[str, Any], reason: str) -> None:
@@ -62,7 +66,7 @@ def test_parse_task_args_rejects(args: list[Any], kwargs: dict[str, Any], reason
 
 
 def test_check_task_message_passes_a_good_message() -> None:
-    check_task_message(RawMessage(_celery_body([BATCH.to_json()], {})), max_bytes=10_000)
+    check_task_message(RawMessage(_celery_body([BATCH.to_json()], {"sink": SINK})), max_bytes=10_000)
 
 
 @pytest.mark.parametrize(
@@ -75,6 +79,7 @@ def test_check_task_message_passes_a_good_message() -> None:
         (RawMessage(b"{oops"), "not JSON"),
         (RawMessage(b'{"a": 1}'), "Celery body"),
         (RawMessage(_celery_body([{"serial": 1}], {})), "wrong schema"),
+        (RawMessage(_celery_body([BATCH.to_json()], {})), "no sink"),
     ],
 )
 def test_check_task_message_rejects(msg: RawMessage, reason: str) -> None:

@@ -42,15 +42,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=600.0)
     p.add_argument("--store", choices=("sqlite", "hbase"), default="sqlite",
                    help="the crawl store of both runs (hbase: settings' Thrift server, a throwaway prefix)")
-    p.add_argument("--link-path", choices=("jobs", "dispatcher"), default=None,
-                   help="the fleet's loop (fleet.link_path; default: the settings' default)")
-    p.add_argument("--runner", default="inline", help="mrjob runner of the link jobs (with --link-path jobs)")
+    p.add_argument("--runner", default="inline", help="mrjob runner of the link jobs (crawlfleet links)")
 
 
-def _env(tb: TestbedProcess, broker_url: str, service: str, store: str, link_path: str | None = None) -> dict[str, str]:
+def _env(tb: TestbedProcess, broker_url: str, service: str, store: str) -> dict[str, str]:
     extra = {"CRAWLFLEET_STORE_KIND": store}
-    if link_path:
-        extra["CRAWLFLEET_FLEET_LINK_PATH"] = link_path
     if store == "hbase":
         extra["CRAWLFLEET_STORE_HBASE_PREFIX"] = _prefix(service)
     return dict(
@@ -158,8 +154,7 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str) -> dict[str
     links_cpu = float("nan")
     try:
         with TestbedProcess(args.hosts, args.pages, seed=args.seed, workdir=workdir / "tb-fleet") as tb:
-            env = _env(tb, broker_url, service, args.store, args.link_path)
-            by_jobs = load_settings(environ=env).fleet.link_path == "jobs"
+            env = _env(tb, broker_url, service, args.store)
             for node in nodes:
                 cmd = _cli("worker", "--node", node, "--loglevel", "WARNING")
                 if args.slots:
@@ -168,11 +163,10 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str) -> dict[str
                 workers.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT))
             _wait_heartbeats(broker_url, set(nodes), timeout_s=120)
             out = workdir / "fleet"
-            if by_jobs:
-                log = open(workdir / "links.log", "wb")  # noqa: SIM115 - owned by the process
-                links = subprocess.Popen(_cli("links", "--out", str(out), "--runner", args.runner, "--work-dir",
-                                              str(workdir / "jobs-work"), "--log-level", "INFO"),
-                                         env=env, stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+            log = open(workdir / "links.log", "wb")  # noqa: SIM115 - owned by the process
+            links = subprocess.Popen(_cli("links", "--out", str(out), "--runner", args.runner, "--work-dir",
+                                          str(workdir / "jobs-work"), "--log-level", "INFO"),
+                                     env=env, stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
             t0 = time.monotonic()
             cpu0 = _children_cpu()
             with open(workdir / "dispatcher.log", "w") as err:
@@ -216,7 +210,6 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str) -> dict[str
         "batches": f["batches_sent"], "result_packs": f["results_messages"], "heartbeats": f["heartbeats"],
         "expired_batches": f["expired_batches"], "duplicate_results": f["duplicate_results"],
         "store": summary.get("store", {}),
-        "link_path": "jobs" if links is not None else "dispatcher",
         "dispatcher_cpu_s": round(dispatcher_cpu, 2),
         "dispatcher_cpu_ms_per_page": round(1000 * dispatcher_cpu / max(1, pages), 4),
         "links_cpu_s": round(links_cpu, 2),
