@@ -138,9 +138,12 @@ def _debugging(args: argparse.Namespace) -> bool:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)
-    args, rest = parser.parse_known_args(argv)
-    if args.command != "bench" and rest:
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    try:  # a usage error is returned as exit code 2 (--help and --version as 0), as a command's would be
+        args, rest = parser.parse_known_args(argv)
+        if args.command != "bench" and rest:
+            parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 2
     prog = f"crawlfleet {args.command}"
     try:
         if args.command == "bench":
