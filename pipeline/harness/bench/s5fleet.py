@@ -103,6 +103,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     out[f"at_{args.latency_ms:g}ms"] = runs
     out["batch_sweep_pages_per_s"] = {str(b): v for b, v in sweep.items()}
     out["best_batch_size"] = max(sweep, key=lambda b: sweep[b])
+    # Where the granularity stops mattering: the smallest batch that makes as few store calls as any (a
+    # count, not a time, so it does not move with the machine's load).
+    calls = {b: runs["lru_per_url" if b == 1 else f"lru_batch_{b}"]["store_calls"] for b in sizes}
+    out["batch_sweep_store_calls"] = {str(b): v for b, v in calls.items()}
+    out["fewest_calls_from_batch"] = min(b for b in sizes if calls[b] == min(calls.values()))
     out["s5_production_x"] = runs[f"lru_batch_{prod_batch}"]["throughput_x"] if prod_batch in sizes else None
     out["s5_best_x"] = round(max(sweep.values()) / base, 2)
     out["latency_sweep"] = {}
@@ -146,7 +151,7 @@ def measure(rounds: list[list[Path]], rules: CrawlLinkRules, pages: int, *, host
                         rules.job_args(store=f"hbase://127.0.0.1:{pport}/{prefix}", batch_size=batch_size,
                                        lru_size=lru_size))  # fmt: skip
     new: set[str] = set()
-    candidates = 0
+    candidates = most = 0
     dedup: dict[str, int] = {}
     extract_s = update_s = 0.0
     try:
@@ -154,6 +159,7 @@ def measure(rounds: list[list[Path]], rules: CrawlLinkRules, pages: int, *, host
         for i, segs in enumerate(rounds):
             res = pipe.process_many(segs, name=f"round-{i}")
             candidates += res.candidates
+            most = max(most, res.candidates)
             new.update(rec["url"] for rec in res.new_pending)
             extract_s += res.extract_s
             update_s += res.update_s
@@ -168,7 +174,8 @@ def measure(rounds: list[list[Path]], rules: CrawlLinkRules, pages: int, *, host
     return {
         "latency_ms": latency_ms, "lru_size": lru_size, "batch_size": batch_size,
         "wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "pages_per_s": round(pages / wall, 1),
-        "candidates_per_s": round(candidates / wall, 1), "candidates": candidates, "new": len(new),
+        "candidates_per_s": round(candidates / wall, 1), "candidates": candidates,
+        "max_round_candidates": most, "new": len(new),
         "extract_s": round(extract_s, 2), "update_s": round(update_s, 2),
         "update_candidates_per_s": round(candidates / update_s, 1) if update_s > 0 else None,
         "store_calls": dedup.get("round_trips", 0), "remote_lookups": dedup.get("remote_lookups", 0),
