@@ -137,7 +137,9 @@ def _clean_host(parts: SplitResult) -> str | None:
         return f"[{host}]"
     host = host.rstrip(".")
     if not host.isascii():
-        host = host.encode("idna").decode("ascii")
+        # IDNA maps the ideographic and full-width full stops to '.', so a trailing dot can appear only
+        # now ('a\u3002.' -> 'a.'): strip it again, or normalize would not be idempotent.
+        host = host.encode("idna").decode("ascii").rstrip(".")
     last = host.rsplit(".", 1)[-1]
     if last and (last.isdigit() or last.startswith("0x")):
         # WHATWG: a host ending in a number is an IPv4 address in any of inet_aton's forms
