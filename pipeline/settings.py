@@ -140,10 +140,6 @@ class FleetSettings:
     # Celery task events make the workers visible to Flower; off by default because they add about
     # three broker messages per batch (roughly doubling the fleet's message rate).
     task_events: bool = False
-    # The design card's loop (docs/FLEET.md): "jobs" = each node stores its pages (store, segments) and
-    # replies once per batch without bodies, and the link jobs (`crawlfleet links`) feed the pending
-    # set; "dispatcher" = bodies cross the broker and the dispatcher extracts links itself.
-    link_path: str = "jobs"
     # Where the dispatcher tells nodes to write segments ("" = OUT/node-segments).
     segments_dir: str = ""
     # A node's own view of the store and the segments (when its mount point or the HBase address it
@@ -265,7 +261,7 @@ _POSITIVE = frozenset({
     "dispatch.heartbeat_s", "dispatch.lease_s", "dns.negative_fp_rate",
 })  # fmt: skip
 _AT_MOST: dict[str, float] = {"store.hbase_port": 65535, "dns.negative_fp_rate": 0.5}
-_CHOICES: dict[str, tuple[str, ...]] = {"store.kind": ("sqlite", "hbase"), "fleet.link_path": ("jobs", "dispatcher")}
+_CHOICES: dict[str, tuple[str, ...]] = {"store.kind": ("sqlite", "hbase")}
 
 
 _ITEM_WANTED = {

@@ -58,7 +58,7 @@ def test_nodes_store_pages_and_the_link_jobs_feed_the_frontier(
         f = fleet(rabbitmq, tb, max_depth=MAX_DEPTH, extra_env=env)
         f.start_worker(1)
         f.start_worker(2)
-        f.start_dispatcher()  # and the link jobs (fleet.link_path = "jobs")
+        f.start_dispatcher()  # and the link jobs
         links = f.links
         assert links is not None
         try:

@@ -17,7 +17,7 @@ from typing import Any
 
 from pipeline.harness.faults.bed import Bed
 from pipeline.harness.faults.procs import HarnessError, Managed, python_cmd, wait_until
-from pipeline.settings import StoreSettings, load_settings
+from pipeline.settings import StoreSettings
 
 
 class FleetRig:
@@ -65,8 +65,6 @@ class FleetRig:
         self.workers: dict[str, Managed] = {}
         self.dispatcher = Managed("dispatcher", [], env, workdir / "dispatcher.log",
                                   stdout_path=workdir / "dispatcher.out")  # fmt: skip
-        # With the link jobs on the crawl's path (fleet.link_path = "jobs"), the crawl needs them running.
-        self.by_jobs = load_settings(environ=env).fleet.link_path == "jobs"
         self.links = Managed("links", [], env, workdir / "links.log")
 
     def new_crawl(self, name: str) -> None:
@@ -95,7 +93,7 @@ class FleetRig:
         seeds = [] if resume else list(self.bed.tb.seeds)
         cmd = python_cmd("dispatcher", *seeds, "--out", str(self.out), "--json", "--no-progress",
                          "--log-level", self.log_level, *(["--resume"] if resume else []))  # fmt: skip
-        if self.by_jobs and not self.links.running:
+        if not self.links.running:  # the link jobs are on the crawl's path: it needs them running
             self.start_links()
         return self.dispatcher.start(cmd)
 

@@ -194,7 +194,7 @@ def strike_thrift(thrift: Any) -> Callable[[FleetRig, TrialPlan], Struck]:
 
 
 def strike_links(rig: FleetRig, plan: TrialPlan) -> Struck:
-    """The link jobs (fleet.link_path = "jobs"), killed mid-round or stopped, then started again. They
+    """The link jobs, killed mid-round or stopped, then started again. They
     fetch nothing, so nothing may be fetched twice because of them and nothing may be lost."""
     if plan.action == "kill":
         fault_t = rig.links.kill()

@@ -28,7 +28,7 @@ def journal_records(segments: Path, *, pattern: str = "segment-*.jsonl") -> Iter
 
 def crawl_records(out_dir: Path) -> Iterator[dict[str, Any]]:
     """Every result a fleet crawl in ``out_dir`` made durable: the dispatcher's journal, then the closed
-    segments its fetch nodes wrote (fleet.link_path = "jobs": processed ones under .done/ included;
+    segments its fetch nodes wrote (processed ones under .done/ included;
     a ``.part`` file, torn by a kill, is not a record)."""
     yield from journal_records(out_dir / "segments")
     yield from journal_records(out_dir / "node-segments", pattern="**/*.jsonl")

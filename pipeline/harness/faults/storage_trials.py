@@ -1,6 +1,6 @@
 """Fault trial on the store under the fleet: the HBase process that holds the data, SIGKILLed mid-crawl.
 
-The fleet runs the design card's loop (fleet.link_path = "jobs") with its store in a private
+The fleet runs the design card's loop with its store in a private
 standalone HBase (pipeline.harness.faults.hbase_private): the fetch nodes write pages there, the link
 jobs write the crawl db and the pending set there, the dispatcher reads them from there. Once a seeded
 share of the expected requests has reached the testbed, the master JVM (master + region server +
