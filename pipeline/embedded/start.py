@@ -138,5 +138,7 @@ def zero_pages(summary: dict[str, Any]) -> str:
     """Why a finished, not interrupted crawl fetched nothing, in one line; '' when it fetched a page."""
     if summary.get("pages_fetched") or summary.get("interrupted"):
         return ""
-    errors = summary.get("errors_by_class") or {}
+    errors = dict(summary.get("errors_by_class") or {})
+    if summary.get("robots_blocked"):
+        errors.setdefault("robots_blocked", int(summary["robots_blocked"]))
     return f"crawl: no page fetched; top errors: {top_errors(errors)}"
