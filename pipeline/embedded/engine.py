@@ -37,8 +37,7 @@ from pipeline.embedded.parseproc import ParsedFetcher, ParsePool, parse_processe
 from pipeline.observe.stats import CrawlStats
 from pipeline.settings import Settings
 from pipeline.storage.factory import from_settings as open_store
-from pipeline.storage.warc import WarcWriter
-from pipeline.storage.warcinfo import crawl_info
+from pipeline.storage.warc import WarcWriter, live_writer
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +131,7 @@ class EmbeddedCrawl:
             fetchers = list(procs)
         else:
             if warc_dir is not None:
-                self._warc = live_warc(self.settings, warc_dir, "local")
+                self._warc = live_writer(self.settings, warc_dir, "local")
             # The fetcher wraps the resolver in the SSRF guard itself (check and connect use one answer).
             fetchers = [
                 make_fetcher(self.request.fetcher, self.settings, fetcher_id="local", resolver=AiohttpResolver(resolver),
@@ -292,12 +291,6 @@ def _noting(on_result: Callable[[FetchResult], None], answered: set[int]) -> Cal
         on_result(res)
 
     return noted
-
-
-def live_warc(settings: Settings, warc_dir: Path, fetcher_id: str) -> WarcWriter:
-    """The WARC writer a fetcher archives its exchanges to (one per fetcher process: own files)."""
-    return WarcWriter(warc_dir, max_bytes=settings.store.warc_max_bytes, prefix=f"crawlfleet-{fetcher_id}",
-                      info=crawl_info(settings, is_part_of="crawlfleet"))  # fmt: skip
 
 
 def _host_done(core: CrawlCore, batch: Batch) -> Callable[[str, float, str], None]:

@@ -275,15 +275,11 @@ async def _serve(
     from pipeline.dns.aiohttp_resolver import AiohttpResolver
     from pipeline.dns.cache_resolver import CachingResolver, dns_counters
     from pipeline.links.prepare import prepare
-    from pipeline.storage.warc import WarcWriter
-    from pipeline.storage.warcinfo import crawl_info
+    from pipeline.storage.warc import live_writer
 
     loop = asyncio.get_running_loop()
     caching = CachingResolver.from_settings(settings.dns)
-    writer = None
-    if warc:
-        writer = WarcWriter(warc, max_bytes=settings.store.warc_max_bytes, prefix=f"crawlfleet-{fetcher_id}",
-                            info=crawl_info(settings))  # fmt: skip
+    writer = live_writer(settings, warc, fetcher_id) if warc else None
     fetcher = make_fetcher(kind, settings, fetcher_id=fetcher_id, resolver=AiohttpResolver(caching), scope=scope,
                            archive=writer.write_exchange if writer is not None else None)  # fmt: skip
 

@@ -35,8 +35,9 @@ from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
 from fetchers.wire import WireRecord
+from pipeline.settings import Settings
 from pipeline.storage.base import PageRecord
-from pipeline.storage.warcinfo import CONFORMS_TO, FORMAT, software
+from pipeline.storage.warcinfo import CONFORMS_TO, FORMAT, crawl_info, software
 from pipeline.storage.warcwire import exchange_records
 
 _DROP = {"content-encoding", "transfer-encoding", "content-length"}
@@ -176,3 +177,10 @@ class WarcWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def live_writer(settings: Settings, warc_dir: str | Path, fetcher_id: str) -> WarcWriter:
+    """The writer one fetcher process archives its exchanges to (``write_exchange``): files of its own,
+    ``crawlfleet-FETCHER-...``, each opening with the crawl's warcinfo."""
+    return WarcWriter(warc_dir, max_bytes=settings.store.warc_max_bytes, prefix=f"crawlfleet-{fetcher_id}",
+                      info=crawl_info(settings))  # fmt: skip
