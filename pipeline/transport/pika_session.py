@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 
 RECV_BYTES = 256 * 1024
 # pika's transport reads the socket 4 KB at a time (a class attribute, the same in pika 1.2-1.4);
-# tests/unit/test_amqp_pika_session.py fails if a pika release drops it.
+# tests/unit/test_amqp_pika_accounting.py fails if a pika release drops it.
 if getattr(_AsyncTransportBase, "_MAX_RECV_BYTES", RECV_BYTES) < RECV_BYTES:
     _AsyncTransportBase._MAX_RECV_BYTES = RECV_BYTES
     _AsyncTransportBase._MAX_CONSUME_BYTES = max(_AsyncTransportBase._MAX_CONSUME_BYTES, 4 * RECV_BYTES)
@@ -141,12 +141,11 @@ class PikaSession(BrokerSession):
         self._consume_ch, self._publish_ch = consume, publish
 
     def _collector_for(self, kind: str, channel: Any) -> Callable[..., None]:
-        inbox = self.inbox
-
         def collect(_ch: Any, method: Any, props: Any, body: bytes) -> None:
             msg = PikaMessage(body, props.content_type, props.content_encoding, props.headers,
                               method.delivery_tag, method.routing_key, channel)  # fmt: skip
-            inbox.append(Inbound(kind, cast(Message, msg)))  # duck-typed: callers read the fields above
+            # self.inbox, not a list captured here: callers swap it (``items, s.inbox = s.inbox, []``).
+            self.inbox.append(Inbound(kind, cast(Message, msg)))  # duck-typed: callers read the fields above
 
         return collect
 

@@ -92,15 +92,18 @@ def test_receives_acks_and_redelivers_unacked(rabbitmq: str) -> None:
         assert [i.message.body for i in items] == [b'{"v":1,"n":%d}' % i for i in range(5)]
         assert items[0].message.content_type == "application/json"
         s.ack_through(items[2].message)  # the first three are done, the last two are not
+        _publish(rabbitmq, service, [b'{"v":1,"n":5}'])  # arrives in the new inbox the caller swapped in
+        _pump_until(s, lambda: len(s.inbox) >= 1)
+        assert [i.message.body for i in s.inbox] == [b'{"v":1,"n":5}']  # not acked either
         s.pump(0.1)
     finally:
         s.close()
     again = _session(rabbitmq, service)
     try:
-        _pump_until(again, lambda: len(again.inbox) >= 2)
+        _pump_until(again, lambda: len(again.inbox) >= 3)
         time.sleep(0.3)
         again.pump(0.2)
-        assert [i.message.body for i in again.inbox] == [b'{"v":1,"n":3}', b'{"v":1,"n":4}']
+        assert [i.message.body for i in again.inbox] == [b'{"v":1,"n":3}', b'{"v":1,"n":4}', b'{"v":1,"n":5}']
         again.ack_through(again.inbox[-1].message)
         again.inbox.clear()
         again.pump(0.1)

@@ -3,20 +3,24 @@
 ``crawlfleet bench amqp --json``. Everything runs in a private vhost of the broker at ``--broker``
 (made with ``rabbitmqctl``, deleted at the end; the shared broker is never restarted).
 
-- **consume**: the nodes' batch replies (``replies.reply_text`` of synthetic FetchResults, ~600 B a
-  page) from the service's results queue, prefetch ``--prefetch``, pumped and acked the way
-  ``session.BrokerSession`` does it: wait up to 50 ms, take what else is there (up to 2,000), ack the
-  last with ``multiple``. ``kombu``: py-amqp Connection, Consumer, drain_events. ``pika``: a
-  BlockingConnection, basic_consume, process_data_events. ``session-*``: the dispatcher's own session
-  classes (BrokerSession, PikaSession), accounting included. Messages are loaded in chunks between
-  timed phases (after the consumer has connected, before it pumps), so only the consumer's CPU is counted; the figure is messages (and pages) per
+- **consume**: the nodes' batch replies (``replies.reply_text`` of synthetic FetchResults, ~530 B a
+  page; ``--pages`` sizes, 1 = heartbeat-sized) from the service's results queue, prefetch
+  ``--prefetch``, pumped and acked as ``session.BrokerSession`` does: wait up to 50 ms, take what
+  else is there (up to 2,000), ack the last with ``multiple``. ``kombu``: py-amqp through kombu
+  (Connection, Consumer, drain_events). ``pika``: BlockingConnection, basic_consume,
+  process_data_events, as shipped (4 KB socket reads); ``pika-256k``: the same with 256 KB reads.
+  ``session-kombu`` / ``session-pika``: the dispatcher's session classes themselves (BrokerSession,
+  PikaSession on pika's SelectConnection), accounting included. Each chunk is loaded after the
+  consumer has connected and before it pumps, so only consuming is timed: messages (and pages) per
   CPU-second of this process (``time.process_time``).
-- **publish**: fetch batches as task messages to a node's queue, with publisher confirms as the
-  dispatcher's session uses them (kombu ``confirm_publish``: each publish waits for the broker's ack).
-  ``celery``: ``tasks.send_batch`` (Celery's send_task), the dispatcher today. ``kombu``: a kombu
-  Producer publishing ``batchsend.BatchEncoder``'s message. ``pika``: the same bytes with
-  ``basic_publish`` on a confirming BlockingChannel. The encoder runs per batch in both.
-  The node's queue is purged after every chunk (untimed), so the broker holds little.
+- **publish**: fetch batches (``--urls`` each) as task messages to a node's queue, with publisher
+  confirms. ``celery``: ``tasks.send_batch`` (Celery's send_task) on a kombu producer whose channel
+  waits for each confirm: the dispatcher today. ``kombu``: the same producer publishing
+  ``batchsend.BatchEncoder``'s message. ``pika``: the same bytes with ``basic_publish`` on a
+  BlockingChannel in confirm mode (also one round trip each). ``session-pika``:
+  ``PikaSession.publish_task``, a pump every ``--burst`` batches, confirms pipelined and all
+  taken in before the clock stops. The encoder runs per batch in all but ``celery``. The node's
+  queue is purged after every chunk (untimed).
 
 Variants alternate chunk by chunk, so a neighbour's load falls on all of them alike; each figure is
 also given as a ratio to the kombu baseline (``celery`` for publishing) of the same run.
@@ -60,6 +64,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prefetch", type=int, default=512)
     p.add_argument("--batches", type=int, default=20_000, help="task messages published per client")
     p.add_argument("--urls", type=int, default=100, help="URLs per published batch")
+    p.add_argument("--burst", type=int, default=4, help="session-pika: batches published between two pumps")
     p.add_argument("--only", choices=("consume", "publish"), default=None)
 
 
@@ -190,52 +195,6 @@ class PikaConsumer:
         self.conn.close()
 
 
-class PikaSelectConsumer:
-    """pika's own event loop (SelectConnection) without the Blocking adapter on top, polled by hand."""
-
-    def __init__(self, url: str, queue: Queue, prefetch: int) -> None:
-        self.inbox: list[tuple[int, Any, bytes]] = []
-        self.ready = False
-        self.ch: Any = None
-
-        def on_channel(ch: Any) -> None:
-            self.ch = ch
-            ch.basic_qos(prefetch_count=prefetch, callback=lambda _f: ch.basic_consume(
-                queue.name, self._on_message, auto_ack=False, callback=lambda _f: setattr(self, "ready", True)))
-
-        self.conn = pika.SelectConnection(pika.URLParameters(url),
-                                          on_open_callback=lambda conn: conn.channel(on_open_callback=on_channel))
-        self.conn.ioloop.activate_poller()  # what ioloop.start() does before its loop
-        while not self.ready:
-            self._poll(0.05)
-
-    def _on_message(self, _ch: Any, method: Any, props: Any, body: bytes) -> None:
-        self.inbox.append((method.delivery_tag, props, body))
-
-    def _poll(self, timeout: float) -> None:
-        loop = self.conn.ioloop
-        timer = loop.call_later(timeout, lambda: None)  # bounds the poll's wait
-        loop.poll()
-        loop.process_timeouts()
-        loop.remove_timeout(timer)
-
-    def pump(self, timeout: float, max_messages: int = 2000) -> None:
-        self._poll(timeout)
-        before = -1
-        while before != len(self.inbox) and len(self.inbox) < max_messages:
-            before = len(self.inbox)
-            self._poll(0)
-
-    take = PikaConsumer.take
-
-    def close(self) -> None:
-        self.conn.close()
-        while not self.conn.is_closed:
-            self._poll(0.05)
-        self.conn.ioloop.deactivate_poller()
-        self.conn.ioloop.close()
-
-
 class SessionConsumer:
     """The dispatcher's session classes themselves (BrokerSession or PikaSession)."""
 
@@ -273,19 +232,26 @@ def _sessions(url: str, prefetch: int) -> dict[str, Callable[[], Any]]:
     return out
 
 
+PIKA_SHIPPED_READ = 4096  # pika 1.x's socket read size (``_AsyncTransportBase._MAX_RECV_BYTES``)
+BIG_READ = 256 * 1024  # what pika_session sets
+
+
 @contextlib.contextmanager
-def pika_reads(size: int | None) -> Iterator[None]:
+def pika_reads(size: int) -> Iterator[None]:
     """pika reads its socket 4 KB at a time and appends each read to its frame buffer (a copy of the whole
-    buffer), so a 50 KB reply costs ~13 reads and ~13 copies; ``size`` raises the read (None: as shipped)."""
+    buffer), so a 50 KB reply costs ~13 reads and ~13 copies. A class attribute: set for one variant."""
     from pika.adapters.utils.io_services_utils import _AsyncTransportBase as T
 
     saved = T._MAX_RECV_BYTES, T._MAX_CONSUME_BYTES
-    if size:
-        T._MAX_RECV_BYTES, T._MAX_CONSUME_BYTES = size, max(size, saved[1])
+    T._MAX_RECV_BYTES, T._MAX_CONSUME_BYTES = size, max(size * 4, 100 * 1024)
     try:
         yield
     finally:
         T._MAX_RECV_BYTES, T._MAX_CONSUME_BYTES = saved
+
+
+def _reads(name: str) -> int:
+    return PIKA_SHIPPED_READ if name == "pika" else BIG_READ
 
 
 def bench_consume(url: str, args: argparse.Namespace, pages: int) -> dict[str, Any]:
@@ -295,12 +261,10 @@ def bench_consume(url: str, args: argparse.Namespace, pages: int) -> dict[str, A
     size = len(bodies[0])
     messages = max(1, min(args.messages, int(args.max_mb * 1e6 / size)))
     chunk = max(1, min(messages, int(args.chunk_mb * 1e6 / size)))
-    tuned = 256 * 1024
     makers: dict[str, Callable[[], Any]] = {
         "kombu": lambda: KombuConsumer(url, queue, args.prefetch),
         "pika": lambda: PikaConsumer(url, queue, args.prefetch),
         "pika-256k": lambda: PikaConsumer(url, queue, args.prefetch),
-        "pika-select-256k": lambda: PikaSelectConsumer(url, queue, args.prefetch),
         **_sessions(url, args.prefetch),
     }
     loader = pika.BlockingConnection(pika.URLParameters(url))
@@ -314,12 +278,12 @@ def bench_consume(url: str, args: argparse.Namespace, pages: int) -> dict[str, A
         for name, make in makers.items():  # one consumer at a time; alternate every chunk
             # Connected first (to an empty queue), loaded after: every delivery is read inside the timed
             # pumps (a consumer started on a full queue receives during its own set-up).
-            with pika_reads(tuned if name.endswith("-256k") else None):
+            with pika_reads(_reads(name)):
                 consumer = make()
             for i in range(chunk):
                 lch.basic_publish(fleet.results_exchange, SERVICE, bodies[(r + i) % len(bodies)], props)
             lch.queue_declare(queue.name, passive=True)  # a barrier: the broker has routed them all
-            with pika_reads(tuned if name.endswith("-256k") else None):
+            with pika_reads(_reads(name)):
                 got, cpu0, wall0 = 0, time.process_time(), time.perf_counter()
                 while got < chunk:
                     consumer.pump(0.05)
@@ -352,33 +316,55 @@ def bench_publish(url: str, args: argparse.Namespace) -> dict[str, Any]:
     pch.confirm_delivery()
     encoder = BatchEncoder(scope_json=scope_json, sink_json=sink_json)
     sample = batches(args.urls)
+    from pipeline.transport.pika_session import PikaSession
 
-    def celery(b: Batch) -> None:
-        send_batch(app, producer, b, node=NODE, incarnation="inc-1", scope_json=scope_json, expires_s=60.0,
-                   sink_json=sink_json)  # fmt: skip
+    session = PikaSession(fleet, service=SERVICE, heartbeat_ttl_s=10.0, stall_s=1e9, probe_after_s=1e9)
+    assert session.connect()
 
-    def kombu(b: Batch) -> None:
-        publish_kombu(producer, encoder.encode(b, node=NODE, incarnation="inc-1", expires_s=60.0))
+    def encode(b: Batch) -> Any:
+        return encoder.encode(b, node=NODE, incarnation="inc-1", expires_s=60.0)
 
-    def pika_(b: Batch) -> None:
-        publish_pika(pch, encoder.encode(b, node=NODE, incarnation="inc-1", expires_s=60.0))
+    def celery(chunk: list[Batch]) -> None:
+        for b in chunk:
+            send_batch(app, producer, b, node=NODE, incarnation="inc-1", scope_json=scope_json, expires_s=60.0,
+                       sink_json=sink_json)  # fmt: skip
 
-    variants: dict[str, Callable[[Batch], None]] = {"celery": celery, "kombu": kombu, "pika": pika_}
+    def kombu(chunk: list[Batch]) -> None:
+        for b in chunk:
+            publish_kombu(producer, encode(b))
+
+    def pika_(chunk: list[Batch]) -> None:
+        for b in chunk:
+            publish_pika(pch, encode(b))
+
+    def session_pika(chunk: list[Batch]) -> None:
+        # The dispatcher's loop: a turn issues a few batches, then pumps; confirms come in later pumps.
+        for i, b in enumerate(chunk):
+            session.publish_task(encode(b), serial=b.serial)
+            if i % args.burst == args.burst - 1:
+                session.pump(0)
+        while session.awaiting_confirms:  # every one confirmed inside the timed window
+            session.pump(0.05)
+        assert not session.take_unconfirmed()
+
+    variants: dict[str, Callable[[list[Batch]], None]] = {
+        "celery": celery, "kombu": kombu, "pika": pika_, "session-pika": session_pika}
     tallies = {name: Tally() for name in variants}
-    chunk = 250
-    for r in range(max(1, args.batches // chunk)):
+    per = 250
+    for r in range(max(1, args.batches // per)):
+        chunk = [sample[(r + i) % len(sample)] for i in range(per)]
         for name, send in variants.items():
             cpu0, wall0 = time.process_time(), time.perf_counter()
-            for i in range(chunk):
-                send(sample[(r + i) % len(sample)])
-            tallies[name].add(chunk, time.process_time() - cpu0, time.perf_counter() - wall0)
+            send(chunk)
+            tallies[name].add(per, time.process_time() - cpu0, time.perf_counter() - wall0)
             pch.queue_purge(queue.name)  # untimed: keep the broker's memory and disk small
+    session.close()
     size = len(encoder.encode(sample[0], node=NODE, incarnation="inc-1", expires_s=60.0).body)
     kconn.release()
     pconn.close()
     out = _figures(tallies, base="celery", per=args.urls, unit="urls")
     out["message_bytes"] = size
-    out["ratio_pika_to_kombu"] = round(tallies["pika"].rate() / tallies["kombu"].rate(), 3)
+    out["ratio_to_kombu"] = {n: round(t.rate() / tallies["kombu"].rate(), 3) for n, t in tallies.items()}
     return out
 
 
