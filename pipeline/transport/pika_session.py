@@ -13,9 +13,9 @@ batch the broker nacks, or that was unconfirmed when the connection died, comes 
 ``take_unconfirmed`` for the caller to send again (duplicates are possible, losses are not; nodes
 drop duplicates by serial). A dead-letter copy is confirmed before ``dead_letter`` returns, so the
 caller's ack of the original never overtakes it. pika reads its socket 4 KB at a time and re-copies
-its frame buffer on each read; ``RECV_BYTES`` raises that (replies are 25-100 KB).
-
-Single-threaded like BrokerSession: every callback runs inside ``pump`` (or a blocking queue op).
+its frame buffer on each read; ``RECV_BYTES`` raises that (replies are 25-100 KB). Single-threaded
+like BrokerSession: every callback runs inside ``pump`` (or a blocking queue op). ``make_session``,
+``send_task`` and ``take_unconfirmed`` are the dispatcher's seam to either client.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from pika.adapters.utils.io_services_utils import _AsyncTransportBase
 
 from pipeline.settings import FleetSettings
 from pipeline.transport import topology
-from pipeline.transport.batchsend import TaskMessage, pika_properties
+from pipeline.transport.batchsend import TaskMessage, pika_properties, publish_kombu
 from pipeline.transport.session import BrokerSession, Inbound
 
 log = logging.getLogger(__name__)
@@ -268,8 +268,7 @@ class PikaSession(BrokerSession):
         self._listened_at = self._mono()
 
     def ack_through(self, message: Message) -> None:
-        """Ack every delivery up to and including ``message`` (sent with the next pump). A message of a
-        channel that is gone is not acked: the broker delivers it again."""
+        """Ack every delivery up to ``message`` (sent with the next pump); not one of a channel now gone."""
         msg = cast(PikaMessage, message)
         if self._consume_ch is None or msg.channel is not self._consume_ch:
             return
@@ -351,6 +350,34 @@ class PikaSession(BrokerSession):
             log.warning("queue operation failed: %s", exc)
         except Exception as exc:
             self.lost(exc)
+
+
+# --- the seam the dispatcher uses, whichever client ``fleet.amqp_client`` names --------------------------
+CLIENTS = ("kombu", "pika")
+
+
+def make_session(client: str, fleet: FleetSettings, **kwargs: Any) -> BrokerSession:
+    """A ``BrokerSession`` (kombu) or a ``PikaSession``, with BrokerSession's arguments."""
+    if client not in CLIENTS:
+        raise ValueError(f"fleet.amqp_client must be one of {', '.join(CLIENTS)}, got {client!r}")
+    return PikaSession(fleet, **kwargs) if client == "pika" else BrokerSession(fleet, **kwargs)
+
+
+def send_task(session: BrokerSession, msg: TaskMessage, *, serial: int) -> None:
+    """Publish a ``batchsend`` task message on either session; raises while the session is down. kombu
+    returns once the broker confirmed it; pika at once (see ``take_unconfirmed``)."""
+    if isinstance(session, PikaSession):
+        session.publish_task(msg, serial=serial)
+    elif session.producer is None:
+        raise ConnectionError("broker session is down")
+    else:
+        publish_kombu(session.producer, msg)
+
+
+def take_unconfirmed(session: BrokerSession) -> list[int]:
+    """Serials to send again: nacked or unconfirmed at a disconnection (always empty for kombu, whose
+    publish raises instead)."""
+    return session.take_unconfirmed() if isinstance(session, PikaSession) else []
 
 
 def _poll(conn: Any, timeout: float) -> None:

@@ -9,11 +9,15 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from pika.adapters.utils.io_services_utils import _AsyncTransportBase
 
+from fetchers.records import Batch, UrlTask
 from pipeline.settings import Settings
 from pipeline.transport import pika_session
-from pipeline.transport.pika_session import PikaSession
+from pipeline.transport.batchsend import BatchEncoder
+from pipeline.transport.pika_session import PikaSession, make_session, send_task, take_unconfirmed
+from pipeline.transport.session import BrokerSession
 
 
 class Clock:
@@ -145,3 +149,19 @@ def test_disconnection_is_not_counted_twice() -> None:
 
 def test_pika_reads_large_chunks() -> None:
     assert _AsyncTransportBase._MAX_RECV_BYTES >= pika_session.RECV_BYTES
+
+
+def test_the_seam_picks_the_client_and_refuses_to_send_while_down() -> None:
+    fleet = Settings().fleet
+    kw: dict[str, Any] = {"service": "svc", "heartbeat_ttl_s": 1.0}
+    assert type(make_session("pika", fleet, **kw)) is PikaSession
+    assert type(make_session("kombu", fleet, **kw)) is BrokerSession
+    with pytest.raises(ValueError, match="amqp_client"):
+        make_session("librabbitmq", fleet, **kw)
+    msg = BatchEncoder(scope_json=None).encode(Batch(1, "n#0", [UrlTask("http://a.test/", 1)]), node="n",
+                                               incarnation=None, expires_s=None)  # fmt: skip
+    for client in pika_session.CLIENTS:
+        s = make_session(client, fleet, **kw)  # never connected
+        with pytest.raises(ConnectionError):
+            send_task(s, msg, serial=1)
+        assert take_unconfirmed(s) == []
