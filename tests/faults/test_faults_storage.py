@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from pipeline.harness.faults import results
 from pipeline.harness.faults.bed import Bed, TrialPlan
 from pipeline.harness.faults.hbase_private import PrivateHBase
 from pipeline.harness.faults.links_trial import links_trial
@@ -29,6 +30,15 @@ from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.settings import StoreSettings
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
+
+MERGE_RERUN_COUNTS_INLINKS_TWICE = (
+    "A link-jobs round killed inside its merge (mr_update_crawldb, after some of its HBase writes) is run again "
+    "from its segments; the URLs the killed run had already added are then known, and HBaseStore.add_urls "
+    "raises their in-link count (m:n) by the round's links a second time (seen: 17 of 108 URLs over, sum "
+    "1058 against 1040). Pages and the pending set are right; only in-link counts drift. Fix (jobs/, "
+    "pipeline/storage/): give a round a durable id (a manifest of its segments, re-run as the same round) "
+    "and write it with each in-link put and new crawl-db row (m:R), skipping a URL whose m:R is this round."
+)
 
 
 def check_strict(rec: dict[str, Any]) -> None:
@@ -88,3 +98,7 @@ def test_link_jobs_sigkill_inside_a_round(shallow_bed: Bed, private_hbase: Priva
         bed = Bed(shallow_bed.tb, max_depth=1) if runner == "spark" else shallow_bed
         rec = record(links_trial(bed, url, tmp_path, plan, runner=runner, phase=phase, store=store))
     check_strict(rec)
+    if rec["inlinks"]["over"] or rec["inlinks"]["under"]:  # the pages are right; the link counts are not
+        results.pin("links", "test_link_jobs_sigkill_inside_a_round", MERGE_RERUN_COUNTS_INLINKS_TWICE,
+                    file="tests/faults/test_faults_storage.py")  # fmt: skip
+        pytest.xfail(f"{MERGE_RERUN_COUNTS_INLINKS_TWICE} {rec['inlinks']}")

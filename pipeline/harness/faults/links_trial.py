@@ -20,6 +20,7 @@ and the crawl must end as without a fault. The link jobs fetch nothing, so no re
 from __future__ import annotations
 
 import random
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from pipeline.harness.faults.accounting import Killed
 from pipeline.harness.faults.bed import Bed, TrialPlan
 from pipeline.harness.faults.fleet import FleetRig
 from pipeline.harness.faults.fleet_trials import Struck, run_fleet_trial
+from pipeline.harness.faults.jobs_trial import crawl_db, jobs_cmd, seed_db
 from pipeline.harness.faults.procs import HarnessError, wait_until
 from pipeline.settings import StoreSettings
 
@@ -45,6 +47,32 @@ def crawldb_rows(store: StoreSettings) -> int:
         return sum(1 for _ in conn.table("crawldb").scan(filter=b"KeyOnlyFilter()", batch_size=5000))
     finally:
         conn.close()
+
+
+def hbase_inlinks(store: StoreSettings) -> dict[str, int]:
+    """URL -> in-link count of every row of the crawl's ``crawldb`` table."""
+    import happybase
+
+    conn = happybase.Connection(store.hbase_host, store.hbase_port, table_prefix=store.hbase_prefix, timeout=20000)
+    try:
+        rows = conn.table("crawldb").scan(columns=[b"m:u", b"m:n"], batch_size=5000)
+        return {row[b"m:u"].decode(): int.from_bytes(row.get(b"m:n", b""), "big") for _, row in rows}
+    finally:
+        conn.close()
+
+
+def reference_inlinks(bed: Bed, out: Path, work: Path) -> dict[str, int]:
+    """In-links after the link jobs ran once over every segment the crawl's nodes wrote (one inline
+    ``crawlfleet jobs run`` per segment into a fresh SQLite crawl db): what the store should say."""
+    segments = sorted((out / "node-segments").glob("**/*.jsonl"))
+    db = work / "ref.db"
+    seed_db(db, bed)
+    for seg in segments:
+        proc = subprocess.run(jobs_cmd(seg, db, work / "ref-work", bed, runner="inline", one=True),
+                              capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+        if proc.returncode != 0:
+            raise HarnessError(f"reference jobs run failed on {seg}: {proc.stderr[-2000:]}")
+    return crawl_db(db)
 
 
 def _jobs_running(work: Path, label: str) -> set[str]:
@@ -108,4 +136,13 @@ def links_trial(bed: Bed, broker_url: str, workdir: Path, plan: TrialPlan, *, ru
                           rig_kw={"links_runner": runner}, timeout_s=CRAWL_TIMEOUT_S.get(runner, 240.0))  # fmt: skip
     rec["action"] = f"kill-{phase}"
     rec["summary"]["links"] = {"runner": runner, **landed}
+    # The store, beyond the pages: a merge run twice must not count a link twice (nor drop one).
+    ref = reference_inlinks(bed, workdir / "out", workdir / "ref")
+    got = hbase_inlinks(store)
+    over = sorted(u for u, n in ref.items() if got.get(u, 0) > n)
+    under = sorted(u for u, n in ref.items() if got.get(u, 0) < n)
+    rec["inlinks"] = {"urls_ref": len(ref), "urls_missing": sum(1 for u in ref if u not in got),
+                      "over": len(over), "under": len(under), "sum_ref": sum(ref.values()),
+                      "sum_trial": sum(got.get(u, 0) for u in ref), "over_sample": over[:5],
+                      "under_sample": under[:5]}  # fmt: skip
     return rec
