@@ -31,7 +31,7 @@ def vhost() -> Iterator[str]:
 @pytest.mark.parametrize("seed", [1])
 def test_dispatcher_sigkill_mid_quota_minute_keeps_quota(fault_bed: Bed, vhost: str, tmp_path: Path,
                                                          record: Callable[..., Any], seed: int) -> None:  # fmt: skip
-    plan = TrialPlan.seeded("dispatcher", "kill-quota", seed, lo=0.4, hi=0.6)
+    plan = TrialPlan.seeded("dispatcher", "kill-quota", seed, lo=0.4, hi=0.6)  # the seed's stream: "kill-quota"
     rec = record(quota_trial(fault_bed, vhost, tmp_path, plan, per_s=PER_S))
     q = rec["quota"]
     assert q["resumed_in_fault_minute"], q  # else the trial did not test what it is for

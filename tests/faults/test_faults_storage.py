@@ -31,6 +31,7 @@ from pipeline.settings import StoreSettings
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
 
+LINK_TRIALS: dict[str, dict[str, Any]] = {}  # runner/phase/seed -> the trial's in-link figures
 MERGE_RERUN_COUNTS_INLINKS_TWICE = (
     "A link-jobs round killed inside its merge (mr_update_crawldb, after some of its HBase writes) is run again "
     "from its segments; the URLs the killed run had already added are then known, and HBaseStore.add_urls "
@@ -60,6 +61,7 @@ def private_hbase(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateH
         hb.stop()
 
 
+@pytest.mark.timeout(600)  # the first one also boots the private HBase (30-60 s)
 @pytest.mark.parametrize("seed", [1, 2])
 def test_hbase_data_process_sigkill_then_restart(fault_bed: Bed, private_hbase: PrivateHBase, tmp_path: Path,
                                                  record: Callable[..., Any], seed: int) -> None:  # fmt: skip
@@ -81,7 +83,8 @@ def shallow_bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bed]:
 
 
 @pytest.mark.parametrize(("runner", "phase", "seed"), [
-    ("local", "merge", 1), ("local", "extract", 2),
+    pytest.param("local", "merge", 1, marks=pytest.mark.timeout(600)),
+    pytest.param("local", "extract", 2, marks=pytest.mark.timeout(600)),
     # Spark: each round is two spark-submits (~20 s idle, 60 s and more on a loaded 2-core machine), so
     # this crawl stops at depth 1 (two rounds) and may take minutes.
     pytest.param("spark", "merge", 1, marks=pytest.mark.timeout(1200)),
@@ -98,7 +101,16 @@ def test_link_jobs_sigkill_inside_a_round(shallow_bed: Bed, private_hbase: Priva
         bed = Bed(shallow_bed.tb, max_depth=1) if runner == "spark" else shallow_bed
         rec = record(links_trial(bed, url, tmp_path, plan, runner=runner, phase=phase, store=store))
     check_strict(rec)
-    if rec["inlinks"]["over"] or rec["inlinks"]["under"]:  # the pages are right; the link counts are not
-        results.pin("links", "test_link_jobs_sigkill_inside_a_round", MERGE_RERUN_COUNTS_INLINKS_TWICE,
-                    file="tests/faults/test_faults_storage.py")  # fmt: skip
-        pytest.xfail(f"{MERGE_RERUN_COUNTS_INLINKS_TWICE} {rec['inlinks']}")
+    LINK_TRIALS[f"{runner}/{phase}/{seed}"] = rec["inlinks"]  # judged by the test below
+
+
+@pytest.mark.xfail(reason=MERGE_RERUN_COUNTS_INLINKS_TWICE, strict=False)
+def test_link_jobs_killed_in_a_merge_count_each_link_once() -> None:
+    """The store after the link-jobs trials above, beyond the pages: every URL's in-link count equals
+    that of the jobs run once over the crawl's own segments (no link counted twice or dropped)."""
+    results.pin("links", "test_link_jobs_killed_in_a_merge_count_each_link_once", MERGE_RERUN_COUNTS_INLINKS_TWICE,
+                file="tests/faults/test_faults_storage.py")  # fmt: skip
+    if not LINK_TRIALS:
+        pytest.skip("no link-jobs trial ran in this session")
+    wrong = {k: v for k, v in LINK_TRIALS.items() if v["over"] or v["under"] or v["urls_missing"]}
+    assert not wrong, wrong

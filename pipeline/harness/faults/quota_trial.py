@@ -104,7 +104,8 @@ def quota_trial(bed: Bed, broker_url: str, workdir: Path, plan: TrialPlan, *, pe
         acc.recovery_s = round(issued - fault_t, 3)
     same_minute = issued is not None and minute_of(issued) == minute_of(fault_t)
     return {
-        "type": "fault", "mode": "fleet", "component": "dispatcher", "action": "kill-quota", "seed": plan.seed,
+        "type": "fault", "mode": "fleet, quota minute half used", "component": "dispatcher", "action": "kill",
+        "seed": plan.seed,
         "at_fraction": plan.at_fraction, "fault_after_requests": target, "down_s": plan.down_s,
         "wall_s": round(end_t - start, 3), **acc.to_json(),
         "quota": {"per_s": per_s, "per_minute": per_min, "granted_per_minute": {str(k): v for k, v in counts.items()},
