@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fetchers", type=int, default=1000, help="fleet size for the cost measurement")
     parser.add_argument("--decisions", type=int, default=20_000, help="decisions timed per measurement")
     parser.add_argument("--quota", type=float, default=200.0, help="S1 quota (URLs/s) for the flatness run")
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=1, help="seed of the testbed's (or the simulation's) random web")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

@@ -68,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--neg-fp", type=float, default=1e-6, help="negative cache false-positive rate")
     parser.add_argument("--neg-sample", type=int, default=1_000_000, help="names inserted to time inserts")
     parser.add_argument("--collision-names", type=int, default=200_000, help="real-looking names keyed")
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=1, help="seed of the testbed's (or the simulation's) random web")
 
 
 def machine() -> dict[str, Any]:

@@ -34,12 +34,12 @@ CHUNK = 64  # URLs of one host per batch in the bench (the dispatcher's base bat
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--hosts", type=int, default=100)
+    parser.add_argument("--hosts", type=int, default=100, help="testbed hosts")
     parser.add_argument("--pages", type=int, default=100, help="pages per host")
-    parser.add_argument("--concurrency", type=int, default=256)
-    parser.add_argument("--per-host", type=int, default=8)
+    parser.add_argument("--concurrency", type=int, default=256, help="sockets in flight")
+    parser.add_argument("--per-host", type=int, default=8, help="concurrent connections per host")
     parser.add_argument("--clients", default=",".join(KINDS), help="comma list of bare,aio,threaded")
-    parser.add_argument("--testbed-workers", type=int, default=1)
+    parser.add_argument("--testbed-workers", type=int, default=1, help="testbed server processes")
     parser.add_argument("--rounds", type=int, default=1, help="repeat every client; the best round is kept")
 
 

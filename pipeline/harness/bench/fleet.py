@@ -32,14 +32,14 @@ GOAL = 0.40
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--hosts", type=int, default=60)
-    p.add_argument("--pages", type=int, default=100)
-    p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--hosts", type=int, default=60, help="testbed hosts")
+    p.add_argument("--pages", type=int, default=100, help="pages per testbed host")
+    p.add_argument("--seed", type=int, default=7, help="seed of the testbed's (or the simulation's) random web")
+    p.add_argument("--workers", type=int, default=2, help="fetch nodes (Celery workers)")
     p.add_argument("--slots", type=int, default=0, help="batches per worker at once (0 = default)")
     p.add_argument("--broker-url", default=None, help="default: a fresh vhost on the local broker, deleted after")
     p.add_argument("--out", default="", help="keep the crawl directories and logs here")
-    p.add_argument("--timeout", type=float, default=600.0)
+    p.add_argument("--timeout", type=float, default=600.0, help="give up on a crawl after this many seconds")
     p.add_argument("--store", choices=("sqlite", "hbase"), default="sqlite",
                    help="the crawl store of both runs (hbase: settings' Thrift server, a throwaway prefix)")
     p.add_argument("--runner", default="inline", help="mrjob runner of the link jobs (crawlfleet links)")

@@ -45,13 +45,13 @@ S5_CLAIM = "~4x throughput with the local dedup cache + large-granularity transf
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--parts", default="hotpath,extract,s5", help="comma list of hotpath, extract, s5")
     parser.add_argument("--pages", type=int, default=10_000, help="pages in the synthetic segment")
-    parser.add_argument("--hosts", type=int, default=20)
+    parser.add_argument("--hosts", type=int, default=20, help="hosts in the synthetic segment")
     parser.add_argument("--runners", default="inline,local,spark", help="comma list; hadoop also works")
-    parser.add_argument("--lru-sizes", default="1000,10000,100000")
+    parser.add_argument("--lru-sizes", default="1000,10000,100000", help="comma list of S5 LRU sizes to try")
     parser.add_argument("--batch-size", type=int, default=500, help="URLs per round trip when batching")
     parser.add_argument("--latency-ms", type=float, default=10.0, help="added per store round trip")
     parser.add_argument("--latency-pages", type=int, default=150, help="pages in each latency run")
-    parser.add_argument("--work-dir", type=Path, default=None)
+    parser.add_argument("--work-dir", type=Path, default=None, help="mrjob work space (default: a temporary directory)")
 
 
 def machine() -> dict[str, Any]:

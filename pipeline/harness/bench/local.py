@@ -34,10 +34,10 @@ from pipeline.harness.testbed.model import host_index, ip_for_host
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--hosts", type=int, default=100)
-    p.add_argument("--pages", type=int, default=100)
-    p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--out", default="")
+    p.add_argument("--hosts", type=int, default=100, help="testbed hosts")
+    p.add_argument("--pages", type=int, default=100, help="pages per testbed host")
+    p.add_argument("--seed", type=int, default=7, help="seed of the testbed's (or the simulation's) random web")
+    p.add_argument("--out", default="", help="keep the crawl directories and logs here (default: a temporary directory, deleted)")
     p.add_argument("--processes", type=int, default=None,
                    help="fetch processes for the crawl (default: fetch.processes, 0)")  # fmt: skip
     p.add_argument("--parse-processes", type=int, default=None,

@@ -32,9 +32,9 @@ from pipeline.harness.testbed.harness import TestbedProcess
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--pages", type=int, default=10_000)
-    p.add_argument("--seed", type=int, default=11)
-    p.add_argument("--out", default="")
+    p.add_argument("--pages", type=int, default=10_000, help="pages of the large crawl (the 10k baseline runs before and after it)")
+    p.add_argument("--seed", type=int, default=11, help="seed of the testbed's (or the simulation's) random web")
+    p.add_argument("--out", default="", help="keep the crawl directories and logs here (default: a temporary directory, deleted)")
     p.add_argument("--keep", action="store_true", help="keep the crawl directory")
     p.add_argument("--baseline-pages", type=int, default=10_000,
                    help="crawl this many pages before and after the main crawl, as the same-run baseline "

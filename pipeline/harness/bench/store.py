@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pages", type=int, default=3000, help="pages written per batched run")
     parser.add_argument("--single-pages", type=int, default=300, help="pages written one call each")
     parser.add_argument("--batch", type=int, default=100, help="URLs or pages per call when batched")
-    parser.add_argument("--body-bytes", type=int, default=20_000)
+    parser.add_argument("--body-bytes", type=int, default=20_000, help="bytes of each synthetic page body")
     parser.add_argument("--links", type=int, default=50, help="links per page in the crawl loop")
     parser.add_argument("--hbase", default="127.0.0.1:9090", help="HOST:PORT of the Thrift server, or 'off'")
 

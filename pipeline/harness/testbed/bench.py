@@ -13,10 +13,10 @@ from pipeline.harness.testbed.loadgen import measure
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--hosts", type=int, default=1000)
-    parser.add_argument("--pages", type=int, default=1000)
-    parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--hosts", type=int, default=1000, help="testbed hosts the load is spread over")
+    parser.add_argument("--pages", type=int, default=1000, help="pages per testbed host")
+    parser.add_argument("--seconds", type=float, default=5.0, help="how long each load run lasts")
+    parser.add_argument("--concurrency", type=int, default=64, help="requests in flight from the load generator")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
