@@ -3,7 +3,8 @@
 Judged from the testbed's access log: every truth page exactly once, every redirect hop fetched, robots
 honoured; and the SSRF guard holds on redirects: hostile.crawl.test's /ssrf-redirect and /ip-redirect
 point at 127.0.0.53, where a canary listens and must never see a connection, and end as failed URLs.
-Run with the fetcher in the crawl's process and in a fetch process. The summary names the fetcher.
+Run with the fetcher in the crawl's process and in a fetch process, with --warc (one verified response
+record per request the testbed saw). The summary names the fetcher.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -21,6 +23,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from warcio.archiveiterator import ArchiveIterator
 
 from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.storage.base import UrlState
@@ -90,7 +93,7 @@ def test_threaded_crawl_fetches_every_page_once_and_keeps_the_guard(
     cmd = [
         sys.executable, "-m", "pipeline.cli", "crawl", *tb.seeds, *hostile, "--fetcher", "threaded",
         "--out", str(out), "--dns-server", tb.dns_server, "--allow-network", "127.0.10.0/24",
-        "--max-depth", str(MAX_DEPTH), "--host-delay", "0.01", "--concurrency", "32", "--json", "--no-progress",
+        "--max-depth", str(MAX_DEPTH), "--host-delay", "0.01", "--concurrency", "32", "--json", "--no-progress", "--warc",
     ]  # fmt: skip
     env = dict(os.environ, CRAWLFLEET_FETCH_PROCESSES=str(processes))
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False, env=env)
@@ -109,6 +112,16 @@ def test_threaded_crawl_fetches_every_page_once_and_keeps_the_guard(
     assert not [u for u in truth["forbidden"] if counts[_key(u)]]  # robots.txt honoured
 
     assert canary.hits == []  # nothing ever connected to the forbidden address
+    # The threaded fetcher archives too: one response record per request the testbed saw, verified by warcio.
+    warcs = sorted((out / "warc").glob("*.warc.gz"))
+    warcio = shutil.which("warcio") or str(Path(sys.executable).with_name("warcio"))
+    check = subprocess.run([warcio, "check", *map(str, warcs)], capture_output=True, text=True, check=False)
+    assert warcs and check.returncode == 0, check.stdout[-2000:] + check.stderr[-2000:]
+    responses = 0
+    for path in warcs:
+        with open(path, "rb") as fh:
+            responses += sum(1 for rec in ArchiveIterator(fh) if rec.rec_type == "response")
+    assert responses == len(tb.read_access_log())
     store = SqliteStore(out / "crawl.db")
     try:
         for url in hostile:
