@@ -79,6 +79,7 @@ def _capturing_methods() -> dict[str, Any]:
 
     def putrequest(self: HTTPConnection, *args: Any, **kwargs: Any) -> None:
         self._wire_sent = []  # type: ignore[attr-defined]
+        self._wire_at = time.time()  # type: ignore[attr-defined]  # WARC-Date: when the request went out
         HTTPConnection.putrequest(self, *args, **kwargs)
 
     def send(self: HTTPConnection, data: Any) -> None:
@@ -247,17 +248,18 @@ class ThreadedTransport:
         self.session.executor.shutdown(wait=False, cancel_futures=True)
 
 
-def _heads_of(resp: requests.Response) -> tuple[bytes, bytes, tuple[tuple[bytes, bytes], ...]]:
-    """(request head as sent, response status line, response header lines as received); on the worker
-    thread, before the body is read (the connection is still the response's)."""
+def _heads_of(resp: requests.Response) -> tuple[bytes, bytes, tuple[tuple[bytes, bytes], ...], float]:
+    """(request head as sent, response status line, response header lines as received, when the request
+    went out); on the worker thread, before the body is read (the connection is still the response's)."""
     conn = getattr(resp.raw, "connection", None)
     sent = b"".join(getattr(conn, "_wire_sent", ()))
+    sent_at = float(getattr(conn, "_wire_at", 0.0))
     orig = getattr(resp.raw, "_original_response", None)
     version = getattr(orig, "version", 11)
     line = status_line(divmod(version, 10), resp.status_code, resp.reason or "")
     raw = orig.msg._headers if orig is not None else list(resp.raw.headers.items())
     headers = tuple((k.encode("latin-1", "replace"), v.encode("latin-1", "replace")) for k, v in raw)
-    return sent, line, headers
+    return sent, line, headers, sent_at
 
 
 def _wire(
@@ -266,8 +268,8 @@ def _wire(
     heads = getattr(resp, "wire_heads", None)
     if heads is None:
         return None
-    sent, line, headers = heads
-    return WireRecord(url, ip, sent_at, sent, line, headers, dec.raw, truncated)
+    sent, line, headers, went_at = heads
+    return WireRecord(url, ip, went_at or sent_at, sent, line, headers, dec.raw, truncated)
 
 
 class ThreadedFetcher:
