@@ -12,8 +12,8 @@ ack arrives in a later pump, where kombu's ``confirm_publish`` waits a round tri
 batch the broker nacks, or that was unconfirmed when the connection died, comes back from
 ``take_unconfirmed`` for the caller to send again (duplicates are possible, losses are not; nodes
 drop duplicates by serial). A dead-letter copy is confirmed before ``dead_letter`` returns, so the
-caller's ack of the original never overtakes it. pika reads its socket 4 KB at a time and re-copies
-its frame buffer on each read; ``RECV_BYTES`` raises that (replies are 25-100 KB). Single-threaded
+caller's ack of the original never overtakes it. pikawire.py has the URL, the delivery and the
+socket read size. Single-threaded
 like BrokerSession: every callback runs inside ``pump`` (or a blocking queue op). ``make_session``,
 ``send_task`` and ``take_unconfirmed`` are the dispatcher's seam to either client.
 """
@@ -24,50 +24,20 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, cast
 
 import pika
 from kombu import Queue
 from kombu.message import Message
-from pika.adapters.utils.io_services_utils import _AsyncTransportBase
 
 from pipeline.settings import FleetSettings
 from pipeline.transport import topology
 from pipeline.transport.batchsend import TaskMessage, pika_properties, publish_kombu
+from pipeline.transport.pikawire import ChannelGone, PikaMessage, connection_parameters, poll
 from pipeline.transport.session import BrokerSession, Inbound
 
 log = logging.getLogger(__name__)
-
-RECV_BYTES = 256 * 1024
-# pika's transport reads the socket 4 KB at a time (a class attribute, the same in pika 1.2-1.4);
-# tests/unit/test_amqp_pika_accounting.py fails if a pika release drops it.
-if getattr(_AsyncTransportBase, "_MAX_RECV_BYTES", RECV_BYTES) < RECV_BYTES:
-    _AsyncTransportBase._MAX_RECV_BYTES = RECV_BYTES
-    _AsyncTransportBase._MAX_CONSUME_BYTES = max(_AsyncTransportBase._MAX_CONSUME_BYTES, 4 * RECV_BYTES)
-
-
-class ChannelGone(Exception):
-    """A private channel was closed by the broker (e.g. a passive declare of a missing queue)."""
-
-
-@dataclass(slots=True)
-class PikaMessage:
-    """What the dispatcher reads of a delivery (the same names as kombu's Message)."""
-
-    body: bytes
-    content_type: str | None
-    content_encoding: str | None
-    headers: dict[str, Any] | None
-    delivery_tag: int
-    routing_key: str
-    channel: Any  # acks go to this channel only (a re-opened one has new delivery tags)
-
-    @property
-    def delivery_info(self) -> dict[str, Any]:
-        return {"routing_key": self.routing_key, "delivery_tag": self.delivery_tag}
-
 
 class PikaSession(BrokerSession):
     """See the module docstring. ``conn`` is a pika ``SelectConnection`` while connected."""
@@ -113,10 +83,7 @@ class PikaSession(BrokerSession):
         return True
 
     def _open(self) -> None:
-        params = pika.URLParameters(self.fleet.broker_url)
-        params.heartbeat = 0  # as the kombu session: a stopped dispatcher must not be disconnected for it
-        params.connection_attempts, params.socket_timeout = 1, 5
-        params.client_properties = {"connection_name": f"crawlfleet-dispatcher-{self.service}"}
+        params = connection_parameters(self.fleet.broker_url, name=f"crawlfleet-dispatcher-{self.service}")
         opened: list[Any] = []
         self._closed = None
         self.conn = pika.SelectConnection(params, on_open_callback=opened.append, on_close_callback=self._on_closed,
@@ -185,7 +152,7 @@ class PikaSession(BrokerSession):
                 conn.close()
                 deadline = time.monotonic() + 1.0
                 while not conn.is_closed and time.monotonic() < deadline:
-                    _poll(conn, 0.05)
+                    poll(conn, 0.05)
         with contextlib.suppress(Exception):
             conn.ioloop.deactivate_poller()
             conn.ioloop.close()
@@ -208,7 +175,7 @@ class PikaSession(BrokerSession):
                 raise ChannelGone(str(getattr(channel, "_closing_reason", "channel closed")))
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError("the broker did not answer in time")
-            _poll(self.conn, 0.05)
+            poll(self.conn, 0.05)
 
     def _channel(self, *, deadline: float | None) -> Any:
         opened: list[Any] = []
@@ -247,14 +214,14 @@ class PikaSession(BrokerSession):
         start, before = self._mono(), len(self.inbox)
         try:
             end = start + timeout
-            _poll(self.conn, timeout)
+            poll(self.conn, timeout)
             while len(self.inbox) == before and (left := end - self._mono()) > 0:
                 self._check()
-                _poll(self.conn, left)  # woken by a write or a confirm: keep waiting for a delivery
+                poll(self.conn, left)  # woken by a write or a confirm: keep waiting for a delivery
             seen = -1
             while seen != len(self.inbox) and len(self.inbox) < max_messages:
                 seen = len(self.inbox)
-                _poll(self.conn, 0)
+                poll(self.conn, 0)
             self._check()
         except Exception as exc:
             self.lost(exc)
@@ -380,20 +347,5 @@ def take_unconfirmed(session: BrokerSession) -> list[int]:
     return session.take_unconfirmed() if isinstance(session, PikaSession) else []
 
 
-def _poll(conn: Any, timeout: float) -> None:
-    """One turn of pika's loop: I/O ready within ``timeout`` (a timer bounds the wait), then due timers."""
-    loop = conn.ioloop
-    timer = loop.call_later(max(0.0, timeout), _noop)
-    try:
-        loop.poll()
-        loop.process_timeouts()
-    finally:
-        loop.remove_timeout(timer)
-
-
 def _consume(channel: Any, queue: str, on_message: Callable[..., None], callback: Callable[[Any], None]) -> None:
     channel.basic_consume(queue, on_message, auto_ack=False, callback=callback)
-
-
-def _noop() -> None:
-    return None

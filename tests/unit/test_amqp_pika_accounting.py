@@ -14,7 +14,7 @@ from pika.adapters.utils.io_services_utils import _AsyncTransportBase
 
 from fetchers.records import Batch, UrlTask
 from pipeline.settings import Settings
-from pipeline.transport import pika_session
+from pipeline.transport import pika_session, pikawire
 from pipeline.transport.batchsend import BatchEncoder
 from pipeline.transport.pika_session import PikaSession, make_session, send_task, take_unconfirmed
 from pipeline.transport.session import BrokerSession
@@ -148,7 +148,7 @@ def test_disconnection_is_not_counted_twice() -> None:
 
 
 def test_pika_reads_large_chunks() -> None:
-    assert _AsyncTransportBase._MAX_RECV_BYTES >= pika_session.RECV_BYTES
+    assert _AsyncTransportBase._MAX_RECV_BYTES >= pikawire.RECV_BYTES
 
 
 def test_the_seam_picks_the_client_and_refuses_to_send_while_down() -> None:
