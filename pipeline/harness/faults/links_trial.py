@@ -134,6 +134,7 @@ def links_trial(bed: Bed, broker_url: str, workdir: Path, plan: TrialPlan, *, ru
     strike = strike_links_at(phase, round_no, runner=runner, store=store, seed=plan.seed, landed=landed)
     rec = run_fleet_trial(bed, broker_url, workdir, plan, strike=strike, store=store,
                           rig_kw={"links_runner": runner}, timeout_s=CRAWL_TIMEOUT_S.get(runner, 240.0))  # fmt: skip
+    rec["action"] = "kill"  # the plan's "kill-<phase>" only seeds its stream; the phase is in the mode
     rec["mode"] = f"fleet, {runner} runner, in {phase}"  # its own row in RELIABILITY.md
     rec["summary"]["links"] = {"runner": runner, **landed}
     # The store, beyond the pages: a merge run twice must not count a link twice (nor drop one).
