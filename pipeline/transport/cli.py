@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import signal
 import sys
@@ -24,6 +25,8 @@ from pipeline.observe import logs
 from pipeline.observe.errors import int_at_least, port
 from pipeline.settings import Settings, arg_type, load_settings
 from pipeline.urls import normalize
+
+log = logging.getLogger(__name__)
 
 
 def _name(what: str) -> Any:
@@ -123,16 +126,18 @@ def _fleet_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 
 
 def _cmd_dispatcher(args: argparse.Namespace) -> int:
-    from pipeline.crawl.flags import settings_from_args
     from pipeline.transport.dispatcher_service import FleetDispatcher
 
     logs.setup_from_args(args)
-    settings: Settings = settings_from_args(args).with_overrides(_fleet_overrides(args))
     seeds = list(args.seeds)
     out = Path(args.out)
     if not seeds and not args.resume and not args.serve:
         print("crawlfleet dispatcher: give seed URLs, --resume or --serve", file=sys.stderr)
         return 2
+    settings, done = _resumed_settings(args, out, seeds)
+    if done:
+        print(done, file=sys.stderr)
+        return 0
     service = FleetDispatcher(settings, out_dir=out, seeds=seeds, resume=args.resume, serve=args.serve,
                               metrics_port=args.metrics_port)  # fmt: skip
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -184,6 +189,39 @@ def default_slots(settings: Settings) -> int:
     from pipeline.dispatch.sizing import local_slots
 
     return local_slots(settings)
+
+
+def _resumed_settings(args: argparse.Namespace, out: Path, seeds: list[str]) -> tuple[Settings, str]:
+    """The dispatcher's settings: on ``--resume`` the crawl directory's remembered ones under file, env
+    and flags (each override logged), with ``--max-pages`` a total over every run of the crawl; and
+    why there is nothing to do, or ''. The settings are remembered for the next resume (not ``fleet``:
+    its broker URL may hold a password)."""
+    import dataclasses
+
+    from pipeline.crawl import remember
+    from pipeline.crawl.flags import loaded_from_args
+    from pipeline.storage.factory import from_settings
+
+    memory = remember.load(out) if args.resume and out.is_dir() else None
+    loaded = loaded_from_args(args, remembered=memory.settings if memory else None)
+    for override in remember.overrides(memory.settings, loaded) if memory else []:
+        log.info(override.line())
+    settings = loaded.settings.with_overrides(_fleet_overrides(args))
+    total = settings.scope.max_pages
+    if args.resume and total:
+        store = from_settings(settings.store, out / "crawl.db")
+        try:
+            counts = store.counts()
+        finally:
+            store.close()
+        settled = sum(counts.get(k, 0) for k in ("done", "failed", "blocked"))
+        if settled >= total:
+            return settings, (f"crawlfleet dispatcher: {out} has settled {settled} URLs, --max-pages is {total} "
+                              "in all; raise --max-pages to go on")  # fmt: skip
+        settings = dataclasses.replace(settings, scope=dataclasses.replace(settings.scope, max_pages=total - settled))
+    out.mkdir(parents=True, exist_ok=True)
+    remember.save(out, loaded.settings, seeds + (memory.seeds if memory else []))
+    return settings, ""
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:

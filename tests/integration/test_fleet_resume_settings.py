@@ -1,0 +1,59 @@
+"""A fleet crawl directory remembers its settings, as an embedded one does (#21 point 2).
+
+Real RabbitMQ, a real worker, the real dispatcher process; judged from the testbed's access log:
+``--max-pages`` is a total over every run of the crawl, ``dispatcher --resume --out DIR`` alone goes
+on with what the first run was given, and a flag given at resume overrides it with one logged line.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.crawl import remember
+from pipeline.harness.testbed.harness import TestbedProcess
+from tests.fixtures.rabbitmq import MAX_DEPTH, fetch_counts, key
+
+pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+
+
+def _pages(tb: TestbedProcess) -> dict[tuple[str, str], int]:
+    """Requests per (host, path) in the testbed's access log; a redirect's hop and target are two."""
+    return {k: n for k, n in fetch_counts(tb).items() if k[1] != "/robots.txt"}
+
+
+def _settled(summary: dict[str, Any]) -> int:
+    return sum(summary["store"].get(k, 0) for k in ("done", "failed", "blocked"))
+
+
+def test_max_pages_is_a_total_and_resume_remembers_it(rabbitmq: str, fleet: Any, tmp_path: Path) -> None:
+    with TestbedProcess(10, 40, seed=21, workdir=tmp_path / "tb") as tb:
+        f = fleet(rabbitmq, tb, max_depth=MAX_DEPTH)
+        f.start_worker(1)
+        f.start_dispatcher("--max-pages", "30")
+        first = f.wait_dispatcher()
+        assert remember.load(f.out) is not None and remember.load(f.out).settings["scope"]["max_pages"] == 30  # type: ignore[union-attr]
+        after_first = _pages(tb)
+        assert 0 < _settled(first) <= 30 and after_first
+
+        # --resume alone: the remembered total is reached, so nothing is fetched and it says why.
+        again = subprocess.run([sys.executable, "-m", "pipeline.cli", "dispatcher", "--resume", "--out", str(f.out),
+                                "--json", "--no-progress"], env=f.env, capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert again.returncode == 0, again.stderr
+        assert "--max-pages is 30 in all" in again.stderr
+        assert _pages(tb) == after_first
+
+        # A larger total at resume: it goes on to that total, and the override is logged.
+        f.start_dispatcher("--resume", "--max-pages", "55", "--log-level", "INFO")
+        second = f.wait_dispatcher()
+        pages = _pages(tb)
+        assert _settled(first) < _settled(second) <= 55 and len(pages) > len(after_first), second["store"]
+        truth = {key(u) for u in tb.truth(max_depth=MAX_DEPTH)["pages"]}  # error pages are retried by design
+        assert [k for k, n in pages.items() if n > 1 and k in truth] == [], "no page fetched twice in three runs"
+        assert "scope.max_pages = 55 (flag) overrides the crawl's remembered 30" in f.log_tail("dispatcher.log")
+        assert json.loads((f.out / remember.FILE).read_text())["settings"]["scope"]["max_pages"] == 55
