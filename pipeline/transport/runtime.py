@@ -274,6 +274,8 @@ class FetchRuntime:
             fetcher = self._factory(self.settings, self.node, scope, self._shared)
             await fetcher.start()
             self._fetchers[key] = fetcher
+            log.info("node %s: %s for a new scope (%d in this process)", self.node, type(fetcher).__name__,
+                     len(self._fetchers))  # fmt: skip
         return fetcher
 
     # --- heartbeat (outbox thread) ---------------------------------------------------------------

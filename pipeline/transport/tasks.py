@@ -39,8 +39,13 @@ def start_runtime(*, slots: int | None = None) -> FetchRuntime:
     global _runtime
     with _runtime_lock:
         if _runtime is None:
+            from fetchers.choice import worker_factory
+
             node = topology.check_name(os.environ.get("CRAWLFLEET_NODE", "default"), what="node")
-            _runtime = FetchRuntime(current_settings(), node=node, slots=slots or 1, reserved=reserved_count)
+            # The fetcher kind rides in the environment `crawlfleet worker --fetcher` set for Celery.
+            factory = worker_factory(os.environ.get("CRAWLFLEET_NODE_FETCHER", "aio"))
+            _runtime = FetchRuntime(current_settings(), node=node, slots=slots or 1, reserved=reserved_count,
+                                    factory=factory)  # fmt: skip
             _runtime.start()
         return _runtime
 
