@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,14 +100,17 @@ def segment_name(batch: Batch) -> str:
 class NodeSink:
     """One per fetch-node process and spec. Not thread-safe: call it from one thread."""
 
-    def __init__(self, spec: SinkSpec, *, node: str, open_retry_s: float = 180.0) -> None:
+    def __init__(self, spec: SinkSpec, *, node: str, open_retry_s: float = 180.0,
+                 warc_info: Mapping[str, str] | None = None) -> None:
         self.spec = spec
         self.node = node
         self.open_retry_s = open_retry_s
         self.directory = Path(spec.segments) / node
         self.directory.mkdir(parents=True, exist_ok=True)
         self._store: Store | None = None
-        self._warc = WarcWriter(Path(spec.warc) / node) if spec.warc else None
+        # warc_info: the crawl's warcinfo (storage.warcinfo.crawl_info), whose user agent the request
+        # records then carry: the one the node really sent.
+        self._warc = WarcWriter(Path(spec.warc) / node, info=warc_info) if spec.warc else None
         for part in self.directory.glob(f"*{SEGMENT_SUFFIX}{PART_SUFFIX}"):
             adopt_part(part)  # this node's previous life was killed while it stored a batch
 

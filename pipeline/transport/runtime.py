@@ -34,6 +34,7 @@ from fetchers.protocol import Fetcher
 from fetchers.records import Batch, FetchResult
 from fetchers.report import BatchReport
 from pipeline.settings import Settings
+from pipeline.storage.warcinfo import crawl_info
 from pipeline.transport.amqp import Outbox
 from pipeline.transport.lease import LeaseGuard
 from pipeline.transport.messages import NodeHeartbeat
@@ -264,7 +265,7 @@ class FetchRuntime:
         spec = spec.overridden(store=s.node_store, segments=s.node_segments_dir)
         sink = self._sinks.get(spec)
         if sink is None:
-            sink = self._sinks[spec] = NodeSink(spec, node=self.node)
+            sink = self._sinks[spec] = NodeSink(spec, node=self.node, warc_info=crawl_info(self.settings))
         return sink.write_batch(batch, results)
 
     async def _fetcher_for(self, scope: Scope | None) -> Fetcher:
