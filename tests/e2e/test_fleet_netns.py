@@ -155,11 +155,24 @@ def _check_hbase(prefix: str, truth: dict[str, Any]) -> None:
     assert [u for u in truth["pages"] if u not in reached] == []
 
 
+@pytest.fixture
+def ns_prefix(hbase_prefix: str) -> Iterator[str]:
+    """This test's HBase table prefix; its tables are dropped at the end (the session's drop of
+    ``hbase_prefix`` matches ``PREFIX_`` only)."""
+    prefix = f"{hbase_prefix}ns"
+    yield prefix
+    store = HBaseStore(HBASE_HOST, HBASE_PORT, prefix=prefix)
+    try:
+        store.drop()
+    finally:
+        store.close()
+
+
 def test_three_nodes_in_their_own_namespaces_crawl_the_testbed(
-    netns_nodes: Net, rabbitmq: str, hbase_prefix: str, fleet: Any, tmp_path: Path
+    netns_nodes: Net, rabbitmq: str, ns_prefix: str, fleet: Any, tmp_path: Path
 ) -> None:
     net = netns_nodes
-    prefix = f"{hbase_prefix}ns"
+    prefix = ns_prefix
     env = {"CRAWLFLEET_FLEET_LINK_PATH": "jobs", "CRAWLFLEET_STORE_KIND": "hbase",
            "CRAWLFLEET_STORE_HBASE_HOST": HBASE_HOST, "CRAWLFLEET_STORE_HBASE_PORT": str(HBASE_PORT),
            "CRAWLFLEET_STORE_HBASE_PREFIX": prefix}  # fmt: skip

@@ -143,18 +143,18 @@ def measure(rounds: list[list[Path]], rules: CrawlLinkRules, pages: int, *, host
             lru_size: int, batch_size: int, work: Path) -> tuple[dict[str, Any], set[str]]:  # fmt: skip
     """Every round through the link pipeline into a fresh prefix behind a fresh delaying proxy."""
     prefix = f"cfs5{uuid.uuid4().hex[:8]}"
-    HBaseStore(host, port, prefix=prefix).close()  # the tables, made directly (not timed, not delayed)
-    proxy = ProxyProcess([Route("tcp", "127.0.0.1", 0, host, port, up_s=latency_ms / 1000.0)])
-    (pport,) = proxy.start()
-    shutil.rmtree(work, ignore_errors=True)
-    pipe = LinkPipeline(RunnerConfig("inline", work_dir=work),
-                        rules.job_args(store=f"hbase://127.0.0.1:{pport}/{prefix}", batch_size=batch_size,
-                                       lru_size=lru_size))  # fmt: skip
     new: set[str] = set()
     candidates = most = 0
     dedup: dict[str, int] = {}
     extract_s = update_s = 0.0
+    proxy = ProxyProcess([Route("tcp", "127.0.0.1", 0, host, port, up_s=latency_ms / 1000.0)])
     try:
+        HBaseStore(host, port, prefix=prefix).close()  # the tables, made directly (not timed, not delayed)
+        (pport,) = proxy.start()
+        shutil.rmtree(work, ignore_errors=True)
+        pipe = LinkPipeline(RunnerConfig("inline", work_dir=work),
+                            rules.job_args(store=f"hbase://127.0.0.1:{pport}/{prefix}", batch_size=batch_size,
+                                           lru_size=lru_size))  # fmt: skip
         cpu0, t0 = time.process_time(), time.perf_counter()
         for i, segs in enumerate(rounds):
             res = pipe.process_many(segs, name=f"round-{i}")
@@ -218,11 +218,11 @@ def record_crawl(args: argparse.Namespace, work: Path, host: str, port: int) -> 
         hb = HBaseStore(host, port, prefix=prefix)
         try:
             text = hb.get_meta(RULES_KEY)
-            hb.drop()
         finally:
             hb.close()
     finally:
         bed.close()
+        _drop(host, port, prefix)  # the crawl's tables, also when it failed
     if not text:
         raise RuntimeError("the recording crawl left no link rules in its store")
     root = rig.out / "node-segments"
