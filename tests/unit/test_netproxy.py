@@ -167,3 +167,34 @@ def test_proxy_process_reports_its_ports_and_counters() -> None:
     assert len(stats) == 1
     assert stats[0]["connections"] == 1 and stats[0]["bytes_up"] == 5 and stats[0]["bytes_down"] == 6
     assert stats[0]["route"].startswith("tcp:127.0.0.1:0:127.0.0.1:")
+
+
+def test_a_reset_client_ends_the_connection_to_the_target() -> None:
+    async def main() -> None:
+        ended: asyncio.Queue[bytes] = asyncio.Queue()
+
+        async def handle(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            got = b""
+            try:
+                while data := await r.read(65536):
+                    got += data
+            except ConnectionError:
+                pass
+            ended.put_nowait(got)
+            w.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        bounds = await start([Route("tcp", "127.0.0.1", 0, "127.0.0.1", int(server.sockets[0].getsockname()[1]),
+                                    up_s=0.01)])  # fmt: skip
+        try:
+            sock = socket.create_connection(("127.0.0.1", bounds[0].port))
+            sock.sendall(b"before the reset")
+            await asyncio.sleep(0.1)  # let the proxy read it before the RST discards unread data
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            sock.close()  # linger 0: an RST, not a FIN
+            assert await ended.get() == b"before the reset"  # the target's side ended too (no hang)
+        finally:
+            await stop(bounds)
+            server.close()
+
+    run(main)

@@ -105,13 +105,17 @@ class Bound:
 # --- TCP ---------------------------------------------------------------------------------------------
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay_s: float,
                 count: list[int]) -> None:  # fmt: skip
-    """Relay ``reader`` to ``writer`` until EOF, each chunk ``delay_s`` after it was read."""
+    """Relay ``reader`` to ``writer`` until EOF, each chunk ``delay_s`` after it was read. A reset on the
+    reading side raises ConnectionResetError here (after the chunks before it), ending the connection."""
     loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue(MAX_QUEUED)
+    queue: asyncio.Queue[tuple[float, bytes | None]] = asyncio.Queue(MAX_QUEUED)
 
     async def pump() -> None:
         while True:
-            data = await reader.read(CHUNK)
+            try:
+                data: bytes | None = await reader.read(CHUNK)
+            except (ConnectionError, OSError):
+                data = None  # a reset: passed on in order, not as an EOF
             await queue.put((loop.time() + delay_s, data))
             if not data:
                 return
@@ -123,6 +127,8 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, dela
             wait = due - loop.time()
             if wait > 0:
                 await asyncio.sleep(wait)
+            if data is None:
+                raise ConnectionResetError("the other side reset the connection")
             if not data:
                 if writer.can_write_eof():
                     writer.write_eof()
