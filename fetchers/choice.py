@@ -60,6 +60,7 @@ def worker_factory(kind: str) -> Callable[[Settings, str, Scope | None, dict[str
         if "resolver" not in shared:
             shared["caching"] = CachingResolver.from_settings(settings.dns)
             shared["resolver"] = AiohttpResolver(shared["caching"])
-        return make_fetcher(kind, settings, fetcher_id=node, resolver=shared["resolver"], scope=scope)
+        return make_fetcher(kind, settings, fetcher_id=node, resolver=shared["resolver"], scope=scope,
+                            archive=shared.get("archive"))
 
     return make

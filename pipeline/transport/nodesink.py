@@ -3,13 +3,14 @@
 For each batch the node, not the dispatcher:
 1. writes every result, body included, to a **segment** on shared storage, as
    ``SEGMENTS/NODE/SERVICE-SERIAL-ISSUEDMS.jsonl.part``;
-2. optionally writes the pages as WARC under ``WARC/NODE``;
-3. records the final outcomes, pages included, in the **store** (HBase, or SQLite on one box): the
+2. records the final outcomes, pages included, in the **store** (HBase, or SQLite on one box): the
    store applies an outcome only while its URL is PENDING, so a re-fetched URL is stored once;
-4. renames the segment to ``.jsonl``: closed, for the link jobs. A closed segment's URLs are settled.
+3. renames the segment to ``.jsonl``: closed, for the link jobs. A closed segment's URLs are settled.
 A node killed before the rename leaves a ``.part``; the node adopts it when it starts again (or the
 link jobs do, once it is ``ABANDON_S`` old), so the pages it holds still give their links.
-Only then does the node send its one JSON reply without bodies (replies.py).
+Only then does the node send its one JSON reply without bodies (replies.py). WARC, when the
+dispatcher asks for it (``SinkSpec.warc``), is written by the node's fetchers from the wire as they
+fetch (``runtime.FetchRuntime``, ``storage.warc.live_writer``), under ``WARC/NODE``.
 
 ``SinkSpec`` travels in the task message: the dispatcher names its store and segment directory, and
 a node may override either with its own settings (a different mount point, the HBase address as
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,6 @@ from pipeline.settings import Settings
 from pipeline.storage.base import Outcome, Store
 from pipeline.storage.factory import DB_NAME, from_spec
 from pipeline.storage.journal import journal_parts
-from pipeline.storage.warc import WarcWriter
 
 log = logging.getLogger(__name__)
 
@@ -100,17 +100,13 @@ def segment_name(batch: Batch) -> str:
 class NodeSink:
     """One per fetch-node process and spec. Not thread-safe: call it from one thread."""
 
-    def __init__(self, spec: SinkSpec, *, node: str, open_retry_s: float = 180.0,
-                 warc_info: Mapping[str, str] | None = None) -> None:
+    def __init__(self, spec: SinkSpec, *, node: str, open_retry_s: float = 180.0) -> None:
         self.spec = spec
         self.node = node
         self.open_retry_s = open_retry_s
         self.directory = Path(spec.segments) / node
         self.directory.mkdir(parents=True, exist_ok=True)
         self._store: Store | None = None
-        # warc_info: the crawl's warcinfo (storage.warcinfo.crawl_info), whose user agent the request
-        # records then carry: the one the node really sent.
-        self._warc = WarcWriter(Path(spec.warc) / node, info=warc_info) if spec.warc else None
         for part in self.directory.glob(f"*{SEGMENT_SUFFIX}{PART_SUFFIX}"):
             adopt_part(part)  # this node's previous life was killed while it stored a batch
 
@@ -150,8 +146,6 @@ class NodeSink:
                     outcomes.append(outcome_of(result, keep_body=self.spec.keep_body, packed=packed))
         finally:
             os.close(fd)
-        if self._warc is not None:
-            self._warc.write_pages(o.page for o in outcomes if o.page is not None)
         if outcomes:
             self.store.record_results(outcomes)
             self.store.flush()
@@ -160,8 +154,6 @@ class NodeSink:
         return Receipt(str(final), len(outcomes))
 
     def close(self) -> None:
-        if self._warc is not None:
-            self._warc.close()
         if self._store is not None:
             self._store.close()
             self._store = None

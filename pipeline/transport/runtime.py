@@ -28,13 +28,14 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from fetchers.protocol import Fetcher
 from fetchers.records import Batch, FetchResult
 from fetchers.report import BatchReport
 from pipeline.settings import Settings
-from pipeline.storage.warcinfo import crawl_info
+from pipeline.storage.warc import WarcWriter, live_writer
 from pipeline.transport.amqp import Outbox
 from pipeline.transport.lease import LeaseGuard
 from pipeline.transport.messages import NodeHeartbeat
@@ -48,6 +49,8 @@ DONE_MEMORY = 20_000  # finished serials remembered for re-deliveries
 
 
 # (settings, node, scope, shared) -> Fetcher; ``shared`` is a per-process dict for a shared DNS cache.
+# (settings, node, scope, shared) -> Fetcher; ``shared`` holds the process's one caching resolver and,
+# under "archive", the WARC exchange writer this fetcher records to (None: no WARC).
 FetcherFactory = Callable[[Settings, str, Scope | None, dict[str, Any]], Fetcher]
 
 
@@ -60,7 +63,7 @@ def aio_fetcher_factory(settings: Settings, node: str, scope: Scope | None, shar
     if "resolver" not in shared:
         shared["caching"] = CachingResolver.from_settings(settings.dns)
         shared["resolver"] = AiohttpResolver(shared["caching"])
-    return AioFetcher(settings, fetcher_id=node, resolver=shared["resolver"], scope=scope)
+    return AioFetcher(settings, fetcher_id=node, resolver=shared["resolver"], scope=scope, archive=shared.get("archive"))
 
 
 def scope_to_json(scope: Scope | None) -> dict[str, Any] | None:
@@ -128,6 +131,7 @@ class FetchRuntime:
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"fetch-loop-{node}", daemon=True)
         self._shared: dict[str, Any] = {}
         self._fetchers: dict[str, Fetcher] = {}
+        self._warcs: dict[str, WarcWriter] = {}  # WARC directory -> this node's exchange writer there
         self._lock = threading.Lock()
         # Keyed by (service, serial, issued_at): serials restart at 1 in every fresh crawl store, so the
         # serial alone would confuse two crawls' batch N; a redelivered message keeps all three.
@@ -164,6 +168,8 @@ class FetchRuntime:
             caching = self._shared.get("caching")
             if caching is not None and hasattr(caching, "aclose"):
                 await caching.aclose()
+            for writer in self._warcs.values():  # after the fetchers: none writes to it any more
+                writer.close()
 
         if self._thread.is_alive():
             try:
@@ -227,7 +233,7 @@ class FetchRuntime:
 
     async def _fetch(self, batch: Batch, scope: Scope | None,
                      sink: SinkSpec) -> tuple[BatchReport, threading.Event]:
-        fetcher = await self._fetcher_for(scope)
+        fetcher = await self._fetcher_for(scope, warc=sink.warc)
         service = batch.service
         counters = self._counters
         held: list[FetchResult] = []
@@ -265,13 +271,22 @@ class FetchRuntime:
         spec = spec.overridden(store=s.node_store, segments=s.node_segments_dir)
         sink = self._sinks.get(spec)
         if sink is None:
-            sink = self._sinks[spec] = NodeSink(spec, node=self.node, warc_info=crawl_info(self.settings))
+            sink = self._sinks[spec] = NodeSink(spec, node=self.node)
         return sink.write_batch(batch, results)
 
-    async def _fetcher_for(self, scope: Scope | None) -> Fetcher:
-        key = hashlib.sha1(json.dumps(scope_to_json(scope), sort_keys=True).encode()).hexdigest()
+    async def _fetcher_for(self, scope: Scope | None, *, warc: str = "") -> Fetcher:
+        """The fetcher for ``scope``, recording its exchanges as WARC under ``warc``/NODE when the
+        dispatcher asks for WARC (the wire's bytes: requests as sent, heads as received)."""
+        key = hashlib.sha1(json.dumps([scope_to_json(scope), warc], sort_keys=True).encode()).hexdigest()
         fetcher = self._fetchers.get(key)
         if fetcher is None:
+            archive = None
+            if warc:
+                writer = self._warcs.get(warc)
+                if writer is None:
+                    writer = self._warcs[warc] = live_writer(self.settings, Path(warc) / self.node, self.node)
+                archive = writer.write_exchange
+            self._shared["archive"] = archive  # read by the factory now (this loop thread only)
             fetcher = self._factory(self.settings, self.node, scope, self._shared)
             await fetcher.start()
             self._fetchers[key] = fetcher

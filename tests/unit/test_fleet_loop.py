@@ -103,32 +103,6 @@ def test_node_sink_writes_a_closed_segment_then_the_final_outcomes(tmp_path: Pat
         store.close()
 
 
-def test_node_warc_carries_the_crawls_warcinfo_and_user_agent(tmp_path: Path) -> None:
-    from warcio.archiveiterator import ArchiveIterator
-
-    from pipeline.storage.warcinfo import crawl_info
-
-    db = tmp_path / "crawl.db"
-    store = SqliteStore(db)
-    store.add_urls([UrlRecord(URL, fingerprint(URL), "h0.test", 0)])
-    store.close()
-    settings = Settings().with_overrides({"fetch": {"user_agent": "ExampleBot/2.0 (+https://example.test/bot)"}})
-    spec = SinkSpec(f"sqlite:{db}", str(tmp_path / "segs"), warc=str(tmp_path / "warc"))
-    sink = NodeSink(spec, node="n1", warc_info=crawl_info(settings))
-    sink.write_batch(batch_of(URL), [result(URL)])
-    sink.close()
-    info, agents = [], []
-    for path in (tmp_path / "warc" / "n1").glob("*.warc*"):
-        with open(path, "rb") as fh:
-            for r in ArchiveIterator(fh):
-                if r.rec_type == "warcinfo":
-                    info.append(r.content_stream().read())
-                elif r.rec_type == "request":
-                    agents.append(r.http_headers.get_header("User-Agent"))
-    assert info and b"ExampleBot/2.0" in info[0]
-    assert agents == ["ExampleBot/2.0 (+https://example.test/bot)"]
-
-
 # --- the wire --------------------------------------------------------------------------------------
 def test_a_reply_carries_no_body_and_no_headers_and_parses_back() -> None:
     r = result()
