@@ -24,7 +24,6 @@ pauses its clock (``BrokerSession.paused_s``) instead of killing every fetcher a
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import time
@@ -32,14 +31,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from jobs.logic import traps_arg
 from pipeline.crawl.core import CrawlCore
 from pipeline.dispatch.quotas import Quotas
-from pipeline.links.extract import DEFAULT_MAX_LINKS
 from pipeline.observe.metrics import LatestSnapshot, MetricsServer
 from pipeline.settings import Settings
 from pipeline.storage.factory import from_settings
-from pipeline.transport.fleet_state import FleetCounters, Issued, Node
+from pipeline.transport.fleet_state import FleetCounters, Issued, Node, fleet_summary
 from pipeline.transport.grants import granted_this_minute
 from pipeline.transport.linkjobs import RULES_KEY, CrawlLinkRules, segment_key
 from pipeline.transport.linkprogress import LinkProgress
@@ -150,10 +147,7 @@ class FleetDispatcher:
                 for vfid, n in granted_this_minute(self.out_dir / "fleet-events.jsonl", self.clock()).items():
                     self.core.dispatcher.restore_grant(self.service, vfid, n)
             self._scope_json = scope_to_json(self.core.scope)
-            sc, scope = self.settings.scope, self.core.scope
-            rules = CrawlLinkRules(tuple(sorted(scope.domains)), sc.max_depth, DEFAULT_MAX_LINKS,
-                                   tuple(p.pattern for p in scope.allow), tuple(p.pattern for p in scope.deny),
-                                   traps_arg(self.core.traps))  # fmt: skip
+            rules = CrawlLinkRules.of_crawl(self.core.scope, self.core.traps, max_depth=self.settings.scope.max_depth)
             store.put_meta(RULES_KEY, rules.to_json())
             self._sink_json = crawl_sink(self.settings, self.out_dir).to_json()
             if self.metrics_port is not None:
@@ -418,11 +412,7 @@ class FleetDispatcher:
     def _summary(self, started: float) -> dict[str, Any]:
         core = self.core
         assert core is not None
-        out = dict(core.summary())
-        elapsed = self._mono() - started
-        out["elapsed_s"] = round(elapsed, 3)
-        fetched = out.get("pages_fetched", 0)
-        out["pages_per_s"] = round(fetched / elapsed, 1) if elapsed > 0 else 0.0
-        out["fleet"] = dict(dataclasses.asdict(self.counters), reconnects=self.session.reconnects, stalls=self.session.stalls, paused_s=round(self.session.paused_s, 3),
-                            nodes=sorted(self._nodes), interrupted=self._stopping and not core.done())  # fmt: skip
-        return out
+        s = self.session
+        return fleet_summary(core.summary(), self._mono() - started, self.counters, nodes=sorted(self._nodes),
+                             reconnects=s.reconnects, stalls=s.stalls, paused_s=s.paused_s,
+                             interrupted=self._stopping and not core.done())  # fmt: skip

@@ -1,8 +1,11 @@
-"""What the fleet dispatcher keeps about each node and each batch it has out, and its counters."""
+"""What the fleet dispatcher keeps about each node and each batch it has out, its counters and its summary."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from fetchers.records import Batch
 
@@ -39,3 +42,15 @@ class FleetCounters:
     purged_messages: int = 0
     dead_lettered: int = 0
     resends: int = 0
+
+
+def fleet_summary(core: Mapping[str, Any], elapsed: float, counters: FleetCounters, *, nodes: list[str],
+                  reconnects: int, stalls: int, paused_s: float, interrupted: bool) -> dict[str, Any]:
+    """The dispatcher's summary.json: the crawl core's summary, its rate, and the fleet's counters."""
+    out = dict(core)
+    out["elapsed_s"] = round(elapsed, 3)
+    fetched = out.get("pages_fetched", 0)
+    out["pages_per_s"] = round(fetched / elapsed, 1) if elapsed > 0 else 0.0
+    out["fleet"] = dict(dataclasses.asdict(counters), reconnects=reconnects, stalls=stalls, paused_s=round(paused_s, 3),
+                        nodes=nodes, interrupted=interrupted)  # fmt: skip
+    return out

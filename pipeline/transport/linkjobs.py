@@ -28,11 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobs.logic import open_store
+from jobs.logic import open_store, traps_arg
 from jobs.runner import JobArgs, LinkPipeline, RunnerConfig
+from pipeline.links.extract import DEFAULT_MAX_LINKS
 from pipeline.settings import Settings
 from pipeline.transport.nodesink import ABANDON_S, PART_SUFFIX, SEGMENT_SUFFIX, adopt_part
 from pipeline.transport.replies import LinksReport
+from pipeline.urls import Scope, TrapRules
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,12 @@ class CrawlLinkRules:
     allow: tuple[str, ...] = ()
     deny: tuple[str, ...] = ()
     traps: str = ""
+
+    @classmethod
+    def of_crawl(cls, scope: Scope, traps: TrapRules, *, max_depth: int) -> CrawlLinkRules:
+        """The rules of a crawl with ``scope``, ``traps`` and ``max_depth`` (what its dispatcher publishes)."""
+        return cls(tuple(sorted(scope.domains)), max_depth, DEFAULT_MAX_LINKS, tuple(p.pattern for p in scope.allow),
+                   tuple(p.pattern for p in scope.deny), traps_arg(traps))  # fmt: skip
 
     def to_json(self) -> str:
         return json.dumps({"domains": list(self.domains), "max_depth": self.max_depth, "max_links": self.max_links,
