@@ -3,9 +3,12 @@ and restarted or SIGSTOPped and continued at seeded points of a crawl; real Rabb
 on the shared broker), real Celery workers, the real dispatcher process.
 
 Every trial must lose nothing and fetch nothing twice. The only repeats allowed are requests that were
-in flight at the fault (counted apart in RELIABILITY.md: after a SIGKILL nobody can know whether they
-were served), and, after a worker is killed, ``expired_answered`` (URLs answered before their batch
-expired; fixed, kept as an allowance the report would show).
+in flight on the struck process itself (counted apart in RELIABILITY.md: after a SIGKILL nobody can
+know whether they were served): for a worker, URLs of the batches it held that the dispatcher expired
+after the fault (pipeline.harness.faults.fleet_trials.worker_in_flight); the dispatcher and the link
+jobs fetch nothing, so their trials excuse no repeat at all. After a worker is killed,
+``expired_answered`` (URLs answered before their batch expired; fixed) stays an allowance the report
+would show.
 
 A stopped worker is declared dead and its batches re-issued; when it resumes it starts none of their
 remaining URLs (pipeline/transport/lease.py). A stopped dispatcher counts the stop as paused time

@@ -14,7 +14,9 @@ of the page figures (a restarted fetcher has an empty robots cache by design) an
 The window alone excuses too much: a request a live process made just before the fault is no more
 "in flight on the killed process" than any other. A trial names the killed process (``Killed``) and
 what it itself had in flight; a repeat is excused only if its URL is in that set, so a trial that kills
-a process that fetches nothing (dispatcher, broker, HBase, link jobs) excuses no repeat at all.
+a process that fetches nothing (dispatcher, broker, HBase, link jobs, unbound, the parse process)
+excuses no repeat at all. Every fault trial names its process; ``killed=None`` (the window alone) is
+left for callers that judge something else (e.g. loss only).
 """
 
 from __future__ import annotations

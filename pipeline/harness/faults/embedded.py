@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pipeline.harness.faults.accounting import FaultTimes, account
+from pipeline.harness.faults.accounting import FaultTimes, Killed, account
 from pipeline.harness.faults.bed import Bed, TrialPlan
 from pipeline.harness.faults.procs import HarnessError, Managed, wait_until
 from pipeline.harness.faults.snapshot import journal_keys, stored_urls
@@ -177,8 +177,13 @@ def _judged(bed: Bed, out: Path, plan: TrialPlan, at: int, summary: dict[str, An
     the truth, what the crawl had journaled (made durable) by the fault, and what its store holds."""
     bed.settle()
     journaled = journal_keys(out / "segments", before=times.fault_t)
-    acc = account(truth=bed.truth, log=bed.window(start), journaled_at_fault=journaled,
-                  stored_urls=stored_urls(out), times=times)  # fmt: skip
+    log = bed.window(start)
+    # The crawler is the only process that fetches: what was in flight was in flight on it. Its parse
+    # process and unbound fetch nothing, so their faults excuse no repeat.
+    killed = (Killed("crawler", frozenset((str(e["host"]), str(e["path"])) for e in log))
+              if plan.component == "crawler" else Killed.fetches_nothing(plan.component))  # fmt: skip
+    acc = account(truth=bed.truth, log=log, journaled_at_fault=journaled, stored_urls=stored_urls(out),
+                  times=times, killed=killed)  # fmt: skip
     return _record("embedded", plan, at, acc.to_json(), summary, start, times.end_t)
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.harness.faults.accounting import FaultTimes, Key, Killed, account, journaled_keys
+from pipeline.harness.faults.accounting import FaultTimes, Key, Killed, account, journaled_keys, url_key
 from pipeline.harness.faults.bed import Bed, TrialPlan
 from pipeline.harness.faults.fleet import FleetRig
 from pipeline.harness.faults.procs import HarnessError, wait_until
@@ -41,6 +41,8 @@ class Struck:
     back_t: float
     recovery_event: Callable[[dict[str, Any]], bool]  # the event that says the crawl got going again
     killed: Killed | None = None  # the struck process and what it had in flight (None: the time window decides)
+    # When what the struck process had in flight is known only after the crawl (from the dispatcher's events).
+    name_killed: Callable[[FleetRig], Killed] | None = None
 
 
 def _wait_share(bed: Bed, rig: FleetRig, start: float, plan: TrialPlan, *, timeout_s: float = 180.0) -> int:
@@ -89,7 +91,8 @@ def run_fleet_trial(
     journaled = crawl_keys(rig.out, before=struck.fault_t)  # the journal and the nodes' segments
     acc = account(truth=bed.truth, log=bed.window(start), journaled_at_fault=journaled,
                   stored_urls=stored_urls(rig.out, rig.store), times=FaultTimes(struck.fault_t, struck.back_t, end_t),
-                  causes=known_causes(rig), killed=struck.killed)  # fmt: skip
+                  causes=known_causes(rig),
+                  killed=struck.name_killed(rig) if struck.name_killed is not None else struck.killed)  # fmt: skip
     back = rig.first_event_after(struck.fault_t, struck.recovery_event)
     acc.recovery_s = round(back - struck.fault_t, 3) if back is not None else acc.recovery_s
     fleet = summary.get("fleet") or {}
@@ -148,7 +151,22 @@ def strike_worker(rig: FleetRig, plan: TrialPlan) -> Struck:
     def recovered(ev: dict[str, Any]) -> bool:  # its work re-issued, or (holding none) the node back
         return ev.get("node") == node and ev["ev"] in ("expired", "node_up", "node_back")
 
-    return Struck(fault_t, back_t, recovered)
+    return Struck(fault_t, back_t, recovered, name_killed=lambda r: worker_in_flight(r, node, fault_t))
+
+
+def worker_in_flight(rig: FleetRig, node: str, fault_t: float) -> Killed:
+    """What the struck worker itself may have had in flight: the URLs of its batches that the dispatcher
+    expired after the fault (on its restart, or when it was declared dead), with their redirect hops
+    (the testbed's redirects are fixed path chains). Its other requests were answered and journaled."""
+    from pipeline.harness.testbed.truth import _redirect_chain
+
+    keys: set[Key] = set()
+    for ev in rig.events():
+        if ev["ev"] == "expired" and ev.get("node") == node and float(ev["t"]) >= fault_t:
+            for url in ev.get("urls") or ():
+                host, path = url_key(url)
+                keys |= {(host, path), *((host, hop) for hop in _redirect_chain(path))}
+    return Killed("worker", frozenset(keys))
 
 
 def strike_dispatcher(rig: FleetRig, plan: TrialPlan) -> Struck:
