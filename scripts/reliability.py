@@ -31,8 +31,11 @@ RECOVERY = {
     "rabbitmq": "first batch completed through the restarted (or continued) broker",
     "thrift": "first batch completed after the Thrift server is back",
     "jobs": "first round finished by the restarted driver",
+    "links": "first links report of the restarted `crawlfleet links` (its killed round run again)",
+    "hbase": "first batch completed after the HBase data process (master, region server, ZooKeeper) is back",
+    "parser": "first result prepared by the replacement parse process",
 }
-ORDER = ["crawler", "worker", "dispatcher", "rabbitmq", "thrift", "unbound", "jobs"]
+ORDER = ["crawler", "parser", "worker", "dispatcher", "rabbitmq", "thrift", "hbase", "unbound", "jobs", "links"]
 
 
 def latest(records: Iterable[dict[str, Any]], key: Any) -> dict[Any, list[dict[str, Any]]]:
