@@ -28,6 +28,7 @@ from fetchers.protocol import Fetcher
 from fetchers.records import Batch, FetchResult
 from pipeline.crawl.core import CrawlCore
 from pipeline.dispatch.protocols import Heartbeat
+from pipeline.dispatch.quotas import Quotas
 from pipeline.dispatch.sizing import local_slots
 from pipeline.dns.aiohttp_resolver import AiohttpResolver
 from pipeline.dns.cache_resolver import CachingResolver, dns_counters
@@ -122,6 +123,8 @@ class EmbeddedCrawl:
             stats=stats,
             resume=self.request.resume,
             write_behind=self.settings.store.write_behind,
+            # S1's admission holds in the embedded crawl too: its service's URLs per minute.
+            quotas=Quotas.from_settings_file(self.settings.dispatch.quotas_file),
         )
         resolver = CachingResolver.from_settings(self.settings.dns)
         fetchers: list[Fetcher]

@@ -96,6 +96,16 @@ def _counts(settings: Settings, out: Path) -> tuple[dict[str, int], list[str]]:
         store.close()
 
 
+def _check_quotas(path: str) -> None:
+    """A quota file that cannot be read is the user's mistake, named before anything is created."""
+    from pipeline.dispatch.quotas import QuotaError, Quotas
+
+    try:
+        Quotas.from_settings_file(path)
+    except (OSError, QuotaError) as exc:
+        raise UsageError(f"dispatch.quotas_file: {exc}") from exc
+
+
 def plan(args: argparse.Namespace) -> Plan:
     """Check the inputs of ``crawlfleet crawl`` and decide what this run does (see the module docstring)."""
     seeds = read_seeds(list(args.seeds), args.seeds_file)
@@ -105,6 +115,7 @@ def plan(args: argparse.Namespace) -> Plan:
     memory = remember.load(out) if args.resume and out.is_dir() else None
     loaded = loaded_from_args(args, remembered=memory.settings if memory else None)
     settings = loaded.settings
+    _check_quotas(settings.dispatch.quotas_file)
     holds = _check_out(out, resume=args.resume, sqlite=settings.store.kind == "sqlite", has_seeds=bool(seeds))
     for override in remember.overrides(memory.settings, loaded) if memory else []:
         log.info(override.line())

@@ -36,6 +36,8 @@ def c(*argv: str, code: int = 2, names: tuple[str, ...] = (), env: tuple[tuple[s
 CASES: dict[str, Case] = {
     # crawl: flags checked at parse time
     "crawl-concurrency-0": c("crawl", "--concurrency", "0", SEED, names=("--concurrency", "0")),
+    "crawl-quotas-file-missing": c("crawl", SEED, names=("dispatch.quotas_file", "/nonexistent/quotas.toml"),
+                                   env=(("CRAWLFLEET_DISPATCH_QUOTAS_FILE", "/nonexistent/quotas.toml"),)),
     "crawl-concurrency-negative": c("crawl", "--concurrency", "-5", SEED, names=("--concurrency", "-5")),
     "crawl-host-delay-negative": c("crawl", "--host-delay", "-1", SEED, names=("--host-delay", "-1")),
     "crawl-max-pages-negative": c("crawl", "--max-pages", "-1", SEED, names=("--max-pages", "-1")),
