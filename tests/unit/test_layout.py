@@ -181,3 +181,12 @@ def test_paths_computed_from_a_module_still_reach_the_repository(module: str) ->
 
     root = importlib.import_module(module).ROOT
     assert (root / "pyproject.toml").exists() and (root / "scripts").is_dir(), root
+
+
+def test_test_files_have_unique_basenames() -> None:
+    # pytest imports test modules by basename (rootdir-relative packages are not used here): two files
+    # of one name in different tiers stop the whole collection.
+    names: dict[str, list[str]] = {}
+    for path in (ROOT / "tests").rglob("test_*.py"):
+        names.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert {n: ps for n, ps in names.items() if len(ps) > 1} == {}
