@@ -51,18 +51,18 @@ REPEAT_UNDER_S = 30.0
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hosts", type=int, default=12, help="testbed hosts of the recording crawl")
     p.add_argument("--pages", type=int, default=40, help="testbed pages per host")
-    p.add_argument("--seed", type=int, default=5)
+    p.add_argument("--seed", type=int, default=5, help="seed of the testbed's random web")
     p.add_argument("--workers", type=int, default=2, help="fetch nodes of the recording crawl")
     p.add_argument("--segments", type=Path, default=None, help="replay this recorded segment set instead")
     p.add_argument("--keep-segments", type=Path, default=None, help="copy the crawl's segments (and rules) here")
     p.add_argument("--latency-ms", type=float, default=10.0, help="added to every link-job <-> HBase round trip")
     p.add_argument("--batch-sizes", default="1,10,100,500,1000,5000", help="transfer batch sizes swept with the LRU")
-    p.add_argument("--lru-size", type=int, default=PRODUCTION[0])
+    p.add_argument("--lru-size", type=int, default=PRODUCTION[0], help="S5 LRU size of the configurations that use one")
     p.add_argument("--segments-per-round", type=int, default=0,
                    help="segments per link-jobs round (0: the live crawl's rounds as recorded)")
     p.add_argument("--repeat", type=int, default=3, help=f"runs of a configuration shorter than {REPEAT_UNDER_S:g} s (best kept)")
     p.add_argument("--latency-sweep", default="0", help="more latencies (ms) for the baseline and the production setting")
-    p.add_argument("--work-dir", type=Path, default=None)
+    p.add_argument("--work-dir", type=Path, default=None, help="mrjob work space (default: a temporary directory)")
     p.add_argument("--timeout", type=float, default=600.0, help="the recording crawl's time limit")
 
 
