@@ -107,7 +107,7 @@ def setup_logging(*, level: str | int = "INFO", json_lines: bool = False, stream
     root.addHandler(handler)
     root.setLevel(level.upper() if isinstance(level, str) else level)
     # Chatty libraries stay at WARNING unless we debug them on purpose.
-    for name in ("asyncio", "urllib3", "matplotlib", "PIL", "aiohttp.access", "kombu", "amqp"):
+    for name in ("asyncio", "urllib3", "matplotlib", "PIL", "aiohttp.access", "kombu", "amqp", "pika"):
         logging.getLogger(name).setLevel(logging.WARNING)
 
 

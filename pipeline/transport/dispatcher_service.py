@@ -36,6 +36,7 @@ from pipeline.dispatch.quotas import Quotas
 from pipeline.observe.metrics import LatestSnapshot, MetricsServer
 from pipeline.settings import Settings
 from pipeline.storage.factory import from_settings
+from pipeline.transport.batchsend import BatchEncoder
 from pipeline.transport.fleet_state import FleetCounters, Issued, Node, fleet_summary
 from pipeline.transport.grants import granted_this_minute
 from pipeline.transport.linkjobs import RULES_KEY, CrawlLinkRules, segment_key
@@ -49,10 +50,10 @@ from pipeline.transport.messages import (
     parse_submit,
 )
 from pipeline.transport.nodesink import crawl_sink
+from pipeline.transport.pika_session import make_session, send_task, take_unconfirmed
 from pipeline.transport.recovery import drain_previous
 from pipeline.transport.replies import parse_links
 from pipeline.transport.runtime import scope_to_json
-from pipeline.transport.session import BrokerSession
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +73,6 @@ class FleetDispatcher:
         wall: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        from pipeline.transport.celery_app import make_app
-
         self.settings = settings
         self.service = settings.dispatch.service
         self.out_dir = out_dir
@@ -86,12 +85,11 @@ class FleetDispatcher:
         self._wall, self._mono = wall, monotonic
         d = settings.dispatch
         self.hb_timeout = d.heartbeat_s * d.missed_heartbeats
-        self.session = BrokerSession(settings.fleet, service=self.service, heartbeat_ttl_s=self.hb_timeout,
-                                     on_connect=self._on_connect, stall_s=d.heartbeat_s / 2,
-                                     probe_after_s=d.heartbeat_s / 2, grace_s=self.hb_timeout,
-                                     monotonic=monotonic)  # fmt: skip
+        self.session = make_session(settings.fleet.amqp_client, settings.fleet, service=self.service,
+                                    heartbeat_ttl_s=self.hb_timeout, on_connect=self._on_connect,
+                                    stall_s=d.heartbeat_s / 2, probe_after_s=d.heartbeat_s / 2,
+                                    grace_s=self.hb_timeout, monotonic=monotonic)  # fmt: skip
         self._last_clock = float("-inf")
-        self.app = make_app(settings)
         self.core: CrawlCore | None = None
         self.counters = FleetCounters()
         self._nodes: dict[str, Node] = {}
@@ -101,6 +99,7 @@ class FleetDispatcher:
         self._scope_json: dict[str, Any] | None = None
         self._stopping = False
         self._sink_json: dict[str, Any] | None = None
+        self._encoder: BatchEncoder | None = None
         self.links = LinkProgress(clock=monotonic)
         self._events: IO[str] | None = None
         self._stats_file: IO[str] | None = None
@@ -150,6 +149,7 @@ class FleetDispatcher:
             rules = CrawlLinkRules.of_crawl(self.core.scope, self.core.traps, max_depth=self.settings.scope.max_depth)
             store.put_meta(RULES_KEY, rules.to_json())
             self._sink_json = crawl_sink(self.settings, self.out_dir).to_json()
+            self._encoder = BatchEncoder(scope_json=self._scope_json, sink_json=self._sink_json, wall=self._wall)
             if self.metrics_port is not None:
                 self._metrics = MetricsServer(self.core.stats, fleet=self._snapshot)
                 port = self._metrics.start_in_thread("127.0.0.1", self.metrics_port)
@@ -371,28 +371,26 @@ class FleetDispatcher:
                 self._send(batch.serial)
 
     def _send(self, serial: int) -> None:
-        from pipeline.transport.tasks import send_batch
-
         issued = self._issued.get(serial)
         node = self._nodes.get(issued.node) if issued is not None else None
-        if issued is None or node is None:
+        if issued is None or node is None or self._encoder is None:
             return
-        if self.session.producer is None:
+        if not self.session.connected:
             self._unsent.append(serial)
             return
+        msg = self._encoder.encode(issued.batch, node=node.name, incarnation=node.incarnation,
+                                   expires_s=self.settings.dispatch.lease_s)  # fmt: skip
         try:
-            send_batch(self.app, self.session.producer, issued.batch, node=node.name, incarnation=node.incarnation,
-                       scope_json=self._scope_json, expires_s=self.settings.dispatch.lease_s,
-                       sink_json=self._sink_json)  # fmt: skip
+            send_task(self.session, msg, serial=serial)
         except Exception as exc:  # broker trouble: keep it and send again once reconnected
             self._unsent.append(serial)
             self.session.lost(exc)
             return
         self.counters.batches_sent += 1
-        self.counters.batch_bytes += (len(json.dumps(issued.batch.to_json())) + 64 + len(json.dumps(self._scope_json))
-                                      + len(json.dumps(self._sink_json)))  # fmt: skip
+        self.counters.batch_bytes += len(msg.body)
 
     def _resend(self) -> None:
+        self._unsent += take_unconfirmed(self.session)  # pika: nacked, or lost with a connection
         if not self._unsent or not self.session.connected:
             return
         pending, self._unsent = self._unsent, []
