@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# `make test`'s pytest: the fault trials in a second pytest process beside everything else.
+#
+# Why two processes: most of a fault trial's time is spent waiting (a killed service restarting, a
+# JVM booting, a lease expiring), and run one after the other the tiers took ~50 minutes on a 2-core
+# box, past CI's 40. The trials use private services (their own RabbitMQ node, HBase, Thrift server,
+# vhosts and table prefixes), so they share nothing the other tiers change. Each process has its own
+# basetemp (pytest's rotation of a shared one deletes the other's directories).
+set -u
+cd "$(dirname "$0")/.."
+PY=.venv/bin/python
+# Temporary directories stay short and outside the checkout (unix socket paths are limited to 108 bytes).
+TMP="${TMPDIR:-/tmp}/crawlfleet-tests"
+mkdir -p var/test "$TMP"
+"$PY" -m pytest -q -p no:cacheprovider --basetemp="$TMP/faults" tests/faults > var/test/faults.log 2>&1 &
+faults_pid=$!
+"$PY" -m pytest -q -p no:cacheprovider --basetemp="$TMP/main" --ignore=tests/faults tests "$@"
+main_rc=$?
+wait "$faults_pid"
+faults_rc=$?
+echo
+echo "== fault trials (tests/faults), full log in var/test/faults.log:"
+tail -n 40 var/test/faults.log
+if [ "$main_rc" -ne 0 ] || [ "$faults_rc" -ne 0 ]; then
+    echo "make test: FAILED (tests: exit $main_rc, fault trials: exit $faults_rc)"
+    exit 1
+fi
+echo "make test: passed (tests and fault trials)"
