@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import socket
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from urllib.parse import urlsplit
 
 from fetchers.guard import is_forbidden_ip
@@ -20,6 +22,10 @@ from pipeline.dns.errors import DnsError
 from pipeline.settings import Settings
 
 PROBE_HOSTS = 8
+TIMEOUT_WAIT_S = 30.0  # how long a resolver that answers nothing may take to come back before the crawl starts
+RETRY_S = 2.0
+
+log = logging.getLogger(__name__)
 
 
 async def _probe_one(resolver: CachingResolver, host: str, allow: tuple[str, ...]) -> Probe:
@@ -51,8 +57,31 @@ async def probe(settings: Settings, hosts: Iterable[str]) -> list[Probe]:
         await resolver.aclose()
 
 
-def check(settings: Settings, hosts: Iterable[str]) -> str | None:
-    """None when the crawl can reach at least one of ``hosts``; else one line saying what to fix."""
+def check(
+    settings: Settings,
+    hosts: Iterable[str],
+    *,
+    wait_s: float = TIMEOUT_WAIT_S,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str | None:
+    """None when the crawl can reach at least one of ``hosts``; else one line saying what to fix.
+
+    A resolver that answers nothing at all (every probe timed out) may be restarting: the probe is
+    tried again for up to ``wait_s`` before the crawl is refused. A wrong answer (nxdomain, refused,
+    an address the guard forbids) is a setting to fix, and refused at once."""
     servers = settings.dns.servers
     resolver = f"DNS server{'s' if len(servers) > 1 else ''} {', '.join(servers)}" if servers else "the system resolver"
-    return judge(asyncio.run(probe(settings, hosts)), resolver=resolver)
+    chosen = list(hosts)
+    deadline = clock() + wait_s
+    warned = False
+    while True:
+        probes = asyncio.run(probe(settings, chosen))
+        problem = judge(probes, resolver=resolver)
+        silent = bool(probes) and all(p.error == "timeout" for p in probes)
+        if problem is None or not silent or clock() >= deadline:
+            return problem
+        if not warned:
+            log.warning("DNS: %s answers nothing yet; trying again for up to %.0fs before giving up", resolver, wait_s)
+            warned = True
+        sleep(RETRY_S)
