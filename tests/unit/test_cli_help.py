@@ -31,3 +31,18 @@ def test_every_command_has_help() -> None:
     assert {"crawl", "demo", "settings", "report", "export", "jobs", "dispatcher", "worker", "submit", "testbed",
             "bench"} <= set(helps)  # fmt: skip
     assert [name for name, text in helps.items() if not text] == []
+
+
+def test_every_bench_flag_has_help() -> None:
+    # Bench modules add their flags when `crawlfleet bench NAME` runs, so the tree walk above misses them.
+    import importlib
+
+    from pipeline.harness.bench import BENCHES
+
+    missing = []
+    for name, module in BENCHES.items():
+        parser = argparse.ArgumentParser(prog=f"crawlfleet bench {name}")
+        importlib.import_module(module).add_arguments(parser)
+        missing += [f"{name} {'/'.join(a.option_strings) or a.dest}" for a in parser._actions
+                    if not isinstance(a, argparse._HelpAction) and not (a.help or "").strip()]  # fmt: skip
+    assert missing == []

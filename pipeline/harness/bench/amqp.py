@@ -61,11 +61,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pages", default="1,50,100,200", help="pages per reply, comma-separated (1: heartbeat-sized)")
     p.add_argument("--max-mb", type=float, default=500.0, help="at most this many MB consumed per client and size")
     p.add_argument("--chunk-mb", type=float, default=16.0, help="MB loaded per timed phase")
-    p.add_argument("--prefetch", type=int, default=512)
+    p.add_argument("--prefetch", type=int, default=512, help="consumer prefetch (the dispatcher's is 512)")
     p.add_argument("--batches", type=int, default=20_000, help="task messages published per client")
     p.add_argument("--urls", type=int, default=100, help="URLs per published batch")
     p.add_argument("--burst", type=int, default=4, help="session-pika: batches published between two pumps")
-    p.add_argument("--only", choices=("consume", "publish"), default=None)
+    p.add_argument("--only", choices=("consume", "publish"), default=None, help="run one half only")
 
 
 @contextlib.contextmanager
