@@ -35,7 +35,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pipeline.cli",),
 )
 LEVEL = {room: i for i, layer in enumerate(LAYERS) for room in layer}
-ROOT_MODULES = {"__init__.py", "settings.py", "urls.py", "cli.py"}
+ROOT_MODULES = {"__init__.py", "urls.py", "cli.py"}
 
 
 def _modules() -> dict[str, Path]:

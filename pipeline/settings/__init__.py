@@ -6,6 +6,11 @@ flags). Every value is checked by one rule table, whichever layer gave it (``che
 the same rules at parse time through ``arg_type``). Nothing below this module reads the environment;
 components receive the typed section they need.
 
+Module map: one module per section's dataclass (crawling: fetch, politeness, scope; dns; security;
+dispatch; store; fleet); this module composes them and reads the layers.
+
+May import: nothing of the project (the vocabulary's bottom).
+
 Environment names are ``CRAWLFLEET_<SECTION>_<FIELD>`` upper-cased, e.g.
 ``CRAWLFLEET_FETCH_USER_AGENT``; the broker and HBase URLs also have the short forms
 ``CRAWLFLEET_BROKER_URL`` and ``CRAWLFLEET_HBASE_HOST``.
@@ -25,131 +30,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-DEFAULT_UA = "crawlfleet/0.1 (+https://github.com/crawlfleet/crawlfleet; crawl-ops@crawlfleet.invalid)"
+from pipeline.settings.crawling import DEFAULT_UA, FetchSettings, PolitenessSettings, ScopeSettings
+from pipeline.settings.dispatch import DispatchSettings
+from pipeline.settings.dns import DnsSettings
+from pipeline.settings.fleet import FleetSettings
+from pipeline.settings.security import SecuritySettings
+from pipeline.settings.store import StoreSettings
 
-
-@dataclass(frozen=True, slots=True)
-class FetchSettings:
-    user_agent: str = DEFAULT_UA
-    robots_agent: str = "crawlfleet"  # the product token matched against robots.txt groups
-    connect_timeout_s: float = 5.0
-    read_timeout_s: float = 10.0
-    total_timeout_s: float = 30.0
-    max_redirects: int = 5
-    max_body_bytes: int = 2 * 1024 * 1024  # decompressed; larger bodies are truncated and marked
-    max_header_bytes: int = 16 * 1024
-    retries: int = 2  # only for retryable errors (connect errors, timeouts, 5xx)
-    retry_backoff_s: float = 0.5
-    concurrency: int = 256  # sockets in flight per fetcher process
-    processes: int = 0  # embedded crawl: fetch processes (pipeline/embedded/fetchproc.py); 0 = fetch in the crawl process, -1 = one per spare core
-    parse_processes: int = -1  # embedded crawl without fetch processes: link/journal-line processes (pipeline/embedded/parseproc.py); -1 = one per spare core (max 2)
-    parse_content_types: tuple[str, ...] = ("text/html", "application/xhtml+xml")
-    keep_body: bool = True
-
-
-@dataclass(frozen=True, slots=True)
-class PolitenessSettings:
-    per_host_concurrency: int = 2
-    per_ip_concurrency: int = 8
-    min_host_delay_s: float = 0.25  # gap between request starts to one host
-    min_ip_delay_s: float = 0.0
-    max_crawl_delay_s: float = 30.0  # Crawl-delay above this is capped (as Nutch/Heritrix do)
-    robots_ttl_s: float = 3600.0
-    robots_5xx_retry_s: float = 600.0  # host treated as disallowed this long after a 5xx robots.txt
-    obey_robots: bool = True
-    max_retry_after_s: float = 600.0
-
-
-@dataclass(frozen=True, slots=True)
-class ScopeSettings:
-    max_depth: int = 20
-    max_pages: int = 0  # 0 = unlimited
-    max_pages_per_host: int = 0
-    max_url_length: int = 2048
-    max_path_depth: int = 16
-    max_repeated_segments: int = 2
-    allowed_domains: tuple[str, ...] = ()  # empty = the seeds' registered domains
-    allow_regex: tuple[str, ...] = ()
-    deny_regex: tuple[str, ...] = ()
-    sort_query: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class DnsSettings:
-    servers: tuple[str, ...] = ()  # "HOST:PORT"; empty = system resolver
-    timeout_s: float = 2.0
-    tries: int = 3
-    min_ttl_s: int = 300
-    max_ttl_s: int = 86400
-    refresh_period_s: int = 1800  # S4
-    negative_ttl_s: int = 300
-    negative_fp_rate: float = 1e-6
-    negative_capacity: int = 1_000_000
-    cache_size: int = 50_000  # S4
-    max_inflight: int = 256
-
-
-@dataclass(frozen=True, slots=True)
-class SecuritySettings:
-    allow_networks: tuple[str, ...] = ()  # CIDRs exempt from the SSRF guard, e.g. 127.0.0.0/8 for the testbed
-
-
-@dataclass(frozen=True, slots=True)
-class DispatchSettings:
-    k: int = 64  # S3 base batch size
-    n_min: int = 8
-    n_max: int = 512
-    history_window: int = 16  # S3 vertical comparison: mean of the last N rounds
-    heartbeat_s: float = 2.0
-    missed_heartbeats: int = 2  # S1
-    lease_s: float = 120.0
-    quotas_file: str = ""
-    service: str = "default"
-    # Hosts the frontier works on at once, at least; more are activated whenever none of them is ready
-    # (pipeline/frontier/activehosts.py). 0 = every host with pending URLs.
-    active_hosts: int = 64
-    # An active host yields its place to a waiting one after this many URLs (0 = only when drained).
-    host_session_urls: int = 2048
-
-
-@dataclass(frozen=True, slots=True)
-class StoreSettings:
-    kind: str = "sqlite"  # sqlite | hbase
-    hbase_host: str = "127.0.0.1"
-    hbase_port: int = 9090
-    hbase_prefix: str = "crawlfleet"
-    hbase_batch_size: int = 200
-    warc: bool = False
-    warc_max_bytes: int = 1024 * 1024 * 1024
-    # The seen-set in front of the store: S5's LRU of recent fingerprints, then an exact table of up to
-    # this many fingerprints at 8 B each (64 MiB at the default; 0 turns it off). See pipeline/frontier/dedup.py.
-    seen_lru_size: int = 200_000
-    seen_table_max_urls: int = 8_000_000
-    # Embedded crawl: apply result writes on a thread of their own (pipeline/storage/writebehind.py),
-    # so SQLite and the body log's writes can overlap fetching and parsing on a second core. Off: on
-    # the 10k bench it cost more CPU per page (thread hand-offs) than it moved off the crawl's thread.
-    write_behind: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class FleetSettings:
-    broker_url: str = "amqp://guest:guest@127.0.0.1:5672//"
-    results_exchange: str = "crawlfleet.results"
-    heartbeat_exchange: str = "crawlfleet.heartbeats"
-    max_message_bytes: int = 64 * 1024 * 1024
-    # Celery task events make the workers visible to Flower; off by default because they add about
-    # three broker messages per batch (roughly doubling the fleet's message rate).
-    task_events: bool = False
-    # The dispatcher's AMQP client (docs/bench/amqp.md): "pika" (pika's own loop, publisher confirms
-    # pipelined; measured faster) or "kombu" (py-amqp, each publish waits for its confirm). Fetch nodes
-    # are Celery workers on kombu either way.
-    amqp_client: str = "pika"
-    # Where the dispatcher tells nodes to write segments ("" = OUT/node-segments).
-    segments_dir: str = ""
-    # A node's own view of the store and the segments (when its mount point or the HBase address it
-    # sees differ from the dispatcher's); "" = as the dispatcher says.
-    node_store: str = ""
-    node_segments_dir: str = ""
+__all__ = ["DEFAULT_UA", "DispatchSettings", "DnsSettings", "FetchSettings", "FleetSettings", "Loaded",
+           "PolitenessSettings", "ScopeSettings", "SecuritySettings", "Settings", "SettingsError", "StoreSettings",
+           "load_settings", "load_settings_traced"]  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,10 +53,14 @@ class Settings:
     store: StoreSettings = field(default_factory=StoreSettings)
     fleet: FleetSettings = field(default_factory=FleetSettings)
 
-    def with_overrides(self, overrides: Mapping[str, Mapping[str, Any]], *, where: str = "setting") -> Settings:
+    def with_overrides(
+        self, overrides: Mapping[str, Mapping[str, Any]], *, where: str = "setting"
+    ) -> Settings:
         """A copy with ``{section: {field: value}}`` applied (None = unchanged), values coerced to the field
         types; SettingsError names an unknown key or a value of the wrong type, prefixed with ``where``."""
-        changes = {s: dataclasses.replace(getattr(self, s), **v) for s, v in _validated(overrides, where).items()}
+        changes = {
+            s: dataclasses.replace(getattr(self, s), **v) for s, v in _validated(overrides, where).items()
+        }
         return dataclasses.replace(self, **changes)
 
 
@@ -212,7 +106,9 @@ def _validated(overrides: Mapping[str, Any], where: str) -> dict[str, dict[str, 
             raise SettingsError(f"{where}: [{section}] must be a table of settings, got {values!r}")
         for name, value in values.items():
             if name not in hints:
-                raise SettingsError(f"{where}: unknown setting {section}.{name} (expected one of: {', '.join(hints)})")
+                raise SettingsError(
+                    f"{where}: unknown setting {section}.{name} (expected one of: {', '.join(hints)})"
+                )
             if value is not None:
                 out.setdefault(section, {})[name] = _coerce(hints[name], value, f"{where}: {section}.{name}")
     return out
@@ -265,7 +161,10 @@ _POSITIVE = frozenset({
     "dispatch.heartbeat_s", "dispatch.lease_s", "dns.negative_fp_rate",
 })  # fmt: skip
 _AT_MOST: dict[str, float] = {"store.hbase_port": 65535, "dns.negative_fp_rate": 0.5}
-_CHOICES: dict[str, tuple[str, ...]] = {"store.kind": ("sqlite", "hbase"), "fleet.amqp_client": ("kombu", "pika")}
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "store.kind": ("sqlite", "hbase"),
+    "fleet.amqp_client": ("kombu", "pika"),
+}
 
 
 _ITEM_WANTED = {
@@ -322,7 +221,9 @@ def check_settings(settings: Settings, sources: Mapping[str, str] | None = None)
                 raise SettingsError(f"{key} (from {(sources or {}).get(key, 'default')}): {problem}")
     if (d := settings.dispatch).n_max < d.n_min:
         where = (sources or {}).get("dispatch.n_max", "default")
-        raise SettingsError(f"dispatch.n_max (from {where}): expected >= dispatch.n_min ({d.n_min}), got {d.n_max}")
+        raise SettingsError(
+            f"dispatch.n_max (from {where}): expected >= dispatch.n_min ({d.n_min}), got {d.n_max}"
+        )
 
 
 def arg_type(key: str) -> Callable[[str], Any]:
@@ -346,7 +247,9 @@ def arg_type(key: str) -> Callable[[str], Any]:
 
 def _env_overrides(environ: Mapping[str, str]) -> list[tuple[str, dict[str, dict[str, Any]]]]:
     """One layer per variable set, as ``(env:NAME, {section: {field: text}})``."""
-    names = dict(_SHORT_ENV) | {f"CRAWLFLEET_{k.replace('.', '_')}".upper(): tuple(k.split(".")) for k in field_keys()}
+    names = dict(_SHORT_ENV) | {
+        f"CRAWLFLEET_{k.replace('.', '_')}".upper(): tuple(k.split(".")) for k in field_keys()
+    }
     return [(f"env:{n}", {s: {f: environ[n]}}) for n, (s, f) in names.items() if n in environ]
 
 
@@ -355,7 +258,9 @@ def _read_toml(path: str | Path) -> dict[str, Any]:
         with open(path, "rb") as fh:
             return tomllib.load(fh)
     except OSError as exc:
-        raise SettingsError(f"--config {path}: {exc.strerror or exc} (expected a readable TOML file)") from None
+        raise SettingsError(
+            f"--config {path}: {exc.strerror or exc} (expected a readable TOML file)"
+        ) from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise SettingsError(f"--config {path}: not valid TOML ({exc})") from None
 

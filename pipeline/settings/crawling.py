@@ -1,0 +1,55 @@
+"""What one fetch may do, how politely, and which URLs are in scope.
+
+One section of :class:`pipeline.settings.Settings`; read only through ``load_settings``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEFAULT_UA = "crawlfleet/0.1 (+https://github.com/crawlfleet/crawlfleet; crawl-ops@crawlfleet.invalid)"
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSettings:
+    user_agent: str = DEFAULT_UA
+    robots_agent: str = "crawlfleet"  # the product token matched against robots.txt groups
+    connect_timeout_s: float = 5.0
+    read_timeout_s: float = 10.0
+    total_timeout_s: float = 30.0
+    max_redirects: int = 5
+    max_body_bytes: int = 2 * 1024 * 1024  # decompressed; larger bodies are truncated and marked
+    max_header_bytes: int = 16 * 1024
+    retries: int = 2  # only for retryable errors (connect errors, timeouts, 5xx)
+    retry_backoff_s: float = 0.5
+    concurrency: int = 256  # sockets in flight per fetcher process
+    processes: int = 0  # embedded crawl: fetch processes (pipeline/embedded/fetchproc.py); 0 = fetch in the crawl process, -1 = one per spare core
+    parse_processes: int = -1  # embedded crawl without fetch processes: link/journal-line processes (pipeline/embedded/parseproc.py); -1 = one per spare core (max 2)
+    parse_content_types: tuple[str, ...] = ("text/html", "application/xhtml+xml")
+    keep_body: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class PolitenessSettings:
+    per_host_concurrency: int = 2
+    per_ip_concurrency: int = 8
+    min_host_delay_s: float = 0.25  # gap between request starts to one host
+    min_ip_delay_s: float = 0.0
+    max_crawl_delay_s: float = 30.0  # Crawl-delay above this is capped (as Nutch/Heritrix do)
+    robots_ttl_s: float = 3600.0
+    robots_5xx_retry_s: float = 600.0  # host treated as disallowed this long after a 5xx robots.txt
+    obey_robots: bool = True
+    max_retry_after_s: float = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeSettings:
+    max_depth: int = 20
+    max_pages: int = 0  # 0 = unlimited
+    max_pages_per_host: int = 0
+    max_url_length: int = 2048
+    max_path_depth: int = 16
+    max_repeated_segments: int = 2
+    allowed_domains: tuple[str, ...] = ()  # empty = the seeds' registered domains
+    allow_regex: tuple[str, ...] = ()
+    deny_regex: tuple[str, ...] = ()
+    sort_query: bool = False

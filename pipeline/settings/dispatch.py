@@ -1,0 +1,25 @@
+"""The dispatcher: S3 batch sizing, S1 heartbeats, quotas, the active-host window.
+
+One section of :class:`pipeline.settings.Settings`; read only through ``load_settings``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchSettings:
+    k: int = 64  # S3 base batch size
+    n_min: int = 8
+    n_max: int = 512
+    history_window: int = 16  # S3 vertical comparison: mean of the last N rounds
+    heartbeat_s: float = 2.0
+    missed_heartbeats: int = 2  # S1
+    lease_s: float = 120.0
+    quotas_file: str = ""
+    service: str = "default"
+    # Hosts the frontier works on at once, at least; more are activated whenever none of them is ready
+    # (pipeline/frontier/activehosts.py). 0 = every host with pending URLs.
+    active_hosts: int = 64
+    # An active host yields its place to a waiting one after this many URLs (0 = only when drained).
+    host_session_urls: int = 2048
