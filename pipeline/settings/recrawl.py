@@ -1,0 +1,40 @@
+"""Re-crawling (issue #23): whether fetched URLs come back, how often, and how re-fetches are made.
+
+One section of :class:`pipeline.settings.Settings`; read only through ``load_settings``. Off by default:
+a crawl fetches each URL once and ends, as before. The schedule's rules live in
+``pipeline.frontier.schedule`` (Nutch's AdaptiveFetchSchedule); these are its knobs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class RecrawlSettings:
+    enabled: bool = False  # schedule every fetched URL for a re-fetch (also on with `crawl --continuous`)
+    adaptive: bool = True  # false: uniform revisiting, every URL every initial_interval_s
+    initial_interval_s: float = 3600.0  # a newly fetched URL's first interval
+    min_interval_s: float = 60.0
+    max_interval_s: float = 30 * 86400.0
+    inc_rate: float = 0.4  # unchanged fetch: interval *= 1 + inc_rate
+    dec_rate: float = 0.2  # changed fetch: interval *= 1 - dec_rate
+    # Changed pages: count from when the page changed (Last-Modified / sitemap lastmod) rather than from
+    # the fetch, so the next fetch is not later than the page's own rhythm (Nutch's sync delta).
+    sync_delta: bool = True
+    sync_delta_rate: float = 0.3
+    failed_interval_s: float = 600.0  # a failed re-fetch is tried again after this long (not adapted)
+    # Per-host or per-pattern bounds, each "PATTERN=MIN:MAX" in seconds: PATTERN is a host
+    # ("news.example.org"), a domain with its subdomains ("*.example.org") or "re:REGEX" on the URL. The
+    # first match wins; MIN = MAX pins the interval.
+    overrides: tuple[str, ...] = ()
+    conditional_get: bool = True  # send If-None-Match / If-Modified-Since on re-fetches
+    # Near-duplicate: a re-fetched page whose simhash is within this many bits of the stored copy's
+    # counts as unchanged (0: only an identical digest does).
+    simhash_bits: int = 0
+    # Budget rule: at most this share of each batch's URLs are re-fetches while new URLs wait; the rest is
+    # left to new URLs, and either takes the whole batch when the other has none.
+    recrawl_share: float = 0.5
+    requeue_batch: int = 1000  # due URLs moved back to pending per check
+    check_interval_s: float = 1.0  # how often the crawl looks for due URLs
+    stop_file: str = ""  # `crawl --continuous` ends cleanly once this file exists
