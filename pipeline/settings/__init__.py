@@ -34,6 +34,7 @@ from pipeline.settings.crawling import DEFAULT_UA, FetchSettings, PolitenessSett
 from pipeline.settings.dispatch import DispatchSettings
 from pipeline.settings.dns import DnsSettings
 from pipeline.settings.fleet import FleetSettings
+from pipeline.settings.recrawl import RecrawlSettings
 from pipeline.settings.security import SecuritySettings
 from pipeline.settings.store import StoreSettings
 
@@ -52,6 +53,7 @@ class Settings:
     dispatch: DispatchSettings = field(default_factory=DispatchSettings)
     store: StoreSettings = field(default_factory=StoreSettings)
     fleet: FleetSettings = field(default_factory=FleetSettings)
+    recrawl: RecrawlSettings = field(default_factory=RecrawlSettings)
 
     def with_overrides(
         self, overrides: Mapping[str, Mapping[str, Any]], *, where: str = "setting"
