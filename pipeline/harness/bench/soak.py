@@ -1,7 +1,10 @@
 """``crawlfleet bench soak --minutes N``: fault trials back to back for N minutes (outside CI).
 
-The same seeded trials as the faults tier (pipeline/harness/faults), cycling through the components with
-fresh seeds and alternating SIGKILL and SIGSTOP, until the time is up. Every trial is judged from the
+The same seeded trials as the faults tier (pipeline/harness/faults), going through the components in a
+seeded random order (each component once per round, the order shuffled every round) with fresh seeds
+and alternating SIGKILL and SIGSTOP, until the time is up. ``hbase`` kills the JVM that holds the data
+of a private standalone HBase (master + region server); ``links`` kills the link-jobs driver (local
+runner) inside its extract job or its merge, storing into that HBase. Every trial is judged from the
 testbed's access log and the store and appended to ``var/reliability/soak.jsonl`` (``--results``).
 
 Baseline, measured in the same run: one clean embedded crawl and (with fleet components) one clean
@@ -15,6 +18,7 @@ import argparse
 import contextlib
 import itertools
 import os
+import random
 import shutil
 import statistics
 import tempfile
@@ -28,8 +32,8 @@ from pipeline.harness.faults import results
 from pipeline.harness.faults.bed import Bed, TrialPlan
 from pipeline.harness.faults.procs import HarnessError
 
-ALL = ("crawler", "parser", "unbound", "worker", "dispatcher", "rabbitmq", "thrift", "jobs")
-FLEET = frozenset({"worker", "dispatcher", "rabbitmq", "thrift"})
+ALL = ("crawler", "parser", "unbound", "worker", "dispatcher", "rabbitmq", "thrift", "hbase", "links", "jobs")
+FLEET = frozenset({"worker", "dispatcher", "rabbitmq", "thrift", "hbase", "links"})
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -38,7 +42,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hosts", type=int, default=8, help="testbed hosts of each trial's crawl")
     p.add_argument("--pages", type=int, default=25, help="pages per host of each trial's crawl")
     p.add_argument("--seed", type=int, default=100, help="first trial seed (each trial takes the next)")
-    p.add_argument("--results", default="", help="JSON-lines file for the trial records (default var/reliability/soak.jsonl)")
+    p.add_argument(
+        "--results",
+        default="",
+        help="JSON-lines file for the trial records (default var/reliability/soak.jsonl)",
+    )
     p.add_argument("--workdir", default="", help="keep trial directories here (default: a temp dir, removed)")
 
 
@@ -56,6 +64,7 @@ class _Services:
         self._vhost: str | None = None
         self._rabbit: Any = None
         self._thrift: Any = None
+        self._hbase: Any = None
 
     def vhost(self) -> str:
         if self._vhost is None:
@@ -80,8 +89,19 @@ class _Services:
             self.stack.callback(self._thrift.stop)
         return self._thrift
 
+    def hbase(self) -> Any:
+        """A private standalone HBase (data JVM + Thrift JVM), started once (30-60 s)."""
+        if self._hbase is None:
+            from pipeline.harness.faults.hbase_private import PrivateHBase
 
-def _trial(component: str, bed: Bed, svc: _Services, work: Path, seed: int, jobs_input: Callable[[], Any]) -> dict[str, Any]:
+            self._hbase = PrivateHBase(self.workdir / "hbase").start()
+            self.stack.callback(self._hbase.stop)
+        return self._hbase
+
+
+def _trial(
+    component: str, bed: Bed, svc: _Services, work: Path, seed: int, jobs_input: Callable[[], Any]
+) -> dict[str, Any]:
     from pipeline.harness.faults import embedded, fleet_trials
 
     plan = _plan(component, seed)
@@ -97,15 +117,34 @@ def _trial(component: str, bed: Bed, svc: _Services, work: Path, seed: int, jobs
         segments, ref = jobs_input()
         return jobs_trial(bed, segments, ref, work, TrialPlan.seeded("jobs", "kill", seed))
     if component in ("worker", "dispatcher"):
-        return fleet_trials.run_fleet_trial(bed, svc.vhost(), work, plan, strike=fleet_trials.STRIKES[component])
+        return fleet_trials.run_fleet_trial(
+            bed, svc.vhost(), work, plan, strike=fleet_trials.STRIKES[component]
+        )
     if component == "rabbitmq":
         rabbit = svc.rabbit()
-        return fleet_trials.run_fleet_trial(bed, rabbit.url, work, plan, strike=fleet_trials.strike_rabbit(rabbit))
+        return fleet_trials.run_fleet_trial(
+            bed, rabbit.url, work, plan, strike=fleet_trials.strike_rabbit(rabbit)
+        )
+    if component == "hbase":
+        from pipeline.harness.faults.storage_trials import hbase_trial
+
+        return hbase_trial(bed, svc.vhost(), svc.hbase(), work, TrialPlan.seeded("hbase", "kill", seed))
+    if component == "links":
+        from pipeline.harness.faults.links_trial import links_trial
+        from pipeline.settings import StoreSettings
+
+        hb = svc.hbase()
+        phase = ("extract", "merge")[seed % 2]
+        store = StoreSettings(kind="hbase", hbase_port=hb.thrift_port, hbase_prefix=f"{hb.prefix}k{seed}")
+        plan = TrialPlan.seeded("links", f"kill-{phase}", seed, lo=0.02, hi=0.1)
+        return links_trial(bed, svc.vhost(), work, plan, runner="local", phase=phase, store=store)
     if component == "thrift":
         from pipeline.settings import StoreSettings
 
         thrift = svc.thrift()
-        store = StoreSettings(kind="hbase", hbase_port=thrift.port, hbase_prefix=f"soak{uuid.uuid4().hex[:8]}")
+        store = StoreSettings(
+            kind="hbase", hbase_port=thrift.port, hbase_prefix=f"soak{uuid.uuid4().hex[:8]}"
+        )
         plan = TrialPlan.seeded("thrift", "kill", seed)
         return fleet_trials.run_fleet_trial(bed, svc.vhost(), work, plan, strike=fleet_trials.strike_thrift(thrift),
                                             store=store)  # fmt: skip
@@ -132,6 +171,15 @@ def _baseline(mode: str, bed: Bed, svc: _Services, work: Path) -> float:
     finally:
         rig.close()
     return round(time.time() - start, 3)
+
+
+def _order(components: list[str], seed: int) -> Iterator[str]:
+    """Every component once per round, in an order shuffled each round (seeded: a run can be repeated)."""
+    rng = random.Random(f"soak/{seed}")
+    while True:
+        round_ = list(components)
+        rng.shuffle(round_)
+        yield from round_
 
 
 @contextlib.contextmanager
@@ -174,7 +222,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             return jobs_cache[0]
 
         seeds = itertools.count(args.seed)
-        for component in itertools.cycle(components):
+        for component in _order(components, args.seed):
             if time.monotonic() >= deadline:
                 break
             seed = next(seeds)
@@ -200,8 +248,13 @@ def _summary(records: list[dict[str, Any]], baselines: dict[str, float], errors:
     for r in records:
         key = f"{r['component']}/{r['action']}"
         g = per.setdefault(key, {"trials": 0, "lost": 0, "duplicated": 0, "duplicated_known": 0,
-                                 "in_flight_repeats": 0, "recovery_s": [], "wall_vs_clean": []})  # fmt: skip
+                                 "in_flight_repeats": 0, "excused": {}, "failed_seeds": [],
+                                 "recovery_s": [], "wall_vs_clean": []})  # fmt: skip
         g["trials"] += 1
+        for cause, n in (r.get("excused") or {}).items():
+            g["excused"][cause] = g["excused"].get(cause, 0) + int(n)
+        if not r.get("ok"):
+            g["failed_seeds"].append(r.get("seed"))
         for k in ("lost", "duplicated", "duplicated_known", "in_flight_repeats"):
             g[k] += int(r.get(k) or 0)
         if r.get("recovery_s") is not None:
@@ -222,6 +275,7 @@ def _summary(records: list[dict[str, Any]], baselines: dict[str, float], errors:
         "duplicated_total": sum(int(r.get("duplicated") or 0) for r in records),
         "duplicated_known_causes": sum(int(r.get("duplicated_known") or 0) for r in records),
         "trials_ok": sum(1 for r in records if r.get("ok")),
+        "excused_repeats_total": sum(int(r.get("in_flight_repeats") or 0) for r in records),
         "clean_crawl_wall_s": baselines,
         "by_fault": per,
         "harness_errors": errors,

@@ -40,7 +40,9 @@ class Struck:
     fault_t: float
     back_t: float
     recovery_event: Callable[[dict[str, Any]], bool]  # the event that says the crawl got going again
-    killed: Killed | None = None  # the struck process and what it had in flight (None: the time window decides)
+    killed: Killed | None = (
+        None  # the struck process and what it had in flight (None: the time window decides)
+    )
     # When what the struck process had in flight is known only after the crawl (from the dispatcher's events).
     name_killed: Callable[[FleetRig], Killed] | None = None
 
@@ -156,14 +158,16 @@ def strike_worker(rig: FleetRig, plan: TrialPlan) -> Struck:
 
 def worker_in_flight(rig: FleetRig, node: str, fault_t: float) -> Killed:
     """What the struck worker itself may have had in flight: the URLs of its batches that the dispatcher
-    expired after the fault (on its restart, or when it was declared dead), with their redirect hops
-    (the testbed's redirects are fixed path chains). Its other requests were answered and journaled."""
+    expired after the fault (on its restart, or when it was declared dead) and that were still
+    unanswered then, with their redirect hops (the testbed's redirects are fixed path chains). An
+    expired batch excuses nothing by itself: a URL of it whose answer had arrived was done, and
+    fetching it again is a duplicate."""
     from pipeline.harness.testbed.truth import _redirect_chain
 
     keys: set[Key] = set()
     for ev in rig.events():
         if ev["ev"] == "expired" and ev.get("node") == node and float(ev["t"]) >= fault_t:
-            for url in ev.get("urls") or ():
+            for url in ev.get("unanswered") or ():
                 host, path = url_key(url)
                 keys |= {(host, path), *((host, hop) for hop in _redirect_chain(path))}
     return Killed("worker", frozenset(keys))
