@@ -25,6 +25,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from pipeline.harness.bench.cputrace import CpuTrace
 from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.settings import load_settings
 
@@ -34,14 +35,22 @@ GOAL = 0.40
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hosts", type=int, default=60, help="testbed hosts")
     p.add_argument("--pages", type=int, default=100, help="pages per testbed host")
-    p.add_argument("--seed", type=int, default=7, help="seed of the testbed's (or the simulation's) random web")
+    p.add_argument(
+        "--seed", type=int, default=7, help="seed of the testbed's (or the simulation's) random web"
+    )
     p.add_argument("--workers", type=int, default=2, help="fetch nodes (Celery workers)")
     p.add_argument("--slots", type=int, default=0, help="batches per worker at once (0 = default)")
-    p.add_argument("--broker-url", default=None, help="default: a fresh vhost on the local broker, deleted after")
+    p.add_argument(
+        "--broker-url", default=None, help="default: a fresh vhost on the local broker, deleted after"
+    )
     p.add_argument("--out", default="", help="keep the crawl directories and logs here")
     p.add_argument("--timeout", type=float, default=600.0, help="give up on a crawl after this many seconds")
-    p.add_argument("--store", choices=("sqlite", "hbase"), default="sqlite",
-                   help="the crawl store of both runs (hbase: settings' Thrift server, a throwaway prefix)")
+    p.add_argument(
+        "--store",
+        choices=("sqlite", "hbase"),
+        default="sqlite",
+        help="the crawl store of both runs (hbase: settings' Thrift server, a throwaway prefix)",
+    )
     p.add_argument("--runner", default="inline", help="mrjob runner of the link jobs (crawlfleet links)")
 
 
@@ -167,12 +176,20 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str) -> dict[str
             links = subprocess.Popen(_cli("links", "--out", str(out), "--runner", args.runner, "--work-dir",
                                           str(workdir / "jobs-work"), "--log-level", "INFO"),
                                      env=env, stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+            links_trace = CpuTrace(links.pid)
             t0 = time.monotonic()
             cpu0 = _children_cpu()
             with open(workdir / "dispatcher.log", "w") as err:
-                proc = subprocess.run(_cli("dispatcher", *tb.seeds, "--out", str(out), "--json", "--no-progress"),
-                                      env=env, stdout=subprocess.PIPE, stderr=err, text=True,
-                                      timeout=args.timeout, check=True)  # fmt: skip
+                dproc = subprocess.Popen(_cli("dispatcher", *tb.seeds, "--out", str(out), "--json", "--no-progress"),
+                                         env=env, stdout=subprocess.PIPE, stderr=err, text=True)  # fmt: skip
+                dispatcher_trace = CpuTrace(dproc.pid)
+                try:
+                    stdout, _ = dproc.communicate(timeout=args.timeout)
+                except subprocess.TimeoutExpired:
+                    dproc.kill()
+                    raise
+                if dproc.returncode:
+                    raise subprocess.CalledProcessError(dproc.returncode, dproc.args, stdout)
             dispatcher_cpu = _children_cpu() - cpu0  # the only child reaped in between
             wall = time.monotonic() - t0
             if links is not None:
@@ -191,11 +208,15 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str) -> dict[str
                         + [topology.results_queue_name(service), f"crawlfleet.submit.{service}"])  # fmt: skip
         if args.store == "hbase":
             _drop_hbase(service)
-    summary = _last_json(proc.stdout)
+    summary = _last_json(stdout)
     events = [json.loads(line) for line in (out / "fleet-events.jsonl").read_text().splitlines()]
     issued = [ev["t"] for ev in events if ev["ev"] == "issue"]
     done = [ev["t"] for ev in events if ev["ev"] == "done"]
     window = max(done) - min(issued) if issued and done else float("nan")
+    # Steady state: CPU between the first batch issued and the last reply, without start-up (imports,
+    # connections, reading the store) and shutdown, which a long crawl amortises away.
+    steady = dispatcher_trace.between(min(issued), max(done)) if issued and done else float("nan")
+    links_steady = links_trace.between(min(issued), max(done)) if issued and done else float("nan")
     pages = summary["pages_fetched"]
     f = summary["fleet"]
     messages = f["batches_sent"] + f["results_messages"] + f["heartbeats"]
@@ -212,6 +233,10 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str) -> dict[str
         "store": summary.get("store", {}),
         "dispatcher_cpu_s": round(dispatcher_cpu, 2),
         "dispatcher_cpu_ms_per_page": round(1000 * dispatcher_cpu / max(1, pages), 4),
+        "dispatcher_steady_cpu_s": round(steady, 2),
+        "dispatcher_steady_cpu_ms_per_page": round(1000 * steady / max(1, pages), 4),
+        "dispatcher_startup_and_shutdown_cpu_s": round(dispatcher_cpu - steady, 2),
+        "links_steady_cpu_ms_per_page": round(1000 * links_steady / max(1, pages), 4),
         "links_cpu_s": round(links_cpu, 2),
         "links_cpu_ms_per_page": round(1000 * links_cpu / max(1, pages), 4),
         "link_lag_s": _link_lag(events),
@@ -233,7 +258,11 @@ def _link_lag(events: list[dict[str, Any]]) -> dict[str, float] | None:
                   for seg in ev.get("names", ()) if seg in replied)  # fmt: skip
     if not lags:
         return None
-    return {"p50": round(lags[len(lags) // 2], 3), "p95": round(lags[int(len(lags) * 0.95)], 3), "n": len(lags)}
+    return {
+        "p50": round(lags[len(lags) // 2], 3),
+        "p95": round(lags[int(len(lags) * 0.95)], 3),
+        "n": len(lags),
+    }
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -264,8 +293,11 @@ def _run(args: argparse.Namespace, broker_url: str) -> dict[str, Any]:
         "embedded": embedded,
         "fleet": fleet,
         "ratio_fleet_to_embedded": round(ratio, 3),
-        "ratio_fleet_window_to_embedded": round((fleet["window_pages_per_s"] or 0) / embedded["pages_per_s"], 3)
-        if embedded["pages_per_s"] else None,
+        "ratio_fleet_window_to_embedded": round(
+            (fleet["window_pages_per_s"] or 0) / embedded["pages_per_s"], 3
+        )
+        if embedded["pages_per_s"]
+        else None,
         "goal": f"ratio_fleet_to_embedded >= {GOAL}",
         "goal_met": ratio >= GOAL,
     }
