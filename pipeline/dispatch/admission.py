@@ -6,16 +6,21 @@ minute number differs from the last one seen", which is the same instant when ca
 and still resets when a quiet spell skips second 1 (or whole minutes). It resets once per minute, not on
 every call during second 1, which would let second 1 grant without limit.
 
-Admission (S1 rule 2) with the shrink rule used when S3 wants more than S1 allows:
+Admission is S1 rule 2 exactly (the default)::
 
     budget = floor(s * m) - n            # unused seconds carry over, within the minute only
-    t      = min(wanted, budget)         # wanted = n_i from S3; the batch shrinks to the budget
-    refuse ("quota") when budget < 1
+    refuse ("quota") when t + n > s*m    # i.e. t > budget: the answer is no, t is never cut down
 
-so ``t + n <= s*m`` always holds: a granted batch never breaks rule 2, and a refused one is one for which
-even t = 1 would. Node choice (S1 rule 3): ``u = p*s + q - r`` for each live fetcher; a fetcher is a
-candidate when ``u > t`` for *its own* t (its n_i shrunk to the budget); the candidate with the largest u
-wins, ties to the smallest fetcher id. ``grant`` then adds the URLs actually leased to n and r.
+``t`` is what the client asks for. S1 leaves it to the client; ours asks for ``request(service, n_i)``:
+S3's n_i, but never more than one second's quota (``max(1, ceil(m))``). A request larger than a whole
+minute's quota would be refused for ever, and one of a second's worth is admissible in the second it is
+made, which keeps the URLs handed out per second flat -- S1's claimed effect.
+
+``shrink=True`` (``dispatch.quota_shrink``, off by default) is a documented deviation from S1: instead
+of no, the batch is cut to the budget (``min(t, budget)``, refused only when budget < 1). Either way
+``t + n <= s*m`` holds for every grant. Node choice (S1 rule 3): ``u = p*s + q - r`` for each live
+fetcher; a fetcher is a candidate when ``u > t`` for *its own* admitted t; the candidate with the
+largest u wins, ties to the smallest fetcher id. ``grant`` then adds the URLs actually leased to n and r.
 """
 
 from __future__ import annotations
@@ -34,6 +39,15 @@ def second_of_minute(now: float) -> int:
 
 def minute_of(now: float) -> int:
     return int(math.floor(now)) // 60
+
+
+def admit(t: int, budget: float, *, shrink: bool = False) -> int:
+    """S1 rule 2: ``t`` if ``t + n <= s*m`` (t <= budget) else 0. ``shrink``: min(t, budget), 0 if < 1."""
+    if t < 1 or budget < 1:
+        return 0
+    if shrink:
+        return int(min(t, budget))
+    return t if t <= budget else 0
 
 
 def capacity(*, p: float, q: int, r: int, s: int) -> float:
@@ -63,6 +77,7 @@ class Admission:
     """The per-minute counters n (per service) and r (per fetcher), and the two S1 decisions."""
 
     quotas: Quotas
+    shrink: bool = False  # dispatch.quota_shrink: the deviation from S1 (cut t to the budget, not refuse)
     _minute: int | None = None
     _n: dict[str, int] = field(default_factory=dict)
     _r: dict[str, int] = field(default_factory=dict)
@@ -91,27 +106,32 @@ class Admission:
             return math.inf
         return math.floor(second_of_minute(now) * m + 1e-9) - self._n.get(service, 0)
 
-    @staticmethod
-    def admitted(wanted: int, budget: float) -> int:
-        """The shrink rule: min(wanted, budget), 0 meaning refused."""
-        if budget < 1 or wanted < 1:
-            return 0
-        return int(min(wanted, budget))
+    def request(self, service: str, wanted: int) -> int:
+        """The t our client asks for: ``wanted`` (S3's n_i), at most one second's quota (at least 1)."""
+        m = self.quotas.quota(service)
+        if m is None or math.isinf(m) or self.shrink:
+            return wanted
+        return max(0, min(wanted, max(1, math.ceil(m))))
 
-    def choose(self, candidates: Iterable[Candidate], budget: float, now: float) -> Choice | None:
-        """S1 rule 3 over live fetchers: max u among those with u > t; None if there is no candidate."""
+    def admitted(self, t: int, budget: float) -> int:
+        """S1 rule 2 for a request of ``t``: t when ``t <= budget``, else 0 (refused); see ``admit``."""
+        return admit(t, budget, shrink=self.shrink)
+
+    def choose(
+        self, candidates: Iterable[Candidate], budget: float, now: float, *, service: str | None = None
+    ) -> Choice | None:
+        """S1 rule 3 over live fetchers: max u among those with u > t; None if there is no candidate.
+        With ``service`` each candidate asks ``request(service, wanted)``; without, ``wanted`` itself."""
         self.roll(now)
         s = second_of_minute(now)
         best: Choice | None = None
         r = self._r
         for c in candidates:
-            t = self.admitted(c.wanted, budget)
+            t = self.admitted(c.wanted if service is None else self.request(service, c.wanted), budget)
             if t < 1:
                 continue
             u = c.p * s + c.q - r.get(c.fetcher_id, 0)
-            if u > t and (
-                best is None or u > best.u or (u == best.u and c.fetcher_id < best.fetcher_id)
-            ):
+            if u > t and (best is None or u > best.u or (u == best.u and c.fetcher_id < best.fetcher_id)):
                 best = Choice(c.fetcher_id, t, u)
         return best
 
@@ -121,11 +141,11 @@ class Admission:
         self._n[service] = self._n.get(service, 0) + urls
         self._r[fetcher_id] = self._r.get(fetcher_id, 0) + urls
 
-    def wait_s(self, service: str, now: float) -> float:
-        """Seconds until floor(s*m) - n >= 1 (a batch of one fits), or until the next minute if later."""
+    def wait_s(self, service: str, now: float, *, t: int = 1) -> float:
+        """Seconds until floor(s*m) - n >= t (a batch of t fits), or until the next minute if later."""
         m = self.quotas.quota(service) or 0.0
         start = minute_of(now) * 60.0
-        need = (self.n(service) + 1) / m if m > 0 else math.inf  # the second s at which it fits
+        need = (self.n(service) + max(1, t)) / m if m > 0 else math.inf  # the second s at which it fits
         if need > 60:
             return max(0.0, start + 60 - now)
         return max(0.0, start + math.ceil(need) - 1 - now)

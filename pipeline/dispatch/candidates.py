@@ -51,9 +51,7 @@ class CandidateIndex:
         """Force a rebuild at the next use (e.g. after the minute's r counters were reset)."""
         self.second = None
 
-    def choose(
-        self, accept: Callable[[str, float], str]
-    ) -> tuple[str, float] | None:
+    def choose(self, accept: Callable[[str, float], str]) -> tuple[str, float] | None:
         """Pop fetchers best-first; ``accept(fid, u)`` answers "yes", "retry" (u <= t: keep it) or "drop"."""
         keep: list[tuple[str, float]] = []
         found: tuple[str, float] | None = None

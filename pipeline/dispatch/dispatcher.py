@@ -5,10 +5,12 @@ One object drives both the embedded engine (``offer``: an idle fetcher asks for 
 reads time only from the injected clock. It is not thread-safe: the caller serialises calls.
 
 Decision order of ``next_batch(service)``:
-  1. unknown service -> ``unknown_service``;  budget = floor(s*m) - n < 1 -> ``quota``;
-     frontier.available(now) == 0 -> ``empty``; no live fetcher -> ``not_live``.
-  2. For each live fetcher i: wanted = n_i (S3); t_i = min(n_i, budget) (the shrink rule: S3 proposes,
-     S1 caps); u_i = p_i*s + q_i - r_i. Candidates have u_i > t_i; none -> ``no_candidate``.
+  1. unknown service -> ``unknown_service`` (logged once per service); budget = floor(s*m) - n < 1 ->
+     ``quota``; frontier.available(now) == 0 -> ``empty``; no live fetcher -> ``not_live``.
+  2. For each live fetcher i: t_i = the request for n_i (S3), at most one second's quota
+     (``Admission.request``); admitted when t_i + n <= s*m, else refused (``quota``) -- S1 answers no,
+     it does not cut the batch (``dispatch.quota_shrink`` does, as a documented deviation);
+     u_i = p_i*s + q_i - r_i. Candidates have u_i > t_i; none -> ``no_candidate``.
   3. The candidate with the largest u (ties: smallest id) gets frontier.lease(i, t_i, now); nothing
      leased -> ``empty``. The batch is the URLs actually leased (<= t_i), and n and r grow by that count.
 ``offer(fetcher_id, service)`` is the same with the fetcher fixed: it skips the u test, because the
@@ -17,8 +19,7 @@ fetcher saying "I am idle" is fresher than the p and q of its last heartbeat; qu
 At most ``max_outstanding`` batches (default 1) are out per fetcher: a fetcher at the cap is no candidate
 for ``next_batch`` and ``offer`` answers ``busy``. The reason is host leases: the frontier releases per
 fetcher, so the dispatcher releases a fetcher's hosts only when it has nothing outstanding; with more
-than one batch in flight a busy fetcher may never reach zero and would hold its hosts for ever. Raise it
-(e.g. 2 for double buffering) only with a frontier where that is acceptable.
+than one batch in flight a busy fetcher may never reach zero and would hold its hosts for ever.
 
 Signs of life: ``register`` and ``heartbeat`` make a fetcher live (and bring back a dead one);
 ``offer`` and ``complete`` keep a live fetcher live but never revive a dead one. ``tick`` declares dead
@@ -30,41 +31,26 @@ how a re-delivered or duplicated batch never stores a page twice.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 
 from fetchers.records import Batch, UrlTask
 from pipeline.dispatch import protocols as P
 from pipeline.dispatch.admission import Admission, capacity, second_of_minute
 from pipeline.dispatch.candidates import CandidateIndex
+from pipeline.dispatch.fetcherstate import FetcherState
 from pipeline.dispatch.liveness import Liveness
-from pipeline.dispatch.protocols import DispatcherStats, FetcherStats, FrontierLike, Heartbeat, Refusal
+from pipeline.dispatch.protocols import DispatcherStats, FrontierLike, Heartbeat, Refusal
 from pipeline.dispatch.protocols import ServiceStats as _ServiceStats
 from pipeline.dispatch.quotas import Quotas
 from pipeline.dispatch.serials import SerialAllocator
 from pipeline.dispatch.sizing import AverageTracker, PageTimeHistory, batch_size
 from pipeline.settings import DispatchSettings
 
+log = logging.getLogger(__name__)
 CLOSED_MEMORY = 200_000  # completed/expired serials remembered to tell "duplicate" from "unknown"
-
-
-@dataclass(slots=True)
-class _Fetcher:
-    fetcher_id: str
-    k: int
-    history: PageTimeHistory
-    address: str = ""
-    count: int = 0
-    p: float = 0.0
-    q: int = 0
-    successes: int = 0
-    failures: int = 0
-    last_sent_at: float | None = None
-    deaths: int = 0
-    outstanding: set[int] = field(default_factory=set)
-    pending_delays: dict[str, float] = field(default_factory=dict)
 
 
 class Dispatcher:
@@ -88,10 +74,11 @@ class Dispatcher:
         self._serials = serials
         self._clock = clock
         self.max_outstanding = max_outstanding
-        self._admission = Admission(quotas)
+        self._admission = Admission(quotas, shrink=settings.quota_shrink)
+        self._warned_unknown: set[str] = set()
         self._index = CandidateIndex()
         self._liveness = Liveness(settings.heartbeat_s, settings.missed_heartbeats)
-        self._fetchers: dict[str, _Fetcher] = {}
+        self._fetchers: dict[str, FetcherState] = {}
         self._avg = AverageTracker()
         self._outstanding: dict[int, Batch] = {}  # insertion order == issue order (for lease expiry)
         self._closed: OrderedDict[int, str] = OrderedDict()
@@ -108,7 +95,7 @@ class Dispatcher:
         now = self._clock()
         f = self._fetchers.get(fetcher_id)
         if f is None:
-            f = _Fetcher(fetcher_id, k or self.settings.k, PageTimeHistory(self.settings.history_window))
+            f = FetcherState(fetcher_id, k or self.settings.k, PageTimeHistory(self.settings.history_window))
             self._fetchers[fetcher_id] = f
         else:
             for serial in sorted(f.outstanding):
@@ -149,21 +136,28 @@ class Dispatcher:
         if self._frontier.available(now) <= 0:
             return self._refuse(service, P.EMPTY, 1.0)
         self._index_ready(now)
+        adm = self._admission
+        over_quota: list[int] = []
 
         def accept(fetcher_id: str, u: float) -> str:
             f = self._fetchers[fetcher_id]
             if len(f.outstanding) >= self.max_outstanding or not self._liveness.is_live(fetcher_id, now):
                 return "drop"  # re-added by the event that changes this (complete, heartbeat)
-            t = Admission.admitted(self._size(f), budget)
+            asked = adm.request(service, self._size(f))
+            t = adm.admitted(asked, budget)
+            if t < 1:
+                over_quota.append(asked)
             return "yes" if t >= 1 and u > t else "retry"
 
         found = self._index.choose(accept)
         if found is None:
             if not any(self._liveness.is_live(fid, now) for fid in self._fetchers):
                 return self._refuse(service, P.NOT_LIVE, self.settings.heartbeat_s)
+            if over_quota:  # t + n > s*m for some live fetcher: S1 answers no, the client asks again
+                return self._refuse(service, P.QUOTA, adm.wait_s(service, now, t=min(over_quota)))
             return self._refuse(service, P.NO_CANDIDATE, 1.0)
         f = self._fetchers[found[0]]
-        result = self._lease(f, service, Admission.admitted(self._size(f), budget), now)
+        result = self._lease(f, service, adm.admitted(adm.request(service, self._size(f)), budget), now)
         self._index_sync(f, now)
         return result
 
@@ -184,7 +178,12 @@ class Dispatcher:
         self._liveness.touch(fetcher_id, now)
         if len(f.outstanding) >= self.max_outstanding:
             return self._refuse(service, P.BUSY, 0.0, detail=f"{len(f.outstanding)} batch(es) outstanding")
-        t = Admission.admitted(self._size(f) if limit is None else min(self._size(f), limit), budget)
+        asked = self._admission.request(
+            service, self._size(f) if limit is None else min(self._size(f), limit)
+        )
+        t = self._admission.admitted(asked, budget)
+        if asked >= 1 and t < 1:  # S1 rule 2: t + n > s*m -> no (not a smaller batch)
+            return self._refuse(service, P.QUOTA, self._admission.wait_s(service, now, t=asked))
         if t < 1 or self._frontier.available(now) <= 0:
             return self._refuse(service, P.EMPTY, 1.0)
         result = self._lease(f, service, t, now)
@@ -275,15 +274,8 @@ class Dispatcher:
         now = self._clock()
         self._admission.roll(now)
         s = second_of_minute(now)
-        fetchers = {}
-        for fid, f in self._fetchers.items():
-            r = self._admission.r(fid)
-            fetchers[fid] = FetcherStats(
-                fetcher_id=fid, address=f.address, k=f.k, n=self._size(f), t=f.history.mean,
-                count=f.count, live=self._liveness.is_live(fid, now), r=r, p=f.p, q=f.q,
-                u=capacity(p=f.p, q=f.q, r=r, s=s), outstanding=len(f.outstanding),
-                successes=f.successes, failures=f.failures, deaths=f.deaths,
-            )  # fmt: skip
+        fetchers = {fid: f.stats(n=self._size(f), r=self._admission.r(fid), s=s, live=self._liveness.is_live(fid, now))
+                    for fid, f in self._fetchers.items()}  # fmt: skip
         services = {}
         for name, st in self._services.items():
             m = self._quotas.quota(name)
@@ -314,7 +306,7 @@ class Dispatcher:
         return list(self._outstanding.values())
 
     # --- internals -------------------------------------------------------------------------------
-    def _size(self, f: _Fetcher) -> int:
+    def _size(self, f: FetcherState) -> int:
         st = self.settings
         return batch_size(k=f.k, t_i=f.history.mean, avg=self._avg.avg, n_min=st.n_min, n_max=st.n_max)
 
@@ -330,7 +322,7 @@ class Dispatcher:
             if len(f.outstanding) < self.max_outstanding and self._liveness.is_live(fid, now)
         ))  # fmt: skip
 
-    def _index_sync(self, f: _Fetcher, now: float) -> None:
+    def _index_sync(self, f: FetcherState, now: float) -> None:
         """Re-key one fetcher after its p, q, r, outstanding or liveness changed."""
         if self._index.second != math.floor(now):
             return  # the next decision rebuilds the whole index anyway
@@ -343,13 +335,18 @@ class Dispatcher:
     def _budget_or_refusal(self, service: str, now: float) -> float | Refusal:
         budget = self._admission.budget(service, now)
         if budget is None:
+            if (
+                service not in self._warned_unknown
+            ):  # S1 rule 1, said once per service (asked again and again)
+                self._warned_unknown.add(service)
+                log.error("service %r is not in the quota list: S1 refuses every request for it", service)
             return self._refuse(None, P.UNKNOWN_SERVICE, 0.0, detail=service)
         self._services.setdefault(service, _ServiceStats(service, None, 0, 0, 0))
         if budget < 1:
             return self._refuse(service, P.QUOTA, self._admission.wait_s(service, now))
         return budget
 
-    def _lease(self, f: _Fetcher, service: str, t: int, now: float) -> Batch | Refusal:
+    def _lease(self, f: FetcherState, service: str, t: int, now: float) -> Batch | Refusal:
         tasks = self._frontier.lease(f.fetcher_id, t, now)[:t] if t > 0 else []
         if not tasks:
             if not f.outstanding:
@@ -376,7 +373,7 @@ class Dispatcher:
         if not f.outstanding:
             self._release(f, now)
 
-    def _release(self, f: _Fetcher, now: float) -> None:
+    def _release(self, f: FetcherState, now: float) -> None:
         delays, f.pending_delays = f.pending_delays, {}
         self._frontier.release(f.fetcher_id, now, host_delays=delays)
 
@@ -385,7 +382,7 @@ class Dispatcher:
         if len(self._closed) > CLOSED_MEMORY:
             self._closed.popitem(last=False)
 
-    def _sync_avg(self, f: _Fetcher) -> None:
+    def _sync_avg(self, f: FetcherState) -> None:
         t = f.history.mean
         if t is not None and not self._liveness.is_dead(f.fetcher_id):
             self._avg.set(f.fetcher_id, t)

@@ -16,7 +16,9 @@ class DispatchSettings:
     heartbeat_s: float = 2.0
     missed_heartbeats: int = 2  # S1
     lease_s: float = 120.0
-    quotas_file: str = ""
+    quotas_file: str = ""  # S1 quota list (TOML, service -> URLs/s); "" = unlimited
+    # Deviation from S1, off by default: cut a batch to the quota budget instead of refusing it.
+    quota_shrink: bool = False
     service: str = "default"
     # Hosts the frontier works on at once, at least; more are activated whenever none of them is ready
     # (pipeline/frontier/activehosts.py). 0 = every host with pending URLs.

@@ -145,7 +145,7 @@ def test_indexed_choice_equals_brute_force_rule(quota: float, k: int, cap: int, 
             for f in snap.fetchers.values():
                 ref._r[f.fetcher_id] = f.r  # the same r as the dispatcher's
             ref._minute = minute_of(now[0])
-            expected = ref.choose(cands, budget, now[0]) if budget >= 1 else None
+            expected = ref.choose(cands, budget, now[0], service="x") if budget >= 1 else None
             res = d.next_batch("x")
             if isinstance(res, Batch):
                 assert expected is not None and res.fetcher_id == expected.fetcher_id

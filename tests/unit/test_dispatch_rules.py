@@ -38,10 +38,12 @@ def test_admission_rule_t_plus_n_le_sm() -> None:
     a = Admission(Quotas({"x": 10}))
     a.grant("x", "f", 15, T0 + 1)  # s = 2, budget was 20
     assert a.budget("x", T0 + 1) == 5
-    assert Admission.admitted(64, 5) == 5  # shrink to the budget
-    assert Admission.admitted(3, 5) == 3
-    assert Admission.admitted(64, 0) == 0
-    assert Admission.admitted(64, 0.5) == 0
+    assert a.admitted(64, 5) == 0  # S1: t + n > s*m is a no, not a smaller batch
+    assert a.admitted(5, 5) == 5  # t + n == s*m: yes
+    assert a.admitted(3, 5) == 3
+    assert a.admitted(64, 0) == 0
+    assert Admission(Quotas({"x": 10}), shrink=True).admitted(64, 5) == 5  # the explicit deviation
+    assert Admission(Quotas({"x": 10}), shrink=True).admitted(64, 0.5) == 0
 
 
 def test_reset_once_per_minute_not_every_call_in_second_1() -> None:
@@ -74,7 +76,7 @@ def test_quota_zero_and_unknown_and_unlimited() -> None:
     assert a.budget("nope", T0) is None
     u = Admission(Quotas.unlimited())
     assert u.budget("anything", T0) == math.inf
-    assert Admission.admitted(64, math.inf) == 64
+    assert u.admitted(64, math.inf) == 64
 
 
 def test_fractional_quota() -> None:
@@ -94,10 +96,12 @@ def test_node_choice_max_u_above_t() -> None:
     assert choice is not None and choice.fetcher_id == "a"
 
 
-def test_node_choice_u_must_exceed_t_strictly_and_t_is_shrunk() -> None:
+def test_node_choice_u_must_exceed_t_strictly_and_t_is_refused_over_budget() -> None:
     a = Admission(Quotas({"x": 100}))
     assert a.choose([Candidate("a", 0, 20, 20)], budget=100, now=T0) is None  # u == t: not a candidate
-    choice = a.choose([Candidate("a", 0, 20, 20)], budget=19, now=T0)  # t shrinks to 19 < u
+    assert a.choose([Candidate("a", 0, 21, 20)], budget=19, now=T0) is None  # t + n > s*m: no
+    shrink = Admission(Quotas({"x": 100}), shrink=True)
+    choice = shrink.choose([Candidate("a", 0, 20, 20)], budget=19, now=T0)  # the deviation: t cut to 19 < u
     assert choice is not None and choice.t == 19
 
 
