@@ -58,6 +58,13 @@ def register(subparsers: Any) -> None:
         help="gzip ordinary pages for clients that accept it (fast engine)",
     )
     serve.add_argument("--no-ipv6", action="store_true", help="do not also listen on ::1")
+    serve.add_argument(
+        "--mutate", action="store_true", help="the living web: pages change, ETag/304, sitemaps (living.py)"
+    )
+    _clock_args(serve, epoch_help="wall seconds at test time 0 (default: start time)")
+    serve.add_argument(
+        "--no-hostile-sitemaps", action="store_true", help="with --mutate: leave out the hostile sitemaps"
+    )
     serve.set_defaults(func=_serve)
 
     load = sub.add_parser("load", help="measure how fast a testbed serves (HTTP and DNS)")
@@ -75,7 +82,18 @@ def register(subparsers: Any) -> None:
     truth.add_argument("--port", type=_PORT, default=8080, help="the port the web's URLs name")
     truth.add_argument("--max-depth", type=_at_least(0), default=20, help="hops from the seeds counted")
     truth.add_argument("--json", action="store_true", help="print JSON (the only format)")
+    truth.add_argument(
+        "--at", type=float, default=None, help="the living web's versions at this test time (seconds)"
+    )
+    _clock_args(truth, epoch_help="with --at: the serving testbed's epoch (its ready file's mutate.epoch)")
     truth.set_defaults(func=_truth)
+
+
+def _clock_args(parser: argparse.ArgumentParser, *, epoch_help: str) -> None:
+    parser.add_argument("--mutate-epoch", type=float, default=None, help=epoch_help)
+    parser.add_argument(
+        "--mutate-rate", type=_at_least(1e-6, float), default=1.0, help="test seconds per wall second"
+    )
 
 
 def _web_args(parser: argparse.ArgumentParser) -> None:
@@ -104,6 +122,10 @@ def _serve(args: argparse.Namespace) -> int:
         ipv6=not args.no_ipv6,
         engine=args.engine,
         gzip_pages=args.gzip_pages,
+        mutate=args.mutate,
+        mutate_epoch=args.mutate_epoch,
+        mutate_rate=args.mutate_rate,
+        hostile_sitemaps=not args.no_hostile_sitemaps,
     )
     try:
         return serve(options)
@@ -135,6 +157,15 @@ def _load(args: argparse.Namespace) -> int:
 def _truth(args: argparse.Namespace) -> int:
     from pipeline.harness.testbed.truth import compute_truth
 
+    if args.at is not None:
+        from pipeline.harness.testbed.livetruth import living_truth
+        from pipeline.harness.testbed.living import Living
+
+        living = Living(args.mutate_epoch or 0.0, args.mutate_rate)
+        web = Web(args.hosts, args.pages, seed=args.seed, port=args.port, living=living)
+        json.dump(living_truth(web, args.at), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
     web = Web(args.hosts, args.pages, seed=args.seed, port=args.port)
     json.dump(compute_truth(web, max_depth=args.max_depth), sys.stdout, indent=1)
     sys.stdout.write("\n")

@@ -7,6 +7,10 @@ what a crawler's client needs: GET/HEAD, keep-alive, pipelining (responses in or
 431 on oversized heads. Pages come from the same ``Renderer`` as the aiohttp engine
 (``server.TestbedHTTP``), which stays available with ``--engine aiohttp`` and serves the
 streamed hostile host.
+
+On a living web (``Web.living`` set, ``testbed serve --mutate``) replies come from ``LiveRenderer`` at
+the server's clock (``now``, injectable), with ETag/Last-Modified, and a request's If-None-Match /
+If-Modified-Since may get a 304 (no Content-Type, no Content-Length, no body).
 """
 
 from __future__ import annotations
@@ -14,31 +18,31 @@ from __future__ import annotations
 import asyncio
 import functools
 import socket
+import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import cast
 
 from pipeline.harness.testbed.accesslog import AccessLog
+from pipeline.harness.testbed.liverender import LiveRenderer
 from pipeline.harness.testbed.model import Web, host_index
 from pipeline.harness.testbed.render import Renderer, Reply
 from pipeline.harness.testbed.server import MISC_HOSTS, READY_HOST, strip_port
 
 MAX_HEAD = 64 * 1024
 _REASONS = {
-    200: "OK", 301: "Moved Permanently", 302: "Found", 400: "Bad Request", 404: "Not Found",
+    200: "OK", 304: "Not Modified", 301: "Moved Permanently", 302: "Found", 400: "Bad Request", 404: "Not Found",
     431: "Request Header Fields Too Large", 500: "Internal Server Error", 501: "Not Implemented",
 }  # fmt: skip
 _UNKNOWN = Reply(404, b"unknown host", "text/plain")
 
 
 def _head(reply: Reply, *, close: bool) -> bytes:
-    lines = [
-        f"HTTP/1.1 {reply.status} {_REASONS.get(reply.status, 'Status')}",
-        f"Content-Type: {reply.content_type}",
-        f"Content-Length: {len(reply.body)}",
-        "Server: crawlfleet-testbed",
-    ]
+    lines = [f"HTTP/1.1 {reply.status} {_REASONS.get(reply.status, 'Status')}"]
+    if reply.status != 304:  # a 304 describes the stored 200; a length of 0 would misstate it
+        lines += [f"Content-Type: {reply.content_type}", f"Content-Length: {len(reply.body)}"]
+    lines.append("Server: crawlfleet-testbed")
     lines += [f"{k}: {v}" for k, v in reply.headers]
     if close:
         lines.append("Connection: close")
@@ -53,11 +57,15 @@ class FastHTTP:
     log: AccessLog
     cache_size: int = 4096
     gzip_pages: bool = False  # honour Accept-Encoding: gzip for ordinary 200 HTML pages
+    now: Callable[[], float] = time.time  # the living web's clock (wall seconds)
     renderer: Renderer = field(init=False)
+    live: LiveRenderer | None = field(init=False, default=None)
     _gzipped: Callable[[int, str], Reply] = field(init=False)
 
     def __post_init__(self) -> None:
         self.renderer = Renderer(self.web, cache_size=self.cache_size)
+        if self.web.living is not None:
+            self.live = LiveRenderer(self.web, cache_size=self.cache_size)
         self._gzipped = functools.lru_cache(maxsize=self.cache_size)(self._gzip)
 
     def _gzip(self, i: int, path: str) -> Reply:
@@ -67,7 +75,16 @@ class FastHTTP:
         body = zlib.compress(r.body, 1, wbits=31)
         return Reply(200, body, r.content_type, (("Content-Encoding", "gzip"), ("Vary", "Accept-Encoding")))
 
-    def reply_for(self, raw_host: bytes, target: bytes, client: str, *, gzip_ok: bool = False) -> Reply:
+    def reply_for(
+        self,
+        raw_host: bytes,
+        target: bytes,
+        client: str,
+        *,
+        gzip_ok: bool = False,
+        if_none_match: str | None = None,
+        if_modified_since: str | None = None,
+    ) -> Reply:
         host = strip_port(raw_host.decode("latin-1"))
         path = target.decode("latin-1")
         if path.startswith(("http://", "https://")):  # absolute-form request target
@@ -82,7 +99,16 @@ class FastHTTP:
             if host != READY_HOST:
                 self.log.record(host, path, client, reply.status)
             return reply
-        reply = self._gzipped(i, path) if gzip_ok and self.gzip_pages else self.renderer.reply(i, path)
+        if self.live is not None:
+            reply = self.live.reply(
+                i, path, self.now(), if_none_match=if_none_match, if_modified_since=if_modified_since
+            )
+            if gzip_ok and self.gzip_pages:
+                reply = _gzip_live(reply)
+        elif gzip_ok and self.gzip_pages:
+            reply = self._gzipped(i, path)
+        else:
+            reply = self.renderer.reply(i, path)
         self.log.record(host, path, client, reply.status)
         return reply
 
@@ -90,6 +116,18 @@ class FastHTTP:
         loop = asyncio.get_running_loop()
         self.log.start()
         return [await loop.create_server(lambda: _Conn(self), sock=s, backlog=2048) for s in socks]
+
+
+def _gzip_live(r: Reply) -> Reply:
+    """A living web's 200 HTML reply, gzipped (not cached: its bytes change over time)."""
+    if r.status != 200 or r.delay_s or not r.content_type.startswith("text/html"):
+        return r
+    if any(k == "Content-Encoding" for k, _ in r.headers):
+        return r
+    body = zlib.compress(r.body, 1, wbits=31)
+    return Reply(
+        200, body, r.content_type, (*r.headers, ("Content-Encoding", "gzip"), ("Vary", "Accept-Encoding"))
+    )
 
 
 class _Conn(asyncio.Protocol):
@@ -135,7 +173,7 @@ class _Conn(asyncio.Protocol):
             if parsed is None:
                 self._fail(400)
                 return
-            method, target, host, close, length, gzip_ok = parsed
+            method, target, host, close, length, gzip_ok, inm, ims = parsed
             if length < 0:
                 self._fail(501)
                 return
@@ -143,7 +181,9 @@ class _Conn(asyncio.Protocol):
                 n = min(length, len(buf))
                 buf = buf[n:]
                 self.skip = length - n
-            reply = self.app.reply_for(host, target, self.peer, gzip_ok=gzip_ok)
+            reply = self.app.reply_for(
+                host, target, self.peer, gzip_ok=gzip_ok, if_none_match=inm, if_modified_since=ims
+            )
             out = _head(reply, close=close)
             if method != b"HEAD":
                 out += reply.body
@@ -177,8 +217,9 @@ class _Conn(asyncio.Protocol):
         self.buf = b""
 
 
-def _parse(head: bytes) -> tuple[bytes, bytes, bytes, bool, int, bool] | None:
-    """(method, target, host, close, content_length, accepts_gzip) of a request head; None when malformed.
+def _parse(head: bytes) -> tuple[bytes, bytes, bytes, bool, int, bool, str | None, str | None] | None:
+    """(method, target, host, close, content_length, accepts_gzip, if_none_match, if_modified_since) of a
+    request head; None when malformed.
 
     content_length is -1 for a chunked request body, which this server does not accept."""
     lines = head.split(b"\r\n")
@@ -190,6 +231,8 @@ def _parse(head: bytes) -> tuple[bytes, bytes, bytes, bool, int, bool] | None:
     host = b""
     length = 0
     gzip_ok = False
+    inm: str | None = None
+    ims: str | None = None
     for line in lines[1:]:
         name, sep, value = line.partition(b":")
         if not sep:
@@ -209,4 +252,8 @@ def _parse(head: bytes) -> tuple[bytes, bytes, bytes, bool, int, bool] | None:
             length = -1
         elif name == b"accept-encoding":
             gzip_ok = b"gzip" in value.lower()
-    return method, target, host, close, length, gzip_ok
+        elif name == b"if-none-match":
+            inm = value.strip().decode("latin-1")
+        elif name == b"if-modified-since":
+            ims = value.strip().decode("latin-1")
+    return method, target, host, close, length, gzip_ok, inm, ims

@@ -3,6 +3,10 @@
     with TestbedProcess(hosts=20, pages=50) as tb:
         tb.seeds, tb.port, tb.dns_port, tb.truth(), tb.read_access_log()
 
+``TestbedProcess(..., mutate=True, mutate_rate=R)`` serves the living web (``living.py``): pages change
+over test time ``(wall - epoch) * R``; ``tb.living``, ``tb.test_time()``, ``tb.versions_at()`` give the
+truth the server uses (its epoch comes from the ready file).
+
 Ports are chosen by the server itself (``--port 0 --dns-port 0``) and read back from the ready
 file, so there is no race on "free" ports. Stopping sends SIGTERM (the server flushes its access
 log), then SIGKILL after ``stop_timeout_s``.
@@ -21,6 +25,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from pipeline.harness.testbed.living import Living
 from pipeline.harness.testbed.model import Web
 
 
@@ -47,10 +52,16 @@ class TestbedProcess:
         extra_args: tuple[str, ...] = (),
         start_timeout_s: float = 30.0,
         stop_timeout_s: float = 10.0,
+        mutate: bool = False,
+        mutate_rate: float = 1.0,
+        mutate_epoch: float | None = None,
+        hostile_sitemaps: bool = True,
     ) -> None:
         self.hosts, self.pages, self.seed = hosts, pages, seed
         self.hostile, self.dns_latency_ms, self.workers = hostile, dns_latency_ms, workers
         self.extra_args = extra_args
+        self.mutate, self.mutate_rate, self.mutate_epoch = mutate, mutate_rate, mutate_epoch
+        self.hostile_sitemaps = hostile_sitemaps
         self.engine = engine
         self.start_timeout_s, self.stop_timeout_s = start_timeout_s, stop_timeout_s
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
@@ -76,6 +87,12 @@ class TestbedProcess:
         ]  # fmt: skip
         if self.hostile:
             cmd.append("--hostile")
+        if self.mutate:
+            cmd += ["--mutate", "--mutate-rate", repr(self.mutate_rate)]
+            if self.mutate_epoch is not None:
+                cmd += ["--mutate-epoch", repr(self.mutate_epoch)]
+            if not self.hostile_sitemaps:
+                cmd.append("--no-hostile-sitemaps")
         return cmd + list(self.extra_args)
 
     def start(self) -> TestbedProcess:
@@ -166,7 +183,29 @@ class TestbedProcess:
 
     @property
     def web(self) -> Web:
-        return Web(self.hosts, self.pages, seed=self.seed, port=self.port)
+        """The served web's model (with its ``living`` clock when started with ``mutate=True``)."""
+        return Web(self.hosts, self.pages, seed=self.seed, port=self.port, living=self.living)
+
+    @property
+    def living(self) -> Living | None:
+        """The living web's clock as the server uses it (from the ready file), None when static."""
+        m = self.info.get("mutate")
+        if not m:
+            return None
+        return Living(float(m["epoch"]), float(m["rate"]), hostile_sitemaps=bool(m["hostile_sitemaps"]))
+
+    def test_time(self, wall: float | None = None) -> float:
+        """The living web's test time now (or at ``wall``)."""
+        living = self.living
+        if living is None:
+            raise TestbedError("test_time: this testbed was not started with mutate=True")
+        return living.test_time(time.time() if wall is None else wall)
+
+    def versions_at(self, *, wall: float | None = None, digests: bool = True) -> dict[str, Any]:
+        """Every normal page's ``livetruth.PageVersion`` now (or at ``wall``), keyed by URL."""
+        from pipeline.harness.testbed.livetruth import versions_at
+
+        return dict(versions_at(self.web, self.test_time(wall), digests=digests))
 
     def url(self, i: int, path: str) -> str:
         return self.web.url(i, path)

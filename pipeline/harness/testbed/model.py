@@ -28,6 +28,10 @@ i % 4 == 1              robots.txt ``Disallow: /private/`` for ``*``; pages link
 others                  robots.txt 404 (allow all)
 ======================  ====================================================================
 
+With ``living`` set (``testbed serve --mutate``, issue #23) pages change over time (``living.py``) and
+hosts publish sitemaps (``sitemapgen.py``): robots.txt gains ``Sitemap:`` lines (``sitemap_urls``),
+never a rule, so robots truth is unchanged. Without it the web is the static one, byte for byte.
+
 Normal pages whose page number is 3 mod 7 carry ``<base href="http://host:port/">``, so their
 relative links resolve against the root, not against ``/p/``.
 """
@@ -36,6 +40,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+from pipeline.harness.testbed.living import Living
 
 DOMAIN = "crawl.test"
 IP_PREFIX = "127.0.10."
@@ -53,8 +59,15 @@ BIG_SLOT = 5
 LATIN1_SLOT = 6
 CALENDAR_SLOT = 7
 NOFOLLOW_SLOT = 8
+HOSTILE_SITEMAP_SLOT = 9  # living web only: hostile sitemap files (sitemapgen.HOSTILE)
 
 CRAWL_DELAY_S = 0.2
+# Living web only: the hostile sitemap files on host HOSTILE_SITEMAP_SLOT, all listed in its robots.txt;
+# what each does is in sitemapgen.py's table.
+HOSTILE_SITEMAPS = (
+    "/hs/huge.xml", "/hs/big.xml.gz", "/hs/bomb.xml.gz", "/hs/chain/0.xml", "/hs/loop.xml", "/hs/bad.xml",
+    "/hs/laughs.xml", "/hs/offscope.xml", "/hs/notsitemap.xml", "/hs/missing.xml",
+)  # fmt: skip
 TTL_CHOICES = (30, 60, 120, 300, 600, 900, 1800, 3600)
 
 
@@ -144,6 +157,7 @@ class Web:
     pages: int
     seed: int = 0
     port: int = 8080
+    living: Living | None = None  # None: the static web (issue #23's mutating web is opt-in)
 
     def __post_init__(self) -> None:
         if self.hosts < 1 or self.pages < 1:
@@ -185,7 +199,10 @@ class Web:
     def robots_txt(self, i: int) -> str | None:
         """robots.txt of host i, or None when the host answers 404 (allow all)."""
         f = self.features(i)
+        sitemaps = [f"Sitemap: {u}" for u in self.sitemap_urls(i)]
         if not (f.private or f.crawl_delay):
+            if sitemaps:
+                return "\n".join([f"# robots.txt for {host_name(i)} (crawlfleet testbed)", *sitemaps, ""])
             return None
         star = ["User-agent: *"]
         if f.private:
@@ -198,7 +215,32 @@ class Web:
             if f.crawl_delay:
                 lines.append(f"Crawl-delay: {CRAWL_DELAY_S}")
             lines.append("")
+        if sitemaps:
+            lines += [*sitemaps, ""]
         return "\n".join(lines)
+
+    def sitemap_urls(self, i: int) -> list[str]:
+        """The ``Sitemap:`` URLs in host i's robots.txt: none on the static web; on the living web
+        ``/sitemap.xml`` (a urlset) when i % 3 == 0, ``/sitemap_index.xml`` (an index of a gzip and a
+        plain part) when i % 3 == 1, none when i % 3 == 2; plus the hostile files on its slot's host."""
+        if self.living is None:
+            return []
+        out = []
+        if i % 3 == 0:
+            out.append(self.url(i, "/sitemap.xml"))
+        elif i % 3 == 1:
+            out.append(self.url(i, "/sitemap_index.xml"))
+        if self.living.hostile_sitemaps and self._is(i, HOSTILE_SITEMAP_SLOT):
+            out += [self.url(i, path) for path in HOSTILE_SITEMAPS]
+        return out
+
+    def has_sitemap(self, i: int) -> bool:
+        """Whether host i publishes a sitemap of its pages (living web, i % 3 != 2)."""
+        return self.living is not None and i % 3 != 2
+
+    def sitemap_only_paths(self, i: int) -> list[str]:
+        """Pages of host i that only its sitemap lists (no link anywhere): ``/only/{k}``."""
+        return [f"/only/{k}" for k in range(N_SPECIAL)] if self.has_sitemap(i) else []
 
     # --- the link graph ------------------------------------------------------------------
     def page_path(self, m: int) -> str:

@@ -15,6 +15,7 @@ import os
 import signal
 import socket
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,7 @@ from pipeline.harness.testbed.accesslog import AccessLog
 from pipeline.harness.testbed.dns_server import Zone, start_dns
 from pipeline.harness.testbed.fastserver import FastHTTP
 from pipeline.harness.testbed.hostile import HostileSite, start_hostile
+from pipeline.harness.testbed.living import Living
 from pipeline.harness.testbed.model import Web, all_ips, host_name, ip_for_host
 from pipeline.harness.testbed.server import READY_HOST, TestbedHTTP, bind_sockets
 
@@ -47,6 +49,17 @@ class ServeOptions:
     hostile_port: int = 0
     gzip_pages: bool = False
     engine: str = "fast"  # "fast" (fastserver.py) or "aiohttp" (server.py)
+    mutate: bool = False  # the living web (living.py): pages change, validators, 304, sitemaps
+    mutate_epoch: float | None = None  # wall seconds at test time 0; None = when serving starts
+    mutate_rate: float = 1.0  # test seconds per wall second
+    hostile_sitemaps: bool = True  # with mutate: serve sitemapgen's hostile files
+
+
+def living_of(opts: ServeOptions) -> Living | None:
+    if not opts.mutate:
+        return None
+    epoch = time.time() if opts.mutate_epoch is None else opts.mutate_epoch
+    return Living(epoch, opts.mutate_rate, hostile_sitemaps=opts.hostile_sitemaps)
 
 
 def _listen_ips(opts: ServeOptions) -> list[str]:
@@ -65,7 +78,7 @@ def serve(opts: ServeOptions) -> int:
     """Blocking entry point of ``crawlfleet testbed serve``."""
     socks = bind_sockets(_listen_ips(opts), opts.port, reuse_port=opts.workers > 1)
     port = socks[0].getsockname()[1]
-    web = Web(opts.hosts, opts.pages, seed=opts.seed, port=port)
+    web = Web(opts.hosts, opts.pages, seed=opts.seed, port=port, living=living_of(opts))
     children: list[int] = []
     for _ in range(max(0, opts.workers - 1)):
         pid = os.fork()
@@ -142,6 +155,12 @@ async def _run_main(opts: ServeOptions, web: Web, socks: list[socket.socket], ch
             "access_log": opts.access_log,
             "workers": opts.workers,
         }
+        if web.living is not None:
+            info["mutate"] = {
+                "epoch": web.living.epoch,
+                "rate": web.living.rate,
+                "hostile_sitemaps": web.living.hostile_sitemaps,
+            }
         if hostile is not None:
             info["hostile_port"] = hostile.port
             info["hostile_seed"] = hostile.url("/")

@@ -10,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import errno
 import socket
+import time
 from dataclasses import dataclass, field
 
 from aiohttp import web as aioweb
 from aiohttp.web_server import Server
 
 from pipeline.harness.testbed.accesslog import AccessLog
+from pipeline.harness.testbed.liverender import LiveRenderer
 from pipeline.harness.testbed.model import Web, host_index
 from pipeline.harness.testbed.render import Renderer
 
@@ -69,9 +71,12 @@ class TestbedHTTP:
     log: AccessLog
     cache_size: int = 4096
     renderer: Renderer = field(init=False)
+    live: LiveRenderer | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.renderer = Renderer(self.web, cache_size=self.cache_size)
+        if self.web.living is not None:  # the living web (--mutate): see liverender.py
+            self.live = LiveRenderer(self.web, cache_size=self.cache_size)
 
     async def handle(self, request: aioweb.BaseRequest) -> aioweb.StreamResponse:
         host = strip_port(request.headers.get("Host", ""))
@@ -84,11 +89,20 @@ class TestbedHTTP:
                 self.log.record(host, path, client, status)
             body = f"<html><body>{host}</body></html>" if status == 200 else "unknown host"
             return aioweb.Response(status=status, text=body, content_type="text/html")
-        reply = self.renderer.reply(i, path)
+        if self.live is not None:
+            reply = self.live.reply(
+                i,
+                path,
+                time.time(),
+                if_none_match=request.headers.get("If-None-Match"),
+                if_modified_since=request.headers.get("If-Modified-Since"),
+            )
+        else:
+            reply = self.renderer.reply(i, path)
         self.log.record(host, path, client, reply.status)
         if reply.delay_s:
             await asyncio.sleep(reply.delay_s)
-        headers = {"Content-Type": reply.content_type}
+        headers = {"Content-Type": reply.content_type} if reply.status != 304 else {}
         headers.update(reply.headers)
         return aioweb.Response(status=reply.status, body=reply.body, headers=headers)
 

@@ -1,0 +1,146 @@
+"""The living web: which normal pages change, when, and how; a pure function of the clock (issue #23).
+
+Off by default: a ``Web`` without ``living`` is the static web, byte for byte. With
+``Web(..., living=Living(epoch=E, rate=R))`` (``testbed serve --mutate``) every normal page (home and
+``/p/{n}``) belongs to one change class, chosen from ``(seed, host, page)``:
+
+=========  =====  =====================================================================================
+class      share  what changes (mean interval in *test* seconds)
+=========  =====  =====================================================================================
+static     40 %   nothing, ever
+hourly     20 %   its text (a reader's change), every ``MEAN_S['hourly']`` = 3600 s on average
+fast       20 %   its text, every ``MEAN_S['fast']`` = 5 s on average
+dated      10 %   only an "Updated <date>" line, every 10 s: a near-duplicate change, content unchanged
+advert     10 %   only an ad slot's words, every 3 s: a near-duplicate change, content unchanged
+=========  =====  =====================================================================================
+
+Links never change (the link graph and ``truth.compute_truth`` stay those of the static web).
+
+Test time: ``t = (wall - epoch) * rate`` seconds, so ``rate=600`` shows ten test-minutes a second.
+All times below are test seconds unless named ``wall``.
+
+The change process of a page is a Bernoulli process on ticks: tick k covers
+``[offset + k*tick_s, offset + (k+1)*tick_s)``; the page changes at the start of tick k when a hash
+of ``(seed, host, page, k)`` falls below ``P_TICK`` = 1/4, or when ``(k + phase) % FORCE == 0``
+(so a page never stays unchanged for more than ``FORCE`` ticks and the lookup is bounded).
+``tick_s`` is chosen so the *expected* interval between changes is exactly ``MEAN_S[class]``.
+The version of a page at t is the index k of its last change tick (an int, possibly negative,
+strictly increasing with each change); static pages have version 0 since ``STATIC_SINCE``.
+
+Interface used by other modules (stable): ``Living`` (``test_time(wall)``, ``wall_time(t)``),
+``page_class(seed, i, m)``, ``state(seed, i, m, t)`` -> ``PageState``, ``MEAN_S``, ``CONTENT_CLASSES``,
+``COSMETIC_CLASSES``. Page m is the model's page number (0 = home, m >= 1 = ``/p/{m-1}``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+STATIC, HOURLY, FAST, DATED, ADVERT = "static", "hourly", "fast", "dated", "advert"
+CLASSES = (STATIC, HOURLY, FAST, DATED, ADVERT)
+_SHARE = ((40, STATIC), (60, HOURLY), (80, FAST), (90, DATED), (100, ADVERT))  # cumulative percent
+MEAN_S = {STATIC: math.inf, HOURLY: 3600.0, FAST: 5.0, DATED: 10.0, ADVERT: 3.0}
+CONTENT_CLASSES = frozenset({HOURLY, FAST})  # a change a reader would call a change
+COSMETIC_CLASSES = frozenset({DATED, ADVERT})  # bytes change, content does not
+P_TICK_NUM, P_TICK_DEN = 1, 4
+P_TICK = P_TICK_NUM / P_TICK_DEN
+FORCE = 64
+# Expected changes per tick: forced ticks plus the random ones among the others.
+CHANGES_PER_TICK = 1 / FORCE + (1 - 1 / FORCE) * P_TICK
+STATIC_SINCE = -86_400.0  # test time of a static page's only version
+_MASK = (1 << 64) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Living:
+    """The clock of a living web: ``epoch`` (wall seconds at test time 0) and ``rate`` (test seconds
+    per wall second, > 0). ``hostile_sitemaps``: serve the hostile sitemap files (``sitemapgen``)."""
+
+    epoch: float
+    rate: float = 1.0
+    hostile_sitemaps: bool = True
+
+    def __post_init__(self) -> None:
+        if not (self.rate > 0 and math.isfinite(self.rate) and math.isfinite(self.epoch)):
+            raise ValueError(
+                f"living web: rate must be > 0 and finite, epoch finite (got {self.rate}, {self.epoch})"
+            )
+
+    def test_time(self, wall: float) -> float:
+        return (wall - self.epoch) * self.rate
+
+    def wall_time(self, t: float) -> float:
+        return self.epoch + t / self.rate
+
+
+@dataclass(frozen=True, slots=True)
+class PageState:
+    """A normal page at test time t.
+
+    ``version``: content version (index of the last content change tick; 0 for classes whose content
+    never changes). ``cosmetic``: index of the last date/ad change (0 for other classes).
+    ``changed_at``: test time of the last content change (``STATIC_SINCE`` when none).
+    ``modified_at``: test time of the last change of the bytes (content or cosmetic); Last-Modified.
+    """
+
+    cls: str
+    version: int
+    cosmetic: int
+    changed_at: float
+    modified_at: float
+
+
+def _mix(x: int) -> int:
+    """splitmix64 finaliser: a well-spread 64-bit hash of an int."""
+    x = (x + 0x9E3779B97F4A7C15) & _MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
+    return x ^ (x >> 31)
+
+
+def _page_key(seed: int, i: int, m: int) -> int:
+    return _mix(((seed & 0xFFFFFFFF) << 40) ^ (i << 20) ^ m ^ 0x5A17)
+
+
+def page_class(seed: int, i: int, m: int) -> str:
+    """The change class of normal page m of host i (deterministic from the seed)."""
+    pct = _page_key(seed, i, m) % 100
+    for bound, cls in _SHARE:
+        if pct < bound:
+            return cls
+    return STATIC  # unreachable
+
+
+def tick_s(cls: str) -> float:
+    """Length of one tick of a class's change process (test seconds)."""
+    return MEAN_S[cls] * CHANGES_PER_TICK
+
+
+def _changes(key: int, k: int, phase: int) -> bool:
+    if (k + phase) % FORCE == 0:
+        return True
+    return _mix(key ^ ((k & _MASK) * 0xD6E8FEB86659FD93 & _MASK)) % P_TICK_DEN < P_TICK_NUM
+
+
+def last_change(key: int, cls: str, t: float) -> tuple[int, float]:
+    """(k, start of tick k) of the last change at or before test time t of a page of class ``cls``."""
+    step = tick_s(cls)
+    offset = (key >> 8) % 1_000_000 / 1_000_000 * step
+    phase = (key >> 32) % FORCE
+    k = math.floor((t - offset) / step)
+    while not _changes(key, k, phase):  # at most FORCE - 1 steps back
+        k -= 1
+    return k, offset + k * step
+
+
+def state(seed: int, i: int, m: int, t: float) -> PageState:
+    """The state of normal page m of host i at test time t."""
+    cls = page_class(seed, i, m)
+    if cls == STATIC:
+        return PageState(cls, 0, 0, STATIC_SINCE, STATIC_SINCE)
+    key = _page_key(seed, i, m)
+    k, at = last_change(key, cls, t)
+    if cls in CONTENT_CLASSES:
+        return PageState(cls, k, 0, at, at)
+    return PageState(cls, 0, k, STATIC_SINCE, at)
