@@ -1,8 +1,7 @@
 """The dispatcher: S3 batch sizing + S1 quota admission + liveness + serial ids over a frontier.
 
-One object drives both the embedded engine (``offer``: an idle fetcher asks for work) and the fleet
-(``next_batch``: a client asks for a batch for a service and S1 picks the fetcher). It does no I/O and
-reads time only from the injected clock. It is not thread-safe: the caller serialises calls.
+``offer``: an idle fetcher asks for work (the embedded engine, and the fleet once it has chosen the node by
+``nodechoice``); ``next_batch``: S1 picks the fetcher. No I/O; injected clock; not thread-safe.
 
 Decision order of ``next_batch(service)``:
   1. unknown service -> ``unknown_service`` (logged once per service); budget = floor(s*m) - n < 1 ->
@@ -16,10 +15,8 @@ Decision order of ``next_batch(service)``:
 ``offer(fetcher_id, service)`` is the same with the fetcher fixed: it skips the u test, because the
 fetcher saying "I am idle" is fresher than the p and q of its last heartbeat; quota still applies.
 
-At most ``max_outstanding`` batches (default 1) are out per fetcher: a fetcher at the cap is no candidate
-for ``next_batch`` and ``offer`` answers ``busy``. The reason is host leases: the frontier releases per
-fetcher, so the dispatcher releases a fetcher's hosts only when it has nothing outstanding; with more
-than one batch in flight a busy fetcher may never reach zero and would hold its hosts for ever.
+At most ``max_outstanding`` batches (default 1) are out per fetcher (else ``busy``): the frontier
+releases hosts per fetcher, and a fetcher that never reaches zero batches would hold them for ever.
 
 Signs of life: ``register`` and ``heartbeat`` make a fetcher live (and bring back a dead one);
 ``offer`` and ``complete`` keep a live fetcher live but never revive a dead one. ``tick`` declares dead
@@ -293,13 +290,21 @@ class Dispatcher:
             requeued_urls=self._requeued_urls, last_serial=self._serials.last,
         )  # fmt: skip
 
-    def is_live(self, fetcher_id: str) -> bool:
-        """Whether ``fetcher_id`` may be given work now (registered/heartbeated, not silent too long)."""
+    def is_live(self, fetcher_id: str) -> bool:  # may be given work now (not silent too long)
         return self._liveness.is_live(fetcher_id, self._clock())
 
     def batch_size(self, fetcher_id: str) -> int:
         """n_i for a known fetcher (S3), before admission."""
         return self._size(self._fetchers[fetcher_id])
+
+    def request_size(self, fetcher_id: str, service: str) -> int:
+        """The t that fetcher would ask for now: n_i, at most one second of ``service``'s quota."""
+        return self._admission.request(service, self._size(self._fetchers[fetcher_id]))
+
+    def given_this_minute(self, fetcher_id: str) -> int:
+        """S1's r: URLs granted to ``fetcher_id`` this minute (0 after the minute rolled)."""
+        self._admission.roll(self._clock())
+        return self._admission.r(fetcher_id)
 
     def outstanding(self) -> list[Batch]:
         """Batches issued and not yet completed or expired, oldest first."""

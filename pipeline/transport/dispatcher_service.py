@@ -3,17 +3,15 @@ a body or extracts a link: nodes store their pages and reply once per batch, and
 (``crawlfleet links``, linkjobs.py) feed the pending set in the store.
 
 Each fetch node (a Celery worker on ``fetch.<node>``) appears as ``slots`` virtual fetchers
-``<node>#<i>``, exactly as the embedded engine splits its one fetcher, so S3's per-fetcher sizing and
-the frontier's per-fetcher host leases work unchanged. A virtual fetcher is idle until the report of
-its batch comes back; an idle fetcher of a live node asks ``CrawlCore.next_batch`` and the batch is
-published to its node's queue, tagged with the node's incarnation (a restarted node drops batches
-meant for its previous life, which the dispatcher has already re-queued).
+``<node>#<i>`` (fleet_nodes.py), so S3's per-fetcher sizing and the frontier's per-fetcher host leases
+work unchanged. The node that gets the next batch is S1's choice, ``u = p*s + q - r`` from each node's
+heartbeat (largest u > t wins; no round-robin); its idle fetcher asks ``CrawlCore.next_batch`` (quota
+admission) and the batch is published to its node's queue, tagged with the node's incarnation (a
+restarted node drops batches meant for its previous life, which the dispatcher has already re-queued).
 
-Heartbeats (S1) arrive on the fanout exchange. A new incarnation re-registers the node's fetchers
-(``Dispatcher.register`` expires what they held) and purges the node's queue; a node silent for
-``missed_heartbeats`` periods is excluded by the core and its queue is purged, so nothing is sent to
-a dead node and nothing stale waits for it. Results are de-duplicated per (serial, URL) before the
-core, which also drops unknown serials and applies each outcome to the store exactly once.
+Heartbeats (S1, fanout exchange): a new incarnation re-registers the node's fetchers (expiring what
+they held) and purges its queue; a node silent for ``missed_heartbeats`` periods is excluded and its
+queue purged. Results are de-duplicated per (serial, URL) before the core, which drops unknown serials.
 
 Crash safety: results are journaled by the core before they are acked; a restarted dispatcher first
 journals whatever its predecessor's batches still bring (``recovery.drain_previous``), then resumes.
@@ -32,12 +30,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from pipeline.crawl.core import CrawlCore
+from pipeline.dispatch.admission import second_of_minute
 from pipeline.dispatch.quotas import Quotas
 from pipeline.observe.metrics import LatestSnapshot, MetricsServer
 from pipeline.settings import Settings
 from pipeline.storage.factory import from_settings
 from pipeline.transport.batchsend import BatchEncoder
-from pipeline.transport.fleet_state import FleetCounters, Issued, Node, fleet_summary
+from pipeline.transport.fleet_nodes import FleetNodes
+from pipeline.transport.fleet_state import FleetCounters, Issued, fleet_summary
 from pipeline.transport.grants import granted_this_minute
 from pipeline.transport.linkjobs import RULES_KEY, CrawlLinkRules, segment_key
 from pipeline.transport.linkprogress import LinkProgress
@@ -92,9 +92,9 @@ class FleetDispatcher:
         self._last_clock = float("-inf")
         self.core: CrawlCore | None = None
         self.counters = FleetCounters()
-        self._nodes: dict[str, Node] = {}
+        self.fleet = FleetNodes()
         self._issued: dict[int, Issued] = {}
-        self._busy: dict[str, int] = {}
+        self._busy = self.fleet.busy
         self._unsent: list[int] = []
         self._scope_json: dict[str, Any] | None = None
         self._stopping = False
@@ -177,7 +177,7 @@ class FleetDispatcher:
         last_tick = 0.0
         was_done = False
         while not self._stopping:
-            idle = self.session.connected and len(self._busy) < sum(len(n.vfids) for n in self._live())
+            idle = self.session.connected and self.fleet.idle_slots() > 0
             self.session.pump(0.005 if idle and core.frontier.pending else 0.05)
             self._process_inbox()
             now = self._mono()
@@ -258,36 +258,30 @@ class FleetDispatcher:
                     names=list(report.segments))  # fmt: skip
 
     def _links_settled(self) -> bool:
-        core = self.core
-        assert core is not None
+        return self.links.settled(self._restore_pending)
 
-        def restore() -> int:
-            found = core.restore_pending()
-            if found:
-                self._event("pending_restored", urls=found)
-            return found
-
-        return self.links.settled(restore)
+    def _restore_pending(self) -> int:
+        assert self.core is not None
+        found = self.core.restore_pending()
+        if found:
+            self._event("pending_restored", urls=found)
+        return found
 
     def _on_heartbeat(self, hb: NodeHeartbeat) -> None:
         core = self.core
         assert core is not None
-        now = self.clock()
-        node = self._nodes.get(hb.node)
-        if node is None or node.incarnation != hb.incarnation:
-            old = node.vfids if node is not None else []
-            vfids = [f"{hb.node}#{i}" for i in range(hb.slots)]
-            if node is not None:
+        heard = self.fleet.heard(hb, self.clock())
+        node = heard.node
+        if heard.event == "node_up":
+            if heard.restarted:
                 self.counters.purged_messages += self.session.purge_fetch_queue(hb.node)
             self.session.declare_fetch_queue(hb.node)
-            for vfid in sorted(set(old) | set(vfids)):
+            for vfid in heard.reregister:
                 core.register_fetcher(vfid, address=hb.address)  # expires what the old incarnation held
                 self._forget_fetcher(vfid, reason="restarted")
-            node = self._nodes[hb.node] = Node(hb.node, hb.incarnation, vfids, now)
             self._event("node_up", node=hb.node, incarnation=hb.incarnation, slots=hb.slots)
-        elif node.dead:
+        elif heard.event == "node_back":
             self._event("node_back", node=hb.node)
-        node.last_seen, node.active, node.dead = now, hb.active, False
         for vfid in node.vfids:
             core.on_heartbeat(hb.for_fetcher(vfid, share=len(node.vfids)))
 
@@ -296,8 +290,7 @@ class FleetDispatcher:
         assert core is not None
         if service != self.service:
             raise BadMessage(f"submit for service {service!r} reached the queue of {self.service!r}")
-        add = getattr(core, "add_seeds", None) or core._add_seeds
-        add(urls)
+        core.add_seeds(urls)
         self._event("submit", urls=len(urls))
 
     def _forget_fetcher(self, vfid: str, *, reason: str) -> None:
@@ -333,46 +326,42 @@ class FleetDispatcher:
                 self._forget_fetcher(issued.vfid, reason="expired")
         self._warn_if_no_links()
         now = self.clock()
-        for node in self._nodes.values():
-            if not node.dead and now - node.last_seen >= self.hb_timeout:
-                log.warning("node %s silent for %.2fs of audible time: dead", node.name, now - node.last_seen)
-                node.dead = True
-                purged = self.session.purge_fetch_queue(node.name)
-                self.counters.purged_messages += purged
-                self._event("node_dead", node=node.name, purged=purged)
+        for node in self.fleet.silent(now, self.hb_timeout):
+            log.warning("node %s silent for %.2fs of audible time: dead", node.name, now - node.last_seen)
+            purged = self.session.purge_fetch_queue(node.name)
+            self.counters.purged_messages += purged
+            self._event("node_dead", node=node.name, purged=purged)
 
     def _warn_if_no_links(self) -> None:
-        silent = self.links.silence()
-        if silent is not None:
-            log.warning("%d segments wait for the link jobs and none reported for %.0fs: is `crawlfleet links "
-                        "--service %s --out %s` running?", len(self.links.awaiting), silent, self.service,
-                        self.out_dir)  # fmt: skip
-            self._event("links_silent", waiting=len(self.links.awaiting), silent_s=round(silent, 1))
-
-    def _live(self) -> list[Node]:
-        return [n for n in self._nodes.values() if not n.dead]
+        fields = self.links.warn_if_silent(service=self.service, out_dir=str(self.out_dir))
+        if fields is not None:
+            self._event("links_silent", **fields)
 
     def _dispatch(self) -> None:
+        """S1's slave choice until no node is a candidate or the core gives nothing (quota, empty)."""
         core = self.core
         if core is None or not self.session.connected or self._stopping:
             return
-        live = self._live()
-        width = max((len(n.vfids) for n in live), default=0)
-        for i in range(width):  # round-robin over nodes so each gets work at the same pace
-            for node in live:
-                if i >= len(node.vfids) or node.vfids[i] in self._busy:
-                    continue
-                batch = core.next_batch(node.vfids[i])
-                if batch is None:
-                    return  # nothing leasable now (or not admitted): ask again on the next turn
-                self._issued[batch.serial] = Issued(batch, node.name, node.vfids[i])
-                self._busy[node.vfids[i]] = batch.serial
-                self._event("issue", serial=batch.serial, node=node.name, vfid=node.vfids[i], n=len(batch.tasks))
-                self._send(batch.serial)
+        d = core.dispatcher
+        s = second_of_minute(self.clock())
+        while True:
+            picked = self.fleet.choose(s=s, t_of=lambda v: d.request_size(v, self.service), r_of=d.given_this_minute)
+            if picked is None:
+                return  # no node has u > t: S1 answers no; ask again on the next turn
+            node, vfid = picked
+            batch = core.next_batch(vfid)
+            if batch is None:
+                return  # nothing leasable now (or not admitted): ask again on the next turn
+            choice = self.fleet.last_choice
+            self._issued[batch.serial] = Issued(batch, node.name, vfid)
+            self._busy[vfid] = batch.serial
+            self._event("issue", serial=batch.serial, node=node.name, vfid=vfid, n=len(batch.tasks),
+                        u=round(choice.u, 1) if choice else None, p=node.p, q=node.q)  # fmt: skip
+            self._send(batch.serial)
 
     def _send(self, serial: int) -> None:
         issued = self._issued.get(serial)
-        node = self._nodes.get(issued.node) if issued is not None else None
+        node = self.fleet.nodes.get(issued.node) if issued is not None else None
         if issued is None or node is None or self._encoder is None:
             return
         if not self.session.connected:
@@ -399,7 +388,7 @@ class FleetDispatcher:
             self._send(serial)
 
     def _on_connect(self) -> None:
-        for node in self._nodes:
+        for node in self.fleet.nodes:
             self.session.declare_fetch_queue(node)
 
     # --- output ------------------------------------------------------------------------------------
@@ -411,6 +400,6 @@ class FleetDispatcher:
         core = self.core
         assert core is not None
         s = self.session
-        return fleet_summary(core.summary(), self._mono() - started, self.counters, nodes=sorted(self._nodes),
+        return fleet_summary(core.summary(), self._mono() - started, self.counters, nodes=sorted(self.fleet.nodes),
                              reconnects=s.reconnects, stalls=s.stalls, paused_s=s.paused_s,
                              interrupted=self._stopping and not core.done())  # fmt: skip

@@ -18,6 +18,10 @@ class Node:
     last_seen: float
     active: int = 0
     dead: bool = False
+    p: float = 0.0  # S1: download rate of its last heartbeat (URLs/s)
+    q: int = 0  # S1: free download slots of its last heartbeat
+    successes: int = 0
+    failures: int = 0
 
 
 @dataclass(slots=True)

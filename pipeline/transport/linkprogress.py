@@ -9,7 +9,11 @@ its segment, so both directions are remembered.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
+from typing import Any
+
+log = logging.getLogger(__name__)
 
 PENDING_CHECK_S = 2.0  # between two re-reads of the pending set (a full key scan of the store)
 SILENCE_S = 30.0  # segments waiting this long with no links report: say so (once per period)
@@ -67,3 +71,12 @@ class LinkProgress:
             self._warned = now
             return silent
         return None
+
+    def warn_if_silent(self, *, service: str, out_dir: str) -> dict[str, Any] | None:
+        """Log (once per SILENCE_S) that segments wait on silent link jobs; the event's fields, or None."""
+        silent = self.silence()
+        if silent is None:
+            return None
+        log.warning("%d segments wait for the link jobs and none reported for %.0fs: is `crawlfleet links "
+                    "--service %s --out %s` running?", len(self.awaiting), silent, service, out_dir)  # fmt: skip
+        return {"waiting": len(self.awaiting), "silent_s": round(silent, 1)}

@@ -1,0 +1,47 @@
+"""S1 rule 3 over fetch *nodes*: the slave choice ``u = p*s + q - r`` the fleet dispatcher makes.
+
+A node is one S1 "slave": ``p`` is the download rate of its last heartbeat (URLs/s), ``q`` its free
+download slots from that heartbeat, ``r`` the URLs it was given this minute (reset at second 1 with the
+quota counters, ``Admission.roll``), and ``t`` the batch it would be given now. Nodes with ``u > t`` are
+candidates; the largest ``u`` wins (ties: the smallest name); no candidate means no. There is no
+round-robin: a node that is slower (smaller p) or already given more this minute (larger r) loses to
+one with more predicted free capacity. Pure: the caller supplies every figure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from pipeline.dispatch.admission import capacity
+
+
+@dataclass(frozen=True, slots=True)
+class NodeLoad:
+    """One node as the choice sees it; ``idle`` = it has a free virtual fetcher to take a batch."""
+
+    node: str
+    p: float
+    q: int
+    r: int
+    t: int
+    idle: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class NodeChoice:
+    node: str
+    u: float
+    t: int
+
+
+def choose_node(loads: Iterable[NodeLoad], *, s: int) -> NodeChoice | None:
+    """The idle node with the largest ``u = p*s + q - r`` among those with ``u > t`` (t >= 1), or None."""
+    best: NodeChoice | None = None
+    for n in loads:
+        if not n.idle or n.t < 1:
+            continue
+        u = capacity(p=n.p, q=n.q, r=n.r, s=s)
+        if u > n.t and (best is None or u > best.u or (u == best.u and n.node < best.node)):
+            best = NodeChoice(n.node, u, n.t)
+    return best

@@ -1,0 +1,90 @@
+"""The fleet dispatcher's node table: membership by heartbeat (incarnations, silence = dead) and S1's
+slave choice over the live nodes (``pipeline.dispatch.nodechoice``). No I/O: the service acts on what
+these methods return (register fetchers, purge queues, write events).
+
+Each node is ``slots`` virtual fetchers ``<node>#<i>`` (S3's sizing and the frontier's host leases work
+per fetcher); a virtual fetcher is busy from the issue of its batch until that batch's report. The
+choice is per node, from the node's own heartbeat: p = its measured rate, q = its free slots, r = the
+URLs given to its fetchers this minute, t = the batch its first idle fetcher would ask for now.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pipeline.dispatch.nodechoice import NodeChoice, NodeLoad, choose_node
+from pipeline.transport.fleet_state import Node
+from pipeline.transport.messages import NodeHeartbeat
+
+
+@dataclass(frozen=True, slots=True)
+class Heard:
+    """What one heartbeat changed: ``event`` is "node_up" (a new node or incarnation: ``reregister``
+    lists every virtual fetcher to (re-)register, the old incarnation's too, and ``restarted`` says
+    whether its queue must be purged), "node_back" (a dead node spoke again) or "" (nothing new)."""
+
+    node: Node
+    event: str
+    reregister: tuple[str, ...] = ()
+    restarted: bool = False
+
+
+class FleetNodes:
+    def __init__(self) -> None:
+        self.nodes: dict[str, Node] = {}
+        self.busy: dict[str, int] = {}  # virtual fetcher -> the serial it holds
+        self.last_choice: NodeChoice | None = None
+
+    def heard(self, hb: NodeHeartbeat, now: float) -> Heard:
+        node = self.nodes.get(hb.node)
+        if node is None or node.incarnation != hb.incarnation:
+            old = node.vfids if node is not None else []
+            vfids = [f"{hb.node}#{i}" for i in range(hb.slots)]
+            fresh = self.nodes[hb.node] = Node(hb.node, hb.incarnation, vfids, now)
+            out = Heard(fresh, "node_up", tuple(sorted(set(old) | set(vfids))), restarted=node is not None)
+        else:
+            out = Heard(node, "node_back" if node.dead else "")
+        n = out.node
+        n.last_seen, n.active, n.dead = now, hb.active, False
+        n.p, n.q, n.successes, n.failures = (
+            max(0.0, hb.rate),
+            max(0, hb.free_slots),
+            hb.successes,
+            hb.failures,
+        )
+        return out
+
+    def live(self) -> list[Node]:
+        return [n for n in self.nodes.values() if not n.dead]
+
+    def silent(self, now: float, timeout_s: float) -> list[Node]:
+        """Mark dead, and return, every live node not heard for ``timeout_s`` (S1: two periods)."""
+        gone = [n for n in self.nodes.values() if not n.dead and now - n.last_seen >= timeout_s]
+        for n in gone:
+            n.dead = True
+        return gone
+
+    def idle_fetcher(self, node: Node) -> str | None:
+        return next((v for v in node.vfids if v not in self.busy), None)
+
+    def idle_slots(self) -> int:
+        return sum(len(n.vfids) for n in self.live()) - len(self.busy)
+
+    def choose(self, *, s: int, t_of: Callable[[str], int], r_of: Callable[[str], int],
+               exclude: frozenset[str] = frozenset()) -> tuple[Node, str] | None:  # fmt: skip
+        """S1 rule 3: the live node (not in ``exclude``) with the largest u > t, and its idle fetcher."""
+        loads = []
+        for n in self.live():
+            vfid = self.idle_fetcher(n)
+            if vfid is None or n.name in exclude:
+                continue
+            loads.append(NodeLoad(n.name, n.p, n.q, sum(r_of(v) for v in n.vfids), t_of(vfid)))
+        choice = choose_node(loads, s=s)
+        self.last_choice = choice
+        if choice is None:
+            return None
+        node = self.nodes[choice.node]
+        vfid = self.idle_fetcher(node)
+        assert vfid is not None
+        return node, vfid
