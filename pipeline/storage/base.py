@@ -16,6 +16,28 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 
+@dataclass(frozen=True, slots=True)
+class Revisit:
+    """A URL's re-crawl state in the crawl db (issue #23): when to fetch it next and what the last fetch saw.
+
+    ``next_fetch`` and ``fetched_at`` are epoch seconds, ``interval`` seconds. ``etag``/``last_modified``
+    are the validators the server sent (replayed as If-None-Match / If-Modified-Since); ``digest`` the exact
+    content digest and ``simhash`` the near-duplicate signature of the stored copy. ``changes``/``fetches``
+    count the fetches that found the page changed, and all fetches. Computed by
+    ``pipeline.frontier.schedule``; the store only keeps it.
+    """
+
+    next_fetch: float
+    interval: float
+    etag: str = ""
+    last_modified: str = ""
+    digest: str = ""
+    simhash: int = 0
+    changes: int = 0
+    fetches: int = 0
+    fetched_at: float = 0.0
+
+
 class UrlState(enum.IntEnum):
     PENDING = 0
     DONE = 1  # fetched, any HTTP status
@@ -40,6 +62,9 @@ class UrlRecord:
     signature: str = ""
     retries: int = 0
     error: str = ""
+    # The re-crawl state, when the URL has been fetched with re-crawling on (``pending`` returns it for a
+    # due URL, so the fetch can be conditional); None otherwise.
+    revisit: Revisit | None = None
 
 
 @dataclass(slots=True)
@@ -76,6 +101,9 @@ class Outcome:
     error: str = ""
     retries: int = 0
     page: PageRecord | None = None
+    # The URL's new re-crawl state (None: not scheduled; the URL stays DONE for good). With a revisit
+    # and no page (a 304, or an unchanged body), the stored page is kept as it is.
+    revisit: Revisit | None = None
 
 
 class Store(ABC):
@@ -126,6 +154,17 @@ class Store(ABC):
 
     @abstractmethod
     def get_page(self, url: str) -> PageRecord | None: ...
+
+    # --- re-crawling (issue #23) -----------------------------------------------------------------
+    @abstractmethod
+    def requeue_due(self, now: float, limit: int) -> dict[str, int]:
+        """Make up to ``limit`` DONE URLs whose ``Revisit.next_fetch <= now`` PENDING again, earliest due
+        first; return how many per host. Their revisit stays (``pending`` returns it). Idempotent: a
+        URL already PENDING is not counted again."""
+
+    @abstractmethod
+    def get_revisit(self, url: str) -> Revisit | None:
+        """The URL's stored re-crawl state, or None."""
 
     @abstractmethod
     def iter_pages(self) -> Iterator[PageRecord]: ...

@@ -19,7 +19,6 @@ Contracts beyond :class:`~pipeline.storage.base.Store`:
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import zlib
 from collections import Counter
@@ -29,8 +28,7 @@ from pathlib import Path
 
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random
 
-from fetchers.records import unpack_lz4
-from pipeline.storage.base import Outcome, PageRecord, Store, UrlRecord, UrlState
+from pipeline.storage.base import Outcome, PageRecord, Revisit, Store, UrlRecord, UrlState
 from pipeline.storage.bodies import BodyLog
 from pipeline.storage.sqlite_schema import (  # noqa: F401 (CHUNK, SCHEMA_VERSION are public here too)
     _BUMP_COUNTER,
@@ -38,9 +36,11 @@ from pipeline.storage.sqlite_schema import (  # noqa: F401 (CHUNK, SCHEMA_VERSIO
     _INSERT_PAGE,
     _INSERT_URL,
     _PAGE_COLS,
+    _REVISIT_COLS,
     _SCHEMA,
     _SELECT_URL,
     _STATE_NAMES,
+    _UPSERT_REVISIT,
     CHUNK,
     CODEC_LZ4,
     CODEC_RAW,
@@ -50,7 +50,12 @@ from pipeline.storage.sqlite_schema import (  # noqa: F401 (CHUNK, SCHEMA_VERSIO
     _marks,
     _upsert_seen,
     _url_record,
+    page_record,
+    page_row,
+    revisit_of,
+    revisit_row,
 )
+from pipeline.storage.sqlite_tx import Transaction, is_locked
 from pipeline.storage.sqlite_wal import Checkpointer
 from pipeline.urls import fingerprint
 
@@ -67,27 +72,36 @@ class SqliteStore(Store):
     records its codec, so files written with either setting read the same.
     """
 
-    def __init__(self, path: str | Path, *, compress_level: int = 0, checkpoint_interval: float = 1.0) -> None:
+    def __init__(
+        self, path: str | Path, *, compress_level: int = 0, checkpoint_interval: float = 1.0
+    ) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._level = compress_level
         # isolation_level=None: no implicit transactions; every method says BEGIN/COMMIT itself.
         # timeout= sets the busy handler before the first PRAGMA: switching to WAL takes a lock, and a
         # second opener (two Spark tasks of one job) must wait for it rather than fail at once.
-        self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=10.0)
+        self._db = sqlite3.connect(
+            str(self.path), isolation_level=None, check_same_thread=False, timeout=10.0
+        )
         # Openers that race on a new file can still get "database is locked" at once: SQLite skips the
         # busy handler where waiting could deadlock (a shared lock that must grow while another opener
         # holds the pending lock, as when one switches the file to WAL). Every set-up step is
         # idempotent, so it is simply run again.
         for attempt in Retrying(
-            retry=retry_if_exception(_is_locked), wait=wait_random(0.01, 0.1), stop=stop_after_delay(10.0), reraise=True
+            retry=retry_if_exception(is_locked),
+            wait=wait_random(0.01, 0.1),
+            stop=stop_after_delay(10.0),
+            reraise=True,
         ):
             with attempt:
                 self._set_up()
         found = self.get_meta("schema_version")
         if found != SCHEMA_VERSION:  # other fingerprints: resuming would refetch and mis-dedup
             self._db.close()
-            raise ValueError(f"{self.path}: crawl database schema {found}, this crawlfleet needs {SCHEMA_VERSION}")
+            raise ValueError(
+                f"{self.path}: crawl database schema {found}, this crawlfleet needs {SCHEMA_VERSION}"
+            )
         self._closed = False
         self._bodies = BodyLog(self.path.with_name(self.path.name + ".bodies"))
         self._checkpointer = Checkpointer(self.path, checkpoint_interval) if checkpoint_interval > 0 else None
@@ -111,15 +125,17 @@ class SqliteStore(Store):
         self._db.executescript("BEGIN IMMEDIATE;" + _SCHEMA + "COMMIT;")
         with self._tx():
             self._db.execute("INSERT OR IGNORE INTO serials (id, next) VALUES (0, 1)")
-            self._db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
+            self._db.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (SCHEMA_VERSION,)
+            )
             self._db.executemany(
                 "INSERT OR IGNORE INTO counters (name, n) VALUES (?, 0)",
                 [(name,) for name in [*_STATE_NAMES.values(), "pages"]],
             )
 
     # --- transactions ----------------------------------------------------------------------------
-    def _tx(self) -> _Transaction:
-        return _Transaction(self._db)
+    def _tx(self) -> Transaction:
+        return Transaction(self._db)
 
     def _select_in(self, sql: str, ids: Sequence[int]) -> list[tuple]:  # type: ignore[type-arg]
         """Rows of ``sql`` (with one ``{in}`` placeholder for the id list) for all ``ids``, 500 a statement."""
@@ -221,7 +237,9 @@ class SqliteStore(Store):
         # Compress before the transaction: the write lock is held only for the statements.
         bodies = {uid: self._encode(o.page) for uid, o in batch.items() if o.page is not None}
         with self._tx():
-            live = self._select_in("SELECT url_id, host FROM urls WHERE url_id IN ({marks}) AND state = 0", list(batch))
+            live = self._select_in(
+                "SELECT url_id, host FROM urls WHERE url_id IN ({marks}) AND state = 0", list(batch)
+            )
             if not live:
                 return 0
             hosts: Counter[str] = Counter()
@@ -247,12 +265,50 @@ class SqliteStore(Store):
             if with_page:
                 # Bodies first: a kill before COMMIT leaves unreferenced bytes, never a dangling row.
                 refs = self._bodies.append([bodies[uid][1] for uid in with_page])
-                rows = [self._page_row(uid, batch[uid].page, bodies[uid][0], ref) for uid, ref in zip(with_page, refs, strict=True)]
-                # Only a PENDING URL gets a page and a URL leaves PENDING with it, so rows are new.
+                rows = [
+                    page_row(uid, batch[uid].page, bodies[uid][0], ref)
+                    for uid, ref in zip(with_page, refs, strict=True)
+                ]
+                # A first fetch's page is new; a re-fetch (a revisit with earlier fetches) replaces its page,
+                # whose old body bytes stay unreferenced in the append-only body log.
+                again = [u for u in with_page if (r := batch[u].revisit) is not None and r.fetches > 1]
+                if again:
+                    known = self._select_in("SELECT url_id FROM pages WHERE url_id IN ({marks})", again)
+                    states["pages"] -= len(known)
                 self._db.executemany(_INSERT_PAGE, rows)
                 states["pages"] += len(rows)
+            revisits = [revisit_row(uid, r) for uid, _ in live if (r := batch[uid].revisit) is not None]
+            if revisits:
+                self._db.executemany(_UPSERT_REVISIT, revisits)
             self._bump(hosts, states)
         return len(live)
+
+    # --- re-crawling -------------------------------------------------------------------------------
+    def requeue_due(self, now: float, limit: int) -> dict[str, int]:
+        if limit <= 0:
+            return {}
+        with self._tx():
+            rows = self._db.execute(
+                "SELECT r.url_id, u.host, u.state FROM revisits r JOIN urls u ON u.url_id = r.url_id "
+                "WHERE r.queued = 0 AND r.next_fetch <= ? AND u.state IN (1, 2) ORDER BY r.next_fetch LIMIT ?",
+                (now, limit),
+            ).fetchall()
+            if not rows:
+                return {}
+            ids = [(uid,) for uid, _, _ in rows]
+            self._db.executemany("UPDATE urls SET state = 0 WHERE url_id = ?", ids)
+            self._db.executemany("UPDATE revisits SET queued = 1 WHERE url_id = ?", ids)
+            hosts = Counter(host for _, host, _ in rows)
+            states: Counter[str] = Counter({"pending": len(rows)})
+            for _, _, state in rows:
+                states[_STATE_NAMES[UrlState(state)]] -= 1
+            self._bump(hosts, states)
+        return dict(hosts)
+
+    def get_revisit(self, url: str) -> Revisit | None:
+        sql = f"SELECT {_REVISIT_COLS} FROM revisits WHERE url_id = ?"
+        row = self._db.execute(sql, (fingerprint(url),)).fetchone()
+        return None if row is None else revisit_of(row)
 
     def _encode(self, page: PageRecord) -> tuple[int, bytes]:
         """(codec, bytes) for the body log: zlib when a level is set, else the journal's LZ4 form when the
@@ -263,39 +319,30 @@ class SqliteStore(Store):
             return CODEC_LZ4, page.body_lz4
         return CODEC_RAW, page.body
 
-    @staticmethod
-    def _page_row(uid: int, p: PageRecord | None, codec: int, ref: tuple[int, int, int]) -> tuple:  # type: ignore[type-arg]
-        assert p is not None
-        return (
-            p.url, uid, p.final_url, p.status, p.content_type, codec, *ref,
-            p.fetched_at, json.dumps(p.headers), p.ip, p.serial, int(p.truncated), json.dumps(p.redirects),
-        )  # fmt: skip
-
-    def _page_record(self, row: tuple) -> PageRecord:  # type: ignore[type-arg]
-        url, url_id, final_url, status, ctype, codec, seg, off, length, fetched_at, headers, ip, serial, trunc, redir = row
-        body = self._bodies.read(seg, off, length) if length else b""
-        return PageRecord(
-            url, url_id, final_url, status, ctype, _decode(codec, body),
-            fetched_at, json.loads(headers), ip, serial, bool(trunc), json.loads(redir),
-        )  # fmt: skip
+    def _page(self, row: tuple) -> PageRecord:  # type: ignore[type-arg]
+        return page_record(row, self._bodies.read)
 
     def get_page(self, url: str) -> PageRecord | None:
-        row = self._db.execute(f"SELECT {_PAGE_COLS} FROM pages WHERE url_id = ?", (fingerprint(url),)).fetchone()
-        return None if row is None else self._page_record(row)
+        row = self._db.execute(
+            f"SELECT {_PAGE_COLS} FROM pages WHERE url_id = ?", (fingerprint(url),)
+        ).fetchone()
+        return None if row is None else self._page(row)
 
     def iter_pages(self) -> Iterator[PageRecord]:
         """Pages in url_id order, read in pages of 256 rows (no cursor stays open between them)."""
         last: int | None = None
         while True:
             if last is None:
-                rows = self._db.execute(f"SELECT {_PAGE_COLS} FROM pages ORDER BY url_id LIMIT 256").fetchall()
+                rows = self._db.execute(
+                    f"SELECT {_PAGE_COLS} FROM pages ORDER BY url_id LIMIT 256"
+                ).fetchall()
             else:
                 sql = f"SELECT {_PAGE_COLS} FROM pages WHERE url_id > ? ORDER BY url_id LIMIT 256"
                 rows = self._db.execute(sql, (last,)).fetchall()
             if not rows:
                 return
             last = rows[-1][1]
-            yield from (self._page_record(r) for r in rows)
+            yield from (self._page(r) for r in rows)
 
     def counts(self) -> dict[str, int]:
         return {name: n for name, n in self._db.execute("SELECT name, n FROM counters")}
@@ -305,7 +352,9 @@ class SqliteStore(Store):
         if n < 0:
             raise ValueError("n must be >= 0")
         with self._tx():
-            (end,) = self._db.execute("UPDATE serials SET next = next + ? WHERE id = 0 RETURNING next", (n,)).fetchone()
+            (end,) = self._db.execute(
+                "UPDATE serials SET next = next + ? WHERE id = 0 RETURNING next", (n,)
+            ).fetchone()
         return range(end - n, end)
 
     def get_meta(self, key: str) -> str | None:
@@ -341,38 +390,3 @@ class SqliteStore(Store):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _is_locked(exc: BaseException) -> bool:
-    return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
-
-
-class _Transaction:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on error); nested use joins the outer one."""
-
-    __slots__ = ("_db", "_outer")
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
-        self._outer = False
-
-    def __enter__(self) -> None:
-        self._outer = not self._db.in_transaction
-        if self._outer:
-            self._db.execute("BEGIN IMMEDIATE")
-
-    def __exit__(self, exc_type: object, *rest: object) -> None:
-        if not self._outer:
-            return
-        if exc_type is None:
-            self._db.execute("COMMIT")
-        else:
-            self._db.execute("ROLLBACK")
-
-
-def _decode(codec: int, data: bytes) -> bytes:
-    if codec == CODEC_ZLIB:
-        return zlib.decompress(data)
-    if codec == CODEC_LZ4:
-        return unpack_lz4(data)
-    return data

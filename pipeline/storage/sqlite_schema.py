@@ -7,10 +7,14 @@ read differently: the store refuses a database of another version instead of mis
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import json
+import zlib
+from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
+from typing import Any
 
-from pipeline.storage.base import UrlRecord, UrlState
+from fetchers.records import unpack_lz4
+from pipeline.storage.base import PageRecord, Revisit, UrlRecord, UrlState
 
 CHUNK = 500  # SQLite's default bound-parameter limit is far higher; 500 keeps statements small.
 SCHEMA_VERSION = "2"  # 2: host-clustered fingerprints (pipeline.urls.fingerprint)
@@ -36,13 +40,28 @@ CREATE TABLE IF NOT EXISTS pages (
     ip TEXT NOT NULL, serial INTEGER NOT NULL, truncated INTEGER NOT NULL, redirects TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS serials (id INTEGER PRIMARY KEY CHECK (id = 0), next INTEGER NOT NULL);
+-- Re-crawl state (issue #23), one row per scheduled URL; a table of its own, so a crawl database of an
+-- older crawlfleet opens unchanged (the table is simply created) and one-shot crawls never touch it.
+-- "queued" = 1 while requeue_due has made the URL PENDING again; only queued = 0 rows are indexed by due time.
+CREATE TABLE IF NOT EXISTS revisits (
+    url_id INTEGER PRIMARY KEY, next_fetch REAL NOT NULL, interval REAL NOT NULL, etag TEXT NOT NULL,
+    last_modified TEXT NOT NULL, digest TEXT NOT NULL, simhash INTEGER NOT NULL, changes INTEGER NOT NULL,
+    fetches INTEGER NOT NULL, fetched_at REAL NOT NULL, queued INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS revisits_due ON revisits(next_fetch) WHERE queued = 0;
 """
 
 _URL_COLS = "url, url_id, host, depth, state, discovered_from, fetched_at, status, signature, retries, error"
 _SELECT_URL = (
     "SELECT u.url, u.url_id, u.host, u.depth, u.state, u.discovered_from, s.inlinks, u.fetched_at, "
-    "u.status, u.signature, u.retries, u.error FROM urls u JOIN seen s ON s.url_id = u.url_id"
+    "u.status, u.signature, u.retries, u.error, r.next_fetch, r.interval, r.etag, r.last_modified, r.digest, "
+    "r.simhash, r.changes, r.fetches, r.fetched_at FROM urls u JOIN seen s ON s.url_id = u.url_id "
+    "LEFT JOIN revisits r ON r.url_id = u.url_id"
 )
+_REVISIT_COLS = "next_fetch, interval, etag, last_modified, digest, simhash, changes, fetches, fetched_at"
+_UPSERT_REVISIT = (
+    f"INSERT OR REPLACE INTO revisits (url_id, {_REVISIT_COLS}, queued) VALUES (?,?,?,?,?,?,?,?,?,?,0)"
+)
+_U64 = 1 << 64
 _PAGE_COLS = (
     "url, url_id, final_url, status, content_type, codec, seg, off, len, fetched_at, headers, ip, serial, "
     "truncated, redirects"
@@ -80,5 +99,79 @@ def _chunks(items: Sequence[int]) -> Iterator[Sequence[int]]:
 
 
 def _url_record(row: tuple) -> UrlRecord:  # type: ignore[type-arg]
-    url, url_id, host, depth, state, dfrom, inlinks, fetched_at, status, sig, retries, error = row
-    return UrlRecord(url, url_id, host, depth, UrlState(state), dfrom, inlinks, fetched_at, status, sig, retries, error)
+    url, url_id, host, depth, state, dfrom, inlinks, fetched_at, status, sig, retries, error = row[:12]
+    revisit = revisit_of(row[12:]) if row[12] is not None else None
+    return UrlRecord(
+        url,
+        url_id,
+        host,
+        depth,
+        UrlState(state),
+        dfrom,
+        inlinks,
+        fetched_at,
+        status,
+        sig,
+        retries,
+        error,
+        revisit,
+    )
+
+
+def revisit_of(row: Sequence[Any]) -> Revisit:
+    """A Revisit from the ``_REVISIT_COLS`` of a row (simhash is stored signed: SQLite integers are)."""
+    nxt, interval, etag, lm, digest, simhash, changes, fetches, fetched_at = row
+    return Revisit(
+        float(nxt), float(interval), str(etag), str(lm), str(digest), int(simhash) % _U64,
+        int(changes), int(fetches), float(fetched_at),
+    )  # fmt: skip
+
+
+def revisit_row(url_id: int, r: Revisit) -> tuple[object, ...]:
+    """The ``_UPSERT_REVISIT`` parameters for ``r``."""
+    simhash = r.simhash - _U64 if r.simhash >= 1 << 63 else r.simhash
+    return (url_id, r.next_fetch, r.interval, r.etag, r.last_modified, r.digest, simhash, r.changes, r.fetches,
+            r.fetched_at)  # fmt: skip
+
+
+def page_row(uid: int, p: PageRecord | None, codec: int, ref: tuple[int, int, int]) -> tuple:  # type: ignore[type-arg]
+    """The ``_INSERT_PAGE`` parameters for ``p``, whose body is at ``ref`` (segment, offset, length)."""
+    assert p is not None
+    return (
+        p.url, uid, p.final_url, p.status, p.content_type, codec, *ref,
+        p.fetched_at, json.dumps(p.headers), p.ip, p.serial, int(p.truncated), json.dumps(p.redirects),
+    )  # fmt: skip
+
+
+def page_record(row: tuple, read: Callable[[int, int, int], bytes]) -> PageRecord:  # type: ignore[type-arg]
+    """A PageRecord from a ``_PAGE_COLS`` row; ``read(segment, offset, length)`` fetches the body bytes."""
+    (
+        url,
+        url_id,
+        final_url,
+        status,
+        ctype,
+        codec,
+        seg,
+        off,
+        length,
+        fetched_at,
+        headers,
+        ip,
+        serial,
+        trunc,
+        redir,
+    ) = row
+    body = read(seg, off, length) if length else b""
+    return PageRecord(
+        url, url_id, final_url, status, ctype, decode_body(codec, body),
+        fetched_at, json.loads(headers), ip, serial, bool(trunc), json.loads(redir),
+    )  # fmt: skip
+
+
+def decode_body(codec: int, data: bytes) -> bytes:
+    if codec == CODEC_ZLIB:
+        return zlib.decompress(data)
+    if codec == CODEC_LZ4:
+        return unpack_lz4(data)
+    return data

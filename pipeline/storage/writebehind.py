@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from pipeline.storage.base import Outcome, PageRecord, Store, UrlRecord
+from pipeline.storage.base import Outcome, PageRecord, Revisit, Store, UrlRecord
 
 
 class LockedStore(Store):
@@ -72,6 +72,14 @@ class LockedStore(Store):
         with self.lock:
             yield from self.inner.iter_pages()
 
+    def requeue_due(self, now: float, limit: int) -> dict[str, int]:
+        with self.lock:
+            return self.inner.requeue_due(now, limit)
+
+    def get_revisit(self, url: str) -> Revisit | None:
+        with self.lock:
+            return self.inner.get_revisit(url)
+
     def counts(self) -> dict[str, int]:
         with self.lock:
             return self.inner.counts()
@@ -109,7 +117,9 @@ class WriteJob:
 class WriteBehind:
     """One writer thread applying ``WriteJob``s to ``store`` (see the module docstring)."""
 
-    def __init__(self, store: Store, *, max_jobs: int = 4, checkpoint_key: str = "journal_checkpoint") -> None:
+    def __init__(
+        self, store: Store, *, max_jobs: int = 4, checkpoint_key: str = "journal_checkpoint"
+    ) -> None:
         self.store = store
         self.max_jobs = max(1, max_jobs)
         self.checkpoint_key = checkpoint_key

@@ -1,0 +1,90 @@
+"""The HBase store's cells: how a URL, a page and a re-crawl state are laid out in rows (``hbase.py`` holds
+the store's behaviour). Numbers are big-endian, so that keys sort as the numbers do."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+from pipeline.storage.base import PageRecord, Revisit, UrlRecord, UrlState
+from pipeline.storage.rowkey import authority_key
+
+_Q, _I, _D, _H = struct.Struct(">q"), struct.Struct(">i"), struct.Struct(">d"), struct.Struct(">H")
+# m:R is the URL's re-crawl state (JSON), absent for URLs never scheduled.
+URL_COLS = [
+    b"m:u",
+    b"m:i",
+    b"m:h",
+    b"m:d",
+    b"m:s",
+    b"m:f",
+    b"m:n",
+    b"m:t",
+    b"m:c",
+    b"m:g",
+    b"m:r",
+    b"m:e",
+    b"m:R",
+]
+_REVISIT_FIELDS = ("next_fetch", "interval", "etag", "last_modified", "digest", "simhash", "changes", "fetches",
+                   "fetched_at")  # fmt: skip
+
+
+def _long(value: bytes | None) -> int:
+    return _Q.unpack(value)[0] if value else 0
+
+
+def url_cells(r: UrlRecord) -> dict[bytes, bytes]:
+    return {
+        b"m:u": r.url.encode(), b"m:i": _Q.pack(r.url_id), b"m:h": r.host.encode(), b"m:d": _I.pack(r.depth),
+        b"m:s": bytes([UrlState.PENDING]), b"m:f": r.discovered_from.encode(), b"m:n": _Q.pack(r.inlinks),
+        b"m:t": _D.pack(r.fetched_at), b"m:c": _I.pack(r.status), b"m:g": r.signature.encode(),
+        b"m:r": _I.pack(r.retries), b"m:e": r.error.encode(),
+    }  # fmt: skip
+
+
+def url_record(row: dict[bytes, bytes]) -> UrlRecord:
+    g = row.get
+    return UrlRecord(
+        g(b"m:u", b"").decode(), _long(g(b"m:i")), g(b"m:h", b"").decode(), _I.unpack(row[b"m:d"])[0],
+        UrlState(row[b"m:s"][0]), g(b"m:f", b"").decode(), _long(g(b"m:n")), _D.unpack(row[b"m:t"])[0],
+        _I.unpack(row[b"m:c"])[0], g(b"m:g", b"").decode(), _I.unpack(row[b"m:r"])[0], g(b"m:e", b"").decode(),
+        revisit_from(g(b"m:R")),
+    )  # fmt: skip
+
+
+def page_cells(p: PageRecord, url_id: int) -> dict[bytes, bytes]:
+    return {
+        b"m:u": p.url.encode(), b"m:i": _Q.pack(url_id), b"m:F": p.final_url.encode(),
+        b"m:c": _I.pack(p.status), b"m:t": p.content_type.encode(), b"m:T": _D.pack(p.fetched_at),
+        b"m:H": json.dumps(p.headers).encode(), b"m:p": p.ip.encode(), b"m:S": _Q.pack(p.serial),
+        b"m:x": b"\x01" if p.truncated else b"\x00", b"m:r": json.dumps(p.redirects).encode(), b"b:b": p.body,
+    }  # fmt: skip
+
+
+def page_record(row: dict[bytes, bytes]) -> PageRecord:
+    return PageRecord(
+        row[b"m:u"].decode(), _long(row[b"m:i"]), row[b"m:F"].decode(), _I.unpack(row[b"m:c"])[0],
+        row[b"m:t"].decode(), row.get(b"b:b", b""), _D.unpack(row[b"m:T"])[0], json.loads(row[b"m:H"]),
+        row[b"m:p"].decode(), _long(row[b"m:S"]), row[b"m:x"] == b"\x01", json.loads(row[b"m:r"]),
+    )  # fmt: skip
+
+
+def pending_key(host: str, depth: int, key: bytes) -> bytes:
+    return authority_key(host) + b"|" + _H.pack(min(max(depth, 0), 0xFFFF)) + key
+
+
+def revisit_cell(r: Revisit) -> bytes:
+    return json.dumps([getattr(r, f) for f in _REVISIT_FIELDS]).encode()
+
+
+def revisit_from(cell: bytes | None) -> Revisit | None:
+    if not cell:
+        return None
+    values = json.loads(cell)
+    return Revisit(**dict(zip(_REVISIT_FIELDS, values, strict=True)))
+
+
+def due_key(next_fetch: float, key: bytes) -> bytes:
+    """The due index's key: URLs sort by next fetch time (non-negative doubles sort as their bytes)."""
+    return _D.pack(max(next_fetch, 0.0)) + key

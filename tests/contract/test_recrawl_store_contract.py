@@ -1,0 +1,96 @@
+# ruff: noqa: F811  (pytest fixtures imported from the main contract suite)
+"""The re-crawl part of the Store contract (issue #23), for SQLite and HBase: a URL's revisit state is
+kept with its outcome, due URLs come back to the pending set, and a re-fetch replaces (or keeps) the page."""
+
+from __future__ import annotations
+
+from pipeline.storage.base import Outcome, Revisit, Store, UrlState
+from pipeline.urls import fingerprint
+from tests.contract.test_store_contract import OpenStore, done, open_store, page, rec, store  # noqa: F401
+
+A1, A2, B1 = "http://a.test/1", "http://a.test/2", "http://b.test/1"
+
+
+def rv(next_fetch: float, *, fetches: int = 1, digest: str = "d1", etag: str = '"e1"') -> Revisit:
+    return Revisit(
+        next_fetch, 100.0, etag, "Mon, 01 Jan 2024 00:00:00 GMT", digest, (1 << 63) + 5, 0, fetches, 1.0
+    )
+
+
+def fetch_all(store: Store, *urls: str, at: float = 100.0) -> None:
+    store.add_urls([rec(u) for u in urls])
+    store.record_results([done(u, revisit=rv(at)) for u in urls])
+
+
+def test_revisit_is_kept_with_the_outcome(store: Store) -> None:
+    fetch_all(store, A1)
+    got = store.get_revisit(A1)
+    assert got == rv(100.0)  # simhash above 2**63 survives (SQLite integers are signed)
+    record = store.get_url(A1)
+    assert record is not None and record.state is UrlState.DONE and record.revisit == rv(100.0)
+    store.add_urls([rec(A2)])
+    store.record_results([done(A2)])
+    assert store.get_revisit(A2) is None
+
+
+def test_due_urls_come_back_pending_with_their_revisit(store: Store) -> None:
+    store.add_urls([rec(A1), rec(A2), rec(B1)])
+    store.record_results(
+        [done(A1, revisit=rv(100.0)), done(A2, revisit=rv(300.0)), done(B1, revisit=rv(50.0))]
+    )
+    assert store.requeue_due(40.0, 10) == {}
+    assert store.requeue_due(150.0, 10) == {"a.test": 1, "b.test": 1}
+    counts = store.counts()
+    assert (counts["pending"], counts["done"], counts["pages"]) == (2, 1, 3)
+    assert store.requeue_due(150.0, 10) == {}  # already pending: not counted again
+    [back] = store.pending("a.test", 10)
+    assert back.url == A1 and back.revisit == rv(100.0)
+    assert dict(store.pending_hosts()) == {"a.test": 1, "b.test": 1}
+    assert store.requeue_due(1000.0, 10) == {"a.test": 1}
+
+
+def test_requeue_takes_the_earliest_due_first_and_at_most_limit(store: Store) -> None:
+    store.add_urls([rec(A1), rec(A2), rec(B1)])
+    store.record_results([done(A1, revisit=rv(30.0)), done(A2, revisit=rv(10.0)), done(B1, revisit=rv(20.0))])
+    assert store.requeue_due(100.0, 1) == {"a.test": 1}
+    assert [r.url for r in store.pending("a.test", 10)] == [A2]
+    assert store.requeue_due(100.0, 1) == {"b.test": 1}
+
+
+def test_a_refetch_replaces_the_page_or_keeps_it_without_one(store: Store) -> None:
+    fetch_all(store, A1, A2)
+    store.requeue_due(1000.0, 10)
+    new_page = page(A1, b"<html>v2</html>")
+    applied = store.record_results([
+        Outcome(A1, fingerprint(A1), UrlState.DONE, 200, 200.0, page=new_page, revisit=rv(400.0, fetches=2, digest="d2")),
+        Outcome(A2, fingerprint(A2), UrlState.DONE, 304, 200.0, revisit=rv(500.0, fetches=2)),
+    ])  # fmt: skip
+    assert applied == 2
+    got = store.get_page(A1)
+    assert got is not None and got.body == b"<html>v2</html>"
+    kept = store.get_page(A2)
+    assert kept is not None and kept.body == b"<html>hi</html>"
+    counts = store.counts()
+    assert (counts["pages"], counts["done"], counts["pending"]) == (2, 2, 0)
+    revisit = store.get_revisit(A1)
+    assert revisit is not None and (revisit.digest, revisit.fetches, revisit.next_fetch) == ("d2", 2, 400.0)
+    # exactly-once still holds: a replay of the re-fetch's outcome changes nothing
+    assert store.record_results([done(A1, revisit=rv(999.0, fetches=3))]) == 0
+    assert store.requeue_due(450.0, 10) == {"a.test": 1}
+
+
+def test_failed_urls_with_a_revisit_come_back_too(store: Store) -> None:
+    store.add_urls([rec(A1)])
+    store.record_results([done(A1, state=UrlState.FAILED, with_page=False, revisit=rv(10.0))])
+    assert store.requeue_due(20.0, 10) == {"a.test": 1}
+    counts = store.counts()
+    assert (counts["failed"], counts["pending"]) == (0, 1)
+
+
+def test_schedule_survives_a_restart(open_store: OpenStore) -> None:  # noqa: F811
+    first = open_store()
+    fetch_all(first, A1)
+    first.close()
+    again = open_store()
+    assert again.get_revisit(A1) == rv(100.0)
+    assert again.requeue_due(200.0, 10) == {"a.test": 1}
