@@ -29,6 +29,9 @@ class UrlTask:
     url: str
     url_id: int
     depth: int = 0
+    # Validators of the stored copy, for a conditional re-fetch (fetchers/conditional.py); "" = none.
+    etag: str = ""
+    last_modified: str = ""
 
 
 @dataclass(slots=True)
@@ -48,7 +51,12 @@ class Batch:
             "fetcher_id": self.fetcher_id,
             "service": self.service,
             "issued_at": self.issued_at,
-            "tasks": [[t.url, t.url_id, t.depth] for t in self.tasks],
+            # [url, id, depth], plus [etag, last_modified] for a conditional re-fetch
+            "tasks": [
+                [t.url, t.url_id, t.depth, t.etag, t.last_modified] if t.etag or t.last_modified
+                else [t.url, t.url_id, t.depth]
+                for t in self.tasks
+            ],  # fmt: skip
         }
 
     @classmethod
@@ -58,12 +66,14 @@ class Batch:
         tasks_raw = _field(obj, "tasks", list)
         tasks = []
         for item in tasks_raw:
-            _require(isinstance(item, list) and len(item) == 3, "task must be [url, id, depth]")
-            url, url_id, depth = item
+            _require(isinstance(item, list) and len(item) in (3, 5), "task must be [url, id, depth(, etag, lm)]")
+            url, url_id, depth = item[:3]
+            etag, lm = item[3:] if len(item) == 5 else ("", "")
             _require(isinstance(url, str) and isinstance(url_id, int) and isinstance(depth, int), "task types")
             _require(not isinstance(url_id, bool) and not isinstance(depth, bool), "task types")
-            _require(_text_ok(url), "task url")
-            tasks.append(UrlTask(url, url_id, depth))
+            _require(isinstance(etag, str) and isinstance(lm, str), "task validators")
+            _require(_text_ok(url) and _text_ok(etag) and _text_ok(lm), "task url")
+            tasks.append(UrlTask(url, url_id, depth, etag, lm))
         return cls(
             serial=serial,
             fetcher_id=_field(obj, "fetcher_id", str),
