@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Callable
 
 from fetchers.batchctx import BatchCtx, Fail
+from fetchers.conditional import REQUEST_HEADERS, conditional_headers
 from fetchers.exchange import (
     REDIRECT_STATUSES,
     Exchange,
@@ -205,7 +206,12 @@ class Engine:
                     if not rules.allows(url):
                         raise Fail("robots_blocked", f"disallowed by {origin}/robots.txt")
                     self.pacer.set_crawl_delay(host, rules.crawl_delay)
-                ex = await self.exchange(url, host, ip, self._max_body, fence=ctx.fence)
+                # A re-fetch's first hop is conditional (a redirect target is another resource).
+                sent = REQUEST_HEADERS.set(conditional_headers(task) if url == task.url else None)
+                try:
+                    ex = await self.exchange(url, host, ip, self._max_body, fence=ctx.fence)
+                finally:
+                    REQUEST_HEADERS.reset(sent)
             except Fail as fail:
                 res = self._result(task, ctx, fail.error_class, fail.message)
                 ex = None
