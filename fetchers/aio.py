@@ -23,6 +23,7 @@ from aiohttp.http_writer import _serialize_headers
 from yarl import URL
 
 from fetchers.body import ACCEPT_ENCODING, BodyDecoder
+from fetchers.conditional import REQUEST_HEADERS
 from fetchers.engine import BACKLOG, Engine
 from fetchers.exchange import REDIRECT_STATUSES, Exchange, dns_error_class
 from fetchers.guard import GuardedResolver, SsrfBlocked
@@ -147,7 +148,9 @@ class AioTransport:
         sent_at = time.time() if self.capture else 0.0
         got_response = False
         try:
-            async with self._session.get(URL(url, encoded=True), allow_redirects=False, timeout=self._timeout) as resp:
+            async with self._session.get(
+                URL(url, encoded=True), allow_redirects=False, timeout=self._timeout, headers=REQUEST_HEADERS.get()
+            ) as resp:
                 got_response = True
                 ex.ttfb_s = self._clock() - t0
                 ex.status = status = resp.status
