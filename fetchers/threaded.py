@@ -31,6 +31,7 @@ from urllib3.exceptions import ConnectTimeoutError, InvalidChunkLength, NewConne
 
 from fetchers.aio import KEEP_HEADERS
 from fetchers.body import ACCEPT_ENCODING, BodyDecoder
+from fetchers.conditional import REQUEST_HEADERS
 from fetchers.engine import BACKLOG, Engine
 from fetchers.exchange import REDIRECT_STATUSES, Exchange, split_host
 from fetchers.guard import GuardedResolver, SsrfBlocked
@@ -210,7 +211,7 @@ class ThreadedTransport:
         deadline = time.monotonic() + self._fetch.total_timeout_s
         try:
             fut = self.session.get(
-                url, stream=True, allow_redirects=False, timeout=self._timeout,
+                url, stream=True, allow_redirects=False, timeout=self._timeout, headers=REQUEST_HEADERS.get(),
                 hooks={"response": self._read(max_body, deadline)},
             )  # fmt: skip
             resp = await asyncio.wrap_future(fut)
