@@ -13,6 +13,8 @@ from dataclasses import dataclass
 @dataclass(frozen=True, slots=True)
 class RecrawlSettings:
     enabled: bool = False  # schedule every fetched URL for a re-fetch (also on with `crawl --continuous`)
+    # Do not end when nothing is pending: wait for due URLs until Ctrl-C or the stop file (`--continuous`).
+    continuous: bool = False
     adaptive: bool = True  # false: uniform revisiting, every URL every initial_interval_s
     initial_interval_s: float = 3600.0  # a newly fetched URL's first interval
     min_interval_s: float = 60.0
