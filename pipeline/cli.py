@@ -36,6 +36,7 @@ AREAS: dict[str, tuple[str, ...]] = {
     "jobs.cli": ("jobs",),
     "pipeline.crawl.flags": ("settings",),
     "pipeline.transport.cli": ("dispatcher", "worker", "submit", "links"),
+    "pipeline.dns.cli": ("dns",),
 }
 
 
