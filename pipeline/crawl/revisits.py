@@ -1,0 +1,161 @@
+"""The crawl's side of re-crawling (issue #23): what CrawlCore asks when re-crawling is on.
+
+- ``note_pending``: the revisit state of URLs read back from the pending set (due re-fetches), kept until
+  their batch goes out so that ``decorate`` can give each task its validators (conditional GET).
+- ``on_outcome``: a final result's outcome gets the URL's next re-crawl state (``pipeline.frontier.schedule``)
+  from what the fetch saw (status, validators, content digest); a 304 or an unchanged body keeps the stored
+  page (the outcome carries none), so an unchanged re-fetch writes no body.
+- ``due``: at most every ``check_interval_s``, due URLs are moved back to the pending set by the store;
+  the core adds them to the frontier.
+- ``stopped``: the continuous crawl's stop file exists.
+
+Everything but ``due`` and ``stopped`` is a function of its arguments and the remembered revisits; the
+clock is the caller's.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+
+from fetchers.records import FetchResult, UrlTask
+from pipeline.frontier.schedule import Change, Observation, Schedule
+from pipeline.settings.recrawl import RecrawlSettings
+from pipeline.storage.base import Outcome, Revisit, Store, UrlRecord, UrlState
+from pipeline.urls import host_of
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class RevisitStats:
+    """Counts of re-fetch outcomes, for the summary and the freshness bench."""
+
+    scheduled: int = 0  # outcomes given a revisit state
+    new: int = 0
+    changed: int = 0
+    unchanged: int = 0  # 200 with the stored copy's digest (or near-identical)
+    not_modified: int = 0  # 304 without a body
+    failed: int = 0
+    requeued: int = 0  # due URLs moved back to the pending set
+    conditional_sent: int = 0  # tasks that went out with validators
+    refetch_body_bytes: int = 0  # body bytes of re-fetches answered 200
+    refetch_200: int = 0
+    not_modified_wire_bytes: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {f: getattr(self, f) for f in self.__slots__}  # type: ignore[attr-defined]
+
+
+def content_digest(body: bytes) -> str:
+    """``sha1:`` + base32, the WARC payload-digest form (as ``pipeline.links.change.content_digest``)."""
+    return "sha1:" + base64.b32encode(hashlib.sha1(body).digest()).decode("ascii")
+
+
+def http_time(value: str) -> float:
+    """An HTTP date as epoch seconds; 0 when absent or unparseable (hostile headers are common)."""
+    if not value:
+        return 0.0
+    try:
+        return parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return 0.0
+
+
+def observe(result: FetchResult, *, simhash: Callable[[bytes, str], int] | None = None) -> Observation:
+    """What ``result`` tells the schedule. A result without a usable response (a fetch error, a 5xx) is a
+    failure; any other status is an answer whose body is digested (a 404 is a page that changed too)."""
+    failed = bool(result.error_class) or result.status == 0 or result.status >= 500
+    body = result.body
+    digest = content_digest(body) if body or result.body_bytes == 0 else ""
+    lm = result.headers.get("last-modified", "")
+    return Observation(
+        fetched_at=result.fetched_at,
+        status=result.status,
+        failed=failed,
+        etag=result.headers.get("etag", "")[:1024],
+        last_modified=lm[:200],
+        digest="" if failed or result.status == 304 else digest,
+        simhash=simhash(body, result.content_type) if simhash is not None and body and not failed else 0,
+        modified_at=http_time(lm),
+    )
+
+
+class Recrawler:
+    """Re-crawl bookkeeping for one crawl (see the module docstring)."""
+
+    def __init__(
+        self,
+        cfg: RecrawlSettings,
+        store: Store,
+        *,
+        simhash: Callable[[bytes, str], int] | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.schedule = Schedule(cfg)
+        self.store = store
+        self.continuous = cfg.continuous
+        self._simhash = simhash if cfg.simhash_bits > 0 else None
+        self._prev: dict[int, Revisit] = {}  # url_id -> stored revisit, for URLs in the frontier or in flight
+        self._checked = float("-inf")
+        self.stats = RevisitStats()
+
+    # --- the pending set --------------------------------------------------------------------------
+    def note_pending(self, records: Iterable[UrlRecord]) -> None:
+        for r in records:
+            if r.revisit is not None:
+                self._prev[r.url_id] = r.revisit
+
+    def decorate(self, tasks: Sequence[UrlTask]) -> None:
+        """Give re-fetched tasks their stored validators (when conditional GET is on)."""
+        if not self.cfg.conditional_get or not self._prev:
+            return
+        for t in tasks:
+            prev = self._prev.get(t.url_id)
+            if prev is not None and (prev.etag or prev.last_modified):
+                t.etag, t.last_modified = prev.etag, prev.last_modified
+                self.stats.conditional_sent += 1
+
+    def due(self, now: float) -> dict[str, int]:
+        """Due URLs moved back to the pending set (per host), at most every ``check_interval_s``."""
+        if now - self._checked < self.cfg.check_interval_s:
+            return {}
+        self._checked = now
+        hosts = self.store.requeue_due(now, self.cfg.requeue_batch)
+        self.stats.requeued += sum(hosts.values())
+        return hosts
+
+    def stopped(self) -> bool:
+        return bool(self.cfg.stop_file) and Path(self.cfg.stop_file).exists()
+
+    # --- results ----------------------------------------------------------------------------------
+    def on_outcome(self, result: FetchResult, outcome: Outcome) -> tuple[Outcome, Change | None]:
+        """``outcome`` with the URL's next re-crawl state; robots refusals are not scheduled."""
+        prev = self._prev.pop(result.url_id, None)
+        if outcome.state not in (UrlState.DONE, UrlState.FAILED):
+            return outcome, None
+        obs = observe(result, simhash=self._simhash)
+        change, revisit = self.schedule.plan(prev, obs, url=result.url, host=host_of(result.url))
+        self._count(change, result, prev)
+        page = outcome.page
+        if change in (Change.NOT_MODIFIED, Change.UNCHANGED, Change.FAILED) and prev is not None:
+            page = None  # the stored copy stands; nothing to write
+        state = outcome.state
+        if change is Change.NOT_MODIFIED:
+            state = UrlState.DONE
+        return replace(outcome, page=page, state=state, revisit=revisit), change
+
+    def _count(self, change: Change, result: FetchResult, prev: Revisit | None) -> None:
+        s = self.stats
+        s.scheduled += 1
+        setattr(s, change.value, getattr(s, change.value) + 1)
+        if prev is not None and result.status == 200:
+            s.refetch_200 += 1
+            s.refetch_body_bytes += result.body_bytes
+        if change is Change.NOT_MODIFIED:
+            s.not_modified_wire_bytes += result.wire_bytes
