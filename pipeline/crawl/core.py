@@ -29,6 +29,7 @@ from typing import Any
 from fetchers.records import Batch, FetchResult, UrlTask
 from fetchers.report import LEASE_LAPSED
 from pipeline.crawl.outcome import is_final, outcome_of, state_of
+from pipeline.crawl.revisits import Recrawler
 from pipeline.dispatch.dispatcher import Dispatcher
 from pipeline.dispatch.protocols import Heartbeat, Refusal
 from pipeline.dispatch.quotas import Quotas
@@ -134,6 +135,9 @@ class CrawlCore:
         self._issued = 0
         self._checkpointed = ""
         self.dropped_results = 0
+        # Re-crawling (issue #23, pipeline/crawl/revisits.py); None in a one-shot crawl, which is unchanged.
+        rc = settings.recrawl
+        self.recrawl = Recrawler(rc, self.store) if rc.enabled or rc.continuous else None
         if resume:
             self._resume()
         self._add_seeds(seeds)
@@ -210,6 +214,8 @@ class CrawlCore:
             if offered.reason == "quota":
                 self.stats.on_quota_refusal(self.service, offered.reason)
             return None
+        if self.recrawl is not None:
+            self.recrawl.decorate(offered.tasks)  # conditional GET for re-fetches
         self._issued += len(offered.tasks)
         self._inflight[offered.serial] = _InFlight(offered, frozenset(t.url_id for t in offered.tasks), set())
         return offered
@@ -225,7 +231,10 @@ class CrawlCore:
         done = self._writer.unapplied_ids() if self._writer is not None else frozenset()
         window = self.frontier.limits.window_per_host
         for host in wanted:
-            self.frontier.refill(host, self.store.pending(host, window + 1), done=done)
+            records = self.store.pending(host, window + 1)
+            if self.recrawl is not None:
+                self.recrawl.note_pending(records)
+            self.frontier.refill(host, records, done=done)
 
     # --- results -----------------------------------------------------------------------------------
     def on_result(self, result: FetchResult, *, stored: bool = False) -> None:
@@ -353,6 +362,9 @@ class CrawlCore:
     def tick(self) -> dict[str, Any] | None:
         """Liveness and stats; returns a stats row once per second (for stats.jsonl)."""
         self.dispatcher.tick()
+        if self.recrawl is not None:  # due URLs back into the pending set
+            for host, count in self.recrawl.due(self.clock()).items():
+                self.frontier.add_pending(host, count)
         self._sync_inflight()
         self.flush()  # bounds what a replay has to redo to about one second of results
         self.stats.set_queue(self.frontier.pending)
@@ -367,6 +379,8 @@ class CrawlCore:
             return  # comes back through the batch's unfinished list
         self._count(result)
         outcome = outcome_of(result, keep_body=self.settings.fetch.keep_body, packed=packed)
+        if self.recrawl is not None:  # the next fetch; an unchanged page keeps its stored copy
+            outcome, _ = self.recrawl.on_outcome(result, outcome)
         if outcome.state is UrlState.DONE:
             self._discover(result)
         self._outcomes.append(outcome)
@@ -441,6 +455,8 @@ class CrawlCore:
         limit = self.settings.scope.max_pages
         if limit and self._issued >= limit:
             return True
+        if self.recrawl is not None and self.recrawl.continuous and not self.recrawl.stopped():
+            return False  # a continuous crawl waits for due URLs until stopped
         return self.frontier.pending == 0 and self.frontier.leased == 0 and not self.frontier.wants_refill(1)
 
     @property
@@ -450,6 +466,8 @@ class CrawlCore:
     def summary(self) -> dict[str, Any]:
         out = dict(self.stats.summary())
         out["results_dropped"] = self.dropped_results
+        if self.recrawl is not None:
+            out["recrawl"] = self.recrawl.stats.as_dict()
         out["store"] = self.store.counts()
         out["dedup"] = dataclasses.asdict(self.seen.stats)
         return out
