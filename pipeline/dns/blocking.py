@@ -40,8 +40,13 @@ _ADDRFAMILY = getattr(socket, "EAI_ADDRFAMILY", None)
 if _ADDRFAMILY is not None:
     _GAI_KINDS[_ADDRFAMILY] = "no_address"
 
-_RCODE_KINDS = {RCODE.NXDOMAIN: "nxdomain", RCODE.SERVFAIL: "servfail", RCODE.REFUSED: "refused",
-                RCODE.FORMERR: "malformed", RCODE.NOTIMP: "refused"}
+_RCODE_KINDS = {
+    RCODE.NXDOMAIN: "nxdomain",
+    RCODE.SERVFAIL: "servfail",
+    RCODE.REFUSED: "refused",
+    RCODE.FORMERR: "malformed",
+    RCODE.NOTIMP: "refused",
+}
 
 
 class _ThreadPoolResolver:

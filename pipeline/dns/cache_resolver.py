@@ -64,7 +64,9 @@ def _decode(value: int, family: int) -> str:
     return socket.inet_ntop(family, value.to_bytes(16 if family == _V6 else 4, "big"))
 
 
-TRANSIENT_KINDS = frozenset({"timeout", "servfail", "refused"})
+# A malformed reply is the server's fault of the moment (or a spoofer's), not a fact about the name:
+# remembering it in the Bloom filter would let one garbage datagram fail a good name for a whole TTL.
+TRANSIENT_KINDS = frozenset({"timeout", "servfail", "refused", "malformed"})
 TRANSIENT_TTL_S = 5.0
 
 
@@ -84,8 +86,10 @@ class CachingResolver:
         cache_size: int,
         negative: NegativeCache | None,
         clock: Callable[[], float] = time.monotonic,
+        transient_ttl_s: float = TRANSIENT_TTL_S,
     ) -> None:
         self._upstream = upstream
+        self._transient_ttl_s = transient_ttl_s
         self._policy = policy
         self._clock = clock
         self._epoch = clock()
@@ -270,9 +274,11 @@ class CachingResolver:
         except DnsError as exc:
             self._stats.errors += 1
             if not exc.cached and exc.kind in TRANSIENT_KINDS:
+                if self._transient_ttl_s <= 0:
+                    raise
                 if len(self._transient) > 65_536:
                     self._transient.clear()
-                self._transient[(name, family)] = (exc.kind, self._now() + TRANSIENT_TTL_S)
+                self._transient[(name, family)] = (exc.kind, self._now() + self._transient_ttl_s)
             elif self._negative is not None and not exc.cached:
                 self._negative.add(name, family, exc.kind)
             # A failed refresh keeps the stale entry: it expires by the policy, not by the failure.

@@ -9,8 +9,29 @@ from __future__ import annotations
 
 import random
 
-_TLDS = ["com"] * 50 + ["net"] * 8 + ["org"] * 8 + ["de", "uk", "ru", "cn", "jp", "fr", "io", "info", "br", "it"] * 2
-_SYLLABLES = ["ka", "lo", "mi", "ne", "tor", "web", "shop", "net", "data", "blog", "news", "tech", "ar", "zu", "qi"]
+_TLDS = (
+    ["com"] * 50
+    + ["net"] * 8
+    + ["org"] * 8
+    + ["de", "uk", "ru", "cn", "jp", "fr", "io", "info", "br", "it"] * 2
+)
+_SYLLABLES = [
+    "ka",
+    "lo",
+    "mi",
+    "ne",
+    "tor",
+    "web",
+    "shop",
+    "net",
+    "data",
+    "blog",
+    "news",
+    "tech",
+    "ar",
+    "zu",
+    "qi",
+]
 _SUBS = ["www", "blog", "shop", "m", "api", "cdn", "mail", "news", "static", "img"]
 _PLATFORMS = ["blogspot", "github", "wordpress"]
 

@@ -5,6 +5,11 @@ recorded at time ``t`` is remembered until the next clear, i.e. for at most ``tt
 sized for ``capacity`` items at ``fp_rate``; a false positive makes a good name look failed until
 the next clear, so the rate is a setting.
 
+A flood of failing names (an NXDOMAIN flood, a random-subdomain attack) would push the filter past
+``capacity``, where its false-positive rate climbs towards 1 and good names start to look failed:
+the filter is therefore also cleared early when ``capacity`` names were added since the last clear
+(``flood_clears`` counts those). The flood costs re-asking some failed names, never a good name.
+
 Items are ``"<family>:<name>"``, one filter probe per look-up. The filter only answers "failed
 recently"; the kind of failure is kept in a small bounded dict of the most recent failures so that
 a cached error still says nxdomain or timeout. When that dict has forgotten a name (or on a false
@@ -29,7 +34,18 @@ def _item(name: str, family: int) -> str:
 class NegativeCache:
     """Names that failed to resolve, forgotten all at once every ``ttl_s`` seconds of ``clock``."""
 
-    __slots__ = ("_bloom", "_clock", "_epoch", "_kinds", "_labels_max", "clears", "ttl_s")
+    __slots__ = (
+        "_bloom",
+        "_capacity",
+        "_clock",
+        "_epoch",
+        "_kinds",
+        "_labels_max",
+        "added",
+        "clears",
+        "flood_clears",
+        "ttl_s",
+    )
 
     def __init__(
         self,
@@ -43,6 +59,9 @@ class NegativeCache:
         if capacity < 1 or not 0.0 < fp_rate < 1.0 or ttl_s <= 0:
             raise ValueError("need capacity >= 1, 0 < fp_rate < 1 and ttl_s > 0")
         self._bloom = Bloom(capacity, fp_rate)
+        self._capacity = capacity
+        self.added = 0  # since the last clear
+        self.flood_clears = 0
         self._clock = clock
         self._epoch = clock()
         self._kinds: OrderedDict[str, str] = OrderedDict()
@@ -55,6 +74,7 @@ class NegativeCache:
         if now - self._epoch >= self.ttl_s:
             self._bloom.clear()
             self._kinds.clear()
+            self.added = 0
             self.clears += 1
             # Align to the period so clears stay periodic however rarely the cache is used.
             self._epoch = now - ((now - self._epoch) % self.ttl_s)
@@ -62,8 +82,14 @@ class NegativeCache:
     def add(self, name: str, family: int, kind: str) -> None:
         """Record that ``name`` failed for ``family`` with ``kind``."""
         self._expire()
+        if self.added >= self._capacity:  # full: past here the false-positive rate is not the one asked
+            self._bloom.clear()
+            self._kinds.clear()
+            self.added = 0
+            self.flood_clears += 1
         item = _item(name, family)
         self._bloom.add(item)
+        self.added += 1
         self._kinds[item] = kind
         self._kinds.move_to_end(item)
         if len(self._kinds) > self._labels_max:

@@ -58,8 +58,20 @@ class PositiveCache:
     ``ipv6`` selects 128-bit address slots. Not thread-safe: one event loop owns it.
     """
 
-    __slots__ = ("_born", "_capacity", "_extra", "_hand", "_ip", "_ipv6", "_khi", "_m", "_size", "_tag",
-                 "_ttl", "evictions")
+    __slots__ = (
+        "_born",
+        "_capacity",
+        "_extra",
+        "_hand",
+        "_ip",
+        "_ipv6",
+        "_khi",
+        "_m",
+        "_size",
+        "_tag",
+        "_ttl",
+        "evictions",
+    )
 
     def __init__(self, capacity: int, *, ipv6: bool = False, load_factor: float = 0.85) -> None:
         if capacity < 1:
@@ -179,9 +191,7 @@ class PositiveCache:
 
     def keys(self) -> list[int]:
         """Every stored key (for tests and tools; O(slots))."""
-        return [
-            (self._khi[i] << 12) | (t & _LOW12) for i, t in enumerate(self._tag) if t & _OCC
-        ]
+        return [(self._khi[i] << 12) | (t & _LOW12) for i, t in enumerate(self._tag) if t & _OCC]
 
     # -- internals -----------------------------------------------------------------------------
     def _read_ip(self, i: int) -> int:

@@ -81,6 +81,36 @@ def parse_server(spec: str) -> str:
     return f"{host}:{int(port)}" if port else host
 
 
+def _owner(name: str) -> str:
+    return name.rstrip(".").lower()
+
+
+def addresses_of(records: Sequence[Any], host: str, rtype: int) -> tuple[tuple[str, ...], int | None]:
+    """The addresses of type ``rtype`` that belong to ``host`` in an answer section, and their smallest TTL.
+
+    Only records owned by ``host`` or by a name its CNAME chain (in the same answer) leads to count:
+    an address record for any other name is what a spoofed or buggy server adds to poison a cache,
+    so it is ignored, never returned (RFC 2181 section 5.4.1's ranking keeps such data out).
+    """
+    owners = {_owner(host)}
+    cnames = [r for r in records if r.type == pycares.QUERY_TYPE_CNAME]
+    for _ in range(len(cnames)):  # a chain is at most as long as the CNAMEs present; loops end here
+        grown = {_owner(r.data.cname) for r in cnames if _owner(r.name) in owners} - owners
+        if not grown:
+            break
+        owners |= grown
+    addresses: list[str] = []
+    ttl: int | None = None
+    for record in records:
+        if _owner(record.name) not in owners:
+            continue
+        if record.type == rtype:
+            addresses.append(record.data.addr)
+        if record.type in (rtype, pycares.QUERY_TYPE_CNAME):
+            ttl = record.ttl if ttl is None else min(ttl, record.ttl)
+    return tuple(dict.fromkeys(addresses)), ttl
+
+
 class _NoQcacheChannel(pycares.Channel):
     """A pycares channel whose c-ares query cache is disabled (see the module docstring)."""
 
@@ -141,7 +171,7 @@ class AresResolver:
         self._resolver: _Resolver | None = None
         self._sem: asyncio.Semaphore | None = None
         # c-ares backs off between tries; this outer guard only catches a lost callback.
-        self._guard_s = timeout_s * (2 ** self._tries) + 1.0
+        self._guard_s = timeout_s * (2**self._tries) + 1.0
         self.queries_sent = 0
 
     def _bind(self) -> tuple[_Resolver, asyncio.Semaphore]:
@@ -168,21 +198,17 @@ class AresResolver:
                 result = await asyncio.wait_for(resolver.query_dns(host, qtype), self._guard_s)
             except aiodns.error.DNSError as exc:
                 code = exc.args[0] if exc.args else pycares.errno.ARES_EBADRESP
-                raise DnsError(kind_of(code), str(exc.args[1]) if len(exc.args) > 1 else "", host=host) from exc
+                raise DnsError(
+                    kind_of(code), str(exc.args[1]) if len(exc.args) > 1 else "", host=host
+                ) from exc
             except TimeoutError as exc:
                 raise DnsError("timeout", "no callback from c-ares", host=host) from exc
             except (UnicodeError, ValueError) as exc:  # a name c-ares refuses to encode
                 raise DnsError("malformed", str(exc), host=host) from exc
-        addresses: list[str] = []
-        ttl: int | None = None
-        for record in result.answer:
-            if record.type == rtype:
-                addresses.append(record.data.addr)  # type: ignore[union-attr]
-            if record.type in (rtype, pycares.QUERY_TYPE_CNAME):
-                ttl = record.ttl if ttl is None else min(ttl, record.ttl)
+        addresses, ttl = addresses_of(result.answer, host, rtype)
         if not addresses:
-            raise DnsError("no_address", f"no {qtype} record in the answer", host=host)
-        return Answer(tuple(addresses), ttl)
+            raise DnsError("no_address", f"no {qtype} record for the name in the answer", host=host)
+        return Answer(addresses, ttl)
 
     async def aclose(self) -> None:
         if self._resolver is not None:

@@ -20,7 +20,19 @@ MAX_CODE = (1 << TLD_BITS) - 1
 UNKNOWN = 0
 
 # Special-use TLDs that are not (or not all) in the PSL but are the ones a test bed and intranets use.
-_SPECIAL = ("test", "example", "invalid", "localhost", "local", "onion", "internal", "alt", "arpa", "home", "lan")
+_SPECIAL = (
+    "test",
+    "example",
+    "invalid",
+    "localhost",
+    "local",
+    "onion",
+    "internal",
+    "alt",
+    "arpa",
+    "home",
+    "lan",
+)
 
 
 def _ascii(tld: str) -> str:

@@ -31,7 +31,12 @@ def unbound_binary() -> str | None:
 
 
 def render_config(
-    *, port: int, upstream_port: int, workdir: str | Path, min_ttl_s: int = 300, max_ttl_s: int = 86400,
+    *,
+    port: int,
+    upstream_port: int,
+    workdir: str | Path,
+    min_ttl_s: int = 300,
+    max_ttl_s: int = 86400,
     template: str | None = None,
 ) -> str:
     """The template with the "(set at start)" lines filled in."""
@@ -86,11 +91,14 @@ def start_unbound(
     min_ttl_s: int = 300,
     max_ttl_s: int = 86400,
     timeout_s: float = 15.0,
+    log_queries: bool = False,
 ) -> subprocess.Popen[bytes]:
     """Start unbound on 127.0.0.1:``port`` (0 = a free one) forwarding crawl.test to ``upstream_port``.
 
     Returns the process once it answers; ``proc.args`` ends with the config path and the chosen
-    port is in ``proc.unbound_port`` (an attribute set here).
+    port is in ``proc.unbound_port`` (an attribute set here). ``log_queries`` makes unbound log every
+    query it receives to ``WORKDIR/unbound.log`` (``info: 127.0.0.1 NAME. A IN``): unbound's own count
+    of what reached it (see :func:`logged_queries`).
     """
     binary = unbound_binary()
     if binary is None:
@@ -103,7 +111,9 @@ def start_unbound(
     for attempt in range(attempts):
         chosen = port or free_port()
         try:
-            return _launch(binary, workdir, chosen, upstream_port, min_ttl_s, max_ttl_s, timeout_s)
+            return _launch(
+                binary, workdir, chosen, upstream_port, min_ttl_s, max_ttl_s, timeout_s, log_queries
+            )
         except UnboundError:
             if attempt == attempts - 1:
                 raise
@@ -111,11 +121,31 @@ def start_unbound(
 
 
 def _launch(
-    binary: str, workdir: Path, port: int, upstream_port: int, min_ttl_s: int, max_ttl_s: int, timeout_s: float
+    binary: str,
+    workdir: Path,
+    port: int,
+    upstream_port: int,
+    min_ttl_s: int,
+    max_ttl_s: int,
+    timeout_s: float,
+    log_queries: bool,
 ) -> subprocess.Popen[bytes]:
     conf = workdir / "unbound.conf"
-    conf.write_text(render_config(port=port, upstream_port=upstream_port, workdir=workdir,
-                                  min_ttl_s=min_ttl_s, max_ttl_s=max_ttl_s))
+    template = TEMPLATE.read_text()
+    if log_queries:
+        template = re.sub(
+            r"^( *)verbosity:.*$", r"\g<0>\n\g<1>log-queries: yes", template, count=1, flags=re.MULTILINE
+        )
+    conf.write_text(
+        render_config(
+            port=port,
+            upstream_port=upstream_port,
+            workdir=workdir,
+            min_ttl_s=min_ttl_s,
+            max_ttl_s=max_ttl_s,
+            template=template,
+        )
+    )
     log = open(workdir / "unbound.log", "wb")  # noqa: SIM115 - owned by the child for its lifetime
     proc = subprocess.Popen([binary, "-d", "-c", str(conf)], stdout=log, stderr=subprocess.STDOUT)
     log.close()
@@ -127,6 +157,13 @@ def _launch(
             raise UnboundError(f"unbound did not start: {(workdir / 'unbound.log').read_text()[-2000:]}")
         time.sleep(0.05)
     return proc
+
+
+def logged_queries(proc: subprocess.Popen[bytes], name: str, qtype: str = "A") -> int:
+    """How many ``qtype`` queries for ``name`` an unbound started with ``log_queries`` has logged."""
+    log = Path(str(proc.args[-1])).parent / "unbound.log"  # type: ignore[index]
+    needle = f" {name.rstrip('.')}. {qtype} IN"
+    return sum(1 for line in log.read_text(errors="replace").splitlines() if line.endswith(needle))
 
 
 def stop_unbound(proc: subprocess.Popen[bytes], *, timeout_s: float = 5.0) -> None:
