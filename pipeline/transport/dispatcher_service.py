@@ -37,7 +37,7 @@ from pipeline.settings import Settings
 from pipeline.storage.factory import from_settings
 from pipeline.transport.batchsend import BatchEncoder
 from pipeline.transport.fleet_nodes import FleetNodes
-from pipeline.transport.fleet_state import FleetCounters, Issued, fleet_summary
+from pipeline.transport.fleet_state import FleetCounters, Issued, fleet_summary, quota_line
 from pipeline.transport.grants import granted_this_minute
 from pipeline.transport.linkjobs import RULES_KEY, CrawlLinkRules, segment_key
 from pipeline.transport.linkprogress import LinkProgress
@@ -402,4 +402,9 @@ class FleetDispatcher:
         s = self.session
         return fleet_summary(core.summary(), self._mono() - started, self.counters, nodes=sorted(self.fleet.nodes),
                              reconnects=s.reconnects, stalls=s.stalls, paused_s=s.paused_s,
-                             interrupted=self._stopping and not core.done())  # fmt: skip
+                             interrupted=self._stopping and not core.done(), quota=self._quota_line())  # fmt: skip
+
+    def _quota_line(self) -> str:
+        path = self.settings.dispatch.quotas_file
+        m = Quotas.from_settings_file(path).quota(self.service) if path else None
+        return quota_line(path, m)

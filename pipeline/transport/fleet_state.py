@@ -48,10 +48,19 @@ class FleetCounters:
     resends: int = 0
 
 
+def quota_line(quotas_file: str, per_s: float | None) -> str:
+    """What the summary says about S1's quota: the file and the service's m, or that there is none."""
+    if not quotas_file:
+        return "unlimited (no quota file)"
+    return f"{per_s:g} URLs/s from {quotas_file}" if per_s is not None else f"service not in {quotas_file}: refused"
+
+
 def fleet_summary(core: Mapping[str, Any], elapsed: float, counters: FleetCounters, *, nodes: list[str],
-                  reconnects: int, stalls: int, paused_s: float, interrupted: bool) -> dict[str, Any]:
+                  reconnects: int, stalls: int, paused_s: float, interrupted: bool, quota: str = "") -> dict[str, Any]:
     """The dispatcher's summary.json: the crawl core's summary, its rate, and the fleet's counters."""
     out = dict(core)
+    if quota:
+        out["quota"] = quota
     out["elapsed_s"] = round(elapsed, 3)
     fetched = out.get("pages_fetched", 0)
     out["pages_per_s"] = round(fetched / elapsed, 1) if elapsed > 0 else 0.0

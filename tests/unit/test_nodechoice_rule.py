@@ -68,3 +68,11 @@ def test_fleet_nodes_membership() -> None:
     assert again.event == "node_up" and again.restarted and again.reregister == ("n#0", "n#1", "n#2")
     fleet.busy["n#0"] = 7
     assert fleet.idle_slots() == 2
+
+
+def test_the_summary_says_when_there_is_no_quota() -> None:
+    from pipeline.transport.fleet_state import quota_line
+
+    assert quota_line("", None) == "unlimited (no quota file)"
+    assert quota_line("q.toml", 200.0) == "200 URLs/s from q.toml"
+    assert "refused" in quota_line("q.toml", None)
