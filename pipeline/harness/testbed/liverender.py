@@ -23,8 +23,8 @@ import functools
 from dataclasses import dataclass, field
 
 from pipeline.harness.testbed.living import COSMETIC_CLASSES, DATED, STATIC_SINCE, PageState, state
-from pipeline.harness.testbed.model import Web, host_name
-from pipeline.harness.testbed.render import Renderer, Reply, _page
+from pipeline.harness.testbed.model import Rng, Web, host_name
+from pipeline.harness.testbed.render import BLOCKS, Renderer, Reply, _page
 from pipeline.harness.testbed.sitemapgen import sitemap, w3c_datetime
 from pipeline.harness.testbed.validators import etag, http_date, not_modified
 
@@ -42,16 +42,35 @@ def _cosmetic_line(cls: str, k: int, wall: float) -> str:
     return f'<div class="ad">Sponsored: {_PRODUCTS[k % len(_PRODUCTS)]} at {k % 90 + 10}% off</div>\n'
 
 
+_SYLLABLES = ("ka", "lo", "mi", "ren", "sta", "vo", "tur", "pel", "dan", "ise", "gor", "bru", "fen", "qui")
+# ~2,700 made-up words: a fresh text shares few word triples with another (a reader's change)
+_VOCAB = tuple(a + b + c for a in _SYLLABLES for b in _SYLLABLES for c in _SYLLABLES)
+
+
+def _fresh_text(key: int, size: int) -> str:
+    """About ``size`` characters of paragraphs drawn from ``_VOCAB`` by a generator seeded with ``key``."""
+    rng = Rng(key)
+    below, vocab, n = rng.below, _VOCAB, len(_VOCAB)
+    paras, total = [], 0
+    while total < size:
+        para = "<p>" + " ".join([vocab[below(n)] for _ in range(60 + below(60))]) + ".</p>\n"
+        paras.append(para)
+        total += len(para)
+    return "".join(paras)
+
+
 def _content_body(web: Web, i: int, m: int, version: int) -> bytes:
-    """Page m's body at a content version: the static page's size, title, head and links, new text."""
+    """Page m's body at a content version: the static page's title, head and links, all its text new."""
     rng = web.rng(i, -m - 1)
     size = rng.between(10_000, 28_000)
-    base_seed = rng.below(1 << 20)
     head = f'<base href="{web.origin(i)}/">' if web.has_base(m) else ""
     title = f"{host_name(i)} {web.page_path(m)}"
-    seed = (base_seed * 1_000_003 + version * 7_919 + 12_345) & 0x7FFFFFFF
-    body = _page(title, web.links(i, m), filler_seed=seed, size=size, head_extra=head)
-    return body.replace("</h1>\n", f'</h1>\n<p class="edition">Edition {version}</p>\n', 1).encode()
+    skeleton = _page(title, web.links(i, m), filler_seed=0, size=0, head_extra=head)
+    for block in set(BLOCKS):  # the static filler goes; the lists of links stay
+        skeleton = skeleton.replace(block, "")
+    key = (web.seed * 1_000_003 + i) * 10_000_019 + m * 7_919 + version
+    text = f'<p class="edition">Edition {version}</p>\n' + _fresh_text(key, size - len(skeleton))
+    return skeleton.replace("</h1>\n", "</h1>\n" + text, 1).encode()
 
 
 def page_bytes(web: Web, i: int, m: int, t: float, *, static: Renderer | None = None) -> bytes:

@@ -18,7 +18,7 @@ path                     what it is                                             
 =======================  ==========================================================  =============
 /hs/huge.xml             urlset of 60,000 in-scope URLs                              over_count
 /hs/big.xml.gz           valid gzip urlset of ~60 MB uncompressed (~1 MB on wire)    over_size
-/hs/bomb.xml.gz          gzip of 1 GiB of zeros                                      over_size
+/hs/bomb.xml.gz          gzip bomb: a urlset's start tag, then 1 GiB of blanks       over_size
 /hs/chain/{n}.xml        index whose only entry is /hs/chain/{n+1}.xml, endlessly    depth
 /hs/loop.xml             index listing itself                                        loop
 /hs/bad.xml              truncated, mismatched XML                                   bad_xml
@@ -34,10 +34,10 @@ from __future__ import annotations
 
 import functools
 import gzip
+import struct
 import time
 import zlib
 
-from pipeline.harness.testbed.hostile import gzip_bomb
 from pipeline.harness.testbed.living import state
 from pipeline.harness.testbed.model import HOSTILE_SITEMAP_SLOT, HOSTILE_SITEMAPS, Web
 
@@ -162,7 +162,7 @@ def _big(prefix: str) -> bytes:
     """A valid urlset of ~BIG_MB MB, compressed as a stream (the plain bytes are never held)."""
     c = zlib.compressobj(6, zlib.DEFLATED, 31)
     out = [c.compress(f'<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="{NS}">\n'.encode())]
-    filler = "x" * 900
+    filler = "x" * 1900  # ~2 KB an entry: the size limit is met before the count limit
     chunk = "".join(f"<url><loc>{prefix}{filler}{k}</loc></url>\n" for k in range(1000)).encode()
     for _ in range(BIG_MB * (1 << 20) // len(chunk) + 1):
         out.append(c.compress(chunk))
@@ -172,7 +172,26 @@ def _big(prefix: str) -> bytes:
 
 @functools.lru_cache(maxsize=1)
 def _bomb() -> bytes:
-    return gzip_bomb(BOMB_MB)
+    """~1 MB of gzip that inflates to a urlset start tag and 1 GiB of blanks (well-formed so far, so
+    only a size limit stops a reader). As ``hostile.gzip_bomb``: after a full flush deflate forgets its
+    history, so one compressed MiB of blanks is repeated verbatim."""
+    head = f'<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="{NS}">\n'.encode()
+    blanks = b" " * (1 << 20)
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+    start = c.compress(head) + c.flush(zlib.Z_FULL_FLUSH)
+    block = c.compress(blanks) + c.flush(zlib.Z_FULL_FLUSH)
+    tail = c.flush(zlib.Z_FINISH)
+    crc = zlib.crc32(head)
+    for _ in range(BOMB_MB):
+        crc = zlib.crc32(blanks, crc)
+    size = (len(head) + (BOMB_MB << 20)) & 0xFFFFFFFF
+    return (
+        b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff"
+        + start
+        + block * BOMB_MB
+        + tail
+        + struct.pack("<II", crc, size)
+    )
 
 
 _LAUGHS = (
