@@ -18,6 +18,7 @@ from typing import Any
 from pipeline.crawl import remember
 from pipeline.observe import logs
 from pipeline.settings import Loaded, Settings, arg_type, load_settings_traced, sections
+from pipeline.settings.security import redact, redact_section
 
 
 def add_crawl_flags(p: argparse.ArgumentParser) -> None:
@@ -77,6 +78,7 @@ def render(loaded: Loaded, *, only: Mapping[str, Any] | None = None) -> str:
         values = getattr(loaded.settings, section)
         for f in dataclasses.fields(values):
             name, value = f.name, getattr(values, f.name)
+            value = redact(f"{section}.{name}", value)  # secrets never printed (docs/SECURITY.md)
             text = json.dumps(list(value) if isinstance(value, tuple) else value)
             lines.append(f"{name} = {text}  # {loaded.sources[f'{section}.{name}']}")
         lines.append("")
@@ -89,7 +91,7 @@ def _cmd_settings(args: argparse.Namespace) -> int:
         print(f"# {args.out} remembers no settings ({remember.FILE} not found)", file=sys.stderr)
     loaded = loaded_from_args(args, remembered=memory.settings if memory else None)
     if args.json:
-        table = {s: dataclasses.asdict(getattr(loaded.settings, s)) for s in sections()}
+        table = {s: redact_section(s, dataclasses.asdict(getattr(loaded.settings, s))) for s in sections()}
         print(json.dumps({"settings": table, "sources": loaded.sources}, sort_keys=True))
     else:
         print("# effective settings; after each value, where it came from:")

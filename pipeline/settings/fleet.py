@@ -1,10 +1,20 @@
-"""The fleet's broker and its exchanges, segments and node views.
+"""The fleet's broker and its exchanges, segments and node views; TLS to the broker and the message keys.
 
-One section of :class:`pipeline.settings.Settings`; read only through ``load_settings``."""
+One section of :class:`pipeline.settings.Settings`; read only through ``load_settings``.
+
+Secrets (the broker password, ``key``, ``node_key``) come from the environment, a settings file or a
+``*_file`` with owner-only permissions (``pipeline.transport.tls.read_secret``), never from a flag;
+``SECRET_FIELDS`` names them for the redaction of ``crawlfleet settings``, logs and reports
+(``pipeline.settings.security.redact``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+# Fields whose value is a secret (shown as "***" wherever settings are printed).
+SECRET_FIELDS = frozenset({"fleet.key", "fleet.node_key"})
+# Fields that may carry a password inside a URL (the password is shown as "***").
+URL_FIELDS = frozenset({"fleet.broker_url"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,3 +36,19 @@ class FleetSettings:
     # sees differ from the dispatcher's); "" = as the dispatcher says.
     node_store: str = ""
     node_segments_dir: str = ""
+    # The broker password from a file (owner-only permissions), replacing the URL's; "" = the URL's.
+    broker_password_file: str = ""
+    # TLS to the broker (amqps://, docs/SECURITY.md): the CA that signed the broker's certificate, and
+    # this process's client certificate and key (the broker verifies peers). Plain amqp:// is refused
+    # unless the broker host is loopback.
+    tls_ca: str = ""
+    tls_cert: str = ""
+    tls_key: str = ""
+    # Signed batches and results (docs/SECURITY.md): the fleet key (the dispatcher's; each node's key is
+    # derived from it and the node name: `crawlfleet`'s scripts/rabbit-users.sh prints them). "" = no
+    # signing, allowed only with a loopback broker. key_file: the same from an owner-only file.
+    key: str = ""
+    key_file: str = ""
+    # A fetch node's own key (derived from the fleet key for its name); "" = derive it from `key`.
+    node_key: str = ""
+    node_key_file: str = ""

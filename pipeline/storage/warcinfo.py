@@ -4,7 +4,9 @@ The fields archivists look for (as Heritrix writes them): ``software`` (name/ver
 WARC libraries), ``hostname``, ``operator`` (the contact the user-agent string gives), the exact
 ``http-header-user-agent``, ``robots`` (obey/ignore) and the robots token, ``format``/``conformsTo``,
 ``isPartOf``, and ``crawlfleet-settings``: the crawl-relevant settings sections as one JSON line
-(fetch, politeness, scope, dns, security; never store or fleet, which may hold credentials).
+(fetch, politeness, scope, dns, security; never store or fleet, which may hold credentials), every
+value passed through ``pipeline.settings.security.redact`` as well, so a secret field added to one of
+those sections later is masked rather than archived.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import socket
 from importlib import metadata
 
 from pipeline.settings import Settings
+from pipeline.settings.security import redact_section
 
 FORMAT = "WARC File Format 1.1"
 CONFORMS_TO = "http://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"
@@ -45,7 +48,7 @@ def operator_of(user_agent: str) -> str:
 
 def crawl_info(settings: Settings, *, is_part_of: str = "crawlfleet", description: str = "") -> dict[str, str]:
     f, p = settings.fetch, settings.politeness
-    crawl = {name: dataclasses.asdict(getattr(settings, name)) for name in _SECTIONS}
+    crawl = {name: redact_section(name, dataclasses.asdict(getattr(settings, name))) for name in _SECTIONS}
     info = {
         "software": software(),
         "format": FORMAT,
