@@ -29,6 +29,7 @@ WAIT_FOR = "scripts/wait-for.sh"
 _DEP = re.compile(r"^(tcp|amqp|hbase):[^:]+:[0-9]+$")
 # Where the dev stack's services listen (the Procfile's and compose's addresses).
 RABBITMQ, HBASE, UNBOUND, TESTBED_DNS = "amqp:127.0.0.1:5672", "hbase:127.0.0.1:9090", "tcp:127.0.0.1:5335", "tcp:127.0.0.1:5353"
+DQ_DNS = "tcp:127.0.0.1:5336"  # `crawlfleet dns serve`: S1's bottom DNS layer, shared by the nodes
 
 
 def unwrap(words: list[str]) -> tuple[list[str], list[str]]:
@@ -87,7 +88,7 @@ def compose() -> dict[str, tuple[list[str], dict[str, str]]]:
 def test_same_services() -> None:
     assert sorted(procfile()) == sorted(compose())
     names = set(procfile())
-    assert {"rabbitmq", "unbound", "hbase", "testbed", "dispatcher", "jobs"} <= names
+    assert {"rabbitmq", "unbound", "dns", "hbase", "testbed", "dispatcher", "jobs"} <= names
     workers = [n for n in names if command(n)[:2] == ["crawlfleet", "worker"]]
     assert len(workers) >= 2
 
@@ -130,19 +131,23 @@ def test_worker_nodes_are_distinct_and_use_the_shared_resolver() -> None:
         words = command(name)
         if words[:2] == ["crawlfleet", "worker"]:
             nodes.append(words[words.index("--node") + 1])
-            assert words[words.index("--dns-server") + 1] == "127.0.0.1:5335"  # unbound (S1's lower DNS layer)
+            assert words[words.index("--dns-server") + 1] == "127.0.0.1:5336"  # S1's bottom DNS layer
+    dns = command("dns")
+    assert dns[:3] == ["crawlfleet", "dns", "serve"]
+    assert dns[dns.index("--listen") + 1] == "127.0.0.1:5336"
+    assert dns[dns.index("--upstream") + 1] == "127.0.0.1:5335"  # unbound, the upper layer
     assert len(nodes) == len(set(nodes))
 
 
 def test_every_process_waits_for_the_services_it_needs() -> None:
     """The dispatcher and the link jobs need RabbitMQ and HBase; a worker (a fetch node, which stores its
-    pages itself on the design card's loop) RabbitMQ, HBase, unbound and the testbed's DNS (which unbound
-    forwards crawl.test to); the services and the testbed wait for nothing."""
-    needs = {"dispatcher": {RABBITMQ, HBASE}, "jobs": {RABBITMQ, HBASE}}
+    pages itself on the design card's loop) RabbitMQ, HBase, the shared DNS server and the testbed's DNS (which
+    unbound forwards crawl.test to); the shared DNS server unbound; the services and the testbed wait for nothing."""
+    needs = {"dispatcher": {RABBITMQ, HBASE}, "jobs": {RABBITMQ, HBASE}, "dns": {UNBOUND}}
     for name in procfile():
         words = command(name)
         if words[:2] == ["crawlfleet", "worker"]:
-            assert {RABBITMQ, HBASE, UNBOUND, TESTBED_DNS} <= set(deps(name)), (name, deps(name))
+            assert {RABBITMQ, HBASE, DQ_DNS, TESTBED_DNS} <= set(deps(name)), (name, deps(name))
         elif name in needs:
             assert needs[name] <= set(deps(name)), (name, deps(name))
         elif words[0].startswith("scripts/svc-") or words[:2] == ["crawlfleet", "testbed"]:
