@@ -206,6 +206,8 @@ class CrawlCore:
         limit = self.settings.scope.max_pages
         if limit and self._issued >= limit:
             return None
+        if self.recrawl is not None and self.recrawl.continuous and self.recrawl.stopped():
+            return None  # the stop file: no new batch, the crawl ends once those in flight are back
         if self._new and self.frontier.pending == 0:
             self._flush_store()  # the frontier is starved: publish buffered discoveries now
         self._refill()
@@ -455,8 +457,8 @@ class CrawlCore:
         limit = self.settings.scope.max_pages
         if limit and self._issued >= limit:
             return True
-        if self.recrawl is not None and self.recrawl.continuous and not self.recrawl.stopped():
-            return False  # a continuous crawl waits for due URLs until stopped
+        if self.recrawl is not None and self.recrawl.continuous:
+            return self.recrawl.stopped()  # waits for due URLs until stopped; what is pending stays for --resume
         return self.frontier.pending == 0 and self.frontier.leased == 0 and not self.frontier.wants_refill(1)
 
     @property
