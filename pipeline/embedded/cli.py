@@ -62,7 +62,11 @@ def _cmd_crawl(args: argparse.Namespace) -> int:
         print(todo.stop, file=sys.stderr)
         return todo.exit_code
     out = Path(args.out)
-    summary = run_crawl(todo.settings, todo.seeds, out, resume=args.resume, progress=not args.no_progress,
+    settings = todo.settings
+    if args.continuous:  # for this run only (not remembered): a resume without it runs once
+        rc = {"continuous": True, "stop_file": args.stop_file or settings.recrawl.stop_file}
+        settings = settings.with_overrides({"recrawl": rc}, where="--continuous")
+    summary = run_crawl(settings, todo.seeds, out, resume=args.resume, progress=not args.no_progress,
                         fetcher=args.fetcher)  # fmt: skip
     print_summary(summary, as_json=args.json)
     from pipeline.embedded.interrupt import finish
@@ -82,5 +86,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                        help="continue the crawl in --out with the settings it remembers (flags given override them)")
     crawl.add_argument("--fetcher", choices=("aio", "threaded"), default="aio",
                        help="aio (default, event-driven) or threaded (requests-futures: requests' adapters, proxies, auth)")
+    crawl.add_argument("--continuous", action="store_true",
+                       help="keep the collection fresh: re-fetch URLs as they fall due (recrawl settings) until "
+                            "Ctrl-C or --stop-file")  # fmt: skip
+    crawl.add_argument("--stop-file", default=None, metavar="FILE",
+                       help="with --continuous: end cleanly once FILE exists (resume later with --resume)")
     add_crawl_flags(crawl)
     crawl.set_defaults(func=_cmd_crawl)
