@@ -28,6 +28,7 @@ from fetchers.engine import BACKLOG, Engine
 from fetchers.exchange import REDIRECT_STATUSES, Exchange, dns_error_class
 from fetchers.guard import GuardedResolver, SsrfBlocked
 from fetchers.records import Batch, FetchResult
+from fetchers.redirects import RedirectGate, follow_all
 from fetchers.report import BatchReport
 from fetchers.wire import Archive, WireRecord, status_line
 from pipeline.settings import FetchSettings, Settings
@@ -238,12 +239,14 @@ class AioFetcher:
         scope: Scope | None = None,
         clock: Callable[[], float] = time.monotonic,
         archive: Archive | None = None,
+        redirect_gate: RedirectGate = follow_all,
     ) -> None:
         """``archive``: called with every exchange as sent and received (``fetchers.wire``), e.g. a WARC writer."""
         self.settings = settings
         self.fetcher_id = fetcher_id
         self._given_resolver = resolver
         self.scope = scope
+        self.redirect_gate = redirect_gate  # asked before each redirect hop (fetchers.redirects)
         self.clock = clock
         self.archive = archive
         self._session: aiohttp.ClientSession | None = None
@@ -281,7 +284,7 @@ class AioFetcher:
         transport = AioTransport(self._session, f, self.clock, capture=self.archive is not None)
         self.engine = Engine(
             self.settings, fetcher_id=self.fetcher_id, transport=transport, resolver=guarded,
-            scope=self.scope, clock=self.clock, archive=self.archive,
+            scope=self.scope, clock=self.clock, archive=self.archive, redirect_gate=self.redirect_gate,
         )  # fmt: skip
 
     async def close(self) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 from aiohttp.abc import AbstractResolver
 
 from fetchers.protocol import Fetcher
+from fetchers.redirects import RedirectGate, follow_all, stop_at_redirects
 from fetchers.wire import Archive
 from pipeline.settings import Settings
 from pipeline.urls import Scope
@@ -36,15 +37,19 @@ def make_fetcher(
     scope: Scope | None = None,
     archive: Archive | None = None,
     clock: Callable[[], float] = time.monotonic,
+    redirect_gate: RedirectGate = follow_all,
 ) -> Fetcher:
-    """A fetcher of ``kind`` (see ``KINDS``); ``resolver`` is wrapped in the SSRF guard by either."""
+    """A fetcher of ``kind`` (see ``KINDS``); ``resolver`` is wrapped in the SSRF guard by either.
+    ``redirect_gate``: asked before each redirect hop (``fetchers.redirects``)."""
     if check_kind(kind) == "threaded":
         from fetchers.threaded import ThreadedFetcher
 
-        return ThreadedFetcher(settings, fetcher_id=fetcher_id, resolver=resolver, scope=scope, archive=archive, clock=clock)
+        return ThreadedFetcher(settings, fetcher_id=fetcher_id, resolver=resolver, scope=scope, archive=archive, clock=clock,
+                          redirect_gate=redirect_gate)  # fmt: skip
     from fetchers.aio import AioFetcher
 
-    return AioFetcher(settings, fetcher_id=fetcher_id, resolver=resolver, scope=scope, archive=archive, clock=clock)
+    return AioFetcher(settings, fetcher_id=fetcher_id, resolver=resolver, scope=scope, archive=archive, clock=clock,
+                          redirect_gate=redirect_gate)  # fmt: skip
 
 
 def worker_factory(kind: str) -> Callable[[Settings, str, Scope | None, dict[str, Any]], Fetcher]:
@@ -60,7 +65,8 @@ def worker_factory(kind: str) -> Callable[[Settings, str, Scope | None, dict[str
         if "resolver" not in shared:
             shared["caching"] = CachingResolver.from_settings(settings.dns)
             shared["resolver"] = AiohttpResolver(shared["caching"])
+        # A node has no seen-set: it stops at a redirect and the link jobs take the target as a link.
         return make_fetcher(kind, settings, fetcher_id=node, resolver=shared["resolver"], scope=scope,
-                            archive=shared.get("archive"))
+                            archive=shared.get("archive"), redirect_gate=stop_at_redirects)
 
     return make

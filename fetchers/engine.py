@@ -4,7 +4,7 @@ redirects followed); everything else is here, so both fetchers obey exactly the 
 
 Per URL: for each hop -> scope -> resolve (through the guarded resolver; IP literals checked directly)
 -> robots of that hop's origin -> paced exchange (retried with exponential back-off only when the
-transport says the error is retryable or the status is a 5xx other than 501) -> follow a redirect or
+transport says the error is retryable or the status is a 5xx other than 501) -> follow a redirect (when the ``RedirectGate`` says so: ``fetchers.redirects``) or
 finish. Every failure becomes a FetchResult with ``error_class``; nothing raises out of ``run_batch``.
 With an ``archive``, every exchange the transport captured (each hop, retry and robots.txt) is handed
 to it as it completes (``fetchers.wire``).
@@ -31,14 +31,15 @@ from fetchers.exchange import (
     split_host,
 )
 from fetchers.guard import GuardedResolver, SsrfBlocked
+from fetchers.hostworker import HostWorker
 from fetchers.politeness import Deferred, Pacer, parse_retry_after
 from fetchers.records import Batch, FetchResult, Timings, UrlTask
+from fetchers.redirects import RedirectGate, follow_all, next_hop
 from fetchers.report import (
     DEFERRED,
     DNS_RETRY_S,
     DNS_TRANSIENT,
     LEASE_LAPSED,
-    RETRY_LATER,
     ROBOTS_UNAVAILABLE,
     THROTTLED,
     BatchReport,
@@ -76,10 +77,13 @@ class Engine:
         scope: Scope | None,
         clock: Callable[[], float],
         archive: Archive | None = None,
+        redirect_gate: RedirectGate = follow_all,
     ) -> None:
-        """``archive`` gets every exchange the transport captured (each hop, retry and robots.txt)."""
+        """``archive`` gets every exchange the transport captured (each hop, retry and robots.txt).
+        ``redirect_gate`` is asked before each redirect hop is requested (``fetchers.redirects``)."""
         self.settings = settings
         self.archive = archive
+        self.redirect_gate = redirect_gate
         self.fetcher_id = fetcher_id
         self.transport = transport
         self.resolver = resolver
@@ -152,8 +156,8 @@ class Engine:
             unfinished=ctx.unfinished,
         )
 
-    def _worker(self, host: str, queue: deque[UrlTask], ctx: BatchCtx) -> _Worker:
-        return _Worker(self, host, queue, ctx)
+    def _worker(self, host: str, queue: deque[UrlTask], ctx: BatchCtx) -> HostWorker:
+        return HostWorker(self, host, queue, ctx)
 
     def host_delay(self, host: str, ctx: BatchCtx) -> float:
         """Seconds before ``host`` may be contacted again: its pacing gap or a robots.txt back-off."""
@@ -173,8 +177,7 @@ class Engine:
     async def fetch_task(self, task: UrlTask, ctx: BatchCtx) -> FetchResult:
         t0 = self.clock()
         url = task.url
-        chain: list[str] = []
-        seen = {url}
+        chain: list[str] = []  # every URL of the chain that was requested and redirected
         dns_s = 0.0
         max_redirects = self.settings.fetch.max_redirects
         hop = 0
@@ -202,7 +205,9 @@ class Engine:
                             raise Fail(LEASE_LAPSED, "not sent: the batch was stopped")
                         rules = await self.robots.get(origin, self._fetch_robots)
                     if rules.unreachable:
-                        raise Fail(ROBOTS_UNAVAILABLE, f"robots.txt of {origin} unavailable (status {rules.status})")
+                        raise Fail(
+                            ROBOTS_UNAVAILABLE, f"robots.txt of {origin} unavailable (status {rules.status})"
+                        )
                     if not rules.allows(url):
                         raise Fail("robots_blocked", f"disallowed by {origin}/robots.txt")
                     self.pacer.set_crawl_delay(host, rules.crawl_delay)
@@ -214,32 +219,26 @@ class Engine:
                     REQUEST_HEADERS.reset(sent)
             except Fail as fail:
                 res = self._result(task, ctx, fail.error_class, fail.message)
+                res.final_url = url
                 ex = None
             if ex is not None and ex.status in REDIRECT_STATUSES and not ex.error_class:
                 location = ex.headers.get("location", "")
                 if location:
-                    nxt = normalize(join(url, location))
                     chain.append(url)
-                    if nxt is None:
-                        res = self._from_exchange(task, ctx, url, ex)
-                        res.error_class, res.error_message = "invalid_url", f"bad redirect target {location[:200]!r}"
-                    elif nxt in seen:
-                        res = self._from_exchange(task, ctx, url, ex)
-                        res.error_class, res.error_message = "redirect_loop", f"{url} redirects back to {nxt}"
-                    elif hop >= max_redirects:
-                        res = self._from_exchange(task, ctx, url, ex)
-                        res.error_class = "too_many_redirects"
-                        res.error_message = f"more than {max_redirects} redirects"
-                    else:
-                        seen.add(nxt)
-                        url = nxt
+                    step = next_hop(task, url, location, chain=chain, hops=hop, max_redirects=max_redirects,
+                                    gate=self.redirect_gate)  # fmt: skip
+                    if step.follow:
+                        url = step.follow
                         hop += 1
                         continue
+                    res = self._from_exchange(task, ctx, url, ex)
+                    if step.stop_at:  # the redirect is the outcome: final_url names the target, no request
+                        res.final_url = step.stop_at
+                    else:
+                        res.error_class, res.error_message = step.error_class, step.error_message
             if res is None:
                 assert ex is not None
                 res = self._from_exchange(task, ctx, url, ex)
-            else:
-                res.final_url = url
             res.redirects = chain
             res.timings.dns_s = dns_s
             res.timings.total_s = self.clock() - t0
@@ -314,7 +313,9 @@ class Engine:
                 return Exchange(error_class=DEFERRED, error_message=str(d))
             if fence is not None and not fence():  # the pacer may have held us across a stop
                 self.pacer.release(grant)
-                return Exchange(error_class=LEASE_LAPSED, error_message="not sent: the batch's lease may have lapsed")
+                return Exchange(
+                    error_class=LEASE_LAPSED, error_message="not sent: the batch's lease may have lapsed"
+                )
             try:
                 ex = await self.transport.exchange(url, host, ip, max_body=max_body)
             finally:
@@ -360,56 +361,6 @@ class Engine:
                 continue
             return ex.status, ex.body
         return 310, b""  # too many redirects: treated like a 3xx/4xx (allow all), as RFC 9309 permits
-
-
-class _Worker:
-    """Drains one host's queue of a batch; several per host up to per-host concurrency."""
-
-    __slots__ = ("engine", "host", "queue", "ctx")
-
-    def __init__(self, engine: Engine, host: str, queue: deque[UrlTask], ctx: BatchCtx) -> None:
-        self.engine, self.host, self.queue, self.ctx = engine, host, queue, ctx
-
-    async def run(self, left: list[int]) -> None:
-        engine, queue, ctx = self.engine, self.queue, self.ctx
-        while queue:
-            task = queue.popleft()
-            try:
-                if ctx.fence is not None and not ctx.fence():
-                    res = engine._result(task, ctx, LEASE_LAPSED, "not started: the batch's lease may have lapsed")
-                else:
-                    res = await engine.fetch_task(task, ctx)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # a bug must cost one URL, not the batch or the loop
-                log.exception("fetch of %s failed unexpectedly", task.url)
-                res = engine._result(task, ctx, "internal_error", f"{type(exc).__name__}: {exc}"[:300])
-            if res.error_class in RETRY_LATER:
-                ctx.unfinished.append(task)
-                ctx.held_hosts.add(self.host)
-            else:
-                ctx.pages += 1
-            left[0] -= 1
-            engine._pending -= 1
-            try:
-                ctx.on_result(res)
-            except Exception:
-                log.exception("on_result failed for %s", task.url)
-            if ctx.on_host_done is not None:  # after on_result: a host's results come before its release
-                self._count_done(ctx.on_host_done, left[0])
-
-    def _count_done(self, on_host_done: Callable[[str, float, str], None], batch_left: int) -> None:
-        """One more result for this worker's host; release the host early once it has all of them,
-        unless the batch is ending anyway or a URL of the host was handed back (then the lease ends
-        with the batch)."""
-        host, ctx = self.host, self.ctx
-        host_left = ctx.host_left[host] = ctx.host_left[host] - 1
-        if host_left or not batch_left or not host or host in ctx.held_hosts:
-            return
-        try:
-            on_host_done(host, self.engine.host_delay(host, ctx), ctx.host_ips.get(host, ""))
-        except Exception:
-            log.exception("on_host_done failed for %s", host)
 
 
 def _workers_for(n_urls: int, per_host: int, host: str) -> int:

@@ -36,6 +36,7 @@ from fetchers.engine import BACKLOG, Engine
 from fetchers.exchange import REDIRECT_STATUSES, Exchange, split_host
 from fetchers.guard import GuardedResolver, SsrfBlocked
 from fetchers.records import Batch, FetchResult
+from fetchers.redirects import RedirectGate, follow_all
 from fetchers.report import BatchReport
 from fetchers.wire import Archive, WireRecord, status_line
 from pipeline.settings import FetchSettings, Settings
@@ -286,6 +287,7 @@ class ThreadedFetcher:
         clock: Callable[[], float] = time.monotonic,
         threads: int | None = None,
         archive: Archive | None = None,
+        redirect_gate: RedirectGate = follow_all,
     ) -> None:
         """``archive``: called with every exchange as sent and received (``fetchers.wire``)."""
         self.settings = settings
@@ -293,6 +295,7 @@ class ThreadedFetcher:
         self.fetcher_id = fetcher_id
         self._given_resolver = resolver
         self.scope = scope
+        self.redirect_gate = redirect_gate  # asked before each redirect hop (fetchers.redirects)
         self.clock = clock
         self.threads = threads or settings.fetch.concurrency
         self._own_resolver: AbstractResolver | None = None
@@ -311,7 +314,7 @@ class ThreadedFetcher:
         )
         self.engine = Engine(
             self.settings, fetcher_id=self.fetcher_id, transport=self._transport, resolver=guarded,
-            scope=self.scope, clock=self.clock, archive=self.archive,
+            scope=self.scope, clock=self.clock, archive=self.archive, redirect_gate=self.redirect_gate,
         )  # fmt: skip
 
     async def close(self) -> None:

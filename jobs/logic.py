@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from fetchers.records import FetchResult, SchemaError
+from fetchers.redirects import stopped_target
 from pipeline.links import extract, filtering
 from pipeline.links.filtering import Candidate
 from pipeline.storage.base import Store, UrlRecord, UrlState
-from pipeline.urls import Scope, TrapRules, fingerprint, host_of, normalize
+from pipeline.urls import Scope, TrapRules, fingerprint, host_of, normalize, trap_reason
 
 MAX_ANCHORS = 3  # anchor texts kept per target URL (the most frequent ones)
 MAX_ANCHOR_CHARS = 120
@@ -86,6 +87,10 @@ def page_candidates(
 
     ``result.nofollow`` (the fetcher's X-Robots-Tag view) drops every link like a meta nofollow.
     """
+    target = stopped_target(result)  # a redirect the node did not follow: its target is a link
+    if target:
+        ok = rules.scope.allows(target) and not trap_reason(target, rules.traps)
+        return [Candidate(target, fingerprint(target), host_of(target), result.depth, result.url)] if ok else []
     if not result.ok or not result.body or result.nofollow:
         return []
     page = extract.extract(

@@ -28,6 +28,8 @@ from typing import Any
 
 from fetchers.records import Batch, FetchResult, UrlTask
 from fetchers.report import LEASE_LAPSED
+from pipeline.crawl.discoveries import Discoveries
+from pipeline.crawl.durable import Durable
 from pipeline.crawl.outcome import is_final, outcome_of, state_of
 from pipeline.crawl.revisits import Recrawler
 from pipeline.dispatch.dispatcher import Dispatcher
@@ -37,14 +39,10 @@ from pipeline.dispatch.serials import SerialAllocator
 from pipeline.frontier.dedup import SeenFilter
 from pipeline.frontier.frontier import AnsweredFilter, Frontier, FrontierLimits
 from pipeline.frontier.seentable import FingerprintTable
-from pipeline.links import filtering, prepare
-from pipeline.links.extract import ExtractedPage, Link
 from pipeline.observe.stats import CrawlStats
 from pipeline.settings import Settings
 from pipeline.storage.base import Outcome, Store, UrlRecord, UrlState
-from pipeline.storage.journal import Checkpoint, SegmentWriter, journal_parts, replay
-from pipeline.storage.warc import WarcWriter
-from pipeline.storage.writebehind import LockedStore, WriteBehind, WriteJob
+from pipeline.storage.journal import journal_parts, replay
 from pipeline.urls import Scope, TrapRules, fingerprint, host_of, normalize
 
 log = logging.getLogger(__name__)
@@ -54,7 +52,6 @@ log = logging.getLogger(__name__)
 # unreachable (robots 5xx, DNS outage) cannot keep the crawl from ending.
 _MAX_RETRY_LATER = 5
 _FLUSH_EVERY = 256
-_CHECKPOINT_KEY = "journal_checkpoint"  # store meta: the journal position every result below is applied
 
 
 @dataclass(slots=True)
@@ -82,16 +79,10 @@ class CrawlCore:
         outcomes_by_nodes: bool = False,
     ) -> None:
         self.settings = settings
-        # With write-behind, outcomes are applied on a writer thread; every store call goes through
-        # one lock so the two threads never share a transaction (pipeline/storage/writebehind.py).
-        self._writer: WriteBehind | None = None
-        if write_behind:
-            store = LockedStore(store)
-            self._writer = WriteBehind(store, checkpoint_key=_CHECKPOINT_KEY)
-        self.store = store
-        self.clock = clock
-        self.out_dir = out_dir
-        self.stats = stats or CrawlStats()
+        self.durable = Durable(settings, store, out_dir, write_behind=write_behind)
+        self.store = store = self.durable.store  # behind a lock with write-behind
+        self.journal = self.durable.journal
+        self.clock, self.out_dir, self.stats = clock, out_dir, stats or CrawlStats()
         self.service = settings.dispatch.service
         seeds = self._remember_seeds(seeds, resume=resume)
         sc = settings.scope
@@ -99,17 +90,12 @@ class CrawlCore:
             seeds, allowed_domains=sc.allowed_domains, allow_regex=sc.allow_regex, deny_regex=sc.deny_regex
         )
         self.traps = TrapRules(sc.max_url_length, sc.max_path_depth, sc.max_repeated_segments)
-        pol = settings.politeness
-        self.frontier = Frontier(
-            FrontierLimits(
-                window_per_host=max(64, settings.dispatch.n_max),
-                max_urls_per_host_batch=max(1, settings.dispatch.k // 4),
-                hosts_per_ip=max(1, pol.per_ip_concurrency // max(1, pol.per_host_concurrency)),
-                max_pages_per_host=sc.max_pages_per_host,
-                active_hosts=settings.dispatch.active_hosts,
-                session_urls=settings.dispatch.host_session_urls,
-            )
-        )
+        pol, d = settings.politeness, settings.dispatch
+        self.frontier = Frontier(FrontierLimits(
+            window_per_host=max(64, d.n_max), max_urls_per_host_batch=max(1, d.k // 4),
+            hosts_per_ip=max(1, pol.per_ip_concurrency // max(1, pol.per_host_concurrency)),
+            max_pages_per_host=sc.max_pages_per_host, active_hosts=d.active_hosts, session_urls=d.host_session_urls,
+        ))  # fmt: skip
         self._answered: set[int] = set()  # url_ids with a result, among in-flight batches
         self._retry_later: dict[int, int] = {}  # url_id -> retry-later results so far
         self.dispatcher = Dispatcher(
@@ -125,15 +111,13 @@ class CrawlCore:
         st = settings.store
         table = FingerprintTable(max_entries=st.seen_table_max_urls) if st.seen_table_max_urls > 0 else None
         self.seen = SeenFilter(store, lru_size=st.seen_lru_size, table=table)
-        self.journal = SegmentWriter(out_dir / "segments")
-        # Live WARC output (optional). A page replayed from the journal after a crash may appear twice
-        # in the WARC files; `crawlfleet export warc` from the store never duplicates.
-        self.warc = WarcWriter(out_dir / "warc", max_bytes=settings.store.warc_max_bytes) if settings.store.warc else None
+        # What results add besides their outcomes: links, and the URLs of redirect chains, whose targets
+        # go through the seen-set and scope like links (pipeline/crawl/discoveries.py, redirects.py).
+        self.found = Discoveries(settings, store, self.seen, self.frontier, self.stats, self.scope, self.traps)
+        self.redirects = self.found.redirects
         self._inflight: dict[int, _InFlight] = {}
         self._outcomes: list[Outcome] = []
-        self._new: list[UrlRecord] = []
         self._issued = 0
-        self._checkpointed = ""
         self.dropped_results = 0
         # Re-crawling (issue #23, pipeline/crawl/revisits.py); None in a one-shot crawl, which is unchanged.
         rc = settings.recrawl
@@ -162,7 +146,7 @@ class CrawlCore:
 
     def _resume(self) -> None:
         """Replay the journal past the last checkpoint, then rebuild the frontier from the store."""
-        since = Checkpoint.decode(self.store.get_meta(_CHECKPOINT_KEY))
+        since = self.durable.since()
         replayed = 0
         for result in replay(self.out_dir / "segments", since):
             self._apply(result)
@@ -170,9 +154,8 @@ class CrawlCore:
             if len(self._outcomes) >= _FLUSH_EVERY:
                 self._flush_store()
         self._flush_store()
-        self._checkpoint()
-        if self._writer is not None:
-            self._writer.drain()  # the rows read below must show every replayed outcome
+        self.durable.checkpoint()
+        self.durable.drain()  # the rows read below must show every replayed outcome
         if self.seen.table is not None:
             self.seen.table.load(self.store.iter_url_ids())
         for host, count in self.store.pending_hosts():
@@ -199,6 +182,7 @@ class CrawlCore:
         for serial in [s for s in self._inflight if s not in live]:
             gone = self._inflight.pop(serial)
             self._issued -= len(gone.urls) - len(gone.answered)  # the unanswered ones were re-queued
+            self.redirects.release(gone.urls - gone.answered)
             self._answered.difference_update(gone.answered)
 
     def next_batch(self, fetcher_id: str) -> Batch | None:
@@ -208,7 +192,7 @@ class CrawlCore:
             return None
         if self.recrawl is not None and self.recrawl.continuous and self.recrawl.stopped():
             return None  # the stop file: no new batch, the crawl ends once those in flight are back
-        if self._new and self.frontier.pending == 0:
+        if self.found.buffered and self.frontier.pending == 0:
             self._flush_store()  # the frontier is starved: publish buffered discoveries now
         self._refill()
         offered = self.dispatcher.offer(fetcher_id, self.service, limit=limit - self._issued if limit else None)
@@ -230,7 +214,7 @@ class CrawlCore:
         self._flush_store()
         # Outcomes still on the writer's queue: the store shows those URLs PENDING, but they are done.
         # Taken before the reads (see WriteBehind.unapplied_ids).
-        done = self._writer.unapplied_ids() if self._writer is not None else frozenset()
+        done = self.durable.unapplied_ids()
         window = self.frontier.limits.window_per_host
         for host in wanted:
             records = self.store.pending(host, window + 1)
@@ -250,6 +234,7 @@ class CrawlCore:
         if flight is None or result.url_id not in flight.urls:
             self.dropped_results += 1
             return
+        self.redirects.release((result.url_id,))  # its chain ended: what it requested is settled below
         if stored and is_final(result):
             self._settle(flight, result.url_id)
             self._count(result)
@@ -384,75 +369,28 @@ class CrawlCore:
         if self.recrawl is not None:  # the next fetch; an unchanged page keeps its stored copy
             outcome, _ = self.recrawl.on_outcome(result, outcome)
         if outcome.state is UrlState.DONE:
-            self._discover(result)
+            self.found.links_of(result)
+        if result.redirects:
+            self.found.chain_of(result)
         self._outcomes.append(outcome)
-
-    def _discover(self, result: FetchResult) -> None:
-        known_many = self.seen.known_many
-        prepared = result.prepared
-        if prepared is not None and prepared.links is not None:  # a fetch process parsed the page already
-            if prepared.links:
-                child, source = result.depth + 1, prepared.source
-                known = known_many([url_id for _, url_id, _ in prepared.links])
-                self._new.extend(
-                    UrlRecord(url, url_id, host, child, discovered_from=source, inlinks=1)
-                    for (url, url_id, host), seen in zip(prepared.links, known, strict=True)
-                    if not seen
-                )
-            return
-        found = prepared.found if prepared is not None else None  # a parse process found them already
-        if found is None:
-            found = prepare.found_links(result, self.settings)
-        if not found:
-            return
-        # S5: most links of a site repeat; drop those the LRU or the seen-table knows before building
-        # candidates (one vectorised table search per page).
-        known = known_many([url_id for _, url_id in found])
-        fresh = [Link(url, "", False, url_id) for (url, url_id), seen in zip(found, known, strict=True) if not seen]
-        if fresh:
-            page = ExtractedPage(fresh)
-            cands = prepare.candidates(result, page, scope=self.scope, traps=self.traps, settings=self.settings)
-            self._new.extend(filtering.to_records(cands))
 
     def flush(self) -> None:
         """Make every processed result durable and move the journal checkpoint past it."""
         self._flush_store()
-        self._checkpoint()
+        self.durable.checkpoint()
 
     def _flush_store(self) -> None:
-        if self._new:
-            new = self.seen.add_new(self._new)
-            self._new = []
-            self.frontier.add(new)
-            self.stats.on_discovered(len(new))
+        self._outcomes.extend(self.found.publish())
         if self._outcomes:
-            if self._writer is not None:
-                self._writer.submit(WriteJob(self._outcomes, before=self._write_warc if self.warc else None))
-            else:
-                self._write_warc(self._outcomes)
-                self.store.record_results(self._outcomes)
+            self.durable.record(self._outcomes)
             self._outcomes = []
-
-    def _write_warc(self, outcomes: Sequence[Outcome]) -> None:
-        if self.warc is not None:
-            self.warc.write_pages(o.page for o in outcomes if o.page is not None)
-
-    def _checkpoint(self) -> None:
-        position = self.journal.position().encode()
-        if position == self._checkpointed:
-            return  # nothing journaled since: spare the store a write (a Thrift round trip on HBase)
-        self._checkpointed = position
-        if self._writer is not None:
-            self._writer.submit(WriteJob((), checkpoint=position))  # applied after every earlier job
-        else:
-            self.store.put_meta(_CHECKPOINT_KEY, position)
 
     # --- status ------------------------------------------------------------------------------------
     def done(self) -> bool:
         """True when nothing is pending, leased or in flight (or the page limit is reached)."""
         if self._inflight:
             return False
-        if self._new or self._outcomes:
+        if self.found.buffered or self._outcomes:
             self._flush_store()  # buffered discoveries may still hold work
         limit = self.settings.scope.max_pages
         if limit and self._issued >= limit:
@@ -476,9 +414,4 @@ class CrawlCore:
 
     def close(self) -> None:
         self.flush()
-        if self._writer is not None:
-            self._writer.close()
-        self.journal.close()
-        if self.warc is not None:
-            self.warc.close()
-        self.store.flush()
+        self.durable.close()

@@ -138,7 +138,8 @@ class EmbeddedCrawl:
             # The fetcher wraps the resolver in the SSRF guard itself (check and connect use one answer).
             fetchers = [
                 make_fetcher(self.request.fetcher, self.settings, fetcher_id="local", resolver=AiohttpResolver(resolver),
-                             scope=core.scope, archive=self._warc.write_exchange if self._warc else None)
+                             scope=core.scope, archive=self._warc.write_exchange if self._warc else None,
+                             redirect_gate=core.redirects.gate)
             ]  # fmt: skip
         if pool is not None:
             await pool.start()

@@ -272,6 +272,7 @@ async def _serve(
     kind: str, warc: str,
 ) -> None:  # fmt: skip
     from fetchers.choice import make_fetcher
+    from fetchers.redirects import stop_at_redirects
     from pipeline.dns.aiohttp_resolver import AiohttpResolver
     from pipeline.dns.cache_resolver import CachingResolver, dns_counters
     from pipeline.links.prepare import prepare
@@ -281,7 +282,8 @@ async def _serve(
     caching = CachingResolver.from_settings(settings.dns)
     writer = live_writer(settings, warc, fetcher_id) if warc else None
     fetcher = make_fetcher(kind, settings, fetcher_id=fetcher_id, resolver=AiohttpResolver(caching), scope=scope,
-                           archive=writer.write_exchange if writer is not None else None)  # fmt: skip
+                           archive=writer.write_exchange if writer is not None else None,
+                           redirect_gate=stop_at_redirects)  # no seen-set here: targets go back as links
 
     def gone() -> None:
         """The parent died (or quit at a second Ctrl-C): stop fetching now (its in-flight batches are
