@@ -27,16 +27,27 @@ from kombu import Connection, Producer
 from kombu.message import Message
 
 from pipeline.settings import FleetSettings
-from pipeline.transport import topology
+from pipeline.transport import tls, topology
 from pipeline.transport.messages import Encoded, NodeHeartbeat, encode, wrap
+from pipeline.transport.msgauth import MessageKeys, signed_headers
 
 log = logging.getLogger(__name__)
 
 
-def connection(url: str, *, confirm: bool = False, heartbeat: float = 0) -> Connection:
-    """A kombu connection; ``confirm`` makes every publish wait for the broker's ack."""
+def connection(url: str, *, confirm: bool = False, heartbeat: float = 0, ssl: Any = None) -> Connection:
+    """A kombu connection; ``confirm`` makes every publish wait for the broker's ack; ``ssl``: py-amqp's
+    TLS options (``tls.kombu_ssl``)."""
     options: dict[str, Any] = {"confirm_publish": True} if confirm else {}
-    return Connection(url, heartbeat=heartbeat, transport_options=options, connect_timeout=5)
+    extra: dict[str, Any] = {"ssl": ssl} if ssl else {}
+    return Connection(url, heartbeat=heartbeat, transport_options=options, connect_timeout=5, **extra)
+
+
+def fleet_connection(fleet: FleetSettings, *, confirm: bool = False) -> Connection:
+    """A kombu connection to the fleet's broker as the settings say: TLS for amqps:// (verified both
+    ways), plain AMQP only to loopback, the password from its file (``tls.py``; raises
+    ``BrokerPolicyError`` for a URL it refuses)."""
+    tls.check_broker(fleet)
+    return connection(tls.broker_url(fleet), confirm=confirm, ssl=tls.kombu_ssl(fleet))
 
 
 def dead_letter(producer: Producer, message: Message, *, reason: str, source: str) -> None:
@@ -110,6 +121,8 @@ class Outbox:
         self._next_heartbeat = 0.0
         self._down_since: float | None = None
         self._last_attempt = 0.0
+        self._keys = MessageKeys.for_node(fleet, node)  # signs replies and heartbeats (msgauth.py)
+        self._declare_results = True  # off once the broker refuses it (a node's own user: rabbit-users.sh)
 
     # --- API (any thread) ------------------------------------------------------------------------
     def start(self) -> None:
@@ -214,13 +227,18 @@ class Outbox:
                 exchange, key = topology.heartbeat_exchange(self.fleet), ""
             else:
                 exchange, key = topology.results_exchange(self.fleet), service
-                if service not in self._declared:
+                if service not in self._declared and self._declare_results:
                     # Declare the queue too, so results are kept even before the dispatcher first starts.
-                    topology.results_queue(self.fleet, service).declare(channel=producer.channel)
-                    self._declared.add(service)
+                    self._declare_results_queue(producer, service)
+                    if self._producer is None:  # refused: reconnected without it
+                        return False
+                self._declared.add(service)
+            headers = signed_headers(self._keys, kind="heartbeat" if heartbeat else "results", node=self.node,
+                                     body=enc.body)  # fmt: skip
             producer.publish(
                 enc.body, exchange=exchange, routing_key=key, content_type=enc.content_type,
                 content_encoding=enc.content_encoding, delivery_mode=2 if persistent else 1, retry=False,
+                headers=headers,
             )  # fmt: skip
             return True
         except Exception as exc:  # connection, channel or nack: all mean "not confirmed, send again"
@@ -230,13 +248,32 @@ class Outbox:
             self._disconnect()
             return False
 
+    def _declare_results_queue(self, producer: Producer, service: str) -> None:
+        """Declare the results queue; a node user without configure rights on it (scripts/rabbit-users.sh)
+        is refused, which closes the channel: then stop declaring and reconnect (the dispatcher declares
+        it before it issues a batch, so its replies are routed all the same)."""
+        from amqp.exceptions import AccessRefused
+
+        try:
+            topology.results_queue(self.fleet, service).declare(channel=producer.channel)
+        except AccessRefused:
+            log.info("outbox: this user may not declare the results queue; the dispatcher's declaration is used")
+            self._declare_results = False
+            self._disconnect()
+            self._down_since = None  # not an outage: reconnect at once
+
     def _ensure_producer(self) -> Producer | None:
         if self._producer is not None:
             return self._producer
         now = time.monotonic()
         if self._down_since is not None and now - self._last_attempt < self.retry_s:
             return None
-        conn = connection(self.fleet.broker_url, confirm=True)
+        try:
+            conn = fleet_connection(self.fleet, confirm=True)
+        except tls.BrokerPolicyError as exc:  # a setting, not an outage: say so, keep retrying slowly
+            log.error("outbox: %s", exc)
+            self._down_since, self._last_attempt = self._down_since or now, now
+            return None
         try:
             conn.connect()
             channel = conn.channel()

@@ -13,14 +13,18 @@ Choices, each for a reason:
 - every ``fetch.*`` queue is declared with the dead-letter exchange (``FleetQueues``), whoever
   declares it first, so rejected messages land in ``crawlfleet.dead``.
 - ``FleetConsumer`` checks each task message before Celery decodes it (size, content type, JSON,
-  batch schema) and rejects a bad one to the dead-letter queue with a logged reason; it also
-  reconnects faster than Celery's default 2 s, 4 s, 6 s ... back-off.
+  batch schema; with a key, the dispatcher's signature for this node and no replay: msgauth.py) and
+  rejects a bad one to the dead-letter queue with a logged reason; it also reconnects faster than
+  Celery's default 2 s, 4 s, 6 s ... back-off.
+- The broker connection follows ``tls.py``: amqps:// with the CA and this node's client certificate,
+  plain AMQP only to loopback, the password from its file.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import time
 from typing import Any
 
 from celery import Celery
@@ -31,8 +35,10 @@ from kombu import Queue
 from kombu.message import Message
 
 from pipeline.settings import Settings, load_settings
-from pipeline.transport import topology
+from pipeline.transport import tls, topology
 from pipeline.transport.messages import BadMessage
+from pipeline.transport.msgauth import MessageKeys, check_batch, require_signing
+from pipeline.transport.signing import ReplayGuard
 from pipeline.transport.taskmsg import check_task_message
 
 log = logging.getLogger(__name__)
@@ -64,13 +70,20 @@ class FleetConsumer(Consumer):
 
     def create_task_handler(self, *args: Any, **kwargs: Any) -> Any:
         inner = super().create_task_handler(*args, **kwargs)
-        limit = current_settings().fleet.max_message_bytes
+        settings = current_settings()
+        limit = settings.fleet.max_message_bytes
+        node = node_name()
+        keys = MessageKeys.for_node(settings.fleet, node)
+        guard = ReplayGuard(max_age_s=settings.dispatch.lease_s)
 
         def on_task_received(message: Message) -> Any:
             try:
                 check_task_message(message, max_bytes=limit)
             except BadMessage as exc:
                 return reject(message, str(exc))
+            why = check_batch(keys, guard, node=node, message=message, now=time.time())
+            if why is not None:
+                return reject(message, f"refused batch for node {node}: {why}")
             return inner(message)
 
         return on_task_received
@@ -122,9 +135,19 @@ def current_settings() -> Settings:
     return _settings
 
 
+def node_name() -> str:
+    """This worker's node (``CRAWLFLEET_NODE``, set by ``crawlfleet worker``)."""
+    return topology.check_name(os.environ.get("CRAWLFLEET_NODE", "default"), what="node")
+
+
 def configure(app: Celery, settings: Settings) -> None:
+    """Celery's settings for a fleet node. Raises ``tls.BrokerPolicyError`` for a broker URL the fleet
+    refuses (plain AMQP off loopback, amqps:// without its CA) and for an unsigned node off loopback."""
+    tls.check_broker(settings.fleet)
+    require_signing(settings.fleet, MessageKeys.for_node(settings.fleet, node_name()))
     app.conf.update(
-        broker_url=settings.fleet.broker_url,
+        broker_url=tls.broker_url(settings.fleet),
+        broker_use_ssl=tls.kombu_ssl(settings.fleet) or False,
         broker_connection_retry_on_startup=True,
         broker_connection_retry=True,
         broker_connection_max_retries=None,  # a fleet node waits for its broker forever

@@ -32,8 +32,9 @@ from kombu import Queue
 from kombu.message import Message
 
 from pipeline.settings import FleetSettings
-from pipeline.transport import topology
+from pipeline.transport import tls, topology
 from pipeline.transport.batchsend import TaskMessage, pika_properties, publish_kombu
+from pipeline.transport.msgauth import signed_headers
 from pipeline.transport.pikawire import ChannelGone, PikaMessage, connection_parameters, poll
 from pipeline.transport.session import BrokerSession, Inbound
 
@@ -83,7 +84,9 @@ class PikaSession(BrokerSession):
         return True
 
     def _open(self) -> None:
-        params = connection_parameters(self.fleet.broker_url, name=f"crawlfleet-dispatcher-{self.service}")
+        tls.check_broker(self.fleet)
+        params = connection_parameters(tls.broker_url(self.fleet), name=f"crawlfleet-dispatcher-{self.service}",
+                                       ssl_options=tls.pika_ssl(self.fleet))  # fmt: skip
         opened: list[Any] = []
         self._closed = None
         self.conn = pika.SelectConnection(params, on_open_callback=opened.append, on_close_callback=self._on_closed,
@@ -111,6 +114,9 @@ class PikaSession(BrokerSession):
         def collect(_ch: Any, method: Any, props: Any, body: bytes) -> None:
             msg = PikaMessage(body, props.content_type, props.content_encoding, props.headers,
                               method.delivery_tag, method.routing_key, channel)  # fmt: skip
+            if self.forgery(kind, msg) is not None:  # not its node's word: dropped (results: to the DLX)
+                channel.basic_reject(method.delivery_tag, requeue=False)
+                return
             # self.inbox, not a list captured here: callers swap it (``items, s.inbox = s.inbox, []``).
             self.inbox.append(Inbound(kind, cast(Message, msg)))  # duck-typed: callers read the fields above
 
@@ -332,7 +338,10 @@ def make_session(client: str, fleet: FleetSettings, **kwargs: Any) -> BrokerSess
 
 def send_task(session: BrokerSession, msg: TaskMessage, *, serial: int) -> None:
     """Publish a ``batchsend`` task message on either session; raises while the session is down. kombu
-    returns once the broker confirmed it; pika at once (see ``take_unconfirmed``)."""
+    returns once the broker confirmed it; pika at once (see ``take_unconfirmed``). Signed for its node
+    when the session holds the fleet key (msgauth.py): the node refuses it otherwise."""
+    node = msg.routing_key.removeprefix(topology.FETCH_PREFIX)
+    msg.headers.update(signed_headers(session.keys, kind="batch", node=node, body=msg.body))
     if isinstance(session, PikaSession):
         session.publish_task(msg, serial=serial)
     elif session.producer is None:

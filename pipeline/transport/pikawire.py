@@ -4,8 +4,8 @@ socket read size.
 
 - ``connection_parameters``: ``fleet.broker_url`` is written for kombu, where ``amqp://h:5672//`` means
   the vhost ``/``; pika would read that as the vhost ``""`` (refused by the broker). The URL is read
-  by kombu's parser, with kombu's defaults (guest/guest, port 5672, vhost ``/``), so both clients
-  reach the same vhost from the same setting. TLS (``amqps``) is not supported here.
+  by kombu's parser, with kombu's defaults (guest/guest, port 5672, vhost ``/``; 5671 for amqps), so
+  both clients reach the same vhost from the same setting; ``ssl_options`` (``tls.pika_ssl``) for amqps.
 - ``RECV_BYTES``: pika's transport reads the socket 4 KB at a time (a class attribute, the same in pika
   1.2-1.4) and re-copies its frame buffer on each read, so a 50 KB reply costs ~13 reads and ~13
   copies; raised process-wide on import (docs/bench/amqp.md: 0.69 -> 1.06 of kombu's consuming rate
@@ -27,14 +27,18 @@ if getattr(_AsyncTransportBase, "_MAX_RECV_BYTES", RECV_BYTES) < RECV_BYTES:
     _AsyncTransportBase._MAX_CONSUME_BYTES = max(_AsyncTransportBase._MAX_CONSUME_BYTES, 4 * RECV_BYTES)
 
 
-def connection_parameters(url: str, *, name: str) -> pika.ConnectionParameters:
+def connection_parameters(url: str, *, name: str, ssl_options: Any = None) -> pika.ConnectionParameters:
     """pika parameters for the kombu-style ``url``; ``name`` shows in the broker's connection list.
     AMQP heartbeats off, as in the kombu session: a stopped dispatcher must not be disconnected for it."""
     parts = parse_url(url)
-    if parts["transport"] not in ("amqp", "pyamqp"):
-        raise ValueError(f"the pika session speaks plain amqp://, not {parts['transport']}://")
+    if parts["transport"] not in ("amqp", "pyamqp", "amqps"):
+        raise ValueError(f"the pika session speaks amqp:// and amqps://, not {parts['transport']}://")
+    tls = parts["transport"] == "amqps"
+    if tls and ssl_options is None:
+        raise ValueError("amqps:// needs TLS options (tls.pika_ssl)")
     return pika.ConnectionParameters(
-        host=parts["hostname"] or "localhost", port=parts["port"] or 5672,
+        host=parts["hostname"] or "localhost", port=parts["port"] or (5671 if tls else 5672),
+        ssl_options=ssl_options if tls else None,
         virtual_host=parts["virtual_host"] or "/",
         credentials=pika.PlainCredentials(parts["userid"] or "guest", parts["password"] or "guest"),
         heartbeat=0, connection_attempts=1, socket_timeout=5,

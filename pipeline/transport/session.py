@@ -37,8 +37,9 @@ from kombu.message import Message
 
 from pipeline.settings import FleetSettings
 from pipeline.transport import topology
-from pipeline.transport.amqp import connection, dead_letter
+from pipeline.transport.amqp import dead_letter, fleet_connection
 from pipeline.transport.messages import BadMessage, decode, parse_submit
+from pipeline.transport.msgauth import MessageKeys, check_node_message, require_signing
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,11 @@ class BrokerSession:
         self._heard_at = 0.0  # last delivery or answered probe
         self.reconnects = 0
         self.dead_lettered = 0
+        # Results and heartbeats must be signed by the node they speak for (msgauth.py); forged ones
+        # are dropped before the dispatcher sees them.
+        self.keys = MessageKeys.for_dispatcher(fleet)
+        require_signing(fleet, self.keys)
+        self.forged = 0
 
     # --- connection ------------------------------------------------------------------------------
     def paused_now(self) -> float:
@@ -110,7 +116,7 @@ class BrokerSession:
         if now - self._last_attempt < self.retry_s:
             return False
         self._last_attempt = now
-        conn = connection(self.fleet.broker_url, confirm=True)
+        conn = fleet_connection(self.fleet, confirm=True)
         try:
             conn.connect()
             self._setup(conn)
@@ -151,9 +157,26 @@ class BrokerSession:
 
     def _collector(self, kind: str) -> Callable[[Message], None]:
         def collect(message: Message) -> None:
+            if self.forgery(kind, message) is not None:
+                try:
+                    message.reject(requeue=False)  # results: to crawlfleet.dead (the queue's DLX)
+                except Exception as exc:
+                    self.lost(exc)
+                return
             self.inbox.append(Inbound(kind, message))
 
         return collect
+
+    def forgery(self, kind: str, message: Any) -> str | None:
+        """Why a results or heartbeat message is not the signed word of its node (logged, counted), or
+        None to let it in. Submits are not signed (a client's seeds go through the crawl's scope)."""
+        if kind not in ("results", "heartbeat"):
+            return None
+        why = check_node_message(self.keys, kind=kind, message=message, max_bytes=self.fleet.max_message_bytes)
+        if why is not None:
+            self.forged += 1
+            log.warning("dropping a %s message that is not its node's: %s", kind, why)
+        return why
 
     def lost(self, exc: BaseException) -> None:
         """Mark the session down after a broker error seen by the caller (e.g. a failed publish)."""
