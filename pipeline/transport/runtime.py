@@ -41,6 +41,7 @@ from pipeline.transport.lease import LeaseGuard
 from pipeline.transport.messages import NodeHeartbeat
 from pipeline.transport.nodesink import NodeSink, SinkSpec
 from pipeline.transport.replies import reply_text
+from pipeline.transport.serialcheck import REVOKED, SerialChecker
 from pipeline.urls import Scope
 
 log = logging.getLogger(__name__)
@@ -141,6 +142,8 @@ class FetchRuntime:
         self._counters = _Counters(last_at=time.monotonic())
         d = settings.dispatch
         self.lease = LeaseGuard.for_heartbeats(heartbeat_s=d.heartbeat_s, missed=d.missed_heartbeats)
+        # S1's serial check (#19): asked in the Celery thread, never on the fetch loop.
+        self.serials = SerialChecker(settings.fleet.broker_url) if d.serial_check else None
         self.outbox = Outbox(
             settings.fleet, node=node, incarnation=self.incarnation, heartbeat_s=d.heartbeat_s,
             heartbeat=self.heartbeat, on_beat=self.lease.beat, **(outbox_options or {}),
@@ -179,6 +182,8 @@ class FetchRuntime:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout)
         self.outbox.close(timeout=timeout)
+        if self.serials is not None:
+            self.serials.close()
         self._sink_pool.submit(self._close_sinks).result(timeout)
         self._sink_pool.shutdown(wait=False)
 
@@ -205,9 +210,15 @@ class FetchRuntime:
             if known is not None:
                 self.duplicates += 1
                 return dict(known, duplicate=True)
+            running = key in self._running
+        revoked = False  # S1 serial check: a revoked batch's URLs go back unfetched (fence)
+        if not running and self.serials is not None:
+            revoked = self.serials.check(batch.service, batch.serial, batch.fetcher_id) == REVOKED
+        with self._lock:
             future = self._running.get(key)
             if future is None:
-                future = asyncio.run_coroutine_threadsafe(self._fetch(batch, scope, sink), self._loop)
+                future = asyncio.run_coroutine_threadsafe(self._fetch(batch, scope, sink, revoked=revoked),
+                                                          self._loop)  # fmt: skip
                 self._running[key] = future
             else:
                 self.duplicates += 1
@@ -231,8 +242,8 @@ class FetchRuntime:
             with self._lock:
                 self._active -= 1
 
-    async def _fetch(self, batch: Batch, scope: Scope | None,
-                     sink: SinkSpec) -> tuple[BatchReport, threading.Event]:
+    async def _fetch(self, batch: Batch, scope: Scope | None, sink: SinkSpec, *,
+                     revoked: bool = False) -> tuple[BatchReport, threading.Event]:
         fetcher = await self._fetcher_for(scope, warc=sink.warc)
         service = batch.service
         counters = self._counters
@@ -245,7 +256,8 @@ class FetchRuntime:
                 counters.failures += 1
             held.append(result)
 
-        report = await fetcher.fetch_batch(batch, on_result, fence=self.lease.fence())
+        fence = (lambda: False) if revoked else self.lease.fence()
+        report = await fetcher.fetch_batch(batch, on_result, fence=fence)
         report.fetcher_id = batch.fetcher_id  # the dispatcher's (virtual) fetcher, not the node
         try:
             receipt = await self._loop.run_in_executor(self._sink_pool, self._write, sink, batch, held)
