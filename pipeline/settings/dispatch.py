@@ -19,6 +19,8 @@ class DispatchSettings:
     quotas_file: str = ""  # S1 quota list (TOML, service -> URLs/s); "" = unlimited
     # Deviation from S1, off by default: cut a batch to the quota budget instead of refusing it.
     quota_shrink: bool = False
+    # S1's serial-id check: a fleet node asks the dispatcher before fetching a batch (serialcheck.py).
+    serial_check: bool = True
     service: str = "default"
     # Hosts the frontier works on at once, at least; more are activated whenever none of them is ready
     # (pipeline/frontier/activehosts.py). 0 = every host with pending URLs.

@@ -54,6 +54,7 @@ from pipeline.transport.pika_session import make_session, send_task, take_unconf
 from pipeline.transport.recovery import drain_previous
 from pipeline.transport.replies import parse_links
 from pipeline.transport.runtime import scope_to_json
+from pipeline.transport.serialcheck import SerialResponder, SerialTable
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,8 @@ class FleetDispatcher:
         self.links = LinkProgress(clock=monotonic)
         self._events: IO[str] | None = None
         self._stats_file: IO[str] | None = None
+        self.serials = SerialTable()  # S1's serial check: what nodes ask before fetching a batch
+        self._responder: SerialResponder | None = None
 
     def clock(self) -> float:
         """Wall time minus the time the dispatcher could not hear the fleet (``BrokerSession.paused_s``).
@@ -150,6 +153,8 @@ class FleetDispatcher:
             store.put_meta(RULES_KEY, rules.to_json())
             self._sink_json = crawl_sink(self.settings, self.out_dir).to_json()
             self._encoder = BatchEncoder(scope_json=self._scope_json, sink_json=self._sink_json, wall=self._wall)
+            if self.settings.dispatch.serial_check:
+                self._responder = SerialResponder(self.settings.fleet.broker_url, self.service, self.serials).start()
             if self.metrics_port is not None:
                 self._metrics = MetricsServer(self.core.stats, fleet=self._snapshot)
                 port = self._metrics.start_in_thread("127.0.0.1", self.metrics_port)
@@ -158,6 +163,8 @@ class FleetDispatcher:
                 self._on_heartbeat(hb)
             self._loop()
         finally:
+            if self._responder is not None:
+                self._responder.stop()
             if self._metrics is not None:
                 self._metrics.stop_thread()
             if self.core is not None:
@@ -324,6 +331,7 @@ class FleetDispatcher:
             if serial not in outstanding:  # expired by the core (dead fetcher or lease timeout)
                 self._busy[issued.vfid] = serial
                 self._forget_fetcher(issued.vfid, reason="expired")
+        self.serials.replace((serial, issued.vfid) for serial, issued in self._issued.items())
         self._warn_if_no_links()
         now = self.clock()
         for node in self.fleet.silent(now, self.hb_timeout):
@@ -355,6 +363,7 @@ class FleetDispatcher:
             choice = self.fleet.last_choice
             self._issued[batch.serial] = Issued(batch, node.name, vfid)
             self._busy[vfid] = batch.serial
+            self.serials.issue(batch.serial, vfid)  # before it is sent: its node may ask at once
             self._event("issue", serial=batch.serial, node=node.name, vfid=vfid, n=len(batch.tasks),
                         u=round(choice.u, 1) if choice else None, p=node.p, q=node.q)  # fmt: skip
             self._send(batch.serial)

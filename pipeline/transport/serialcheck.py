@@ -1,0 +1,209 @@
+"""S1's serial-id check: before fetching a batch a node asks the dispatcher whether the batch's download
+serial id is still its own ("the slave may check the id with the master").
+
+Over RabbitMQ, without blocking the dispatcher's loop:
+
+- The dispatcher keeps a ``SerialTable`` (serial -> the virtual fetcher it was issued to), written by
+  its loop when it issues a batch and replaced from its outstanding batches on every tick (so an
+  expired or completed batch leaves within a tick). A ``SerialResponder`` thread with its own
+  connection answers checks from that table: it never touches the crawl core.
+- A node sends ``{"serial", "fetcher"}`` to the queue ``serials.<service>`` with RabbitMQ's direct
+  reply-to (``amq.rabbitmq.reply-to``: no reply queue to declare) and waits up to ``timeout_s``
+  for ``{"serial", "held"}``. ``held`` false means the batch was expired or re-issued: the node hands
+  its URLs back unfetched. No answer in time fails open (the batch is fetched; S1 says *may* check,
+  and a dispatcher that is restarting must not stop the fleet) and the checks pause for
+  ``PAUSE_AFTER_SILENCE_S`` so a fleet without a responder does not pay the timeout on every batch.
+
+The answer rule is pure (``answer``); the two classes are the I/O at the edges.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import pika
+import pika.exceptions
+
+log = logging.getLogger(__name__)
+
+REPLY_TO = "amq.rabbitmq.reply-to"
+PAUSE_AFTER_SILENCE_S = 30.0
+HELD, REVOKED, UNANSWERED = "held", "revoked", "unanswered"
+
+
+def queue_name(service: str) -> str:
+    return f"serials.{service}"
+
+
+class SerialTable:
+    """Thread-safe serial -> fetcher map of the batches the dispatcher has out."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[int, str] = {}
+
+    def issue(self, serial: int, fetcher_id: str) -> None:
+        with self._lock:
+            self._held[serial] = fetcher_id
+
+    def replace(self, outstanding: Iterable[tuple[int, str]]) -> None:
+        fresh = dict(outstanding)
+        with self._lock:
+            self._held = fresh
+
+    def holder(self, serial: int) -> str | None:
+        with self._lock:
+            return self._held.get(serial)
+
+
+def answer(body: bytes, holder: Callable[[int], str | None]) -> dict[str, Any]:
+    """The reply to one check: held iff ``serial`` is out and issued to ``fetcher``. Hostile input gets
+    ``{"error": ...}`` (never an exception)."""
+    try:
+        req = json.loads(body)
+        serial, fetcher = req["serial"], req["fetcher"]
+        if isinstance(serial, bool) or not isinstance(serial, int) or not isinstance(fetcher, str):
+            raise TypeError("serial must be an int and fetcher a string")
+    except (ValueError, KeyError, TypeError) as exc:
+        return {"error": f"bad serial check: {exc}"[:200]}
+    return {"serial": serial, "held": holder(serial) == fetcher}
+
+
+class SerialResponder:
+    """The dispatcher's side: a daemon thread answering checks from ``table`` until ``stop``."""
+
+    def __init__(self, broker_url: str, service: str, table: SerialTable) -> None:
+        self._params = pika.URLParameters(broker_url)
+        self._queue = queue_name(service)
+        self._table = table
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="serial-responder", daemon=True)
+        self.answered = 0
+        self.ready = threading.Event()
+
+    def start(self) -> SerialResponder:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn = pika.BlockingConnection(self._params)
+                try:
+                    self._serve(conn.channel())
+                finally:
+                    if conn.is_open:
+                        conn.close()
+            except pika.exceptions.AMQPError as exc:  # broker away: try again, the loop is not affected
+                log.warning("serial-check responder: %r; reconnecting", exc)
+                self._stop.wait(1.0)
+
+    def _serve(self, ch: Any) -> None:
+        # A check older than a few seconds has timed out at its node: drop it rather than answer late.
+        ch.queue_declare(self._queue, arguments={"x-message-ttl": 5000, "x-expires": 600_000})
+        ch.basic_qos(prefetch_count=256)
+        self.ready.set()
+        for method, props, body in ch.consume(self._queue, inactivity_timeout=0.2):
+            if self._stop.is_set():
+                break
+            if method is None:
+                continue
+            if props.reply_to:
+                reply = json.dumps(answer(body, self._table.holder)).encode()
+                ch.basic_publish("", props.reply_to, reply, pika.BasicProperties(correlation_id=props.correlation_id))
+            ch.basic_ack(method.delivery_tag)
+            self.answered += 1
+        ch.cancel()
+
+
+@dataclass(slots=True)
+class CheckStats:
+    checks: int = 0
+    revoked: int = 0
+    unanswered: int = 0
+    skipped: int = 0
+    seconds: float = 0.0  # wall time spent in answered checks
+
+
+class SerialChecker:
+    """The node's side. Thread-safe (one check at a time on one connection, ~1 round trip each)."""
+
+    def __init__(self, broker_url: str, *, timeout_s: float = 2.0, monotonic: Callable[[], float] = time.monotonic):
+        self._params = pika.URLParameters(broker_url)
+        self.timeout_s = timeout_s
+        self._mono = monotonic
+        self._lock = threading.Lock()
+        self._conn: Any = None
+        self._ch: Any = None
+        self._replies: dict[str, bytes] = {}
+        self._paused_until = float("-inf")
+        self.stats = CheckStats()
+
+    def check(self, service: str, serial: int, fetcher_id: str) -> str:
+        """HELD, REVOKED or UNANSWERED (fail open: the caller fetches)."""
+        with self._lock:
+            if self._mono() < self._paused_until:
+                self.stats.skipped += 1
+                return UNANSWERED
+            t0 = self._mono()
+            try:
+                verdict = self._ask(service, serial, fetcher_id)
+            except pika.exceptions.AMQPError as exc:
+                log.warning("serial check of batch %d failed: %r (fetching it anyway)", serial, exc)
+                self._drop_connection()
+                verdict = UNANSWERED
+            if verdict == UNANSWERED:
+                self.stats.unanswered += 1
+                self._paused_until = self._mono() + PAUSE_AFTER_SILENCE_S
+            else:
+                self.stats.checks += 1
+                self.stats.seconds += self._mono() - t0
+                self.stats.revoked += verdict == REVOKED
+            return verdict
+
+    def _ask(self, service: str, serial: int, fetcher_id: str) -> str:
+        if self._conn is None or not self._conn.is_open:
+            self._conn = pika.BlockingConnection(self._params)
+            self._ch = self._conn.channel()
+            self._ch.basic_consume(REPLY_TO, self._on_reply, auto_ack=True)
+        cid = uuid.uuid4().hex
+        body = json.dumps({"serial": serial, "fetcher": fetcher_id}).encode()
+        self._ch.basic_publish("", queue_name(service), body,
+                               pika.BasicProperties(reply_to=REPLY_TO, correlation_id=cid))  # fmt: skip
+        deadline = self._mono() + self.timeout_s
+        while cid not in self._replies:
+            left = deadline - self._mono()
+            if left <= 0:
+                return UNANSWERED
+            self._conn.process_data_events(time_limit=min(left, 0.05))
+        reply = json.loads(self._replies.pop(cid))
+        return HELD if reply.get("held") is True else REVOKED
+
+    def _on_reply(self, _ch: Any, _method: Any, props: Any, body: bytes) -> None:
+        if props.correlation_id:
+            self._replies[props.correlation_id] = body
+            if len(self._replies) > 1024:  # late answers to checks that timed out
+                self._replies.clear()
+
+    def _drop_connection(self) -> None:
+        try:
+            if self._conn is not None and self._conn.is_open:
+                self._conn.close()
+        except pika.exceptions.AMQPError:
+            pass
+        self._conn = self._ch = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop_connection()
