@@ -19,5 +19,6 @@ BENCHES: dict[str, str] = {
     "amqp": "pipeline.harness.bench.amqp",  # kombu vs pika on the dispatcher's consume and publish (#18)
     "s5fleet": "pipeline.harness.bench.s5fleet",  # S5 LRU + batch size on real HBase at 10 ms (#18)
     "s1": "pipeline.harness.bench.s1",  # S1 quota flatness in a real fleet crawl, from the access log (#19)
+    "freshness": "pipeline.harness.bench.freshness",  # adaptive vs uniform revisiting on the living web (#23)
     "testbed": "pipeline.harness.testbed.bench",  # testbed HTTP/DNS throughput (#2)
 }
