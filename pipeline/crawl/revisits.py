@@ -47,6 +47,7 @@ class RevisitStats:
     refetch_body_bytes: int = 0  # body bytes of re-fetches answered 200
     refetch_200: int = 0
     not_modified_wire_bytes: int = 0
+    same_digest: int = 0  # unchanged re-fetches whose bytes were identical (a 304 would have done)
 
     def as_dict(self) -> dict[str, int]:
         return {f: getattr(self, f) for f in self.__slots__}  # type: ignore[attr-defined]
@@ -100,6 +101,8 @@ class Recrawler:
         self.schedule = Schedule(cfg)
         self.store = store
         self.continuous = cfg.continuous
+        if simhash is None and cfg.simhash_bits > 0:
+            simhash = _text_simhash
         self._simhash = simhash if cfg.simhash_bits > 0 else None
         self._prev: dict[int, Revisit] = {}  # url_id -> stored revisit, for URLs in the frontier or in flight
         self._checked = float("-inf")
@@ -142,6 +145,8 @@ class Recrawler:
         obs = observe(result, simhash=self._simhash)
         change, revisit = self.schedule.plan(prev, obs, url=result.url, host=host_of(result.url))
         self._count(change, result, prev)
+        if change is Change.UNCHANGED and prev is not None and obs.digest == prev.digest:
+            self.stats.same_digest += 1
         page = outcome.page
         if change in (Change.NOT_MODIFIED, Change.UNCHANGED, Change.FAILED) and prev is not None:
             page = None  # the stored copy stands; nothing to write
@@ -159,3 +164,11 @@ class Recrawler:
             s.refetch_body_bytes += result.body_bytes
         if change is Change.NOT_MODIFIED:
             s.not_modified_wire_bytes += result.wire_bytes
+
+
+def _text_simhash(body: bytes, content_type: str) -> int:
+    """The near-duplicate signature of a page's visible text (``pipeline.links.change``), imported only
+    when ``recrawl.simhash_bits`` asks for it."""
+    from pipeline.links.change import simhash, visible_text
+
+    return simhash(visible_text(body, content_type))
