@@ -33,10 +33,43 @@ def test_ipv6_addresses_are_128_bit() -> None:
     assert c.get(k) == ((big, 1), 0, 1)
 
 
-def test_slot_is_20_bytes_for_ipv4() -> None:
-    c = PositiveCache(1000)
-    assert c.nbytes() == 20 * c.slots
+def test_an_entry_is_20_bytes_in_the_segment_and_within_24_with_the_delta() -> None:
+    c = PositiveCache(16_000)
+    for i in range(16_000):
+        c.put(name_key(f"h{i}.example.com"), [i], born_s=0, ttl_min=1)
+    c.compact()
+    assert len(c) == 16_000
+    segment_bytes = c.nbytes() - 20 * (c.slots - 16_000)  # the delta's slots are 20 bytes each too
+    assert segment_bytes == 20 * 16_000
     assert c.nbytes() / c.capacity <= 24
+
+
+def test_prefix_count_is_exact_across_compactions_tombstones_and_the_delta() -> None:
+    import random
+
+    rng = random.Random(3)
+    c = PositiveCache(2_000, delta_fraction=8)
+    tlds = ["com", "com", "com", "org", "net", "de", "uk"]
+    live: dict[int, str] = {}
+    for step in range(6_000):
+        name = f"h{rng.randrange(3_000)}.s{rng.randrange(40)}.{rng.choice(tlds)}"
+        key = name_key(name)
+        if rng.random() < 0.2:
+            c.delete(key)
+            live.pop(key, None)
+        else:
+            c.put(key, [step], born_s=0, ttl_min=1)
+            live[key] = name
+        if step % 500 == 0:
+            alive = {k: n for k, n in live.items() if c.get(k, touch=False) is not None}  # some were evicted
+            assert set(c.keys()) == set(alive)
+            for tld in ("com", "org", "de", "uk", "fr"):
+                assert c.count_range(*prefix_range(tld)) == sum(n.endswith("." + tld) for n in alive.values())
+            assert c.count_range(*prefix_range("com", "s7")) == sum(
+                n.endswith(".s7.com") for n in alive.values()
+            )
+            live = alive
+    assert c.compactions > 0 and c.evictions > 0
 
 
 def test_clock_evicts_unreferenced_first() -> None:
@@ -73,7 +106,7 @@ ops = st.lists(
 @settings(max_examples=150, deadline=None)
 @given(ops)
 def test_matches_dict_model_without_eviction(script: list[tuple[str, int, int]]) -> None:
-    c = PositiveCache(64, load_factor=0.9)
+    c = PositiveCache(64, load_factor=0.9, delta_fraction=4)  # a 16-entry delta: compactions happen
     model: dict[int, tuple[int, ...]] = {}
     keys = [name_key(f"n{i}.ex{i % 7}.com") for i in range(61)]
     for op, i, ip in script:
