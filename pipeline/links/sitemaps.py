@@ -196,10 +196,14 @@ def _prepend(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
     yield from rest
 
 
-def _count(out: SitemapFile, n: int, limits: SitemapLimits) -> None:
-    out.bytes_read += n
-    if out.bytes_read > limits.max_bytes:
-        raise _Stop("over_size", f"more than {limits.max_bytes} bytes uncompressed")
+def _within(out: SitemapFile, chunks: Iterator[bytes], limits: SitemapLimits) -> Iterator[bytes]:
+    """The chunks up to ``max_bytes`` in all; past it, ``over_size`` once the part within was parsed."""
+    for chunk in chunks:
+        room = limits.max_bytes - out.bytes_read
+        out.bytes_read += min(room, len(chunk))
+        yield chunk[:room] if len(chunk) > room else chunk
+        if len(chunk) > room:
+            raise _Stop("over_size", f"more than {limits.max_bytes} bytes uncompressed")
 
 
 def _add(
@@ -223,8 +227,7 @@ def _parse_text(
 ) -> None:
     out.kind = "text"
     rest = b""
-    for chunk in chunks:
-        _count(out, len(chunk), limits)
+    for chunk in _within(out, chunks, limits):
         lines = (rest + chunk).split(b"\n")
         rest = lines.pop()
         if len(rest) > limits.max_loc_chars * 4:  # a line no URL fits: keep memory bounded
@@ -295,8 +298,7 @@ def _parse_xml(
     parser.EndElementHandler = end
     parser.CharacterDataHandler = chars
     try:
-        for chunk in chunks:
-            _count(out, len(chunk), limits)
+        for chunk in _within(out, chunks, limits):
             parser.Parse(chunk, False)
         parser.Parse(b"", True)
     except expat.ExpatError as exc:
