@@ -235,7 +235,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             finally:
                 if not args.workdir:
                     shutil.rmtree(trial_dir, ignore_errors=True)
-            base = baselines.get(rec.get("mode", ""), 0.0)
+            base = baselines.get(
+                rec.get("mode", "").split(",")[0], 0.0
+            )  # "fleet, local runner, ..." is fleet
             rec["suite"] = "soak"
             rec["wall_vs_clean"] = round(rec["wall_s"] / base, 2) if base else None
             records.append(results.append(rec, path=out_path))
