@@ -159,6 +159,11 @@ class CachingResolver:
         snap.queries_sent = self._upstream.queries_sent
         return snap
 
+    @property
+    def negative_cache(self) -> NegativeCache | None:
+        """The Bloom negative cache (None when off), for its counters."""
+        return self._negative
+
     def count_names(self, tld: str, sld: str | None = None, *, family: int = socket.AF_INET) -> int:
         """How many cached names lie under ``.tld`` (or ``sld.tld``): S2's prefix count."""
         lo, hi = prefix_range(tld, sld)

@@ -120,6 +120,9 @@ class DqServer:
             inflight_joins=snap.inflight_joins, evictions=snap.evictions, upstream_queries=snap.queries_sent,
             upstream_errors=snap.errors, pending=len(self._pending),
         )  # fmt: skip
+        negative = self._cache.negative_cache
+        out["negative_clears"] = negative.clears if negative else 0
+        out["negative_flood_clears"] = negative.flood_clears if negative else 0
         return out
 
     async def answer(self, data: bytes, *, tcp: bool) -> bytes | None:
