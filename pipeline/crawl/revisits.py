@@ -145,11 +145,12 @@ class Recrawler:
         obs = observe(result, simhash=self._simhash)
         change, revisit = self.schedule.plan(prev, obs, url=result.url, host=host_of(result.url))
         self._count(change, result, prev)
-        if change is Change.UNCHANGED and prev is not None and obs.digest == prev.digest:
-            self.stats.same_digest += 1
         page = outcome.page
-        if change in (Change.NOT_MODIFIED, Change.UNCHANGED, Change.FAILED) and prev is not None:
-            page = None  # the stored copy stands; nothing to write
+        same_bytes = change is Change.UNCHANGED and prev is not None and obs.digest == prev.digest
+        if prev is not None and (same_bytes or change in (Change.NOT_MODIFIED, Change.FAILED)):
+            page = None  # the stored copy stands; nothing to write (a near-duplicate's new bytes are kept)
+        if same_bytes:
+            self.stats.same_digest += 1
         state = outcome.state
         if change is Change.NOT_MODIFIED:
             state = UrlState.DONE

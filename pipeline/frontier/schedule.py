@@ -151,15 +151,17 @@ class Schedule:
                 interval = max(interval, delta) if change is Change.CHANGED else interval
                 ref = obs.fetched_at - delta * cfg.sync_delta_rate
         interval = _clamp(interval, low, high)
-        modified = change in (Change.CHANGED, Change.NEW)
         base = prev or Revisit(0.0, interval)
+        # The stored copy is what a 200 brought (a near-duplicate too: its bytes replace the copy, so that
+        # the validators always describe the stored bytes); a 304 confirms the copy and its validators.
+        got_body = change is not Change.NOT_MODIFIED
         return change, Revisit(
             next_fetch=max(ref + interval, obs.fetched_at + low),
             interval=interval,
-            etag=obs.etag or (base.etag if not modified else ""),
-            last_modified=obs.last_modified or (base.last_modified if not modified else ""),
-            digest=obs.digest if modified or not base.digest else base.digest,
-            simhash=obs.simhash if modified or not base.simhash else base.simhash,
+            etag=obs.etag if got_body else obs.etag or base.etag,
+            last_modified=obs.last_modified if got_body else obs.last_modified or base.last_modified,
+            digest=obs.digest if got_body and obs.digest else base.digest,
+            simhash=obs.simhash if got_body and obs.digest else base.simhash,
             changes=base.changes + (change is Change.CHANGED),
             fetches=base.fetches + 1,
             fetched_at=obs.fetched_at,

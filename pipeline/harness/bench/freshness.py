@@ -37,6 +37,7 @@ from typing import Any
 from pipeline.harness.bench.jobs import machine
 from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.harness.testbed.livetruth import page_version
+from pipeline.harness.testbed.living import CONTENT_CLASSES
 from pipeline.harness.testbed.model import Web
 
 
@@ -85,6 +86,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _ratio(a: float, b: float) -> float | None:
+    return round(a / b, 3) if b else None
+
+
 def _config(mode: str, args: argparse.Namespace, *, uniform_s: float) -> str:
     adaptive = mode == "adaptive"
     lines = [
@@ -112,6 +117,7 @@ def _run_mode(
     started = time.time()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     samples: list[float] = []
+    changing: list[float] = []  # the same, among pages whose content changes (hourly and fast classes)
     stored: list[int] = []
     try:
         measure_from = started + args.warmup
@@ -125,10 +131,12 @@ def _run_mode(
             now = time.time()
             if now < measure_from:
                 continue
-            fresh, total = freshness_at(tb.web, out / "crawl" / "crawl.db", now, test_time=tb.test_time)
-            if total:
-                samples.append(fresh / total)
-                stored.append(total)
+            got = freshness_at(tb.web, out / "crawl" / "crawl.db", now, test_time=tb.test_time)
+            if got["stored"]:
+                samples.append(got["fresh"] / got["stored"])
+                stored.append(got["stored"])
+            if got["changing"]:
+                changing.append(got["fresh_changing"] / got["changing"])
         stop.write_text("")
         stdout, stderr = proc.communicate(timeout=120)
     finally:
@@ -146,6 +154,7 @@ def _run_mode(
     return {
         "mean_freshness": round(statistics.fmean(samples), 4) if samples else 0.0,
         "min_freshness": round(min(samples), 4) if samples else 0.0,
+        "mean_freshness_changing_pages": round(statistics.fmean(changing), 4) if changing else 0.0,
         "samples": len(samples),
         "stored_pages_mean": round(statistics.fmean(stored), 1) if stored else 0,
         "requests_per_s": round(len(window) / args.seconds, 2),
@@ -158,27 +167,32 @@ def _run_mode(
     }
 
 
-def freshness_at(web: Web, db: Path, wall: float, *, test_time: Any) -> tuple[int, int]:
-    """(fresh, stored) normal pages of the crawl database ``db`` at wall time ``wall`` (read-only)."""
+def freshness_at(web: Web, db: Path, wall: float, *, test_time: Any) -> dict[str, int]:
+    """Stored normal pages of the crawl database ``db`` at wall time ``wall`` (read-only) and how many are
+    fresh; the same among pages whose content changes (``living.CONTENT_CLASSES``)."""
+    out = {"stored": 0, "fresh": 0, "changing": 0, "fresh_changing": 0}
     try:
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5.0)
     except sqlite3.OperationalError:
-        return 0, 0
+        return out
     try:
         rows = con.execute(
             "SELECT u.url, r.fetched_at FROM revisits r JOIN urls u ON u.url_id = r.url_id WHERE r.digest != ''"
         ).fetchall()
     except sqlite3.OperationalError:  # not created yet
-        return 0, 0
+        return out
     finally:
         con.close()
     t_now = test_time(wall)
-    fresh = total = 0
     for url, fetched_at in rows:
         live = page_version(web, url, t_now)
         if live is None:
             continue  # robots.txt, sitemaps, sitemap-only leaves: not part of the measured collection
         copy = page_version(web, url, test_time(fetched_at))
-        total += 1
-        fresh += copy is not None and copy.version == live.version
-    return fresh, total
+        fresh = int(copy is not None and copy.version == live.version)
+        out["stored"] += 1
+        out["fresh"] += fresh
+        if live.cls in CONTENT_CLASSES:
+            out["changing"] += 1
+            out["fresh_changing"] += fresh
+    return out
