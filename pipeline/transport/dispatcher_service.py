@@ -165,6 +165,7 @@ class FleetDispatcher:
         finally:
             if self._responder is not None:
                 self._responder.stop()
+                self.counters.serial_checks = self._responder.answered
             if self._metrics is not None:
                 self._metrics.stop_thread()
             if self.core is not None:

@@ -46,6 +46,7 @@ class FleetCounters:
     purged_messages: int = 0
     dead_lettered: int = 0
     resends: int = 0
+    serial_checks: int = 0  # S1 serial-id checks the nodes asked and the responder answered
 
 
 def quota_line(quotas_file: str, per_s: float | None) -> str:

@@ -170,6 +170,9 @@ class SerialChecker:
                 self.stats.checks += 1
                 self.stats.seconds += self._mono() - t0
                 self.stats.revoked += verdict == REVOKED
+                if verdict == REVOKED:
+                    log.warning("batch %d is no longer %s's (expired or re-issued): handed back unfetched",
+                                serial, fetcher_id)  # fmt: skip
             return verdict
 
     def _ask(self, service: str, serial: int, fetcher_id: str) -> str:

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections import Counter
@@ -26,10 +27,12 @@ PER_S = 4.0
 RUN_S = 14.0
 
 
-def _stop(f: Any) -> None:
+def _stop(f: Any) -> dict[str, Any]:
     assert f.dispatcher is not None
     f.dispatcher.terminate()
-    f.dispatcher.communicate(timeout=60)
+    out, _ = f.dispatcher.communicate(timeout=60)
+    lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+    return dict(json.loads(lines[-1])) if lines else {}
 
 
 def test_quota_holds_every_second_and_batches_go_by_u(rabbitmq: str, fleet: Any, tmp_path: Path) -> None:
@@ -42,8 +45,9 @@ def test_quota_holds_every_second_and_batches_go_by_u(rabbitmq: str, fleet: Any,
         start = time.time()
         before = len(tb.read_access_log())
         f.start_dispatcher()
+        f.wait_event(lambda ev: ev["ev"] == "issue", timeout_s=120)  # workers take seconds to start
         time.sleep(RUN_S)
-        _stop(f)
+        summary = _stop(f)
         tb.wait_log_flush()
         truth = tb.truth(max_depth=MAX_DEPTH)
         hops = {key(u) for u in truth.get("redirect_hops", ())}
@@ -60,6 +64,8 @@ def test_quota_holds_every_second_and_batches_go_by_u(rabbitmq: str, fleet: Any,
         assert all(ev["u"] is not None and ev["u"] > ev["n"] for ev in issues), issues[:3]  # S1 rule 3
         assert {ev["node"] for ev in issues} == {f.node(1), f.node(2)}
         assert all(ev["q"] > 0 for ev in issues)  # q: the free slots of the node's own heartbeat
+        assert summary["quota"] == f"{PER_S:g} URLs/s from {quotas}"
+        assert summary["fleet"]["serial_checks"] >= len([e for e in f.events() if e["ev"] == "done"])  # S1 check
 
 
 def test_a_service_not_in_the_quota_list_fetches_nothing_and_is_logged(
