@@ -5,7 +5,8 @@ links``, SQLite store, a private vhost of the broker at ``--broker``) runs for `
 quota of ``--per-s`` URLs/s, and again for the same time with no quota file (the baseline, same web,
 fresh crawl). The figures come from the **testbed's access log**, never from the crawler: the URLs it
 was asked for per wall second (robots.txt, redirect hops and the fetcher's own 5xx retries left out,
-as S1 grants URLs, not requests). Steady state drops the first ``--warmup-s`` and the last 2 seconds.
+as S1 grants URLs, not requests). Each crawl starts at the top of a minute; steady state drops the
+first ``--warmup-s`` and the last 2 seconds.
 
 Reported per run: per-second mean, standard deviation and coefficient of variation (CV, S1's claim is
 a flat line; the goal is CV <= 10%), the largest second, the largest minute against floor(60*m), and
@@ -82,6 +83,9 @@ def _crawl(bed: Bed, broker: str, workdir: Path, args: argparse.Namespace, *, qu
     try:
         for i in range(1, args.workers + 1):
             rig.start_worker(i)
+        # S1 carries unused seconds over within the minute: a crawl started at second 40 may take 40*m at
+        # once. Start at the top of a minute so the warm-up holds that one-off, not the steady state.
+        time.sleep(max(0.0, 60.0 - time.time() % 60.0))
         start = time.time()
         rig.start_dispatcher()
         time.sleep(args.duration_s)
