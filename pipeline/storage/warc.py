@@ -21,6 +21,7 @@ Contracts:
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import urlsplit
 
+from warcio.recordloader import ArcWarcRecord
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
@@ -38,7 +40,7 @@ from fetchers.wire import WireRecord
 from pipeline.settings import Settings
 from pipeline.storage.base import PageRecord
 from pipeline.storage.warcinfo import CONFORMS_TO, FORMAT, crawl_info, software
-from pipeline.storage.warcwire import exchange_records
+from pipeline.storage.warcwire import Earlier, exchange_records
 
 _DROP = {"content-encoding", "transfer-encoding", "content-length"}
 SOFTWARE = "crawlfleet"
@@ -74,6 +76,7 @@ class WarcWriter:
         prefix: str = "crawlfleet",
         gzip: bool = True,
         info: Mapping[str, str] | None = None,
+        revisit_memory: int = 100_000,
     ) -> None:
         self.info = dict(info) if info is not None else {"software": software(), "format": FORMAT,
                                                           "conformsTo": CONFORMS_TO, "isPartOf": prefix}
@@ -88,6 +91,8 @@ class WarcWriter:
         self._stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime())
         self._file: BinaryIO | None = None
         self._writer: WARCWriter | None = None
+        self.revisit_memory = revisit_memory
+        self._earlier: OrderedDict[str, Earlier] = OrderedDict()
 
     def _rotate(self) -> WARCWriter:
         if self._file is not None and self._writer is not None and self._file.tell() < self.max_bytes:
@@ -151,12 +156,25 @@ class WarcWriter:
         self.stats.pages += 1
 
     def write_exchange(self, wire: WireRecord) -> None:
-        """One exchange as sent and received: its response record, then its request record."""
+        """One exchange as sent and received: its response record, then its request record. A 304, or a
+        200 whose payload this writer wrote last for the URL, is a revisit record (``warcwire``)."""
         writer = self._rotate()
-        for record in exchange_records(wire, warcinfo_id=self._info_id):
+        earlier = self._earlier.get(wire.url)
+        for record in exchange_records(wire, warcinfo_id=self._info_id, earlier=earlier):
             writer.write_record(record)
             self.stats.records += 1
+            if record.rec_type == "response":
+                self._remember(wire.url, record)
         self.stats.exchanges += 1
+
+    def _remember(self, url: str, record: ArcWarcRecord) -> None:
+        """The URL's last response, for identical-payload-digest revisits (bounded: oldest URLs forgotten)."""
+        h = record.rec_headers
+        self._earlier[url] = Earlier(h.get_header("WARC-Payload-Digest"), h.get_header("WARC-Date"),
+                                     h.get_header("WARC-Record-ID"))  # fmt: skip
+        self._earlier.move_to_end(url)
+        if len(self._earlier) > self.revisit_memory:
+            self._earlier.popitem(last=False)
 
     def write_pages(self, pages: Iterable[PageRecord]) -> WarcStats:
         for page in pages:

@@ -12,6 +12,10 @@ Contracts:
 - The pair share ``WARC-Date`` (when the request was sent), ``WARC-Target-URI`` and ``WARC-IP-Address``;
   the request names the response in ``WARC-Concurrent-To``. A body cut short carries
   ``WARC-Truncated`` (length, time or disconnect). Every record names its file's warcinfo record.
+- Unchanged re-fetches (issue #23) are ``revisit`` records instead of responses, block = the response
+  head only: a 304 with profile ``server-not-modified``; a 200 whose payload digest equals the one
+  ``earlier`` (the last response written for that URL) with profile ``identical-payload-digest``, its
+  ``WARC-Payload-Digest`` the earlier payload's and ``WARC-Refers-To`` the earlier record.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import base64
 import hashlib
 import uuid
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from io import BytesIO
 
@@ -31,6 +36,23 @@ from fetchers.wire import WireRecord
 
 HTTP_REQUEST = "application/http; msgtype=request"
 HTTP_RESPONSE = "application/http; msgtype=response"
+NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
+IDENTICAL_PAYLOAD = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+
+
+@dataclass(frozen=True, slots=True)
+class Earlier:
+    """The last response record written for a URL: its payload digest, WARC-Date and record id."""
+
+    payload_digest: str
+    date: str
+    record_id: str
+
+
+def status_of(wire: WireRecord) -> int:
+    """The response's status code from its status line (0 when unreadable)."""
+    parts = wire.status_line.split(b" ", 2)
+    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
 
 
 def record_id() -> str:
@@ -83,8 +105,10 @@ def _record(
     return ArcWarcRecord("warc", rec_type, warc_headers, BytesIO(block), None, content_type, len(block))
 
 
-def exchange_records(wire: WireRecord, *, warcinfo_id: str = "") -> Iterator[ArcWarcRecord]:
-    """The response record, then its request record."""
+def exchange_records(
+    wire: WireRecord, *, warcinfo_id: str = "", earlier: Earlier | None = None
+) -> Iterator[ArcWarcRecord]:
+    """The response (or revisit) record, then its request record."""
     common = [("WARC-Date", warc_date(wire.date))]
     if wire.ip:
         common.append(("WARC-IP-Address", wire.ip.strip("[]")))
@@ -94,8 +118,56 @@ def exchange_records(wire: WireRecord, *, warcinfo_id: str = "") -> Iterator[Arc
     resp_headers = list(common)
     if wire.truncated:
         resp_headers.append(("WARC-Truncated", wire.truncated))
-    response = _record("response", wire.url, [head, *body_parts(wire)], HTTP_RESPONSE, resp_headers, len(head))
+    body = body_parts(wire)
+    status = status_of(wire)
+    payload_digest = sha1_of(body)
+    if status == 304 or (status == 200 and earlier is not None and earlier.payload_digest == payload_digest):
+        response = _revisit(wire, head, resp_headers, earlier, not_modified=status == 304)
+    else:
+        response = _record("response", wire.url, [head, *body], HTTP_RESPONSE, resp_headers, len(head))
     yield response
     resp_id = response.rec_headers.get_header("WARC-Record-ID")
     req_headers = [*common, ("WARC-Concurrent-To", resp_id)]
     yield _record("request", wire.url, [wire.request], HTTP_REQUEST, req_headers, len(wire.request))
+
+
+def _revisit(
+    wire: WireRecord, head: bytes, headers: list[tuple[str, str]], earlier: Earlier | None, *, not_modified: bool
+) -> ArcWarcRecord:
+    """A revisit record: the response head as received, naming the earlier capture when it is known."""
+    refers = [("WARC-Profile", NOT_MODIFIED if not_modified else IDENTICAL_PAYLOAD),
+              ("WARC-Refers-To-Target-URI", wire.url)]  # fmt: skip
+    if earlier is not None:
+        refers += [("WARC-Refers-To", earlier.record_id), ("WARC-Refers-To-Date", earlier.date)]
+    block = head
+    rec_headers = [
+        ("WARC-Type", "revisit"),
+        ("WARC-Record-ID", record_id()),
+        *headers,
+        *refers,
+        ("WARC-Target-URI", wire.url),
+        ("Content-Type", HTTP_RESPONSE),
+        ("WARC-Block-Digest", sha1_of([block])),
+    ]
+    if earlier is not None and not not_modified:
+        rec_headers.append(("WARC-Payload-Digest", earlier.payload_digest))
+    rec_headers.append(("Content-Length", str(len(block))))
+    warc_headers = StatusAndHeaders("", rec_headers, protocol="WARC/1.1")
+    return ArcWarcRecord(
+        "warc", "revisit", warc_headers, BytesIO(b""), _ExactHead(block), HTTP_RESPONSE, len(block), payload_length=0
+    )
+
+
+class _ExactHead(StatusAndHeaders):  # type: ignore[misc]
+    """A revisit's block for warcio's writer, which writes only a revisit's HTTP head (``headers_buff``) and
+    would rebuild it from parsed headers: kept byte for byte as received instead."""
+
+    def __init__(self, head: bytes) -> None:
+        super().__init__("", [], protocol="")
+        self.headers_buff = head
+
+    def compute_headers_buffer(self, header_filter: object = None) -> None:
+        return None
+
+    def __bool__(self) -> bool:  # warcio tests ``if record.http_headers`` (no status line parsed here)
+        return True
