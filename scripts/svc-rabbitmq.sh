@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
-# RabbitMQ for fleet mode (#6): install | start | stop | status | run.
+# RabbitMQ for fleet mode (#6): install | start | stop | status | run | conf.
 #
-# Idempotent and fast when already done. Debian's rabbitmq-server is used as is (guest/guest on
-# 127.0.0.1:5672). `rabbitmqctl` starts an Erlang VM (~1 s CPU per call), so readiness is polled
+# Idempotent and fast when already done. Debian's rabbitmq-server, plain AMQP (guest/guest) on
+# 127.0.0.1:5672 only, and a TLS listener on 5671 with peer verification (docs/SECURITY.md):
+# `conf` (run by start and run before they start a broker) makes the certificates if missing
+# (scripts/certs.sh into CRAWLFLEET_RABBITMQ_CERTS, default var/certs), copies the broker's into
+# CONF_DIR/tls readable by the rabbitmq user, and writes CONF_DIR/rabbitmq.conf (ssl listener,
+# verify_peer, fail_if_no_peer_cert) and advanced.config (Erlang distribution on loopback only). A broker
+# already running is never restarted: the config applies at its next start (`status` says so).
+# Environment: CRAWLFLEET_RABBITMQ_TLS=0 (no TLS listener), CRAWLFLEET_RABBITMQ_TLS_PORT (5671),
+# CRAWLFLEET_RABBITMQ_TLS_BIND (127.0.0.1; the address other machines reach, e.g. 0.0.0.0),
+# CRAWLFLEET_RABBITMQ_CERTS, CRAWLFLEET_RABBITMQ_CONF_DIR (/etc/rabbitmq/crawlfleet).
+# Per-role users and permissions: scripts/rabbit-users.sh. `rabbitmqctl` starts an Erlang VM (~1 s CPU per call), so readiness is polled
 # sparingly: first the TCP port (cheap), then `rabbitmqctl status` once or twice.
 # `run` keeps RabbitMQ in the foreground, for honcho (Procfile) and containers: it attaches to a broker
 # already listening on the port (watches it; exits 1 when it goes away, 0 on TERM/INT, leaving it
@@ -11,6 +20,12 @@ set -euo pipefail
 
 PORT="${CRAWLFLEET_RABBITMQ_PORT:-5672}"
 WAIT_S="${CRAWLFLEET_RABBITMQ_WAIT_S:-90}"
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+TLS="${CRAWLFLEET_RABBITMQ_TLS:-1}"
+TLS_PORT="${CRAWLFLEET_RABBITMQ_TLS_PORT:-5671}"
+TLS_BIND="${CRAWLFLEET_RABBITMQ_TLS_BIND:-127.0.0.1}"
+CERTS="${CRAWLFLEET_RABBITMQ_CERTS:-$ROOT/var/certs}"
+CONF_DIR="${CRAWLFLEET_RABBITMQ_CONF_DIR:-/etc/rabbitmq/crawlfleet}"
 # Keep the node name stable whatever the container/host name is.
 export RABBITMQ_NODENAME="${RABBITMQ_NODENAME:-rabbit@localhost}"
 export RABBITMQ_NODE_IP_ADDRESS="${RABBITMQ_NODE_IP_ADDRESS:-127.0.0.1}"
@@ -60,10 +75,52 @@ wait_ready() {
   done
 }
 
+# The broker's config for its next start (idempotent; never touches a running broker).
+do_conf() {
+  mkdir -p "$CONF_DIR"
+  local conf="$CONF_DIR/rabbitmq.conf"
+  {
+    echo "# written by scripts/svc-rabbitmq.sh conf; plain AMQP stays on loopback (RABBITMQ_NODE_IP_ADDRESS)"
+    echo "loopback_users.guest = true"
+    if [ "$TLS" = 1 ]; then
+      [ -s "$CERTS/broker.pem" ] || "$ROOT/scripts/certs.sh" --dir "$CERTS" >/dev/null
+      local tlsdir="$CONF_DIR/tls" group=root
+      id rabbitmq >/dev/null 2>&1 && group=rabbitmq
+      mkdir -p "$tlsdir"
+      install -m 644 "$CERTS/ca.pem" "$tlsdir/ca.pem"
+      install -m 644 "$CERTS/broker.pem" "$tlsdir/broker.pem"
+      install -m 640 -g "$group" "$CERTS/broker.key" "$tlsdir/broker.key"
+      chgrp "$group" "$tlsdir" && chmod 750 "$tlsdir"
+      echo "listeners.ssl.default = $TLS_BIND:$TLS_PORT"
+      echo "ssl_options.cacertfile = $tlsdir/ca.pem"
+      echo "ssl_options.certfile = $tlsdir/broker.pem"
+      echo "ssl_options.keyfile = $tlsdir/broker.key"
+      echo "ssl_options.verify = verify_peer"
+      echo "ssl_options.fail_if_no_peer_cert = true"
+      echo "ssl_options.versions.1 = tlsv1.3"
+      echo "ssl_options.versions.2 = tlsv1.2"
+    fi
+  } >"$conf.tmp"
+  mv "$conf.tmp" "$conf"
+  # Erlang distribution (rabbitmqctl's channel to the node) on loopback only, like epmd.
+  echo "[{kernel, [{inet_dist_use_interface, {127,0,0,1}}]}]." >"$CONF_DIR/advanced.config"
+  export RABBITMQ_CONFIG_FILE="$conf" RABBITMQ_ADVANCED_CONFIG_FILE="$CONF_DIR/advanced.config"
+  echo "rabbitmq: config in $conf${TLS:+ (TLS on $TLS_BIND:$TLS_PORT: $([ "$TLS" = 1 ] && echo on || echo off))}" >&2
+}
+
+tls_open() { (exec 3<>"/dev/tcp/${TLS_BIND/0.0.0.0/127.0.0.1}/$TLS_PORT") 2>/dev/null; }
+
 do_start() {
   installed || do_install
-  if amqp_ready; then echo "rabbitmq: running"; return 0; fi
+  if amqp_ready; then
+    echo "rabbitmq: running"
+    if [ "$TLS" = 1 ] && ! tls_open; then
+      echo "rabbitmq: no TLS listener on $TLS_PORT yet: it comes with the broker's next start ($0 conf; stop; start)" >&2
+    fi
+    return 0
+  fi
   if ! port_open; then
+    do_conf
     rabbitmq-server -detached
   fi
   wait_ready
@@ -79,7 +136,10 @@ do_stop() {
 }
 
 do_status() {
-  if amqp_ready; then echo "rabbitmq: running"; return 0; fi
+  if amqp_ready; then
+    echo "rabbitmq: running$(tls_open && echo ", TLS on $TLS_PORT" || echo ", no TLS listener (applies at next start)")"
+    return 0
+  fi
   echo "rabbitmq: not running"; return 3
 }
 
@@ -97,6 +157,7 @@ do_run() {
     exit 1
   fi
   installed || do_install
+  do_conf
   echo "rabbitmq: starting on 127.0.0.1:$PORT in the foreground"
   exec rabbitmq-server
 }
@@ -107,5 +168,6 @@ case "${1:-}" in
   stop) do_stop ;;
   status) do_status ;;
   run) do_run ;;
-  *) echo "usage: $0 install|start|stop|status|run" >&2; exit 2 ;;
+  conf) do_conf; echo "$CONF_DIR/rabbitmq.conf" ;;
+  *) echo "usage: $0 install|start|stop|status|run|conf" >&2; exit 2 ;;
 esac

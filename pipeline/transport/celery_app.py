@@ -172,6 +172,9 @@ def configure(app: Celery, settings: Settings) -> None:
         task_create_missing_queues=True,
         task_send_sent_event=settings.fleet.task_events,  # Flower (CRAWLFLEET_FLEET_TASK_EVENTS=1)
         worker_send_task_events=settings.fleet.task_events,
+        # Remote control (pidbox) lets any broker user who may publish to celery.pidbox shut a worker
+        # down or change its queues; only Flower needs it, so it comes with task events.
+        worker_enable_remote_control=settings.fleet.task_events,
         worker_consumer="pipeline.transport.celery_app:FleetConsumer",
         worker_hijack_root_logger=False,
         worker_redirect_stdouts=False,

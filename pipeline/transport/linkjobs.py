@@ -211,8 +211,9 @@ def amqp_publisher(settings: Settings, service: str) -> Callable[[LinksReport], 
     from kombu import Producer
 
     from pipeline.transport import topology
-    from pipeline.transport.amqp import connection
+    from pipeline.transport.amqp import fleet_connection
     from pipeline.transport.messages import encode
+    from pipeline.transport.msgauth import links_headers
 
     state: dict[str, Any] = {}
 
@@ -221,12 +222,13 @@ def amqp_publisher(settings: Settings, service: str) -> Callable[[LinksReport], 
         for attempt in range(30):
             try:
                 if "producer" not in state:
-                    conn = connection(settings.fleet.broker_url, confirm=True)
+                    conn = fleet_connection(settings.fleet, confirm=True)  # TLS, password file (tls.py)
                     state["conn"], state["producer"] = conn, Producer(conn.channel())
                 state["producer"].publish(
                     enc.body, exchange=topology.results_exchange(settings.fleet), routing_key=service,
                     content_type=enc.content_type, content_encoding=enc.content_encoding, delivery_mode=2,
                     declare=[topology.results_queue(settings.fleet, service)], retry=False,
+                    headers=links_headers(settings.fleet, enc.body),  # signed: the dispatcher drops forgeries
                 )  # fmt: skip
                 return
             except Exception as exc:  # broker away: reconnect and try again, bounded

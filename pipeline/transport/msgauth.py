@@ -8,7 +8,8 @@ the dispatcher (results, heartbeats) and the nodes (batches) make. The HMAC rule
 - Headers: ``x-crawlfleet-node`` (who signed) and ``x-crawlfleet-sig``. The signature covers the body
   bytes as published (compressed or not), so checking one costs one HMAC of the body.
 - ``check_node_message``: the dispatcher's check of a results or heartbeat message: signed with the
-  key of the node the header names, and the body names that same node (a node cannot sign for another).
+  key of the node the header names, and the body names that same node (a node cannot sign for another);
+  a ``links`` report on the results queue is signed by ``crawlfleet links`` as ``LINKS_SIGNER``.
 - ``check_batch``: a node's check of a task message: signed for this node, and not a replay
   (``signing.ReplayGuard``).
 """
@@ -30,6 +31,9 @@ log = logging.getLogger(__name__)
 
 SIG_HEADER = "x-crawlfleet-sig"
 NODE_HEADER = "x-crawlfleet-node"
+# The signer name of ``crawlfleet links`` (a central process holding the fleet key): not a valid node
+# name (topology.check_name), so no fetch node holds its derived key.
+LINKS_SIGNER = ".links"
 
 
 def _secret(value: str, path: str, *, name: str) -> str:
@@ -114,9 +118,21 @@ def check_node_message(keys: MessageKeys, *, kind: str, message: Any, max_bytes:
                      max_bytes=max_bytes)  # fmt: skip
     except BadMessage as exc:
         return str(exc)
+    if node == LINKS_SIGNER:
+        return (
+            None
+            if obj.get("kind") == "links"
+            else f"the links signer sent a {str(obj.get('kind'))[:20]!r} message"
+        )
     if obj.get("node") != node:
         return f"signed by node {node!r} but speaks for {str(obj.get('node'))[:64]!r}"
     return None
+
+
+def links_headers(fleet: FleetSettings, body: bytes) -> dict[str, str]:
+    """The headers that sign a ``links`` report of ``crawlfleet links`` (which holds the fleet key)."""
+    keys = MessageKeys.for_dispatcher(fleet)
+    return signed_headers(keys, kind="results", node=LINKS_SIGNER, body=body)
 
 
 def check_batch(

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Per-role RabbitMQ users for a crawlfleet fleet (docs/SECURITY.md), idempotent:
+#
+#   scripts/rabbit-users.sh [--vhost V] [--secrets DIR] NODE...
+#
+# - vhost V (default crawlfleet);
+# - user crawlfleet-dispatcher: every permission on V (it declares the topology and publishes batches;
+#   `crawlfleet links` runs with it too);
+# - one user node-NODE per fetch node, which may only
+#     consume its own queue fetch.NODE (read), bind it to crawlfleet.fetch,
+#     publish to the results and heartbeat exchanges (write: crawlfleet.results, crawlfleet.heartbeats),
+#     declare its queue and those exchanges (configure);
+#   so it cannot read another node's queue, and cannot publish a batch (no write on amq.default or
+#   crawlfleet.fetch). Topic permissions: none on any topic exchange (write/read patterns "^$").
+# - secrets in DIR (default var/secrets, mode 700; each file 600): DIR/USER.password (random, kept
+#   across runs), DIR/fleet.key (the fleet's signing key, kept) and DIR/node-NODE.key (each node's key,
+#   derived from the fleet key: the only key a node holds).
+# Prints the broker URL of each user without its password (use fleet.broker_password_file).
+# The broker: RABBITMQ_NODENAME (default rabbit@localhost), as rabbitmqctl takes it.
+# The guest user keeps its loopback-only default; give guest no permission on V.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+VHOST=crawlfleet SECRETS="$ROOT/var/secrets" NODES=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --vhost) VHOST=$2; shift 2 ;;
+    --secrets) SECRETS=$2; shift 2 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -*) echo "rabbit-users.sh: unknown option $1" >&2; exit 2 ;;
+    *) NODES+=("$1"); shift ;;
+  esac
+done
+for n in "${NODES[@]}"; do
+  [[ "$n" =~ ^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$ ]] || { echo "rabbit-users.sh: bad node name '$n'" >&2; exit 2; }
+done
+export RABBITMQ_NODENAME="${RABBITMQ_NODENAME:-rabbit@localhost}"
+PY="$ROOT/.venv/bin/python"; [ -x "$PY" ] || PY=python3
+umask 077
+mkdir -p "$SECRETS"
+chmod 700 "$SECRETS"
+
+ctl() { rabbitmqctl -q "$@"; }
+secret() {  # secret FILE: the file's text, made with 32 random bytes (hex) when missing
+  [ -s "$1" ] || "$PY" -c 'import secrets; print(secrets.token_hex(32))' >"$1"
+  chmod 600 "$1"
+  cat "$1"
+}
+user() {  # user NAME: created, or its password set to DIR/NAME.password (rabbitmqctl reads it from stdin)
+  local name=$1 pw
+  pw=$(secret "$SECRETS/$name.password")
+  if ctl list_users | awk '{print $1}' | grep -qx "$name"; then
+    printf '%s' "$pw" | ctl change_password "$name" >/dev/null
+  else
+    printf '%s' "$pw" | ctl add_user "$name" >/dev/null
+  fi
+}
+re_quote() { printf '%s' "$1" | sed 's/[.[\*^$()+?{}|-]/\\&/g'; }
+
+ctl list_vhosts | grep -qx "$VHOST" || ctl add_vhost "$VHOST"
+user crawlfleet-dispatcher
+ctl set_permissions -p "$VHOST" crawlfleet-dispatcher '.*' '.*' '.*'
+secret "$SECRETS/fleet.key" >/dev/null
+echo "dispatcher: user crawlfleet-dispatcher, vhost $VHOST, password $SECRETS/crawlfleet-dispatcher.password, key $SECRETS/fleet.key"
+for n in "${NODES[@]}"; do
+  q="fetch\\.$(re_quote "$n")"
+  user "node-$n"
+  ctl set_permissions -p "$VHOST" "node-$n" \
+    "^($q|crawlfleet\\.(fetch|results|heartbeats))\$" \
+    "^($q|crawlfleet\\.(results|heartbeats))\$" \
+    "^($q|crawlfleet\\.fetch)\$"
+  ctl set_topic_permissions -p "$VHOST" "node-$n" 'amq.topic' '^$' '^$'
+  FLEET_KEY="$(cat "$SECRETS/fleet.key")" "$PY" -c \
+    'import os, sys; sys.path.insert(0, sys.argv[2]); from pipeline.transport.signing import node_key; print(node_key(os.environ["FLEET_KEY"], sys.argv[1]))' \
+    "$n" "$ROOT" >"$SECRETS/node-$n.key"
+  chmod 600 "$SECRETS/node-$n.key"
+  echo "node $n: user node-$n, vhost $VHOST, password $SECRETS/node-$n.password, key $SECRETS/node-$n.key"
+done
