@@ -19,9 +19,13 @@ CONDITIONAL = b'GET /p HTTP/1.1\r\nHost: a.test\r\nIf-None-Match: "v1"\r\n\r\n'
 
 
 def wire(status: int, body: bytes, *, t: float, request: bytes = REQUEST) -> WireRecord:
-    headers = ((b"ETag", b'"v1"'),) + (((b"Content-Length", str(len(body)).encode()),) if status == 200 else ())
+    headers = ((b"ETag", b'"v1"'),) + (
+        ((b"Content-Length", str(len(body)).encode()),) if status == 200 else ()
+    )
     reason = "OK" if status == 200 else "Not Modified"
-    return WireRecord(URL, "127.0.0.1", t, request, status_line((1, 1), status, reason), headers, [body] if body else [])
+    return WireRecord(
+        URL, "127.0.0.1", t, request, status_line((1, 1), status, reason), headers, [body] if body else []
+    )
 
 
 def test_unchanged_refetches_become_revisit_records(tmp_path: Path) -> None:
@@ -41,10 +45,17 @@ def test_unchanged_refetches_become_revisit_records(tmp_path: Path) -> None:
                     records.append((rec.rec_type, h.get_header("WARC-Profile"), h.get_header("WARC-Refers-To"),
                                     h.get_header("WARC-Record-ID"), h.get_header("WARC-Payload-Digest")))  # fmt: skip
     kinds = [(kind, profile) for kind, profile, *_ in records]
-    assert kinds == [("response", None), ("revisit", NOT_MODIFIED), ("revisit", IDENTICAL_PAYLOAD), ("response", None)]
+    assert kinds == [
+        ("response", None),
+        ("revisit", NOT_MODIFIED),
+        ("revisit", IDENTICAL_PAYLOAD),
+        ("response", None),
+    ]
     first_id, first_digest = records[0][3], records[0][4]
     assert records[1][2] == first_id and records[2][2] == first_id  # both name the capture they repeat
     assert records[2][4] == first_digest
     warcio = str(Path(sys.executable).with_name("warcio"))
-    proc = subprocess.run([warcio, "check", "-v", *map(str, files)], capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [warcio, "check", "-v", *map(str, files)], capture_output=True, text=True, check=False
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
