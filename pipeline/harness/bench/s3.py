@@ -1,0 +1,115 @@
+"""``crawlfleet bench s3 --json``: S3's n_i = k*avg/t_i across fetch nodes of really different speed.
+
+A real fleet crawl of the testbed with three fetch nodes (Celery workers, one virtual fetcher each so
+a node's batches run one after another) whose speed differs by a real limit on what each node sends:
+its own politeness gap between two requests to one host (``politeness.min_host_delay_s`` = 4d, 2d, d
+with one connection per host), so a node needs 4x, 2x, 1x the wall time per page of a host -- the web
+server sees three nodes at 1x, 2x and 4x the request rate. The crawl runs twice on the same web:
+
+- **n_i**: S3's sizing (``dispatch.n_min``/``n_max`` wide open), and
+- **equal batches**: every batch k URLs (``n_min = n_max = k``), the baseline.
+
+Round r is the r-th batch of every node (the first ``--warmup-rounds`` left out: n(0) = k while the
+nodes have no history). Its spread is max/min of the three batches' completion times (``elapsed_s``
+of the nodes' reports, as the dispatcher journals them in fleet-events.jsonl). S3's goal: batches of
+nodes of different speed finish at about the same time; ours: median spread <= 1.25 with n_i and at
+least 2x better than equal batches. The simulation (``bench dispatch``) stays a unit check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from pipeline.harness.bench.amqp import private_vhost
+from pipeline.harness.bench.jobs import machine
+from pipeline.harness.faults.bed import Bed
+from pipeline.harness.faults.fleet import FleetRig
+
+SPEEDS = (1, 2, 4)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--k", type=int, default=32, help="S3 base batch size")
+    p.add_argument("--delay-s", type=float, default=0.05, help="the fastest node's gap between requests to one host")
+    p.add_argument("--rounds", type=int, default=12, help="rounds counted per configuration (after the warm-up)")
+    p.add_argument("--warmup-rounds", type=int, default=3, help="first rounds left out (n(0) = k, no history yet)")
+    p.add_argument("--timeout-s", type=float, default=600.0, help="longest a configuration may run")
+    p.add_argument("--hosts", type=int, default=120, help="testbed hosts")
+    p.add_argument("--pages", type=int, default=120, help="testbed pages per host")
+    p.add_argument("--seed", type=int, default=33, help="seed of the testbed's random web")
+    p.add_argument("--broker", default="amqp://guest:guest@127.0.0.1:5672", help="broker URL without vhost")
+
+
+def spreads(done: list[dict[str, Any]], nodes: list[str], *, skip: int) -> list[float]:
+    """max/min elapsed of the r-th batch of every node, for each round r >= ``skip`` all nodes reached."""
+    by_node: dict[str, list[float]] = defaultdict(list)
+    for ev in done:
+        if ev.get("pages", 0) > 0 and ev.get("elapsed_s", 0) > 0:
+            by_node[ev["node"]].append(float(ev["elapsed_s"]))
+    rounds = min((len(by_node[n]) for n in nodes), default=0)
+    return [max(by_node[n][r] for n in nodes) / min(by_node[n][r] for n in nodes) for r in range(skip, rounds)]
+
+
+def _crawl(bed: Bed, broker: str, workdir: Path, args: argparse.Namespace, *, equal: bool) -> dict[str, Any]:
+    lo, hi = (args.k, args.k) if equal else (4, 8 * args.k)
+    env = {"CRAWLFLEET_DISPATCH_K": str(args.k), "CRAWLFLEET_DISPATCH_N_MIN": str(lo),
+           "CRAWLFLEET_DISPATCH_N_MAX": str(hi), "CRAWLFLEET_POLITENESS_PER_HOST_CONCURRENCY": "1"}  # fmt: skip
+    rig = FleetRig(bed, broker, workdir, slots=1, extra_env=env, log_level="WARNING", heartbeat_s=1.0,
+                   lease_s=120.0, host_delay=args.delay_s)  # fmt: skip
+    base_env = rig.env
+    nodes = []
+    try:
+        for i, speed in enumerate(SPEEDS, start=1):  # node i waits (4 / speed) * d between requests to a host
+            rig.env = dict(base_env, CRAWLFLEET_POLITENESS_MIN_HOST_DELAY_S=str(args.delay_s * max(SPEEDS) / speed))
+            rig.start_worker(i)
+            nodes.append(rig.node(i))
+        rig.env = base_env
+        start = time.time()
+        rig.start_dispatcher()
+        want = args.rounds + args.warmup_rounds
+        while time.time() - start < args.timeout_s and rig.dispatcher.running:
+            done = [ev for ev in rig.events() if ev["ev"] == "done"]
+            if len(spreads(done, nodes, skip=0)) >= want:
+                break
+            time.sleep(1.0)
+        end = time.time()
+    finally:
+        rig.close()
+    done = [ev for ev in rig.events() if ev["ev"] == "done"]
+    per_round = spreads(done, nodes, skip=args.warmup_rounds)
+    sizes: dict[str, list[int]] = defaultdict(list)
+    for ev in rig.events():
+        if ev["ev"] == "issue":
+            sizes[ev["node"]].append(int(ev["n"]))
+    return {
+        "equal_batches": equal, "wall_s": round(end - start, 1), "rounds": len(per_round),
+        "median_spread": round(statistics.median(per_round), 3) if per_round else None,
+        "spreads": [round(x, 3) for x in per_round],
+        "nodes": {n: {"speed": s, "host_delay_s": args.delay_s * max(SPEEDS) / s,
+                      "batch_sizes_last": sizes[n][-3:], "batches": len(sizes[n])}
+                  for n, s in zip(nodes, SPEEDS, strict=True)},
+    }  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="cf-bench-s3-") as tmp, private_vhost(args.broker) as broker:
+        bed = Bed.start(args.hosts, args.pages, seed=args.seed, workdir=Path(tmp) / "tb")
+        try:
+            ni = _crawl(bed, broker, Path(tmp) / "ni", args, equal=False)
+            eq = _crawl(bed, broker, Path(tmp) / "equal", args, equal=True)
+        finally:
+            bed.close()
+    m_ni, m_eq = ni["median_spread"], eq["median_spread"]
+    better = round(m_eq / m_ni, 3) if m_ni and m_eq else None
+    return {
+        "bench": "s3", "machine": machine(), "k": args.k, "delay_s": args.delay_s, "speeds": list(SPEEDS),
+        "n_i": ni, "equal": eq, "median_spread_n_i": m_ni, "median_spread_equal": m_eq,
+        "times_better_than_equal": better,
+        "goal": {"median_spread_le_1.25": m_ni is not None and m_ni <= 1.25, "ge_2x_better": (better or 0) >= 2.0},
+    }  # fmt: skip
