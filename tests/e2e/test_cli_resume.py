@@ -1,24 +1,32 @@
 """A crawl directory remembers its settings: ``crawl --resume --out DIR`` alone goes on where the crawl
 stopped, with the DNS server, allowed networks and limits it started with; ``--max-pages`` is a total;
-a resume that cannot resolve any of its hosts stops with one line and leaves every URL pending.
-Judged from the testbed's access log and the crawl db.
+a resume that cannot resolve any of its hosts stops with one line and leaves every URL pending; a crawl
+SIGKILLed mid-way and resumed fetches every page, and repeats only what was in flight on it at the kill.
+Judged from the testbed's access log, the journal and the crawl db.
 """
 
 from __future__ import annotations
 
 import collections
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 
+from pipeline.harness.faults.accounting import LOG_LAG_S, FaultTimes, Killed, account
+from pipeline.harness.faults.snapshot import journal_keys, stored_urls
 from pipeline.harness.testbed.harness import TestbedProcess
+from pipeline.settings import PolitenessSettings
 from pipeline.storage.sqlite import SqliteStore
+from tests.e2e.test_embedded_crawl import MAX_DEPTH, crawl_cmd, run_json, wait_requests
 
 pytestmark = pytest.mark.e2e
 
@@ -97,3 +105,40 @@ def test_resume_remembers_settings_counts_max_pages_in_total_and_never_burns_the
     missing = [u for u in truth["pages"] if fetched[key(u)] == 0]
     assert missing == []
     assert counts(out)["pending"] == 0
+
+
+HOSTS = 12
+CHAIN_MAX = 3  # requests of the testbed's longest redirect chain (/r/k -> /r2/k -> /moved/k)
+
+
+def test_resume_after_sigkill_repeats_only_what_was_in_flight(tmp_path: Path) -> None:
+    """SIGKILL mid-crawl, then ``--resume``. In flight at the kill = requests the testbed received
+    before it whose result is not in the journal read right after the kill (a line is one
+    ``os.write``: whatever the process journaled survives it). Only those may be fetched once more;
+    a repeat of a journaled URL is a duplicate, so a resume that ignored the journal (replay) or the
+    crawl db, or started over from the seeds, fails. The crawler asks at most ``per_host_concurrency``
+    URLs of a host at once, so no host can have more than that many chains in flight."""
+    with TestbedProcess(HOSTS, 40, seed=5, workdir=tmp_path / "tb") as tb:
+        out = tmp_path / "out"
+        start = time.time()
+        proc = subprocess.Popen(crawl_cmd(tb, out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        wait_requests(tb, 150)
+        os.kill(proc.pid, signal.SIGKILL)
+        killed_at = time.time()
+        proc.wait()
+        journaled = journal_keys(out / "segments")  # all of it was written before the kill
+        tb.wait_log_flush()
+        before = [e for e in tb.read_access_log() if float(e["t"]) < killed_at + LOG_LAG_S]
+        summary = run_json(crawl_cmd(tb, out, "--resume"))
+        truth = tb.truth(max_depth=MAX_DEPTH)
+        tb.wait_log_flush()
+        log = [e for e in tb.read_access_log() if float(e["t"]) >= start - 1.0]
+    assert len(before) >= 150 and journaled and summary["pages_fetched"] > 0
+    mine = frozenset((str(e["host"]), str(e["path"])) for e in before)  # the killed crawler's requests
+    acc = account(truth=truth, log=log, journaled_at_fault=journaled, stored_urls=stored_urls(out),
+                  times=FaultTimes(killed_at, killed_at), killed=Killed("crawler", mine))  # fmt: skip
+    assert acc.lost == 0, acc.lost_sample
+    assert acc.duplicated == 0, acc.duplicated_sample
+    per_host = collections.Counter(h for h, _p in mine - journaled if _p != "/robots.txt")
+    limit = PolitenessSettings().per_host_concurrency * CHAIN_MAX
+    assert max(per_host.values(), default=0) <= limit, per_host
