@@ -8,7 +8,7 @@ from pathlib import Path
 
 from fetchers.records import Batch, FetchResult
 from pipeline.crawl.core import CrawlCore
-from pipeline.crawl.revisits import content_digest
+from pipeline.frontier.observation import content_digest
 from pipeline.dispatch.protocols import Heartbeat
 from pipeline.settings import Settings
 from pipeline.settings.recrawl import RecrawlSettings
