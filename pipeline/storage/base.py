@@ -167,6 +167,12 @@ class Store(ABC):
         """The URL's stored re-crawl state, or None."""
 
     @abstractmethod
+    def put_revisits(self, items: Sequence[tuple[str, Revisit]]) -> int:
+        """Write the re-crawl state of known URLs, whatever their state (the fleet's crawl-db update job
+        schedules URLs a fetch node already recorded); unknown URLs are skipped. Returns how many were
+        written. One round trip per call where the store allows."""
+
+    @abstractmethod
     def iter_pages(self) -> Iterator[PageRecord]: ...
 
     @abstractmethod

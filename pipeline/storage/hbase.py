@@ -46,6 +46,7 @@ from Hbase_thrift import AlreadyExists, IllegalArgument, TIncrement
 from tenacity import Retrying, before_sleep_log, retry_if_exception, stop_after_delay, wait_exponential_jitter
 from thriftpy2.thrift import TException
 
+from pipeline.storage import hbase_revisits
 from pipeline.storage.base import Outcome, PageRecord, Revisit, Store, UrlRecord, UrlState
 from pipeline.storage.hbase_cells import (
     _D,
@@ -58,7 +59,6 @@ from pipeline.storage.hbase_cells import (
     page_record,
     pending_key,
     revisit_cell,
-    revisit_from,
     url_cells,
     url_record,
 )
@@ -293,45 +293,15 @@ class HBaseStore(Store):
         self._increment(("meta", b"counts", f"c:{name}".encode(), n) for name, n in states.items())
         return len(live)
 
-    # --- re-crawling -------------------------------------------------------------------------------
+    # --- re-crawling (pipeline/storage/hbase_revisits.py) ------------------------------------------
     def requeue_due(self, now: float, limit: int) -> dict[str, int]:
-        """Scans the due index up to ``now``; per due URL: a pending row, then the PENDING state, then the
-        due entry is deleted (a crash in between leaves a due entry of a PENDING URL, skipped and removed
-        by the next call)."""
-        if limit <= 0:
-            return {}
-        stop = due_key(now, b"\xff")
-        keys = self._call(
-            lambda c: [
-                k for k, _ in c.table("due").scan(row_stop=stop, limit=limit, batch_size=min(limit, 1000))
-            ]
-        )
-        if not keys:
-            return {}
-        url_keys = [k[8:] for k in keys]
-        rows = self._rows("crawldb", url_keys, [b"m:s", b"m:d", b"m:h"])
-        hosts: Counter[str] = Counter()
-        states: Counter[str] = Counter()
-        pend, flips = [], []
-        for ukey in dict.fromkeys(url_keys):
-            row = rows.get(ukey)
-            if row is None or row[b"m:s"][0] not in (UrlState.DONE, UrlState.FAILED):
-                continue
-            host = row[b"m:h"].decode()
-            pend.append((pending_key(host, _I.unpack(row[b"m:d"])[0], ukey), {b"p:x": b""}))
-            flips.append((ukey, {b"m:s": bytes([UrlState.PENDING])}))
-            hosts[host] += 1
-            states["pending"] += 1
-            states[_STATE_NAMES[UrlState(row[b"m:s"][0])]] -= 1
-        self._put("pending", pend)
-        self._put("crawldb", flips)
-        self._delete("due", keys)
-        self._increment(("meta", b"counts", f"c:{name}".encode(), n) for name, n in states.items())
-        return dict(hosts)
+        return hbase_revisits.requeue_due(self, now, limit)
 
     def get_revisit(self, url: str) -> Revisit | None:
-        row = self._call(lambda c: c.table("crawldb").row(row_key(url), columns=[b"m:R"]))
-        return revisit_from(row.get(b"m:R")) if row else None
+        return hbase_revisits.get_revisit(self, url)
+
+    def put_revisits(self, items: Sequence[tuple[str, Revisit]]) -> int:
+        return hbase_revisits.put_revisits(self, items)
 
     def get_page(self, url: str) -> PageRecord | None:
         row = self._call(lambda c: c.table("pages").row(row_key(url)))

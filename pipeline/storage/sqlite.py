@@ -36,8 +36,9 @@ from pipeline.storage.sqlite_schema import (  # noqa: F401 (CHUNK, SCHEMA_VERSIO
     _INSERT_PAGE,
     _INSERT_URL,
     _PAGE_COLS,
-    _REVISIT_COLS,
     _SCHEMA,
+    _SELECT_DUE,
+    _SELECT_REVISIT,
     _SELECT_URL,
     _STATE_NAMES,
     _UPSERT_REVISIT,
@@ -288,11 +289,7 @@ class SqliteStore(Store):
         if limit <= 0:
             return {}
         with self._tx():
-            rows = self._db.execute(
-                "SELECT r.url_id, u.host, u.state FROM revisits r JOIN urls u ON u.url_id = r.url_id "
-                "WHERE r.queued = 0 AND r.next_fetch <= ? AND u.state IN (1, 2) ORDER BY r.next_fetch LIMIT ?",
-                (now, limit),
-            ).fetchall()
+            rows = self._db.execute(_SELECT_DUE, (now, limit)).fetchall()
             if not rows:
                 return {}
             ids = [(uid,) for uid, _, _ in rows]
@@ -305,9 +302,17 @@ class SqliteStore(Store):
             self._bump(hosts, states)
         return dict(hosts)
 
+    def put_revisits(self, items: Sequence[tuple[str, Revisit]]) -> int:
+        by_id = {fingerprint(url): r for url, r in items}
+        if not by_id:
+            return 0
+        with self._tx():
+            known = [uid for (uid,) in self._select_in("SELECT url_id FROM urls WHERE url_id IN ({marks})", list(by_id))]
+            self._db.executemany(_UPSERT_REVISIT, [revisit_row(uid, by_id[uid]) for uid in known])
+        return len(known)
+
     def get_revisit(self, url: str) -> Revisit | None:
-        sql = f"SELECT {_REVISIT_COLS} FROM revisits WHERE url_id = ?"
-        row = self._db.execute(sql, (fingerprint(url),)).fetchone()
+        row = self._db.execute(_SELECT_REVISIT, (fingerprint(url),)).fetchone()
         return None if row is None else revisit_of(row)
 
     def _encode(self, page: PageRecord) -> tuple[int, bytes]:

@@ -61,6 +61,12 @@ _REVISIT_COLS = "next_fetch, interval, etag, last_modified, digest, simhash, cha
 _UPSERT_REVISIT = (
     f"INSERT OR REPLACE INTO revisits (url_id, {_REVISIT_COLS}, queued) VALUES (?,?,?,?,?,?,?,?,?,?,0)"
 )
+_SELECT_REVISIT = f"SELECT {_REVISIT_COLS} FROM revisits WHERE url_id = ?"
+# Due DONE (1) or FAILED (2) URLs, earliest first; "queued = 0" lets SQLite use the partial due index.
+_SELECT_DUE = (
+    "SELECT r.url_id, u.host, u.state FROM revisits r JOIN urls u ON u.url_id = r.url_id "
+    "WHERE r.queued = 0 AND r.next_fetch <= ? AND u.state IN (1, 2) ORDER BY r.next_fetch LIMIT ?"
+)
 _U64 = 1 << 64
 _PAGE_COLS = (
     "url, url_id, final_url, status, content_type, codec, seg, off, len, fetched_at, headers, ip, serial, "

@@ -80,6 +80,10 @@ class LockedStore(Store):
         with self.lock:
             return self.inner.get_revisit(url)
 
+    def put_revisits(self, items: Sequence[tuple[str, Revisit]]) -> int:
+        with self.lock:
+            return self.inner.put_revisits(items)
+
     def counts(self) -> dict[str, int]:
         with self.lock:
             return self.inner.counts()

@@ -94,3 +94,15 @@ def test_schedule_survives_a_restart(open_store: OpenStore) -> None:  # noqa: F8
     again = open_store()
     assert again.get_revisit(A1) == rv(100.0)
     assert again.requeue_due(200.0, 10) == {"a.test": 1}
+
+
+def test_put_revisits_schedules_urls_recorded_without_one(store: Store) -> None:
+    """The fleet's update job schedules URLs a node recorded DONE: a rewrite moves the due time."""
+    store.add_urls([rec(A1), rec(A2)])
+    store.record_results([done(A1), done(A2)])
+    assert store.put_revisits([(A1, rv(50.0)), ("http://unknown.test/", rv(1.0))]) == 1
+    assert store.get_revisit(A1) == rv(50.0) and store.get_revisit("http://unknown.test/") is None
+    assert store.put_revisits([(A1, rv(500.0))]) == 1  # rescheduled later: not due at 100 any more
+    assert store.requeue_due(100.0, 10) == {}
+    assert store.requeue_due(600.0, 10) == {"a.test": 1}
+    assert store.put_revisits([]) == 0

@@ -1,0 +1,83 @@
+"""The HBase store's re-crawl methods (issue #23), apart from ``hbase.py`` to keep each module small.
+
+The due index is its own table, ``{prefix}_due``: key = next fetch (8-byte big-endian double) | row key,
+so ``requeue_due`` is one bounded scan from the start of the table; the URL's state lives in the crawl db's
+``m:R`` cell. See :class:`pipeline.storage.base.Store` for the contracts.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from pipeline.storage.base import Revisit, UrlState
+from pipeline.storage.hbase_cells import _I, due_key, pending_key, revisit_cell, revisit_from
+from pipeline.storage.rowkey import row_key
+
+
+class HBaseStore(Protocol):
+    """What these functions use of ``pipeline.storage.hbase.HBaseStore`` (a protocol: no import cycle)."""
+
+    def _call(self, fn: Any) -> Any: ...
+    def _rows(
+        self, table: str, keys: Sequence[bytes], columns: list[bytes] | None = None
+    ) -> dict[bytes, Any]: ...
+    def _put(self, table: str, rows: Any) -> None: ...
+    def _delete(self, table: str, keys: Sequence[bytes]) -> None: ...
+    def _increment(self, incs: Any) -> None: ...
+
+
+_STATE_NAMES = {s: s.name.lower() for s in UrlState}
+
+
+def requeue_due(self: HBaseStore, now: float, limit: int) -> dict[str, int]:
+    """Scans the due index up to ``now``; per due URL: a pending row, then the PENDING state, then the
+    due entry is deleted (a crash in between leaves a due entry of a PENDING URL, skipped and removed
+    by the next call)."""
+    if limit <= 0:
+        return {}
+    stop = due_key(now, b"\xff")
+    keys = self._call(
+        lambda c: [k for k, _ in c.table("due").scan(row_stop=stop, limit=limit, batch_size=min(limit, 1000))]
+    )
+    if not keys:
+        return {}
+    url_keys = [k[8:] for k in keys]
+    rows = self._rows("crawldb", url_keys, [b"m:s", b"m:d", b"m:h"])
+    hosts: Counter[str] = Counter()
+    states: Counter[str] = Counter()
+    pend, flips = [], []
+    for ukey in dict.fromkeys(url_keys):
+        row = rows.get(ukey)
+        if row is None or row[b"m:s"][0] not in (UrlState.DONE, UrlState.FAILED):
+            continue
+        host = row[b"m:h"].decode()
+        pend.append((pending_key(host, _I.unpack(row[b"m:d"])[0], ukey), {b"p:x": b""}))
+        flips.append((ukey, {b"m:s": bytes([UrlState.PENDING])}))
+        hosts[host] += 1
+        states["pending"] += 1
+        states[_STATE_NAMES[UrlState(row[b"m:s"][0])]] -= 1
+    self._put("pending", pend)
+    self._put("crawldb", flips)
+    self._delete("due", keys)
+    self._increment(("meta", b"counts", f"c:{name}".encode(), n) for name, n in states.items())
+    return dict(hosts)
+
+
+def put_revisits(self: HBaseStore, items: Sequence[tuple[str, Revisit]]) -> int:
+    """Due entry first, then the crawl-db cell, then the old due entry goes (a crash leaves a stale due
+    entry, which requeue_due treats as due early at worst)."""
+    by_key = {row_key(url): r for url, r in items}
+    rows = self._rows("crawldb", list(by_key), [b"m:s", b"m:R"])
+    stale = [due_key(old.next_fetch, k) for k, row in rows.items() if (old := revisit_from(row.get(b"m:R")))]
+    self._put("due", ((due_key(by_key[k].next_fetch, k), {b"d:x": b""}) for k in rows))
+    self._put("crawldb", ((k, {b"m:R": revisit_cell(by_key[k])}) for k in rows))
+    fresh = {due_key(by_key[k].next_fetch, k) for k in rows}
+    self._delete("due", [k for k in stale if k not in fresh])
+    return len(rows)
+
+
+def get_revisit(self: HBaseStore, url: str) -> Revisit | None:
+    row = self._call(lambda c: c.table("crawldb").row(row_key(url), columns=[b"m:R"]))
+    return revisit_from(row.get(b"m:R")) if row else None
