@@ -26,6 +26,7 @@ from pipeline.report.aggregate import (
 )
 from pipeline.report.data import ReadErrors, iter_segment_records, iter_stats_rows, read_summary
 from pipeline.report.html import render_html
+from pipeline.report.nodes import nodes_table
 from pipeline.report.plots import PLOTS, TOP_HOSTS
 
 HTML_FILE = "index.html"
@@ -101,6 +102,7 @@ def report_json(stats: ReportStats, crawl_dir: Path, *, now: float | None = None
         },
         "timeline": _timeline_json(tl),
         "fetchers": fetchers,
+        "nodes": nodes_table(fetchers, summary),
         "hosts_top": [{"host": h, "pages": v[0], "errors": v[1]} for h, v in hosts],
         "status_mix": {str(k): v for k, v in sorted(seg.status.items())},
         "errors_by_class": dict(sorted(seg.errors.items(), key=lambda kv: (-kv[1], kv[0]))),

@@ -118,12 +118,23 @@ def render_html(
         for phase, h in report["latency"]["phases"].items()
     )
     parts.append("<div><b>Latency</b>" + _table(("phase", "n", "p50", "p90", "p99"), lat_rows) + "</div>")
+    node_rows = (
+        (name, n["fetchers"], n["results"], n["batches"], n["mean_batch"], n["n_i_mean"], _ms(n["t_i_mean"]),
+         *(_beat(n["heartbeat"])))
+        for name, n in report.get("nodes", {}).items()
+    )  # fmt: skip
+    parts.append(
+        "<div><b>Fetch nodes</b>"
+        + _table(("node", "fetchers", "results", "batches", "mean batch", "mean n_i", "mean t_i", "successes",
+                  "failures", "rate/s", "free slots"), node_rows)  # fmt: skip
+        + "</div>"
+    )
     fetchers = sorted(report["fetchers"].items(), key=lambda kv: (-kv[1]["results"], kv[0]))[:MAX_FETCHER_ROWS]
     fetch_rows = (
         (fid, f["results"], f["batches"], f["mean_batch"], f["n_i_last"], _ms(f["t_i_last"])) for fid, f in fetchers
     )
     parts.append(
-        "<div><b>Fetchers</b>"
+        "<div><b>Virtual fetchers (busiest)</b>"
         + _table(("fetcher", "results", "batches", "mean batch", "last n_i", "last t_i"), fetch_rows)
         + "</div>"
     )
@@ -150,3 +161,10 @@ def _ms(seconds: Any) -> str:
     if not isinstance(seconds, int | float):
         return "n/a"
     return f"{seconds * 1000:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
+
+
+def _beat(hb: dict[str, Any] | None) -> tuple[Any, Any, Any, Any]:
+    """A node's last S1 heartbeat: successes, failures, rate, free slots (blank when not recorded)."""
+    if not hb:
+        return ("", "", "", "")
+    return (hb.get("successes", ""), hb.get("failures", ""), hb.get("rate", ""), hb.get("free_slots", ""))

@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from pipeline.report.aggregate import BOUNDS_S, PHASES, ReportStats, rate_stats
+from pipeline.report.nodes import node_of, series_by_node
 
 TOP_HOSTS = 20
 MAX_LINES = 12  # more fetchers than this are drawn as a grey bundle with their median
@@ -198,14 +199,16 @@ def plot_fetchers(stats: ReportStats, path: Path) -> None:
     tl = stats.timeline
     fig = _figure(11, 8)
     ax_n, ax_t, ax_b = fig.subplots(3, 1, sharex=False)
-    _series(ax_n, tl.fetcher_n, "batch size n_i = k·avg/t_i (S3)", "URLs")
-    _series(ax_t, tl.fetcher_t, "running mean time per page t_i", "seconds", fmt=lambda v, _p: _ms(v))
+    # Per node (its virtual fetchers' mean), not per virtual fetcher: a node is what an engineer runs.
+    _series(ax_n, series_by_node(tl.fetcher_n), "batch size n_i = k·avg/t_i (S3), mean per node", "URLs")
+    _series(ax_t, series_by_node(tl.fetcher_t), "running mean time per page t_i, per node", "seconds",
+            fmt=lambda v, _p: _ms(v))  # fmt: skip
     batches = stats.segments.batches
     if batches:
         first = min((b[1] for b in batches.values() if b[1] > 0), default=0.0)
         by_fetcher: dict[str, list[tuple[float, float]]] = {}
         for (fid, _serial), (n, at) in batches.items():
-            by_fetcher.setdefault(fid or "(unnamed)", []).append((at - first if at > 0 else 0.0, n))
+            by_fetcher.setdefault(node_of(fid or "(unnamed)"), []).append((at - first if at > 0 else 0.0, n))
         many = len(by_fetcher) > MAX_LINES
         for fid, pts in sorted(by_fetcher.items()):
             pts.sort()
@@ -218,7 +221,7 @@ def plot_fetchers(stats: ReportStats, path: Path) -> None:
         ax_b.grid(alpha=0.3)
     else:
         _no_data(ax_b, "no batch serials in the stored results")
-    ax_b.set_title("URLs per completed batch (from stored results)")
+    ax_b.set_title("URLs per completed batch, per node (from stored results)")
     ax_b.set_ylabel("URLs")
     _save(fig, path)
 

@@ -412,7 +412,10 @@ class FleetDispatcher:
         s = self.session
         return fleet_summary(core.summary(), self._mono() - started, self.counters, nodes=sorted(self.fleet.nodes),
                              reconnects=s.reconnects, stalls=s.stalls, paused_s=s.paused_s,
-                             interrupted=self._stopping and not core.done(), quota=self._quota_line())  # fmt: skip
+                             interrupted=self._stopping and not core.done(), quota=self._quota_line(),
+                             node_heartbeats={n.name: {"successes": n.successes, "failures": n.failures,
+                                                       "rate": n.p, "free_slots": n.q}
+                                              for n in self.fleet.nodes.values()})  # fmt: skip
 
     def _quota_line(self) -> str:
         path = self.settings.dispatch.quotas_file
