@@ -1,74 +1,86 @@
-"""``crawlfleet bench dns``: S4's resolver experiment and S2's memory figures.
+"""``crawlfleet bench dns``: S4's resolver experiment (one table, one run) and S2's figures at scale.
 
-S4 reproduction: a stream of look-ups over distinct names with Zipf-like repeats (every name at
-least once) against the test bed's zone server with ``--latency-ms`` added to every answer.
-Four resolvers, each a fresh one on the same stream:
+S4 (``--parts s4``). A DNS server for ``*.bench.crawl.test`` runs in a process of its own (the testbed's
+zone, :mod:`pipeline.harness.testbed.dns_server`) with ``--latency-ms`` times a log-normal factor
+(``--jitter``) added to every answer and ``--loss`` of the queries dropped. When this process may
+(root, ``unshare``), the server listens on 127.0.53.1:53 and the resolvers run in a child inside a
+private mount namespace whose ``/etc/resolv.conf`` names it (``options timeout:T attempts:N``, the
+same timeout and tries c-ares gets), so the baseline is the real system resolver, ``getaddrinfo``.
+Otherwise a blocking RFC 1035 query per call stands in (``system_resolver: false`` in the output).
+The stream is Zipf over ``--names`` names with every name at least once; its repeat rate
+(look-ups / distinct names) bounds what any cache can gain and is printed. The modes are described
+in :mod:`pipeline.dns.s4run`; every rate is also a ratio to ``serial`` from the same run.
 
-* ``blocking``: one blocking UDP query per look-up in a pool of ``--threads`` threads (Scrapy's
-  10). getaddrinfo cannot be pointed at a non-53 port, so this is the stand-in (see
-  :mod:`pipeline.dns.blocking`); it blocks one thread per look-up exactly as getaddrinfo does.
-* ``blocking_cache``: the same upstream behind our CachingResolver, ``--threads`` workers (S4's
-  "cache alone").
-* ``async``: c-ares, no cache, ``--concurrency`` look-ups in flight (S4's "async alone").
-* ``async_cache``: c-ares behind the CachingResolver (both).
-
-Each is reported as look-ups/s and as a ratio to ``blocking``. ``--blocking-lookups`` caps the
-look-ups the blocking baseline runs (its rate is flat: every look-up is one query), for the full
-1,000,000-look-up run that would otherwise take half an hour at 20 ms.
-
-S2 memory: bytes per entry of the positive cache filled to ``--mem-entries`` (tracemalloc of the
-allocation and RSS delta of allocation + fill) against a plain ``dict[str, tuple]``; the negative
-cache's size at ``--neg-names``/``--neg-fp`` (from rbloom's own size, the filter is built), its
-insert rate on a sample and a measured false-positive rate on a small filter; look-up ops/s of all
-three; key collisions on real-looking names.
+S2 (``--parts mem``). Both positive caches (IPv4 and IPv6, as the resolver keeps them) filled with
+``--mem-entries`` names in a realistic mix (``--v6-fraction`` of them with IPv6 addresses, ``--multi-fraction``
+of the IPv4 names with 2-4 addresses, TLDs skewed as a crawl's: half .com). Bytes per entry by RSS beside
+the size computed from the arrays and the extra-address dict; S2's prefix count (names under .com)
+timed against a full pass over the keys, and checked exact. Then the negative cache at S2's scale
+(rbloom's size for ``--neg-names`` at ``--neg-fp``) and key collisions on real-looking names.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import dataclasses
 import gc
+import json
 import os
 import random
-import threading
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
 import time
-import tracemalloc
-from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import psutil
 
-from pipeline.dns.blocking import UdpBlockingResolver
-from pipeline.dns.cache_resolver import CachingResolver
-from pipeline.dns.errors import DnsError
-from pipeline.dns.keys import name_key
+from pipeline.dns.keys import name_key, prefix_range
 from pipeline.dns.namegen import real_looking_names
 from pipeline.dns.negative import NegativeCache
 from pipeline.dns.positive import PositiveCache
-from pipeline.dns.resolver import AresResolver
+from pipeline.dns.tld import tld_code
 from pipeline.observe.machine import machine as _host_machine
-from pipeline.settings import DnsSettings
+
+S4_MODES = ("serial", "threads", "async", "cache", "threads_cache", "async_cache")
+PAPER = {"cache": "2-3x", "async": "1.5x", "async_cache": "3-5x"}
+SYSTEM_DNS = ("127.0.53.1", 53)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--parts", default="s4,mem", help="comma list of s4, mem")
-    parser.add_argument("--lookups", type=int, default=6_000, help="stream length (full: 1000000)")
-    parser.add_argument("--names", type=int, default=300, help="distinct names (full: 50000)")
+    parser.add_argument("--lookups", type=int, default=2_000, help="look-ups in the stream")
+    parser.add_argument("--names", type=int, default=800, help="distinct names in the stream")
     parser.add_argument("--zipf", type=float, default=1.0, help="Zipf exponent of the repeats")
-    parser.add_argument("--latency-ms", type=float, default=20.0, help="added to every DNS answer")
-    parser.add_argument("--threads", type=int, default=10, help="blocking pool size (Scrapy: 10)")
-    parser.add_argument("--concurrency", type=int, default=256, help="async look-ups in flight")
-    parser.add_argument("--cache-size", type=int, default=50_000, help="positive cache size (S4: 50000)")
-    parser.add_argument("--blocking-lookups", type=int, default=0, help="cap for the blocking run (0 = all)")
+    parser.add_argument(
+        "--latency-ms", type=float, default=30.0, help="median delay added to every DNS answer"
+    )
+    parser.add_argument("--jitter", type=float, default=0.8, help="sigma of the log-normal delay factor")
+    parser.add_argument("--loss", type=float, default=0.02, help="fraction of queries the server drops")
+    parser.add_argument("--timeout-s", type=float, default=1.0, help="per-try timeout of every resolver")
+    parser.add_argument("--tries", type=int, default=3, help="tries per name of every resolver")
+    parser.add_argument(
+        "--concurrency", type=int, default=1024, help="async in flight and threads (S4 send queue)"
+    )
+    parser.add_argument("--cache-size", type=int, default=50_000, help="S4 cache size")
+    parser.add_argument("--refresh-s", type=int, default=1800, help="S4 refresh period")
+    parser.add_argument("--serial-lookups", type=int, default=300, help="look-ups the serial baseline runs")
+    parser.add_argument("--modes", default=",".join(S4_MODES), help="comma list of S4 modes to run")
+    parser.add_argument(
+        "--no-system-resolver", action="store_true", help="blocking UDP instead of getaddrinfo"
+    )
     parser.add_argument("--mem-entries", type=int, default=1_000_000, help="positive entries (S2: 10000000)")
-    parser.add_argument("--dict-entries", type=int, default=1_000_000, help="dict baseline entries")
-    parser.add_argument("--neg-names", type=int, default=100_000_000, help="negative cache capacity (S2: 1e8)")
+    parser.add_argument("--v6-fraction", type=float, default=0.05, help="names with IPv6 addresses")
+    parser.add_argument("--multi-fraction", type=float, default=0.10, help="IPv4 names with 2-4 addresses")
+    parser.add_argument(
+        "--neg-names", type=int, default=100_000_000, help="negative cache capacity (S2: 1e8)"
+    )
     parser.add_argument("--neg-fp", type=float, default=1e-6, help="negative cache false-positive rate")
-    parser.add_argument("--neg-sample", type=int, default=1_000_000, help="names inserted to time inserts")
     parser.add_argument("--collision-names", type=int, default=200_000, help="real-looking names keyed")
-    parser.add_argument("--seed", type=int, default=1, help="seed of the testbed's (or the simulation's) random web")
+    parser.add_argument("--seed", type=int, default=1, help="seed of the stream and the key mix")
 
 
 def machine() -> dict[str, Any]:
@@ -76,209 +88,198 @@ def machine() -> dict[str, Any]:
 
 
 # -- S4 ------------------------------------------------------------------------------------------
+def _can_namespace() -> bool:
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return False
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.bind(SYSTEM_DNS)
+        except OSError:
+            return False
+    return True
 
 
-def zipf_stream(lookups: int, names: int, *, exponent: float, seed: int) -> list[str]:
-    """Every one of ``names`` names once, the rest drawn with p(rank k) ~ 1/k^exponent, shuffled."""
-    rng = np.random.default_rng(seed)
-    weights = 1.0 / np.arange(1, names + 1) ** exponent
-    ranks = np.concatenate([np.arange(names), rng.choice(names, max(0, lookups - names), p=weights / weights.sum())])
-    rng.shuffle(ranks)
-    return [f"n{k}.bench.crawl.test" for k in ranks.tolist()]
-
-
-def drive_threads(fn: Callable[[str], object], stream: Iterable[str], threads: int) -> tuple[float, int]:
-    """Run ``fn`` over the stream from ``threads`` threads; (seconds, errors)."""
-    it = iter(stream)
-    lock = threading.Lock()
-    errors = [0]
-
-    def worker() -> None:
-        while True:
-            with lock:
-                name = next(it, None)
-            if name is None:
-                return
-            try:
-                fn(name)
-            except DnsError:
-                with lock:
-                    errors[0] += 1
-
-    pool = [threading.Thread(target=worker) for _ in range(threads)]
-    start = time.perf_counter()
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join()
-    return time.perf_counter() - start, errors[0]
-
-
-async def drive_async(fn: Callable[[str], Awaitable[object]], stream: Iterable[str], concurrency: int) -> tuple[float, int]:
-    """Run ``fn`` over the stream with ``concurrency`` coroutines; (seconds, errors)."""
-    it = iter(stream)
-    errors = 0
-
-    async def worker() -> None:
-        nonlocal errors
-        for name in it:
-            try:
-                await fn(name)
-            except DnsError:
-                errors += 1
-
-    start = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return time.perf_counter() - start, errors
-
-
-def _row(seconds: float, lookups: int, errors: int, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"seconds": round(seconds, 3), "lookups": lookups, "errors": errors,
-            "lookups_per_s": round(lookups / seconds, 1), **(extra or {})}
+def _start_server(host: str, port: int, args: argparse.Namespace) -> tuple[subprocess.Popen[str], int]:
+    cmd = [sys.executable, "-m", "pipeline.harness.testbed.dns_server", host, str(port), str(args.latency_ms),
+           str(args.jitter), str(args.loss)]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline().split()
+    if len(line) != 2 or line[0] != "ready":
+        proc.kill()
+        raise RuntimeError(f"the benchmark's DNS server did not start: {line}")
+    return proc, int(line[1])
 
 
 def run_s4(args: argparse.Namespace) -> dict[str, Any]:
-    from pipeline.harness.testbed.harness import TestbedProcess
+    system = not args.no_system_resolver and _can_namespace()
+    host, port = SYSTEM_DNS if system else ("127.0.0.1", 0)
+    proc, port = _start_server(host, port, args)
+    cfg = {"server": f"{host}:{port}", "lookups": args.lookups, "names": args.names, "zipf": args.zipf,
+           "seed": args.seed, "concurrency": args.concurrency, "timeout_s": args.timeout_s, "tries": args.tries,
+           "cache_size": args.cache_size, "refresh_s": args.refresh_s, "serial_cap": args.serial_lookups,
+           "system": system, "modes": [m for m in args.modes.split(",") if m]}  # fmt: skip
+    child = [sys.executable, "-m", "pipeline.dns.s4run", json.dumps(cfg)]
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-dns-") as tmp:
+            if system:
+                resolv = Path(tmp) / "resolv.conf"
+                resolv.write_text(f"nameserver {host}\noptions timeout:{max(1, round(args.timeout_s))} "
+                                  f"attempts:{args.tries}\n")  # fmt: skip
+                script = 'mount --bind "$0" /etc/resolv.conf && exec "$@"'
+                child = ["unshare", "-m", "sh", "-c", script, str(resolv), *child]
+            done = subprocess.run(child, capture_output=True, text=True, check=False)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    if done.returncode != 0:
+        raise RuntimeError(f"the S4 run failed: {done.stderr[-2000:]}")
+    rows: dict[str, Any] = json.loads(done.stdout)
+    return s4_table(rows, cfg, args)
 
-    stream = zipf_stream(args.lookups, args.names, exponent=args.zipf, seed=args.seed)
-    out: dict[str, Any] = {"lookups": len(stream), "distinct_names": args.names, "zipf": args.zipf,
-                           "latency_ms": args.latency_ms, "threads": args.threads,
-                           "concurrency": args.concurrency, "cache_size": args.cache_size}
-    settings = DnsSettings(timeout_s=1.0, tries=3, cache_size=args.cache_size, max_inflight=args.concurrency)
-    with TestbedProcess(1, 1, dns_latency_ms=args.latency_ms) as tb:
-        server = tb.dns_server
-        settings = dataclasses.replace(settings, servers=(server,))
 
-        blocking_stream = stream[: args.blocking_lookups] if args.blocking_lookups else stream
-        udp = UdpBlockingResolver(server, timeout_s=1.0, tries=3, threads=args.threads)
-        secs, errs = drive_threads(udp.query_sync, blocking_stream, args.threads)
-        out["blocking"] = _row(secs, len(blocking_stream), errs, {"extrapolated": len(blocking_stream) < len(stream)})
-
-        async def with_cache(upstream: Any, workers: int) -> dict[str, Any]:
-            r = CachingResolver.from_settings(settings, upstream=upstream)
-            secs, errs = await drive_async(r.resolve, stream, workers)
-            s = r.stats()
-            await r.aclose()
-            return _row(secs, len(stream), errs, {"queries_sent": s.queries_sent, "hits": s.hits,
-                                                  "inflight_joins": s.inflight_joins, "evictions": s.evictions})
-
-        async def no_cache() -> dict[str, Any]:
-            r = AresResolver((server,), timeout_s=1.0, tries=3, max_inflight=args.concurrency)
-            secs, errs = await drive_async(r.query, stream, args.concurrency)
-            await r.aclose()
-            return _row(secs, len(stream), errs, {"queries_sent": r.queries_sent})
-
-        out["blocking_cache"] = asyncio.run(
-            with_cache(UdpBlockingResolver(server, timeout_s=1.0, tries=3, threads=args.threads), args.threads))
-        out["async"] = asyncio.run(no_cache())
-        out["async_cache"] = asyncio.run(with_cache(None, args.concurrency))
-    base = out["blocking"]["lookups_per_s"]
-    out["ratios_vs_blocking"] = {k: round(out[k]["lookups_per_s"] / base, 2)
-                                 for k in ("blocking_cache", "async", "async_cache")}
-    out["paper"] = {"blocking_cache": "2-3x", "async": "1.5x", "async_cache": "3-5x", "goal_async_cache": ">= 20x"}
+def s4_table(rows: dict[str, Any], cfg: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """The S4 result: settings, rows with ratios to ``serial``, the paper's claims beside them."""
+    out: dict[str, Any] = {
+        "settings": {
+            k: cfg[k]
+            for k in (
+                "lookups",
+                "names",
+                "zipf",
+                "concurrency",
+                "timeout_s",
+                "tries",
+                "cache_size",
+                "refresh_s",
+            )
+        },  # fmt: skip
+        "server": {"latency_ms_median": args.latency_ms, "jitter_sigma": args.jitter, "loss": args.loss},
+        "system_resolver": cfg["system"],
+        "stream_repeat_rate": round(cfg["lookups"] / cfg["names"], 2),
+        "rows": rows,
+    }
+    base = rows.get("serial", {}).get("lookups_per_s")
+    if base:
+        out["ratio_vs_serial"] = {m: round(r["lookups_per_s"] / base, 2) for m, r in rows.items()}
+    if "threads" in rows and "async" in rows:
+        out["async_vs_threads_same_concurrency"] = round(
+            rows["async"]["lookups_per_s"] / rows["threads"]["lookups_per_s"], 2
+        )
+    out["paper_vs_serial"] = PAPER
     return out
 
 
-# -- S2 memory -----------------------------------------------------------------------------------
+# -- S2 at scale ---------------------------------------------------------------------------------
+_TLD_MIX = ["com"] * 50 + ["net"] * 7 + ["org"] * 7 + ["de"] * 5 + ["uk"] * 3 + ["ru"] * 3 + ["cn"] * 3 + [
+    "jp", "fr", "io", "info", "br", "it", "nl", "pl", "au", "in", "es", "ca", "xyz", "top", "eu", "ch", "se",
+    "kr", "us", "co", "me", "tv", "cz", "be", "at", "dk",
+]  # fmt: skip
 
 
 def _rss() -> int:
     return int(psutil.Process().memory_info().rss)
 
 
-def _key(i: int) -> int:
-    """A distinct, well-spread 76-bit key for every i < 2^64 (odd multiplier: a bijection mod 2^64)."""
-    return (((i * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF) << 12) | (i & 0xFFF)
-
-
 def run_mem(args: argparse.Namespace) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    n = args.mem_entries
-
-    # Positive cache: allocation traced, fill measured by RSS (tracing every temporary int would
-    # only slow the fill; the arrays are allocated up front and the fill allocates nothing lasting).
+    n, rng = args.mem_entries, np.random.default_rng(args.seed)
+    codes = np.array([tld_code(t) for t in _TLD_MIX], dtype=np.uint64)
+    com = tld_code("com")
+    n6 = int(n * args.v6_fraction)
     gc.collect()
     rss0 = _rss()
-    tracemalloc.start()
-    cache = PositiveCache(n)
-    traced = tracemalloc.get_traced_memory()[0]
-    tracemalloc.stop()
+    v4, v6 = PositiveCache(n - n6), PositiveCache(max(1, n6), ipv6=True)
+    truth_com = multi = 0
     start = time.perf_counter()
-    for i in range(n):  # keys computed on the fly: no key list inflates the RSS delta
-        cache.put(_key(i), (0x7F000001,), born_s=0, ttl_min=5)
+    done = 0
+    while done < n:  # keys in chunks: no list of 10^7 keys inflates the RSS figure
+        size = min(100_000, n - done)
+        tld = codes[rng.integers(0, len(codes), size)]
+        low = rng.integers(0, 2**63, size, dtype=np.uint64) * np.uint64(2) + rng.integers(
+            0, 2, size, dtype=np.uint64
+        )
+        extra = rng.random(size)
+        count = rng.integers(2, 5, size)
+        for j in range(size):
+            key = (int(tld[j]) << 64) | int(low[j])
+            truth_com += int(tld[j]) == com
+            if done + j < n6:
+                v6.put(key, ((0x2001_0DB8 << 96) | j,), born_s=0, ttl_min=5)
+            elif extra[j] < args.multi_fraction:
+                v4.put(key, [0x7F000001 + k for k in range(int(count[j]))], born_s=0, ttl_min=5)
+                multi += 1
+            else:
+                v4.put(key, (0x7F000001 + j,), born_s=0, ttl_min=5)
+        done += size
     fill_s = time.perf_counter() - start
     gc.collect()
-    rss_delta = _rss() - rss0
-    probe = [_key(i) for i in random.Random(1).sample(range(n), min(n, 200_000))]
-    start = time.perf_counter()
-    for k in probe:
-        cache.get(k)
-    pos_get_s = time.perf_counter() - start
-    out["positive"] = {
-        "entries": len(cache), "slots": cache.slots, "bytes_per_entry_tracemalloc": round(traced / n, 2),
-        "bytes_per_entry_rss": round(rss_delta / n, 2), "bytes_per_entry_arrays": round(cache.nbytes() / n, 2),
-        "insert_ops_per_s": round(n / fill_s), "get_ops_per_s": round(len(probe) / pos_get_s),
-        "evictions": cache.evictions,
-    }
-    del cache, probe
-    gc.collect()
+    rss_raw = _rss() - rss0
+    _malloc_trim()
+    rss = _rss() - rss0
+    extras = sum(sys.getsizeof(k) + sys.getsizeof(v) + 24 for c in (v4, v6) for k, v in c._extra.items())
+    extras += sum(sys.getsizeof(c._extra) for c in (v4, v6))
+    computed = v4.nbytes() + v6.nbytes() + extras
 
-    # The plain-dict baseline: name -> (address, expiry), the natural Python cache.
-    m = args.dict_entries
-    gc.collect()
-    tracemalloc.start()
-    before = tracemalloc.get_traced_memory()[0]
-    plain: dict[str, tuple[int, float]] = {}
-    for i in range(m):  # the cache owns its name strings, so they are built while tracing
-        plain[f"n{i}.bench{i % 977}.example.com"] = (0x7F000001 + i, 1e9 + i)
-    dict_bytes = tracemalloc.get_traced_memory()[0] - before
-    tracemalloc.stop()
-    sample_names = random.Random(2).sample(list(plain), min(m, 200_000))
-    start = time.perf_counter()
-    for name in sample_names:
-        plain.get(name)
-    dict_get_s = time.perf_counter() - start
-    start = time.perf_counter()
-    for name in sample_names:
-        name_key(name)
-    key_s = time.perf_counter() - start
-    out["dict_baseline"] = {"entries": m, "bytes_per_entry_tracemalloc": round(dict_bytes / m, 2),
-                            "get_ops_per_s": round(len(sample_names) / dict_get_s),
-                            "name_avg_chars": round(sum(map(len, sample_names)) / len(sample_names), 1)}
-    out["name_key_ops_per_s"] = round(len(sample_names) / key_s)
-    del plain, sample_names
-    gc.collect()
-    ours = out["positive"]["bytes_per_entry_rss"]
-    out["positive_vs_dict_memory_ratio"] = round(ours / out["dict_baseline"]["bytes_per_entry_tracemalloc"], 4)
-    out["positive_get_vs_dict_ratio"] = round(out["positive"]["get_ops_per_s"] / out["dict_baseline"]["get_ops_per_s"], 4)
+    lo, hi = prefix_range("com")
+    reps = 200
+    t0 = time.perf_counter()
+    counted = 0
+    for _ in range(reps):
+        counted = v4.count_range(lo, hi) + v6.count_range(lo, hi)
+    range_s = (time.perf_counter() - t0) / reps
+    t0 = time.perf_counter()
+    scan = 0
+    for _ in range(3):  # the pre-#20 way: one comparison per stored key
+        scan = sum(_scan_count(c, com) for c in (v4, v6))
+    scan_s = (time.perf_counter() - t0) / 3
+    sample = v4.keys()[:: max(1, len(v4) // 200_000)]
+    random.Random(1).shuffle(sample)
+    t0 = time.perf_counter()
+    for k in sample:
+        v4.get(k)
+    get_s = time.perf_counter() - t0
+    return {
+        "entries": len(v4) + len(v6), "ipv6_entries": len(v6), "multi_address_entries": multi,
+        "bytes_per_entry_rss": round(rss / n, 2),
+        "bytes_per_entry_rss_before_malloc_trim": round(rss_raw / n, 2), "bytes_per_entry_computed": round(computed / n, 2),
+        "bytes_per_ipv4_entry_columns": round(v4.nbytes() / max(1, len(v4)), 2),
+        "bytes_per_ipv6_entry_columns": round(v6.nbytes() / max(1, len(v6)), 2),
+        "extra_address_bytes_per_multi_entry": round(extras / max(1, multi), 1), "s2_budget_bytes": 24,
+        "insert_ops_per_s": round(n / fill_s), "get_ops_per_s": round(len(sample) / get_s),
+        "compactions": v4.compactions + v6.compactions,
+        "com_count": counted, "com_count_exact": counted == truth_com == scan,
+        "com_count_us": round(range_s * 1e6, 1), "com_full_pass_us": round(scan_s * 1e6, 1),
+        "range_vs_full_pass_speedup": round(scan_s / range_s, 1),
+    }  # fmt: skip
 
-    # Negative cache at S2's scale: rbloom's own size, then inserts and probes on a sample.
-    clock = time.monotonic
-    neg = NegativeCache(capacity=args.neg_names, fp_rate=args.neg_fp, ttl_s=3600, clock=clock)
-    failed = [f"nx{i}.gone.example.net" for i in range(args.neg_sample)]
-    start = time.perf_counter()
-    for name in failed:
-        neg.add(name, 2, "nxdomain")
-    add_s = time.perf_counter() - start
-    start = time.perf_counter()
-    for name in failed[:200_000]:
-        neg.get(name, 2)
-    get_s = time.perf_counter() - start
-    small = NegativeCache(capacity=200_000, fp_rate=1e-3, ttl_s=3600, clock=clock, labels_max=1)
+
+def _scan_count(cache: PositiveCache, code: int) -> int:
+    """Names under TLD ``code`` by one comparison per stored key (what a range query avoids)."""
+    seg = cache._seg
+    live = (seg["tag"] & np.uint16(0x1000)) != 0
+    in_tld = (seg["khi"] >> np.uint64(52)) == np.uint64(code)
+    lo, hi = code << 64, (code + 1) << 64
+    return int(np.count_nonzero(in_tld & live)) + cache._delta.count_range(lo, hi)
+
+
+def _malloc_trim() -> bool:
+    """Give the allocator's free pages back to the OS (glibc), so RSS shows live memory, not free lists."""
+    try:
+        import ctypes
+
+        return bool(ctypes.CDLL("libc.so.6").malloc_trim(0))
+    except (OSError, AttributeError):
+        return False
+
+
+def run_negative(args: argparse.Namespace) -> dict[str, Any]:
+    neg = NegativeCache(capacity=args.neg_names, fp_rate=args.neg_fp, ttl_s=3600, clock=time.monotonic)
+    small = NegativeCache(capacity=200_000, fp_rate=1e-3, ttl_s=3600, clock=time.monotonic, labels_max=1)
     for i in range(200_000):
         small.add(f"in{i}.test", 2, "nxdomain")
     false_pos = sum(small.get(f"out{i}.test", 2) is not None for i in range(1_000_000))
-    out["negative"] = {
-        "capacity": args.neg_names, "fp_rate": args.neg_fp, "size_mib": round(neg.size_bytes() / 2**20, 1),
-        "goal_mib": 350, "insert_ops_per_s": round(len(failed) / add_s), "get_ops_per_s": round(min(200_000, len(failed)) / get_s),
-        "measured_fp_at_1e-3": false_pos / 1_000_000,
-    }
-    del neg, failed, small
-    gc.collect()
-
-    hosts = real_looking_names(args.collision_names, seed=args.seed)
-    out["key_collisions"] = {"names": len(hosts), "collisions": len(hosts) - len({name_key(x) for x in hosts})}
-    return out
+    return {"capacity": args.neg_names, "fp_rate": args.neg_fp, "size_mib": round(neg.size_bytes() / 2**20, 1),
+            "paper_mib": 350, "measured_fp_at_1e-3": false_pos / 1_000_000}  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -287,7 +288,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if "s4" in parts:
         result["s4"] = run_s4(args)
     if "mem" in parts:
-        result["s2_memory"] = run_mem(args)
-    # The machine is shared: the load says how much of the 2 cores the run really had.
-    result["machine"]["loadavg_1m_at_end"] = round(os.getloadavg()[0], 2)
+        result["s2_positive"] = run_mem(args)
+        result["s2_negative"] = run_negative(args)
+        hosts = real_looking_names(args.collision_names, seed=args.seed)
+        result["s2_key_collisions"] = {
+            "names": len(hosts),
+            "collisions": len(hosts) - len({name_key(x) for x in hosts}),
+        }
+    result["machine"]["loadavg_1m_at_end"] = round(os.getloadavg()[0], 2)  # the machine is shared
     return result

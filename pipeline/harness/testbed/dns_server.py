@@ -20,15 +20,21 @@ silent.crawl.test      never answers
 servfail.crawl.test    SERVFAIL
 slow.crawl.test        A 127.0.10.1 after ``slow_ms``
 ====================== ==================================================================
-``latency_ms`` delays every answer (DNS benchmarks).
+``latency_ms`` delays every answer (DNS benchmarks); ``jitter`` multiplies that delay by a log-normal
+factor (sigma ``jitter``, median 1) so most answers take about the latency and a few much longer, as
+S4 observed (10-100 ms, some seconds); ``loss`` drops that fraction of queries (seeded, repeatable).
+``python -m pipeline.harness.testbed.dns_server HOST PORT LATENCY_MS JITTER LOSS`` serves the zone
+alone (the DNS benchmark runs it in a process of its own).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import socket
 import struct
+import sys
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -67,7 +73,10 @@ class Zone:
     hostile: bool = False
     latency_ms: float = 0.0
     slow_ms: float = 2000.0
+    loss: float = 0.0
+    jitter: float = 0.0
     _cache: dict[bytes, tuple[int, bytes, float]] = field(default_factory=dict)
+    _rng: random.Random = field(default_factory=lambda: random.Random(20))
 
     def answer(self, data: bytes, *, tcp: bool = False) -> tuple[int, bytes, float]:
         """What to do with one query. Never raises; junk queries are dropped."""
@@ -82,6 +91,10 @@ class Zone:
                 self._cache.clear()
             self._cache[key] = hit
         action, body, delay = hit
+        if self.loss > 0 and self._rng.random() < self.loss:
+            return DROP, b"", 0.0
+        if self.jitter > 0 and delay > 0:
+            delay = min(delay * self._rng.lognormvariate(0.0, self.jitter), 10.0)
         return action, data[:2] + body, delay
 
     def _fast(self, data: bytes, end: int) -> tuple[int, bytes, float] | None:
@@ -252,3 +265,23 @@ async def start_dns(zone: Zone, host: str, port: int, *, attempts: int = 50) -> 
             continue
         return chosen, [transport, tcp]
     raise last or OSError("no free DNS port")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve the zone alone on UDP+TCP: ``HOST PORT LATENCY_MS JITTER LOSS``; prints ``ready PORT``."""
+    from pipeline.harness.testbed.model import Web
+
+    host, port, latency_ms, jitter, loss = (argv or sys.argv[1:])[:5]
+    zone = Zone(Web(1, 1), latency_ms=float(latency_ms), jitter=float(jitter), loss=float(loss))
+
+    async def serve() -> None:
+        chosen, _closers = await start_dns(zone, host, int(port))
+        print(f"ready {chosen}", flush=True)
+        await asyncio.Event().wait()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve())
+
+
+if __name__ == "__main__":
+    main()
