@@ -73,3 +73,10 @@ class Quotas:
 
     def services(self) -> list[str]:
         return sorted(self.per_second)
+
+
+def quota_line(quotas_file: str, per_s: float | None) -> str:
+    """What a crawl's summary says about S1's quota: m and the file, or that there is none (unlimited)."""
+    if not quotas_file:
+        return "unlimited (no quota file)"
+    return f"{per_s:g} URLs/s from {quotas_file}" if per_s is not None else f"service not in {quotas_file}: refused"

@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fetchers.records import Batch
+from pipeline.dispatch.quotas import quota_line
+
+__all__ = ["FleetCounters", "Issued", "Node", "fleet_summary", "quota_line"]
 
 
 @dataclass(slots=True)
@@ -47,13 +50,6 @@ class FleetCounters:
     dead_lettered: int = 0
     resends: int = 0
     serial_checks: int = 0  # S1 serial-id checks the nodes asked and the responder answered
-
-
-def quota_line(quotas_file: str, per_s: float | None) -> str:
-    """What the summary says about S1's quota: the file and the service's m, or that there is none."""
-    if not quotas_file:
-        return "unlimited (no quota file)"
-    return f"{per_s:g} URLs/s from {quotas_file}" if per_s is not None else f"service not in {quotas_file}: refused"
 
 
 def fleet_summary(core: Mapping[str, Any], elapsed: float, counters: FleetCounters, *, nodes: list[str],
