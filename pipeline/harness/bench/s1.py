@@ -105,6 +105,34 @@ def _crawl(bed: Bed, broker: str, workdir: Path, args: argparse.Namespace, *, qu
             "s1_bound_breaks": len(s1_bound_breaks(asked, args.per_s)) if quota else None}  # fmt: skip
 
 
+def serial_check_cost(broker: str, *, checks: int = 500) -> dict[str, Any]:
+    """S1's serial-id check as a node pays it per batch: one round trip to the dispatcher's responder
+    (a real responder thread answering from a table of 64 outstanding batches), on this broker."""
+    from pipeline.transport.serialcheck import HELD, SerialChecker, SerialResponder, SerialTable
+
+    table = SerialTable()
+    table.replace((serial, f"n#{serial % 8}") for serial in range(1, 65))
+    responder = SerialResponder(broker, "bench-s1-check", table).start()
+    checker = SerialChecker(broker, timeout_s=5.0)
+    times: list[float] = []
+    try:
+        responder.ready.wait(30)
+        checker.check("bench-s1-check", 1, "n#1")  # connect outside the timing
+        for i in range(checks):
+            serial = 1 + i % 64
+            t0 = time.perf_counter()
+            verdict = checker.check("bench-s1-check", serial, f"n#{serial % 8}")
+            times.append(time.perf_counter() - t0)
+            if verdict != HELD:
+                raise RuntimeError(f"serial check answered {verdict} for a held batch")
+    finally:
+        responder.stop()
+        checker.close()
+    times.sort()
+    return {"checks": checks, "mean_ms": round(1000 * statistics.fmean(times), 3),
+            "p50_ms": round(1000 * times[len(times) // 2], 3), "p99_ms": round(1000 * times[int(len(times) * 0.99)], 3)}  # fmt: skip
+
+
 def _plot(path: Path, runs: dict[str, dict[str, Any]], per_s: float) -> str:
     import matplotlib
 
@@ -133,13 +161,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if not args.skip_baseline:
                 # The same web again: a fresh crawl (service, out dir); the testbed serves each URL anew.
                 runs["no quota"] = _crawl(bed, broker, Path(tmp) / "free", args, quota=False)
+            check = serial_check_cost(broker)
         finally:
             bed.close()
     q = runs["quota"]
     out: dict[str, Any] = {
         "bench": "s1", "machine": machine(), "per_s": args.per_s, "duration_s": args.duration_s,
         "workers": args.workers, "slots": args.slots, "web": {"hosts": args.hosts, "pages": args.pages},
-        "runs": runs, "plot": _plot(args.plot, runs, args.per_s),
+        "runs": runs, "plot": _plot(args.plot, runs, args.per_s), "serial_check": check,
         "goal": {"cv_le_0.10": q["steady"]["cv"] <= 0.10, "no_s1_bound_break": q["s1_bound_breaks"] == 0,
                  "minute_le_60m": q["max_minute"] <= math.floor(60 * args.per_s + 1e-9)},
     }  # fmt: skip
