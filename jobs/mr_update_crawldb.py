@@ -7,26 +7,33 @@ in batches of ``--batch-size`` (one round trip each). New URLs become PENDING; k
 in-links.
 Output: JSON lines of the URLs that became PENDING.
 
+Re-crawling (issue #23): when the store's meta holds the crawl's recrawl settings, the runner also passes
+the round's segments; their fetch results (lines with ``timings``) give each fetched URL its next fetch
+(``jobs/recrawl.py``), written with ``Store.put_revisits`` in batches of ``--batch-size``.
+
 Map tasks are short-lived, so the driver carries the cache from round to round: ``--seen-snapshot``
 ships the fingerprints the previous rounds saw (jobs/snapshot.py) and each task preloads its LRU.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
 from mrjob.job import MRJob
-from mrjob.protocol import JSONValueProtocol
+from mrjob.protocol import JSONValueProtocol, RawValueProtocol
 from mrjob.step import MRStep
 
-from jobs import logic, snapshot
+from fetchers.records import FetchResult, SchemaError
+from jobs import logic, recrawl, snapshot
 from pipeline.frontier.dedup import SeenFilter
 from pipeline.storage.base import UrlRecord
 
 
 class MRUpdateCrawlDb(MRJob):
-    INPUT_PROTOCOL = JSONValueProtocol
+    # Raw lines: a torn segment line (a crash mid-write) is counted, not a failed task.
+    INPUT_PROTOCOL = RawValueProtocol
     OUTPUT_PROTOCOL = JSONValueProtocol
 
     def configure_args(self) -> None:
@@ -50,13 +57,43 @@ class MRUpdateCrawlDb(MRJob):
             else:
                 self.increment_counter("dedup", "snapshot_ignored")
         self.buf: list[dict[str, Any]] = []
+        self.schedule = recrawl.recrawl_schedule(self.store)
+        self.results: list[FetchResult] = []
 
-    def merger_map(self, _: None, merged: dict[str, Any]) -> Iterator[tuple[None, dict[str, Any]]]:
+    def merger_map(self, _: None, line: str) -> Iterator[tuple[None, dict[str, Any]]]:
+        try:
+            merged = json.loads(line)
+        except ValueError:
+            self.increment_counter("update", "bad_lines")
+            return
+        if not isinstance(merged, dict):
+            self.increment_counter("update", "bad_lines")
+            return
+        if "timings" in merged:  # a fetch result from the round's segments: re-crawl scheduling
+            self._observe(merged)
+            return
         self.buf.append(merged)
         if len(self.buf) >= self.options.batch_size:
             yield from self._flush()
 
+    def _observe(self, obj: dict[str, Any]) -> None:
+        if self.schedule is None:
+            return
+        try:
+            self.results.append(FetchResult.from_json(obj))
+        except SchemaError:
+            self.increment_counter("recrawl", "bad_results")
+            return
+        if len(self.results) >= self.options.batch_size:
+            self._schedule()
+
+    def _schedule(self) -> None:
+        batch, self.results = self.results, []
+        if self.schedule is not None and batch:
+            self.increment_counter("recrawl", "scheduled", recrawl.schedule_results(self.store, self.schedule, batch))
+
     def merger_final(self) -> Iterator[tuple[None, dict[str, Any]]]:
+        self._schedule()
         yield from self._flush()
         self.seen.flush()
         self.store.flush()

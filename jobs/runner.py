@@ -31,6 +31,7 @@ from jobs import hadoop, logic, snapshot
 from jobs.mr_extract_links import MRExtractLinks
 from jobs.mr_host_stats import MRHostStats
 from jobs.mr_update_crawldb import MRUpdateCrawlDb
+from pipeline.frontier.schedule import RECRAWL_META
 from pipeline.urls import fingerprint
 
 RUNNERS = ("inline", "local", "spark", "hadoop", "emr")
@@ -187,7 +188,9 @@ class LinkPipeline:
             update_args = self.args.update()
             if self.snapshot_path is not None and self.snapshot_path.exists():
                 update_args += ["--seen-snapshot", str(self.snapshot_path)]
-            updated = run_job(MRUpdateCrawlDb, [merged], update_args, self.cfg)
+            # Re-crawling on: the update job also schedules the round's fetched URLs (jobs/recrawl.py).
+            inputs = [merged, *segments] if self._recrawl_on() else [merged]
+            updated = run_job(MRUpdateCrawlDb, inputs, update_args, self.cfg)
         finally:
             shutil.rmtree(work, ignore_errors=True)
         if self.snapshot_path is not None:
@@ -196,6 +199,14 @@ class LinkPipeline:
         counters = _merge_counters([extracted.counters, updated.counters])
         return RoundResult(name, len(extracted.records), updated.records, extracted.seconds,
                            updated.seconds, counters, stats)
+
+    def _recrawl_on(self) -> bool:
+        """The store's meta holds recrawl settings (the dispatcher writes them when re-crawling is on)."""
+        store = logic.open_store(self.args.store)
+        try:
+            return bool(store.get_meta(RECRAWL_META))
+        finally:
+            store.close()
 
     def _save_snapshot(self, records: list[dict[str, Any]]) -> None:
         """Every URL of this round is now in the store (added or known): remember the newest ones."""

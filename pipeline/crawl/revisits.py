@@ -15,6 +15,8 @@ clock is the caller's.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -22,7 +24,7 @@ from pathlib import Path
 
 from fetchers.records import FetchResult, UrlTask
 from pipeline.frontier.observation import observe
-from pipeline.frontier.schedule import Change, Schedule
+from pipeline.frontier.schedule import RECRAWL_META, Change, Schedule
 from pipeline.settings.recrawl import RecrawlSettings
 from pipeline.storage.base import Outcome, Revisit, Store, UrlRecord, UrlState
 from pipeline.urls import host_of
@@ -71,6 +73,8 @@ class Recrawler:
         self._prev: dict[int, Revisit] = {}  # url_id -> stored revisit, for URLs in the frontier or in flight
         self._checked = float("-inf")
         self.stats = RevisitStats()
+        # The fleet's crawl-db update job schedules what fetch nodes recorded by these same settings.
+        store.put_meta(RECRAWL_META, json.dumps(dataclasses.asdict(cfg)))
 
     # --- the pending set --------------------------------------------------------------------------
     def note_pending(self, records: Iterable[UrlRecord]) -> None:

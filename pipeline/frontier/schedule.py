@@ -24,6 +24,10 @@ from pipeline.settings.recrawl import RecrawlSettings
 from pipeline.storage.base import Revisit
 
 
+# Store meta key: the crawl's recrawl settings (JSON), for the fleet's crawl-db update job.
+RECRAWL_META = "recrawl_settings"
+
+
 class Change(enum.Enum):
     NEW = "new"  # the URL's first scheduled fetch
     CHANGED = "changed"
