@@ -34,7 +34,8 @@ def outcome_of(result: FetchResult, *, keep_body: bool, packed: bytes = b"") -> 
     """
     state = state_of(result)
     page = None
-    if state is UrlState.DONE:
+    # A 304 answers a conditional re-fetch (issue #23): the stored copy stands, so no page replaces it.
+    if state is UrlState.DONE and result.status != 304:
         page = PageRecord(
             url=result.url,
             url_id=result.url_id,
