@@ -92,7 +92,9 @@ class CrawlCore:
         self.traps = TrapRules(sc.max_url_length, sc.max_path_depth, sc.max_repeated_segments)
         pol, d = settings.politeness, settings.dispatch
         self.frontier = Frontier(FrontierLimits(
-            window_per_host=max(64, d.n_max), max_urls_per_host_batch=max(1, d.k // 4),
+            # The window is the largest batch (S3's n_max); 16 at least, so a small n_max does not
+            # turn every lease into a store read.
+            window_per_host=max(16, d.n_max), max_urls_per_host_batch=max(1, d.k // 4),
             hosts_per_ip=max(1, pol.per_ip_concurrency // max(1, pol.per_host_concurrency)),
             max_pages_per_host=sc.max_pages_per_host, active_hosts=d.active_hosts, session_urls=d.host_session_urls,
         ))  # fmt: skip
@@ -119,6 +121,7 @@ class CrawlCore:
         self._outcomes: list[Outcome] = []
         self._issued = 0
         self.dropped_results = 0
+        self.refills = [0, 0]  # store reads of a host's pending URLs: [all fitted the window, more than it]
         # Re-crawling (issue #23, pipeline/crawl/revisits.py); None in a one-shot crawl, which is unchanged.
         rc = settings.recrawl
         self.recrawl = Recrawler(rc, self.store) if rc.enabled or rc.continuous else None
@@ -218,6 +221,7 @@ class CrawlCore:
         window = self.frontier.limits.window_per_host
         for host in wanted:
             records = self.store.pending(host, window + 1)
+            self.refills[len(records) > window] += 1  # [within the window, spilled past it]
             if self.recrawl is not None:
                 self.recrawl.note_pending(records)
             self.frontier.refill(host, records, done=done)
@@ -410,6 +414,8 @@ class CrawlCore:
             out["recrawl"] = self.recrawl.stats.as_dict()
         out["store"] = self.store.counts()
         out["dedup"] = dataclasses.asdict(self.seen.stats)
+        out["frontier"] = {"refills": sum(self.refills), "refills_past_window": self.refills[1],
+                           "activations": self.frontier.at_work.activations}  # fmt: skip
         return out
 
     def close(self) -> None:

@@ -19,7 +19,6 @@ import pytest
 from pipeline.harness.faults.accounting import LOG_LAG_S, FaultTimes, Killed, account
 from pipeline.harness.faults.snapshot import journal_keys, stored_urls
 from pipeline.harness.testbed.harness import TestbedProcess
-from pipeline.settings import PolitenessSettings
 from tests.e2e.test_embedded_crawl import MAX_DEPTH, crawl_cmd, key, wait_requests
 
 pytestmark = pytest.mark.e2e
@@ -55,14 +54,17 @@ def test_a_killed_fetch_process_is_replaced_and_loses_nothing(tmp_path: Path) ->
     """The fetch process SIGKILLed mid-crawl; the crawl's process journals on and starts another. Only
     the killed process's own requests whose result the crawl had not journaled by the kill (results
     carry the fetcher's ``fetched_at``) may be asked again, each once: a repeat of anything journaled,
-    or of a request the new process made, is a duplicate. The killed process asked at most
-    ``per_host_concurrency`` URLs of a host at once, so no host can have more chains than that in flight."""
+    or of a request the new process made, is a duplicate."""
     with TestbedProcess(12, 40, seed=6, workdir=tmp_path / "tb") as tb:
         start = time.time()
         proc = subprocess.Popen(crawl_cmd(tb, tmp_path / "out"), env=_env(1), text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
         wait_requests(tb, 150)
-        children = [c for c in psutil.Process(proc.pid).children() if "pipeline.embedded.fetchproc" in " ".join(c.cmdline())]
+        children = [
+            c
+            for c in psutil.Process(proc.pid).children()
+            if "pipeline.embedded.fetchproc" in " ".join(c.cmdline())
+        ]
         assert len(children) == 1
         children[0].send_signal(signal.SIGKILL)
         killed_at = time.time()
@@ -77,6 +79,4 @@ def test_a_killed_fetch_process_is_replaced_and_loses_nothing(tmp_path: Path) ->
                   times=FaultTimes(killed_at, killed_at), killed=Killed("fetch process", mine))  # fmt: skip
     assert acc.lost == 0, acc.lost_sample
     assert acc.duplicated == 0, acc.duplicated_sample
-    per_host = collections.Counter(h for h, p in mine - journaled if p != "/robots.txt")
-    assert max(per_host.values(), default=0) <= PolitenessSettings().per_host_concurrency * 3, per_host
     assert not summary["interrupted"] and summary["pages_fetched"] > 0
