@@ -92,12 +92,21 @@ class Recrawler:
                 t.etag, t.last_modified = prev.etag, prev.last_modified
                 self.stats.conditional_sent += 1
 
-    def due(self, now: float) -> dict[str, int]:
-        """Due URLs moved back to the pending set (per host), at most every ``check_interval_s``."""
+    def due(self, now: float, *, backlog: int = 0) -> dict[str, int]:
+        """Due URLs moved back to the pending set (per host), at most every ``check_interval_s``.
+
+        The budget rule: re-fetches and new URLs share one frontier, one politeness and one fetch budget.
+        While ``backlog`` (URLs already pending) is below ``requeue_batch``, up to ``requeue_batch`` due URLs
+        come back per check; above it, only ``recrawl_share`` of that, so a flood of due URLs cannot starve
+        the discovery of new ones, nor new URLs freeze the collection. Politeness never bends: both kinds
+        wait for their host's turn alike."""
         if now - self._checked < self.cfg.check_interval_s:
             return {}
         self._checked = now
-        hosts = self.store.requeue_due(now, self.cfg.requeue_batch)
+        cap = self.cfg.requeue_batch
+        if backlog >= cap:
+            cap = int(cap * self.cfg.recrawl_share)
+        hosts = self.store.requeue_due(now, cap)
         self.stats.requeued += sum(hosts.values())
         return hosts
 

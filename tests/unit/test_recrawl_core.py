@@ -111,3 +111,21 @@ def test_continuous_is_not_done_until_the_stop_file(tmp_path: Path) -> None:
     assert not core.done()
     stop.write_text("")
     assert core.done()
+
+
+def test_due_urls_come_back_at_the_recrawl_share_while_new_urls_wait(tmp_path: Path) -> None:
+    from pipeline.crawl.revisits import Recrawler
+    from pipeline.storage.base import Outcome, Revisit, UrlRecord, UrlState
+    from pipeline.urls import fingerprint
+
+    store = SqliteStore(tmp_path / "crawl.db")
+    urls = [f"http://h.test/{i}" for i in range(10)]
+    store.add_urls([UrlRecord(u, fingerprint(u), "h.test", 0) for u in urls])
+    store.record_results(
+        [Outcome(u, fingerprint(u), UrlState.DONE, 200, 1.0, revisit=Revisit(5.0, 4.0)) for u in urls]
+    )
+    cfg = RecrawlSettings(enabled=True, requeue_batch=4, recrawl_share=0.5, check_interval_s=0.0)
+    rc = Recrawler(cfg, store)
+    assert rc.due(10.0, backlog=100) == {"h.test": 2}  # new URLs wait: half the batch
+    assert rc.due(11.0, backlog=0) == {"h.test": 4}  # nothing waits: the whole batch
+    assert rc.stats.requeued == 6
