@@ -354,7 +354,7 @@ class CrawlCore:
         """Liveness and stats; returns a stats row once per second (for stats.jsonl)."""
         self.dispatcher.tick()
         if self.recrawl is not None:  # due URLs back into the pending set
-            for host, count in self.recrawl.due(self.clock()).items():
+            for host, count in self.recrawl.due(self.clock(), backlog=self.frontier.pending).items():
                 self.frontier.add_pending(host, count)
         self._sync_inflight()
         self.flush()  # bounds what a replay has to redo to about one second of results
