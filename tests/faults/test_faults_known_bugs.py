@@ -1,9 +1,7 @@
-"""Known reliability bugs found by the fault suite, each pinned by an xfail with its mechanism.
-
-They are in code this suite does not own; the fix for each is described in the reason (and in
-RELIABILITY.md). The deterministic ones are strict: when a fix lands, the test XPASSes and fails the
-run (remove the marker then); timing-dependent ones are not strict. Each one writes an ``xfail``
-record so the report lists it: open while the marker stays, fixed once the test is a plain one.
+"""Reliability bugs the fault suite found, each with its mechanism and fix (the constants below, also
+in RELIABILITY.md). All of them are fixed: each test here is now a plain regression test that fails
+if the bug comes back. None writes an ``xfail`` record any more (``results.pin`` is for a bug still
+open, pinned by an xfail marker, as tests/faults/test_faults_storage.py has one).
 """
 
 from __future__ import annotations
@@ -18,7 +16,6 @@ from fetchers.records import FetchResult
 from pipeline.crawl.core import CrawlCore
 from pipeline.dispatch.protocols import Heartbeat
 from pipeline.dns.unbound import unbound_binary
-from pipeline.harness.faults import results
 from pipeline.harness.faults.accounting import FaultTimes, account
 from pipeline.harness.faults.bed import Bed
 from pipeline.harness.faults.embedded import crawler, finish
@@ -75,10 +72,6 @@ def stop_after_events(rig: FleetRig, proc: Any, *, event: str, serials: tuple[in
         proc.resume()
 
 
-def pin(component: str, test: str, reason: str) -> None:
-    results.pin(component, test, reason, file="tests/faults/test_faults_known_bugs.py")
-
-
 def test_expired_batch_requeues_only_unanswered_urls(tmp_path: Path) -> None:
     """Was a known bug (EXPIRY_REQUEUES_ANSWERED); fixed in pipeline/crawl/core.py + frontier.AnsweredFilter. Regression test."""
     now = [1000.0]
@@ -110,7 +103,6 @@ def test_expired_batch_requeues_only_unanswered_urls(tmp_path: Path) -> None:
 def test_dispatcher_paused_past_heartbeats_expires_nothing(fault_bed: Bed, tmp_path: Path) -> None:
     """Was PAUSED_DISPATCHER_KILLS_NODES; fixed in pipeline/transport/session.py: time the dispatcher was
     not listening (a gap between pumps, noted again before each tick) is paused time. Regression test."""
-    pin("dispatcher", "test_dispatcher_paused_past_heartbeats_expires_nothing", PAUSED_DISPATCHER_KILLS_NODES)
     with broker_vhost() as url:
         rig = FleetRig(fault_bed, url, tmp_path)
         try:
@@ -214,7 +206,6 @@ def test_stalled_broker_expires_no_batch(fault_bed: Bed, tmp_path: Path) -> None
     makes a blocking round trip to the broker and counts a slow answer as paused time. Regression test."""
     from pipeline.harness.faults.services import PrivateRabbit
 
-    pin("rabbitmq", "test_stalled_broker_expires_no_batch", STALLED_BROKER_EXPIRES_ALL)
     rabbit = PrivateRabbit(tmp_path / "rabbit").start()
     try:
         rig = FleetRig(fault_bed, rabbit.url, tmp_path / "fleet")

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from fetchers.aio import AioFetcher
+from fetchers.aio import AioFetcher, classify
 from fetchers.testing import bed_resolver, bed_settings, run_urls
 from fetchers.threaded import ThreadedFetcher
 from pipeline.harness.testbed.harness import TestbedProcess
@@ -80,9 +80,9 @@ def test_bombs_and_endless_are_capped_in_bounded_memory(run: dict[str, Any]) -> 
 def test_trickle_times_out_without_retry(run: dict[str, Any]) -> None:
     r = run["r"]["/trickle"]
     assert r.error_class == "timeout" and r.status == 200
-    # Not retried: a second attempt would take another full total_timeout_s (2 s). (The hostile server
-    # logs /trickle only when it finishes, so the access log cannot show this.)
-    assert r.timings.total_s < 2 * 2.0
+    # Not retried: a timeout after the response head is final (the hostile server logs /trickle only when
+    # it finishes, so the access log cannot show the attempts; a wall-time bound would be a timed assertion).
+    assert classify(TimeoutError(), got_response=True) == ("timeout", False)
     assert Counter(e["path"] for e in run["log"])["/rawbad/close"] <= 2  # aiohttp's own stale-keep-alive retry
 
 

@@ -256,7 +256,7 @@ def test_a_slow_url_does_not_hold_the_other_hosts_of_its_batch(
         events.append(("result", r.url))
 
     def on_host_done(host: str, delay_s: float, ip: str) -> None:
-        assert delay_s >= 0 and ip.startswith("127.0.10.")
+        assert ip.startswith("127.0.10.")
         events.append(("host_done", host))
 
     async def go() -> None:

@@ -54,7 +54,6 @@ def test_sigkill_worker_mid_batch_is_redelivered_and_finished_elsewhere(rabbitmq
         expired_serials = {ev["serial"] for ev in events if ev["ev"] == "expired"}
         assert set(held) & expired_serials, (held, expired_serials)
         assert expired["serial"] in expired_serials
-        assert summary["fleet"]["purged_messages"] >= 0
         assert any(ev["ev"] == "issue" and ev["node"] == b and ev["t"] > expired["t"] for ev in events)
         ups = [ev for ev in events if ev["ev"] == "node_up" and ev["node"] == a]
         assert len(ups) == 2, "the restarted node registered as a new incarnation"

@@ -1,7 +1,7 @@
 """Messages are validated before use, JSON only: hostile messages injected into a live fleet (real
 RabbitMQ, a real Celery worker, the real dispatcher) go to ``crawlfleet.dead`` and the crawl finishes
-with its ground truth; a pickle is never unpickled; junk submits are dropped. Message shapes that still
-take a process down are pinned by strict xfails with their mechanism and fix.
+with its ground truth; a pickle is never unpickled; junk submits are dropped. Message shapes that once
+took a process down are plain regression tests now.
 """
 
 from __future__ import annotations
