@@ -31,6 +31,10 @@ class RecrawlSettings:
     # first match wins; MIN = MAX pins the interval.
     overrides: tuple[str, ...] = ()
     conditional_get: bool = True  # send If-None-Match / If-Modified-Since on re-fetches
+    # Read robots.txt Sitemap: lines and the sitemaps they name (pipeline/crawl/sitemapfeed.py): pages
+    # listed only there are crawled, lastmod makes a stored page due. The embedded crawl then keeps the
+    # bodies of text/plain, XML and gzip responses.
+    sitemaps: bool = True
     # Near-duplicate: a re-fetched page whose simhash is within this many bits of the stored copy's
     # counts as unchanged (0: only an identical digest does).
     simhash_bits: int = 0

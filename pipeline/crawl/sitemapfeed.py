@@ -1,0 +1,151 @@
+"""Sitemaps into the crawl (issue #23 point 4): robots.txt ``Sitemap:`` lines, sitemap files, lastmod.
+
+The files are fetched as ordinary crawl URLs, so politeness, the SSRF guard, retries and the WARC apply to
+them as to pages, and with re-crawling on they are re-fetched on their own schedule (a changed sitemap
+brings its new lastmods). The flow, per seed site:
+
+1. ``roots(seeds)``: the site's ``/robots.txt`` as a crawl URL (the fetcher's own robots.txt cache does
+   not hand its text to the core);
+2. its result: ``Sitemap:`` lines (``pipeline.links.sitemaps.robots_sitemaps``) start the site's
+   ``SitemapWalk``; the files it wants are returned as URLs to crawl;
+3. a sitemap file's result: parsed (``parse_sitemap``: gzip, index, size and count limits, DTDs refused);
+   an index queues its children, a urlset's in-scope pages are returned as URLs to crawl (pages reachable
+   only through a sitemap are found that way), and each entry's ``lastmod`` after the stored copy's fetch
+   makes that URL due now (``Schedule.on_lastmod``).
+
+A hostile or broken file (bad XML, a bomb, an endless index chain, off-scope entries, a 404) is one
+counted, logged per-file error (``errors``); nothing raises. The walk state lives in memory: after a
+restart, files already fetched come back only when their own re-fetch is due.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+from fetchers.records import FetchResult
+from pipeline.frontier.schedule import Schedule
+from pipeline.links.sitemaps import SitemapEntry, SitemapWalk, parse_sitemap, robots_sitemaps, same_site
+from pipeline.storage.base import Revisit, Store, UrlRecord
+from pipeline.urls import Scope, fingerprint, host_of, normalize
+
+log = logging.getLogger(__name__)
+
+# Content types whose bodies the fetcher must keep for this to work (robots.txt, XML and gzip sitemaps).
+SITEMAP_TYPES = ("text/plain", "application/xml", "text/xml", "application/gzip", "application/x-gzip",
+                 "application/octet-stream")  # fmt: skip
+
+
+class SitemapFeed:
+    """Sitemap discovery for one crawl (see the module docstring)."""
+
+    def __init__(
+        self, scope: Scope, store: Store, *, schedule: Schedule | None, clock: Callable[[], float]
+    ) -> None:
+        self.scope = scope
+        self.clock = clock
+        self._reported: set[tuple[str, str]] = set()
+        self.store = store
+        self.schedule = schedule
+        self._robots: dict[str, str] = {}  # robots.txt URL -> origin
+        self._files: dict[str, tuple[str, int]] = {}  # sitemap file URL -> (origin, depth)
+        self._walks: dict[str, SitemapWalk] = {}
+        self.errors: Counter[str] = Counter()
+        self.pages_found = 0
+        self.lastmod_due = 0
+
+    def roots(self, seeds: Sequence[str]) -> list[UrlRecord]:
+        """The robots.txt URL of each seed's site, to crawl first."""
+        out = []
+        for seed in seeds:
+            origin = _origin(seed)
+            url = normalize(origin + "/robots.txt") if origin else None
+            if url and url not in self._robots and self.scope.allows(url):
+                self._robots[url] = origin
+                out.append(
+                    UrlRecord(url, fingerprint(url), host_of(url), 0, discovered_from="sitemaps:robots")
+                )
+        return out
+
+    def on_result(self, result: FetchResult) -> list[UrlRecord]:
+        """URLs to crawl that ``result`` reveals (sitemap files, pages); [] for any other result."""
+        url = result.url
+        origin = self._robots.get(url)
+        if origin is not None:
+            if result.status == 200 and not result.error_class:
+                text = result.body.decode("utf-8", "replace")
+                walk = self._walks.setdefault(origin, SitemapWalk())
+                walk.add_roots(u for u in robots_sitemaps(text) if self.scope.allows(u))
+            return self._next_files(origin)
+        where = self._files.get(url)
+        if where is None:
+            return []
+        origin, depth = where
+        walk = self._walks[origin]
+        if result.error_class or result.status != 200:
+            why = result.error_class or f"http_{result.status}"
+            walk.failed(url, why)
+            self._error(url, why)
+            return self._next_files(origin)
+        parsed = parse_sitemap(result.body, url=url, in_scope=self._in_scope(url))
+        if parsed.error is not None:
+            self._error(url, parsed.error, parsed.detail)
+        if parsed.off_scope:
+            self.errors["off_scope_entries"] += parsed.off_scope
+        entries = walk.fed(url, depth, parsed)
+        for child, err in walk.errors.items():
+            if err in ("loop", "depth", "too_many_files") and (child, err) not in self._reported:
+                self._reported.add((child, err))
+                self._error(child, err)
+        self.pages_found += len(entries)
+        self._lastmods([e for e in entries if e.lastmod is not None])
+        pages = [UrlRecord(e.loc, fingerprint(e.loc), host_of(e.loc), depth + 1, discovered_from=url, inlinks=1)
+                 for e in entries]  # fmt: skip
+        return pages + self._next_files(origin)
+
+    def summary(self) -> dict[str, object]:
+        return {"pages_found": self.pages_found, "lastmod_due": self.lastmod_due, "errors": dict(self.errors),
+                "files": len(self._files)}  # fmt: skip
+
+    def _in_scope(self, sitemap_url: str) -> Callable[[str], bool]:
+        site = same_site(sitemap_url)
+        return lambda loc: site(loc) and self.scope.allows(loc)
+
+    def _next_files(self, origin: str) -> list[UrlRecord]:
+        walk = self._walks.get(origin)
+        out: list[UrlRecord] = []
+        while walk is not None and (nxt := walk.next_file()) is not None:
+            file_url, depth = nxt
+            url = normalize(file_url)
+            if url is None or url in self._files:
+                continue
+            self._files[url] = (origin, depth)
+            out.append(UrlRecord(url, fingerprint(url), host_of(url), 0, discovered_from="sitemaps"))
+        return out
+
+    def _lastmods(self, entries: list[SitemapEntry]) -> None:
+        """Known URLs whose sitemap lastmod is newer than their stored copy are due now."""
+        if self.schedule is None or not entries:
+            return
+        now = self.clock()
+        due: list[tuple[str, Revisit]] = []
+        for e in entries:
+            prev = self.store.get_revisit(e.loc)
+            if prev is not None and e.lastmod is not None:
+                moved = self.schedule.on_lastmod(prev, e.lastmod, now=now)
+                if moved is not None:
+                    due.append((e.loc, moved))
+        if due:
+            self.lastmod_due += self.store.put_revisits(due)
+
+    def _error(self, url: str, kind: str, detail: str = "") -> None:
+        self.errors[kind] += 1
+        log.warning("sitemap %s: %s %s", url[:200], kind, detail[:200])
+
+
+def _origin(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return ""
+    return f"{scheme}://{rest.partition('/')[0]}"
