@@ -32,6 +32,7 @@ from pipeline.crawl.discoveries import Discoveries
 from pipeline.crawl.durable import Durable
 from pipeline.crawl.outcome import is_final, outcome_of, state_of
 from pipeline.crawl.revisits import Recrawler
+from pipeline.crawl.sitemapfeed import SitemapFeed
 from pipeline.dispatch.dispatcher import Dispatcher
 from pipeline.dispatch.protocols import Heartbeat, Refusal
 from pipeline.dispatch.quotas import Quotas
@@ -125,6 +126,10 @@ class CrawlCore:
         # Re-crawling (issue #23, pipeline/crawl/revisits.py); None in a one-shot crawl, which is unchanged.
         rc = settings.recrawl
         self.recrawl = Recrawler(rc, self.store) if rc.enabled or rc.continuous else None
+        self.sitemaps = (  # robots.txt Sitemap: lines and sitemap files (pipeline/crawl/sitemapfeed.py)
+            SitemapFeed(self.scope, self.store, schedule=self.recrawl.schedule, clock=clock)
+            if self.recrawl is not None and rc.sitemaps else None
+        )
         if resume:
             self._resume()
         self._add_seeds(seeds)
@@ -143,6 +148,8 @@ class CrawlCore:
 
     def _add_seeds(self, seeds: Sequence[str]) -> None:
         records = [UrlRecord(u, fingerprint(u), host_of(u), 0) for u in seeds]
+        if self.sitemaps is not None:
+            records += self.sitemaps.roots(seeds)
         new = self.seen.add_new(records)
         self.frontier.add(new)
         self.stats.on_discovered(len(new))
@@ -372,6 +379,10 @@ class CrawlCore:
         outcome = outcome_of(result, keep_body=self.settings.fetch.keep_body, packed=packed)
         if self.recrawl is not None:  # the next fetch; an unchanged page keeps its stored copy
             outcome, _ = self.recrawl.on_outcome(result, outcome)
+        if self.sitemaps is not None and (found := self.sitemaps.on_result(result)):
+            new = self.seen.add_new(found)  # before the outcome, as links are
+            self.frontier.add(new)
+            self.stats.on_discovered(len(new))
         if outcome.state is UrlState.DONE:
             self.found.links_of(result)
         if result.redirects:
@@ -412,6 +423,8 @@ class CrawlCore:
         out["results_dropped"] = self.dropped_results
         if self.recrawl is not None:
             out["recrawl"] = self.recrawl.stats.as_dict()
+        if self.sitemaps is not None:
+            out["sitemaps"] = self.sitemaps.summary()
         out["store"] = self.store.counts()
         out["dedup"] = dataclasses.asdict(self.seen.stats)
         out["frontier"] = {"refills": sum(self.refills), "refills_past_window": self.refills[1],
