@@ -29,7 +29,7 @@ class Clock:
 
 def make(tmp: Path, clock: Clock, **recrawl: object) -> CrawlCore:
     cfg = RecrawlSettings(enabled=True, initial_interval_s=100.0, min_interval_s=10.0, max_interval_s=1000.0,
-                          check_interval_s=0.0, sync_delta=False, **recrawl)  # type: ignore[arg-type]  # fmt: skip
+                          check_interval_s=0.0, sync_delta=False, sitemaps=False, **recrawl)  # type: ignore[arg-type]  # fmt: skip
     settings = dataclasses.replace(Settings(), recrawl=cfg)
     return CrawlCore(settings, SqliteStore(tmp / "crawl.db"), seeds=[SEED], out_dir=tmp, clock=clock)
 
