@@ -1,0 +1,102 @@
+"""Redirect hops (fetchers.redirects) and the crawl's gate and bookkeeping (pipeline.crawl.redirects,
+through CrawlCore): pure decisions and a crawl core on SQLite, no network."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fetchers.records import FetchResult, UrlTask
+from fetchers.redirects import follow_all, next_hop, stop_at_redirects, stopped_target
+from pipeline.crawl.core import CrawlCore
+from pipeline.crawl.redirects import split
+from pipeline.settings import Settings
+from pipeline.storage.base import UrlState
+from pipeline.storage.sqlite import SqliteStore
+from pipeline.urls import fingerprint
+
+A, B, C = "http://h.test/a", "http://h.test/b", "http://h.test/c"
+TASK = UrlTask(A, fingerprint(A), 0)
+
+
+def test_next_hop_catches_a_loop_before_the_request_and_asks_the_gate_otherwise() -> None:
+    asked: list[str] = []
+
+    def gate(task: UrlTask, target: str) -> bool:
+        asked.append(target)
+        return target != C
+
+    assert (
+        next_hop(TASK, B, "/a", chain=[A, B], hops=1, max_redirects=5, gate=gate).error_class
+        == "redirect_loop"
+    )
+    assert asked == []  # a loop is never the gate's question
+    assert next_hop(TASK, A, "/b", chain=[A], hops=0, max_redirects=5, gate=gate).follow == B
+    assert next_hop(TASK, B, "c", chain=[A, B], hops=1, max_redirects=5, gate=gate).stop_at == C
+    assert (
+        next_hop(TASK, A, "/b", chain=[A], hops=5, max_redirects=5, gate=gate).error_class
+        == "too_many_redirects"
+    )
+    assert (
+        next_hop(TASK, A, "http://[::1", chain=[A], hops=0, max_redirects=5, gate=gate).error_class
+        == "invalid_url"
+    )
+    assert follow_all(TASK, B) and not stop_at_redirects(TASK, B)
+
+
+def result(*, redirects: list[str], final: str, status: int, error: str = "") -> FetchResult:
+    return FetchResult(A, fingerprint(A), 2, final_url=final, redirects=redirects, status=status, error_class=error,
+                       serial=1, fetched_at=5.0)  # fmt: skip
+
+
+def test_split_names_the_requested_urls_and_a_target_left_to_the_link_path() -> None:
+    followed = result(redirects=[A, B], final=C, status=200)
+    assert stopped_target(followed) == "" and split(followed).requested == (B, C)
+    stopped = result(redirects=[A, B], final=C, status=302)
+    assert stopped_target(stopped) == C and split(stopped).requested == (B,) and split(stopped).target == C
+    loop = result(redirects=[A, B], final=B, status=302, error="redirect_loop")
+    assert stopped_target(loop) == "" and split(loop).requested == (B,)
+    assert split(result(redirects=[], final=A, status=200)).requested == ()
+
+
+def make(tmp: Path, *, resume: bool = False) -> CrawlCore:
+    return CrawlCore(Settings(), SqliteStore(tmp / "crawl.db"), seeds=["http://h.test/"], out_dir=tmp,
+                     clock=lambda: 1_000_000.0, resume=resume)  # fmt: skip
+
+
+def test_the_gate_follows_only_new_targets_and_a_chain_settles_what_it_requested(tmp_path: Path) -> None:
+    core = make(tmp_path)
+    core.register_fetcher("f")
+    batch = core.next_batch("f")
+    assert batch is not None
+    seed = batch.tasks[0]
+    gate = core.redirects.gate
+    assert not gate(seed, "http://h.test/")  # known (the seed itself)
+    assert not gate(seed, "http://elsewhere.example/x")  # out of scope
+    assert gate(seed, A)  # new: followed and claimed
+    assert not gate(seed, A)  # claimed by a chain in flight
+    assert core.redirects.claimed(fingerprint(A))
+    res = FetchResult(seed.url, seed.url_id, 0, final_url=A, redirects=[seed.url], status=200,
+                      content_type="text/html", body=b'<a href="/a">again</a>', serial=batch.serial, fetched_at=1.0)  # fmt: skip
+    core.on_result(res)
+    core.flush()
+    assert not core.redirects.claimed(fingerprint(A))
+    row = core.store.get_url(A)
+    assert row is not None and row.state is UrlState.SKIPPED  # requested in the chain: never queued
+    assert core.frontier.pending == 0  # the page's link back to /a is known
+    core.close()
+
+
+def test_a_replayed_chain_settles_its_urls_on_resume(tmp_path: Path) -> None:
+    """The journal line of a chain result is replayed after a crash before its flush: its hop and final
+    URL are in the crawl db afterwards, so a link to them is never fetched again."""
+    core = make(tmp_path)
+    core.register_fetcher("f")
+    batch = core.next_batch("f")
+    assert batch is not None
+    seed = batch.tasks[0]
+    core.on_result(FetchResult(seed.url, seed.url_id, 0, final_url=C, redirects=[seed.url, B], status=200,
+                               content_type="text/plain", body=b"x", serial=batch.serial, fetched_at=1.0))  # fmt: skip
+    core.journal.close()  # a crash: journaled, nothing flushed to the store
+    again = make(tmp_path, resume=True)
+    assert {u: again.store.get_url(u).state for u in (B, C)} == dict.fromkeys((B, C), UrlState.SKIPPED)  # type: ignore[union-attr]
+    again.close()
