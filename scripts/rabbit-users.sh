@@ -46,10 +46,12 @@ secret() {  # secret FILE: the file's text, made with 32 random bytes (hex) when
   chmod 600 "$1"
   cat "$1"
 }
+USERS=""  # listed once: every rabbitmqctl call starts an Erlang VM (~1 s of CPU)
 user() {  # user NAME: created, or its password set to DIR/NAME.password (rabbitmqctl reads it from stdin)
   local name=$1 pw
   pw=$(secret "$SECRETS/$name.password")
-  if ctl list_users | awk '{print $1}' | grep -qx "$name"; then
+  [ -n "$USERS" ] || USERS=$(ctl list_users | awk '{print $1}')
+  if grep -qx "$name" <<<"$USERS"; then
     printf '%s' "$pw" | ctl change_password "$name" >/dev/null
   else
     printf '%s' "$pw" | ctl add_user "$name" >/dev/null
