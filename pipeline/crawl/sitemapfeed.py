@@ -76,13 +76,16 @@ class SitemapFeed:
             if result.status == 200 and not result.error_class:
                 text = result.body.decode("utf-8", "replace")
                 walk = self._walks.setdefault(origin, SitemapWalk())
-                walk.add_roots(u for u in robots_sitemaps(text) if self.scope.allows(u))
+                # a re-fetched robots.txt adds only sitemaps it did not list before
+                walk.add_roots(u for u in robots_sitemaps(text) if self.scope.allows(u) and u not in walk.seen)
             return self._next_files(origin)
         where = self._files.get(url)
         if where is None:
             return []
         origin, depth = where
         walk = self._walks[origin]
+        if result.status == 304 and not result.error_class:
+            return self._next_files(origin)  # a re-fetch found the file unchanged: nothing new in it
         if result.error_class or result.status != 200:
             why = result.error_class or f"http_{result.status}"
             walk.failed(url, why)

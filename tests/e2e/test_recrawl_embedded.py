@@ -1,5 +1,5 @@
 """End to end (#23): `crawlfleet crawl --continuous` keeps re-fetching the living testbed until its stop file
-appears. Judged from the testbed's access log (re-fetches, 304s on hosts that honour validators, none on
+appears, and finds the pages only its sitemaps list. Judged from the testbed's access log (re-fetches, 304s on hosts that honour validators, none on
 the hosts that ignore them) and from the crawl's store (one page per URL, the schedule stored)."""
 
 from __future__ import annotations
@@ -92,6 +92,13 @@ def test_continuous_crawl_refetches_with_304s_until_the_stop_file(
     ignoring = {f"site{i}.crawl.test" for i in range(6) if i % 6 == 5}
     assert not [e for e in pages if e["host"] in ignoring and e["status"] == 304]
     assert any(n >= 2 for (host, _), n in per_url.items() if host in ignoring)
+
+    # sitemaps (robots.txt Sitemap: lines, index, gzip): pages no page links to were found and fetched;
+    # the hostile files of host 3 (9 % 6) are clean per-file errors, the crawl went on
+    assert any(e["path"].startswith("/only/") and e["status"] == 200 for e in entries)
+    errors = summary["sitemaps"]["errors"]
+    assert errors.get("bad_xml", 0) >= 1 and errors.get("not_sitemap", 0) >= 1, errors
+    assert "http_304" not in errors
 
     store = SqliteStore(out / "crawl.db")
     try:
