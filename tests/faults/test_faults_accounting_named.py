@@ -50,3 +50,33 @@ def test_a_journaled_url_asked_again_is_a_duplicate_even_on_the_killed_process()
     acc = account(truth=TRUTH, log=LOG, journaled_at_fault={("a.test", "/1")}, stored_urls=STORED, times=TIMES,
                   killed=Killed("worker", frozenset({("a.test", "/1")})))  # fmt: skip
     assert (acc.duplicated, acc.in_flight_repeats) == (1, 0)
+
+
+class _Events:
+    """The one thing worker_in_flight reads of a FleetRig: the dispatcher's events."""
+
+    def __init__(self, events: list[dict[str, Any]]) -> None:
+        self._events = events
+
+    def events(self) -> list[dict[str, Any]]:
+        return self._events
+
+
+def test_an_expired_batch_excuses_only_its_urls_unanswered_at_the_expiry() -> None:
+    from pipeline.harness.faults.fleet_trials import worker_in_flight
+
+    rig = _Events([
+        {"ev": "expired", "node": "n1", "t": 9.0, "urls": ["http://a.test/0"], "unanswered": ["http://a.test/0"]},
+        {"ev": "expired", "node": "n1", "t": 11.0, "urls": ["http://a.test/1", "http://a.test/r/2"],
+         "unanswered": ["http://a.test/r/2"]},
+        {"ev": "expired", "node": "n2", "t": 11.0, "urls": ["http://a.test/2"], "unanswered": ["http://a.test/2"]},
+    ])  # fmt: skip
+    killed = worker_in_flight(rig, "n1", 10.0)  # type: ignore[arg-type]
+    # /1 was answered before its batch expired: fetching it again is a duplicate. The batch expired
+    # before the fault, and node n2's, excuse nothing either.
+    assert killed.in_flight == {("a.test", "/r/2"), ("a.test", "/r2/2"), ("a.test", "/moved/2")}
+    log = [entry(9.0, "/1"), entry(12.0, "/1")]
+    acc = account(
+        truth=TRUTH, log=log, journaled_at_fault=set(), stored_urls=STORED, times=TIMES, killed=killed
+    )
+    assert (acc.duplicated, acc.in_flight_repeats) == (1, 0)
