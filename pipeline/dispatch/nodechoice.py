@@ -6,6 +6,11 @@ quota counters, ``Admission.roll``), and ``t`` the batch it would be given now. 
 candidates; the largest ``u`` wins (ties: the smallest name); no candidate means no. There is no
 round-robin: a node that is slower (smaller p) or already given more this minute (larger r) loses to
 one with more predicted free capacity. Pure: the caller supplies every figure.
+
+One addition, a liveness guarantee S1 does not state: when no node has u > t, a node with *nothing
+outstanding* (``drained``) still gets a batch (the drained node with the largest u). Without it a node
+that has never had work (p = 0) and has few slots (q <= t, e.g. a node limited to a few connections)
+would never be a candidate, and a fleet of such nodes would stall for ever.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ class NodeLoad:
     r: int
     t: int
     idle: bool = True
+    drained: bool = False  # no batch outstanding at all
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,10 +44,13 @@ class NodeChoice:
 def choose_node(loads: Iterable[NodeLoad], *, s: int) -> NodeChoice | None:
     """The idle node with the largest ``u = p*s + q - r`` among those with ``u > t`` (t >= 1), or None."""
     best: NodeChoice | None = None
+    fallback: NodeChoice | None = None  # the drained node with the largest u, used only without a candidate
     for n in loads:
         if not n.idle or n.t < 1:
             continue
         u = capacity(p=n.p, q=n.q, r=n.r, s=s)
         if u > n.t and (best is None or u > best.u or (u == best.u and n.node < best.node)):
             best = NodeChoice(n.node, u, n.t)
-    return best
+        if n.drained and (fallback is None or u > fallback.u or (u == fallback.u and n.node < fallback.node)):
+            fallback = NodeChoice(n.node, u, n.t)
+    return best if best is not None else fallback

@@ -79,7 +79,8 @@ class FleetNodes:
             vfid = self.idle_fetcher(n)
             if vfid is None or n.name in exclude:
                 continue
-            loads.append(NodeLoad(n.name, n.p, n.q, sum(r_of(v) for v in n.vfids), t_of(vfid)))
+            drained = not any(v in self.busy for v in n.vfids)
+            loads.append(NodeLoad(n.name, n.p, n.q, sum(r_of(v) for v in n.vfids), t_of(vfid), drained=drained))
         choice = choose_node(loads, s=s)
         self.last_choice = choice
         if choice is None:

@@ -76,3 +76,14 @@ def test_the_summary_says_when_there_is_no_quota() -> None:
     assert quota_line("", None) == "unlimited (no quota file)"
     assert quota_line("q.toml", 200.0) == "200 URLs/s from q.toml"
     assert "refused" in quota_line("q.toml", None)
+
+
+def test_a_drained_node_gets_a_batch_when_no_node_has_u_above_t() -> None:
+    # p = 0 (no work yet) and q = 2 (two connections): u = 2 <= t = 32, so S1 alone would stall for ever.
+    loads = [NodeLoad("a", 0.0, 2, 0, 32, drained=True), NodeLoad("b", 0.0, 8, 0, 32, drained=True)]
+    got = choose_node(loads, s=1)
+    assert got is not None and got.node == "b"  # the largest u among the drained
+    assert choose_node([NodeLoad("a", 0.0, 2, 0, 32, drained=False)], s=1) is None  # busy: S1's no
+    both = [NodeLoad("a", 0.0, 64, 0, 32), NodeLoad("b", 0.0, 8, 0, 32, drained=True)]
+    got = choose_node(both, s=1)
+    assert got is not None and got.node == "a"  # a real candidate wins over the fallback

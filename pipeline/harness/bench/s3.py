@@ -43,6 +43,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hosts", type=int, default=120, help="testbed hosts")
     p.add_argument("--pages", type=int, default=120, help="testbed pages per host")
     p.add_argument("--seed", type=int, default=33, help="seed of the testbed's random web")
+    p.add_argument("--means", choices=("sockets", "delay"), default="sockets",
+                   help="sockets: node i has speed x --sockets connections in all (same politeness gap d); "
+                        "delay: node i waits (4 / speed) * d between requests to one host")
+    p.add_argument("--sockets", type=int, default=1, help="connections of the 1x node with --means sockets")
     p.add_argument("--broker", default="amqp://guest:guest@127.0.0.1:5672", help="broker URL without vhost")
 
 
@@ -66,7 +70,10 @@ def _crawl(bed: Bed, broker: str, workdir: Path, args: argparse.Namespace, *, eq
     nodes = []
     try:
         for i, speed in enumerate(SPEEDS, start=1):  # node i waits (4 / speed) * d between requests to a host
-            rig.env = dict(base_env, CRAWLFLEET_POLITENESS_MIN_HOST_DELAY_S=str(args.delay_s * max(SPEEDS) / speed))
+            if args.means == "delay":
+                rig.env = dict(base_env, CRAWLFLEET_POLITENESS_MIN_HOST_DELAY_S=str(args.delay_s * max(SPEEDS) / speed))
+            else:
+                rig.env = dict(base_env, CRAWLFLEET_FETCH_CONCURRENCY=str(args.sockets * speed))
             rig.start_worker(i)
             nodes.append(rig.node(i))
         rig.env = base_env
@@ -91,7 +98,8 @@ def _crawl(bed: Bed, broker: str, workdir: Path, args: argparse.Namespace, *, eq
         "equal_batches": equal, "wall_s": round(end - start, 1), "rounds": len(per_round),
         "median_spread": round(statistics.median(per_round), 3) if per_round else None,
         "spreads": [round(x, 3) for x in per_round],
-        "nodes": {n: {"speed": s, "host_delay_s": args.delay_s * max(SPEEDS) / s,
+        "nodes": {n: {"speed": s, "means": args.means,
+                      "limit": args.sockets * s if args.means == "sockets" else args.delay_s * max(SPEEDS) / s,
                       "batch_sizes_last": sizes[n][-3:], "batches": len(sizes[n])}
                   for n, s in zip(nodes, SPEEDS, strict=True)},
     }  # fmt: skip
@@ -109,6 +117,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     better = round(m_eq / m_ni, 3) if m_ni and m_eq else None
     return {
         "bench": "s3", "machine": machine(), "k": args.k, "delay_s": args.delay_s, "speeds": list(SPEEDS),
+        "means": args.means,
         "n_i": ni, "equal": eq, "median_spread_n_i": m_ni, "median_spread_equal": m_eq,
         "times_better_than_equal": better,
         "goal": {"median_spread_le_1.25": m_ni is not None and m_ni <= 1.25, "ge_2x_better": (better or 0) >= 2.0},
