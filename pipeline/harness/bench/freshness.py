@@ -99,6 +99,7 @@ def _config(mode: str, args: argparse.Namespace, *, uniform_s: float) -> str:
         f"max_interval_s = {max(args.max_interval, uniform_s) if adaptive else uniform_s!r}",
         f"simhash_bits = {args.simhash_bits if adaptive else 0}", "check_interval_s = 0.5",
         f"failed_interval_s = {uniform_s!r}", "requeue_batch = 200",
+        "sitemaps = false",  # revisiting is measured here, not discovery (the hostile host's 50k sitemap URLs)
     ]  # fmt: skip
     return "\n".join(lines) + "\n"
 
