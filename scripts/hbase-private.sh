@@ -12,6 +12,8 @@
 #   HBASE_PRIVATE_DATA        data, config, logs
 #   HBASE_PRIVATE_ZK_PORT / HBASE_PRIVATE_MASTER_PORT / HBASE_PRIVATE_RS_PORT / HBASE_PRIVATE_THRIFT_PORT
 #   HBASE_PRIVATE_HEAP        master heap (1g)
+#   HBASE_PRIVATE_THRIFT_BIND the address Thrift listens on (127.0.0.1; never every address: 0.0.0.0 and ::
+#                             are refused, as in scripts/svc-hbase.sh)
 # The jars are the shared cache that `scripts/svc-hbase.sh install` fills (installed on demand here).
 set -euo pipefail
 
@@ -24,6 +26,10 @@ MASTER_PORT="${HBASE_PRIVATE_MASTER_PORT:?}"
 RS_PORT="${HBASE_PRIVATE_RS_PORT:?}"
 THRIFT_PORT="${HBASE_PRIVATE_THRIFT_PORT:?}"
 HEAP="${HBASE_PRIVATE_HEAP:-1g}"
+THRIFT_BIND="${HBASE_PRIVATE_THRIFT_BIND:-127.0.0.1}"
+case "$THRIFT_BIND" in
+  0.0.0.0|::|'[::]'|'') echo "hbase-private: refusing to bind Thrift to every address ('$THRIFT_BIND')" >&2; exit 2 ;;
+esac
 CONF="$DATA/conf"
 
 lib_dir() { echo "$CACHE/$(sha256sum "$POM" | cut -c1-16)/lib"; }
@@ -104,6 +110,6 @@ run_jvm() {  # run_jvm HEAP MAIN ARGS...: replaces this shell
 case "${1:-}" in
   conf) write_conf ;;
   master-run) run_jvm "$HEAP" org.apache.hadoop.hbase.master.HMaster start ;;
-  thrift-run) run_jvm 256m org.apache.hadoop.hbase.thrift.ThriftServer -b 127.0.0.1 -p "$THRIFT_PORT" start ;;
+  thrift-run) run_jvm 256m org.apache.hadoop.hbase.thrift.ThriftServer -b "$THRIFT_BIND" -p "$THRIFT_PORT" start ;;
   *) echo "usage: $0 conf|master-run|thrift-run (see the header for the environment)" >&2; exit 2 ;;
 esac

@@ -19,8 +19,12 @@
 #   CRAWLFLEET_HBASE_DATA        data, config, logs, pid files   (/var/tmp/crawlfleet-hbase)
 #   CRAWLFLEET_HBASE_CACHE       jar cache, outside the repo     (~/.cache/crawlfleet/hbase)
 #   CRAWLFLEET_HBASE_THRIFT_PORT Thrift1 port                    (9090)
-#   CRAWLFLEET_HBASE_THRIFT_BIND address Thrift listens on        (127.0.0.1; 0.0.0.0 for fetch nodes on
-#                                other machines, which store their pages themselves: docs/FLEET.md)
+#   CRAWLFLEET_HBASE_THRIFT_BIND address Thrift listens on        (127.0.0.1). For fetch nodes on other
+#                                machines, the ONE address of this machine they reach it by (the fleet's
+#                                network; docs/SECURITY.md), never every address: 0.0.0.0 / :: are refused
+#                                unless CRAWLFLEET_HBASE_THRIFT_ANY=1 says so explicitly. Thrift1 has no
+#                                authentication of its own here: only the fleet's network may reach it.
+#                                Also for thrift-run. ZooKeeper, master and region server stay on 127.0.0.1.
 #   CRAWLFLEET_HBASE_ZK_PORT     ZooKeeper client port           (12181; avoids a system ZooKeeper)
 #   CRAWLFLEET_HBASE_MASTER_PORT / CRAWLFLEET_HBASE_RS_PORT  RPC ports (16000 / 16020)
 #   CRAWLFLEET_HBASE_TIMEOUT     seconds to wait for readiness   (240)
@@ -33,6 +37,14 @@ DATA="${CRAWLFLEET_HBASE_DATA:-/var/tmp/crawlfleet-hbase}"
 CACHE="${CRAWLFLEET_HBASE_CACHE:-$HOME/.cache/crawlfleet/hbase}"
 THRIFT_PORT="${CRAWLFLEET_HBASE_THRIFT_PORT:-9090}"
 THRIFT_BIND="${CRAWLFLEET_HBASE_THRIFT_BIND:-127.0.0.1}"
+case "$THRIFT_BIND" in
+  0.0.0.0|::|'[::]'|'')
+    if [ "${CRAWLFLEET_HBASE_THRIFT_ANY:-0}" != 1 ]; then
+      echo "svc-hbase: refusing to bind Thrift to '$THRIFT_BIND' (every address): give the fleet's address in" \
+           "CRAWLFLEET_HBASE_THRIFT_BIND, or CRAWLFLEET_HBASE_THRIFT_ANY=1 if a firewall guards it (docs/SECURITY.md)" >&2
+      exit 2
+    fi ;;
+esac
 # Where this script checks Thrift: the bound address, or loopback when bound to every address.
 THRIFT_HOST="$THRIFT_BIND"; [ "$THRIFT_BIND" = 0.0.0.0 ] && THRIFT_HOST=127.0.0.1
 ZK_PORT="${CRAWLFLEET_HBASE_ZK_PORT:-12181}"
@@ -277,7 +289,7 @@ run() {  # foreground for honcho: attach to a running HBase, or run both JVMs as
 thrift_run() {  # a separate Thrift server on another port, same master; replaced by exec
   local port="${1:?usage: $0 thrift-run PORT}"
   [ -f "$CONF/hbase-site.xml" ] || write_conf
-  java_cmd 256m org.apache.hadoop.hbase.thrift.ThriftServer -b 127.0.0.1 -p "$port" start
+  java_cmd 256m org.apache.hadoop.hbase.thrift.ThriftServer -b "$THRIFT_BIND" -p "$port" start
   exec "${JAVA_CMD[@]}"
 }
 
