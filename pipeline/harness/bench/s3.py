@@ -1,10 +1,14 @@
 """``crawlfleet bench s3 --json``: S3's n_i = k*avg/t_i across fetch nodes of really different speed.
 
 A real fleet crawl of the testbed with three fetch nodes (Celery workers, one virtual fetcher each so
-a node's batches run one after another) whose speed differs by a real limit on what each node sends:
-its own politeness gap between two requests to one host (``politeness.min_host_delay_s`` = 4d, 2d, d
-with one connection per host), so a node needs 4x, 2x, 1x the wall time per page of a host -- the web
-server sees three nodes at 1x, 2x and 4x the request rate. The crawl runs twice on the same web:
+a node's batches run one after another) whose speed differs by a real limit. ``--means cpu`` (the
+default): each node's processes run in a cgroup (v1 ``cpu``) capped at 1x, 2x, 4x ``--cpu-pct`` of one
+core, like three machines of different size; a node's per-page time is then its CPU per page over its
+share, and a batch's time grows with its size, which is S3's model. (``--means delay``: node i waits
+(4 / speed) * d between two requests to one host; ``--means sockets``: node i has speed x ``--sockets``
+connections. Both were tried: a batch's URLs are grouped by host, at most k/4 per host, so under a
+per-host gap a batch takes about (k/4) * gap whatever its size, and connections were not the limit.)
+The crawl runs twice on the same web:
 
 - **n_i**: S3's sizing (``dispatch.n_min``/``n_max`` wide open), and
 - **equal batches**: every batch k URLs (``n_min = n_max = k``), the baseline.
@@ -19,6 +23,7 @@ least 2x better than equal batches. The simulation (``bench dispatch``) stays a 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import tempfile
 import time
@@ -43,11 +48,55 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hosts", type=int, default=120, help="testbed hosts")
     p.add_argument("--pages", type=int, default=120, help="testbed pages per host")
     p.add_argument("--seed", type=int, default=33, help="seed of the testbed's random web")
-    p.add_argument("--means", choices=("sockets", "delay"), default="sockets",
-                   help="sockets: node i has speed x --sockets connections in all (same politeness gap d); "
+    p.add_argument("--means", choices=("cpu", "sockets", "delay"), default="cpu",
+                   help="cpu: node i's processes capped at speed x --cpu-pct of a core (cgroup v1 cpu); "
+                        "sockets: node i has speed x --sockets connections in all (same politeness gap d); "
                         "delay: node i waits (4 / speed) * d between requests to one host")
+    p.add_argument("--cpu-pct", type=float, default=6.0, help="CPU cap of the 1x node, percent of one core")
     p.add_argument("--sockets", type=int, default=1, help="connections of the 1x node with --means sockets")
     p.add_argument("--broker", default="amqp://guest:guest@127.0.0.1:5672", help="broker URL without vhost")
+
+
+class CpuGroup:
+    """A cgroup v1 ``cpu`` group capping one node's processes at ``pct`` percent of one core (root only)."""
+
+    ROOT = Path("/sys/fs/cgroup/cpu")
+
+    def __init__(self, name: str, *, pct: float, root_pid: int) -> None:
+        self.path = self.ROOT / name
+        self.path.mkdir(exist_ok=True)
+        period = int((self.path / "cpu.cfs_period_us").read_text())
+        (self.path / "cpu.cfs_quota_us").write_text(str(max(1000, int(period * pct / 100))))
+        self.root_pid = root_pid
+        self.adopt()
+
+    def adopt(self) -> None:
+        """Move the root process and all its descendants (every thread with them) into the group."""
+        children: dict[int, list[int]] = defaultdict(list)
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+                children[int(fields[1])].append(int(stat.parent.name))
+            except (OSError, IndexError, ValueError):
+                continue
+        todo, seen = [self.root_pid], set()
+        while todo:
+            pid = todo.pop()
+            if pid in seen:
+                continue
+            seen.add(pid)
+            todo += children.get(pid, [])
+            with contextlib.suppress(OSError):  # it exited meanwhile
+                (self.path / "cgroup.procs").write_text(str(pid))
+
+    def remove(self) -> None:
+        try:
+            for pid in (self.path / "cgroup.procs").read_text().split():  # survivors back to the root group
+                with contextlib.suppress(OSError):
+                    (self.ROOT / "cgroup.procs").write_text(pid)
+            self.path.rmdir()
+        except OSError:
+            pass
 
 
 def spreads(done: list[dict[str, Any]], nodes: list[str], *, skip: int) -> list[float]:
@@ -67,15 +116,20 @@ def _crawl(bed: Bed, broker: str, workdir: Path, args: argparse.Namespace, *, eq
     rig = FleetRig(bed, broker, workdir, slots=1, extra_env=env, log_level="WARNING", heartbeat_s=1.0,
                    lease_s=120.0, host_delay=args.delay_s)  # fmt: skip
     base_env = rig.env
-    nodes = []
+    nodes: list[str] = []
+    groups: list[CpuGroup] = []
     try:
         for i, speed in enumerate(SPEEDS, start=1):  # node i waits (4 / speed) * d between requests to a host
-            if args.means == "delay":
+            if args.means == "cpu":
+                rig.env = base_env
+            elif args.means == "delay":
                 rig.env = dict(base_env, CRAWLFLEET_POLITENESS_MIN_HOST_DELAY_S=str(args.delay_s * max(SPEEDS) / speed))
             else:
                 rig.env = dict(base_env, CRAWLFLEET_FETCH_CONCURRENCY=str(args.sockets * speed))
-            rig.start_worker(i)
+            w = rig.start_worker(i)
             nodes.append(rig.node(i))
+            if args.means == "cpu" and w.proc is not None:
+                groups.append(CpuGroup(f"cf-s3-{rig.node(i)}", pct=args.cpu_pct * speed, root_pid=w.proc.pid))
         rig.env = base_env
         start = time.time()
         rig.start_dispatcher()
@@ -84,10 +138,14 @@ def _crawl(bed: Bed, broker: str, workdir: Path, args: argparse.Namespace, *, eq
             done = [ev for ev in rig.events() if ev["ev"] == "done"]
             if len(spreads(done, nodes, skip=0)) >= want:
                 break
+            for g in groups:
+                g.adopt()  # the worker's children (Celery's pool) join their node's cgroup
             time.sleep(1.0)
         end = time.time()
     finally:
         rig.close()
+        for g in groups:
+            g.remove()
     done = [ev for ev in rig.events() if ev["ev"] == "done"]
     per_round = spreads(done, nodes, skip=args.warmup_rounds)
     sizes: dict[str, list[int]] = defaultdict(list)
@@ -99,7 +157,8 @@ def _crawl(bed: Bed, broker: str, workdir: Path, args: argparse.Namespace, *, eq
         "median_spread": round(statistics.median(per_round), 3) if per_round else None,
         "spreads": [round(x, 3) for x in per_round],
         "nodes": {n: {"speed": s, "means": args.means,
-                      "limit": args.sockets * s if args.means == "sockets" else args.delay_s * max(SPEEDS) / s,
+                      "limit": {"cpu": f"{args.cpu_pct * s:g}% of a core", "sockets": args.sockets * s,
+                                "delay": args.delay_s * max(SPEEDS) / s}[args.means],
                       "batch_sizes_last": sizes[n][-3:], "batches": len(sizes[n])}
                   for n, s in zip(nodes, SPEEDS, strict=True)},
     }  # fmt: skip
