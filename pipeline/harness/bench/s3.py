@@ -43,7 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--k", type=int, default=32, help="S3 base batch size")
     p.add_argument("--delay-s", type=float, default=0.05, help="the fastest node's gap between requests to one host")
     p.add_argument("--rounds", type=int, default=12, help="rounds counted per configuration (after the warm-up)")
-    p.add_argument("--warmup-rounds", type=int, default=3, help="first rounds left out (n(0) = k, no history yet)")
+    p.add_argument("--warmup-rounds", type=int, default=6, help="first rounds left out (n(0) = k, no history yet)")
     p.add_argument("--timeout-s", type=float, default=600.0, help="longest a configuration may run")
     p.add_argument("--hosts", type=int, default=120, help="testbed hosts")
     p.add_argument("--pages", type=int, default=120, help="testbed pages per host")
