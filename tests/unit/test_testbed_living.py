@@ -11,7 +11,7 @@ from pipeline.harness.testbed.accesslog import AccessLog
 from pipeline.harness.testbed.cli import main as run_testbed_cli
 from pipeline.harness.testbed.fastserver import FastHTTP
 from pipeline.harness.testbed.liverender import LiveRenderer, honours_conditional, page_bytes
-from pipeline.harness.testbed.livetruth import locate, page_version, versions_at
+from pipeline.harness.testbed.livetruth import digest_at, edition_of, locate, page_version, versions_at
 from pipeline.harness.testbed.living import (
     ADVERT,
     CLASSES,
@@ -217,3 +217,16 @@ def test_truth_command_at_an_instant(capsys: pytest.CaptureFixture[str]) -> None
         u: (v.version, v.digest) for u, v in want.items()
     }
     assert got["sitemaps"]["sitemap_only"]
+
+
+def test_digest_at_and_edition_of_judge_a_copy_from_its_bytes() -> None:
+    web = living_web(6, 12)
+    live = LiveRenderer(web)
+    for t in (0.0, 99.0, 7200.0):
+        wall = web.living.wall_time(t)  # type: ignore[union-attr]
+        for url, v in versions_at(web, t, digests=False).items():
+            i, m = locate(web, url)  # type: ignore[misc]
+            body = live.reply(i, web.page_path(m), wall).body
+            assert edition_of(body) == v.version
+            assert digest_at(web, url, t) == digest(body)
+    assert digest_at(web, "http://elsewhere/", 0.0) is None and edition_of(b"") == 0

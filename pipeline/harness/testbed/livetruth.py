@@ -6,6 +6,10 @@ Stable interface (used by the freshness bench and tests):
   rendering (no digest); None when the URL is not a normal page of this web. Cheap: call it per sample.
 - ``versions_at(web, t, *, digests=True) -> dict[url, PageVersion]``: every normal page; with digests
   (``sha1:BASE32`` of the body as served, uncompressed; the WARC payload-digest form) and ETags.
+- ``digest_at(web, url, t) -> str | None``: one page's digest at t (renders that page only, ~0.1 ms).
+- ``edition_of(body) -> int``: the content version a served body shows (its ``Edition N`` line; 0 when
+  it has none), equal to ``page_version(...).version`` at the time it was served: a bench can judge a
+  stored copy's freshness from its bytes alone.
 - ``living_truth(web, t) -> dict``: the JSON of ``crawlfleet testbed truth --at T``: ``at``, ``epoch``,
   ``rate``, ``pages`` {url: {class, version, cosmetic, changed_at, modified_at, digest, etag}} and
   ``sitemaps`` (``sitemapgen.sitemap_truth``).
@@ -17,6 +21,7 @@ for byte-exact freshness). Times: ``t`` is test time, ``Living.test_time(wall)``
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -62,6 +67,22 @@ def page_version(web: Web, url: str, t: float) -> PageVersion | None:
     i, m = where
     s = state(web.seed, i, m, t)
     return PageVersion(url, s.cls, s.version, s.cosmetic, s.changed_at, s.modified_at)
+
+
+def digest_at(web: Web, url: str, t: float) -> str | None:
+    where = locate(web, url)
+    if where is None or web.living is None:
+        return None
+    i, m = where
+    return digest(state_bytes(web, i, m, state(web.seed, i, m, t)))
+
+
+_EDITION = re.compile(rb'<p class="edition">Edition (-?[0-9]{1,20})</p>')
+
+
+def edition_of(body: bytes) -> int:
+    found = _EDITION.search(body, 0, 4096)
+    return int(found.group(1)) if found else 0
 
 
 def versions_at(web: Web, t: float, *, digests: bool = True) -> dict[str, PageVersion]:

@@ -124,15 +124,26 @@ def measure(
     concurrency: int = 64,
     engine: str = "fast",
     workers: int = 1,
+    mutate_rate: float | None = None,
 ) -> dict[str, Any]:
     """Start a testbed subprocess, load it, and report req/s plus the server's CPU per request
-    (the capacity figure that does not depend on how fast this client is)."""
+    (the capacity figure that does not depend on how fast this client is). ``mutate_rate``: serve the
+    living web (``--mutate``) at that many test seconds per second; None = the static web."""
     import psutil
 
     from pipeline.harness.testbed.harness import TestbedProcess
 
     out: dict[str, Any] = {"hosts": hosts, "pages": pages, "engine": engine, "workers": workers}
-    with TestbedProcess(hosts, pages, engine=engine, workers=workers) as tb:
+    if mutate_rate is not None:
+        out["mutate_rate"] = mutate_rate
+    with TestbedProcess(
+        hosts,
+        pages,
+        engine=engine,
+        workers=workers,
+        mutate=mutate_rate is not None,
+        mutate_rate=mutate_rate or 1.0,
+    ) as tb:
         assert tb.proc is not None
         server = psutil.Process(tb.proc.pid)
 
