@@ -83,9 +83,5 @@ make broker rabbitmq-broker "$san" serverAuth
 for n in dispatcher links "${NAMES[@]}"; do
   make "client-$n" "$n" "" clientAuth
 done
-# RabbitMQ runs as its own user and must read its key: a group-readable copy for it, if that user exists.
-if id rabbitmq >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-  install -m 640 -o root -g rabbitmq "$DIR/broker.key" "$DIR/broker-rabbitmq.key"
-  chmod 711 "$DIR"
-fi
+# (RabbitMQ runs as its own user: scripts/svc-rabbitmq.sh conf copies the broker's key where it can read it.)
 echo "certs: ready in $DIR"

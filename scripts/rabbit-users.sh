@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Per-role RabbitMQ users for a crawlfleet fleet (docs/SECURITY.md), idempotent:
 #
-#   scripts/rabbit-users.sh [--vhost V] [--secrets DIR] NODE...
+#   scripts/rabbit-users.sh [--vhost V] [--secrets DIR] [--files-only] NODE...
 #
+# --files-only: make the secret files below and touch no broker (before a broker is up).
 # - vhost V (default crawlfleet);
 # - user crawlfleet-dispatcher: every permission on V (it declares the topology and publishes batches;
 #   `crawlfleet links` runs with it too);
 # - one user node-NODE per fetch node, which may only
 #     consume its own queue fetch.NODE (read), bind it to crawlfleet.fetch,
-#     publish to the results and heartbeat exchanges (write: crawlfleet.results, crawlfleet.heartbeats),
+#     publish to the results and heartbeat exchanges (write: crawlfleet.results, crawlfleet.heartbeats;
+#     and crawlfleet.dead, which RabbitMQ requires to declare a queue dead-lettering there),
 #     declare its queue and those exchanges (configure);
 #   so it cannot read another node's queue, and cannot publish a batch (no write on amq.default or
 #   crawlfleet.fetch). Topic permissions: none on any topic exchange (write/read patterns "^$").
@@ -21,9 +23,10 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-VHOST=crawlfleet SECRETS="$ROOT/var/secrets" NODES=()
+VHOST=crawlfleet SECRETS="$ROOT/var/secrets" NODES=() FILES_ONLY=0
 while [ $# -gt 0 ]; do
   case "$1" in
+    --files-only) FILES_ONLY=1; shift ;;
     --vhost) VHOST=$2; shift 2 ;;
     --secrets) SECRETS=$2; shift 2 ;;
     -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
@@ -39,6 +42,8 @@ PY="$ROOT/.venv/bin/python"; [ -x "$PY" ] || PY=python3
 umask 077
 mkdir -p "$SECRETS"
 chmod 700 "$SECRETS"
+exec 9>"$SECRETS/.lock"  # one run at a time: two would race on the files and the passwords
+flock 9
 
 ctl() { rabbitmqctl -q "$@"; }
 secret() {  # secret FILE: the file's text, made with 32 random bytes (hex) when missing
@@ -59,22 +64,31 @@ user() {  # user NAME: created, or its password set to DIR/NAME.password (rabbit
 }
 re_quote() { printf '%s' "$1" | sed 's/[.[\*^$()+?{}|-]/\\&/g'; }
 
+node_key_file() {  # DIR/node-NODE.key, derived from the fleet key (passed in the environment, never argv)
+  FLEET_KEY="$(cat "$SECRETS/fleet.key")" "$PY" -c \
+    'import os, sys; sys.path.insert(0, sys.argv[2]); from pipeline.transport.signing import node_key; print(node_key(os.environ["FLEET_KEY"], sys.argv[1]))' \
+    "$1" "$ROOT" >"$SECRETS/node-$1.key"
+  chmod 600 "$SECRETS/node-$1.key"
+}
+secret "$SECRETS/fleet.key" >/dev/null
+secret "$SECRETS/crawlfleet-dispatcher.password" >/dev/null
+for n in "${NODES[@]}"; do
+  secret "$SECRETS/node-$n.password" >/dev/null
+  node_key_file "$n"
+done
+[ "$FILES_ONLY" = 1 ] && { echo "rabbit-users: secret files in $SECRETS"; exit 0; }
+
 ctl list_vhosts | grep -qx "$VHOST" || ctl add_vhost "$VHOST"
 user crawlfleet-dispatcher
 ctl set_permissions -p "$VHOST" crawlfleet-dispatcher '.*' '.*' '.*'
-secret "$SECRETS/fleet.key" >/dev/null
 echo "dispatcher: user crawlfleet-dispatcher, vhost $VHOST, password $SECRETS/crawlfleet-dispatcher.password, key $SECRETS/fleet.key"
 for n in "${NODES[@]}"; do
   q="fetch\\.$(re_quote "$n")"
   user "node-$n"
   ctl set_permissions -p "$VHOST" "node-$n" \
     "^($q|crawlfleet\\.(fetch|results|heartbeats))\$" \
-    "^($q|crawlfleet\\.(results|heartbeats))\$" \
+    "^($q|crawlfleet\\.(results|heartbeats|dead))\$" \
     "^($q|crawlfleet\\.fetch)\$"
   ctl set_topic_permissions -p "$VHOST" "node-$n" 'amq.topic' '^$' '^$'
-  FLEET_KEY="$(cat "$SECRETS/fleet.key")" "$PY" -c \
-    'import os, sys; sys.path.insert(0, sys.argv[2]); from pipeline.transport.signing import node_key; print(node_key(os.environ["FLEET_KEY"], sys.argv[1]))' \
-    "$n" "$ROOT" >"$SECRETS/node-$n.key"
-  chmod 600 "$SECRETS/node-$n.key"
   echo "node $n: user node-$n, vhost $VHOST, password $SECRETS/node-$n.password, key $SECRETS/node-$n.key"
 done

@@ -26,6 +26,10 @@ TLS_PORT="${CRAWLFLEET_RABBITMQ_TLS_PORT:-5671}"
 TLS_BIND="${CRAWLFLEET_RABBITMQ_TLS_BIND:-127.0.0.1}"
 CERTS="${CRAWLFLEET_RABBITMQ_CERTS:-$ROOT/var/certs}"
 CONF_DIR="${CRAWLFLEET_RABBITMQ_CONF_DIR:-/etc/rabbitmq/crawlfleet}"
+# The dev stack's fetch nodes (Procfile, docker/compose.yaml): their users, certificates and keys are made
+# with the broker's config (files) and once it answers (users); "" = none.
+DEV_NODES="${CRAWLFLEET_RABBITMQ_DEV_NODES-edge1 edge2}"
+SECRETS="${CRAWLFLEET_RABBITMQ_SECRETS:-$ROOT/var/secrets}"
 # Keep the node name stable whatever the container/host name is.
 export RABBITMQ_NODENAME="${RABBITMQ_NODENAME:-rabbit@localhost}"
 export RABBITMQ_NODE_IP_ADDRESS="${RABBITMQ_NODE_IP_ADDRESS:-127.0.0.1}"
@@ -75,9 +79,36 @@ wait_ready() {
   done
 }
 
+# The dev stack's users (scripts/rabbit-users.sh) on a broker that answers, unless they are there already
+# (a marker per broker node; else one rabbitmqctl call to see). Delete the marker after wiping the broker.
+dev_users() {
+  [ -n "$DEV_NODES" ] || return 0
+  local marker="$SECRETS/.users-$RABBITMQ_NODENAME-${DEV_NODES// /-}"
+  [ -e "$marker" ] && return 0
+  local have n missing=0
+  have=$(rabbitmqctl -q list_users 2>/dev/null | awk '{print $1}') || return 0
+  for n in crawlfleet-dispatcher $(printf 'node-%s ' $DEV_NODES); do grep -qx "$n" <<<"$have" || missing=1; done
+  if [ "$missing" = 1 ]; then
+    # shellcheck disable=SC2086  # a list of node names
+    "$ROOT/scripts/rabbit-users.sh" --secrets "$SECRETS" $DEV_NODES >/dev/null || return 0
+    echo "rabbitmq: dev stack users ready ($SECRETS)" >&2
+  fi
+  touch "$marker"
+}
+
+# The dev stack's certificates and secret files (no broker needed), before anything starts.
+dev_files() {
+  [ -n "$DEV_NODES" ] || return 0
+  # shellcheck disable=SC2086  # a list of node names
+  "$ROOT/scripts/certs.sh" --dir "$CERTS" $DEV_NODES >/dev/null
+  # shellcheck disable=SC2086
+  "$ROOT/scripts/rabbit-users.sh" --files-only --secrets "$SECRETS" $DEV_NODES >/dev/null
+}
+
 # The broker's config for its next start (idempotent; never touches a running broker).
 do_conf() {
   mkdir -p "$CONF_DIR"
+  dev_files
   local conf="$CONF_DIR/rabbitmq.conf"
   {
     echo "# written by scripts/svc-rabbitmq.sh conf; plain AMQP stays on loopback (RABBITMQ_NODE_IP_ADDRESS)"
@@ -114,6 +145,8 @@ do_start() {
   installed || do_install
   if amqp_ready; then
     echo "rabbitmq: running"
+    dev_files
+    dev_users
     if [ "$TLS" = 1 ] && ! tls_open; then
       echo "rabbitmq: no TLS listener on $TLS_PORT yet: it comes with the broker's next start ($0 conf; stop; start)" >&2
     fi
@@ -124,6 +157,7 @@ do_start() {
     rabbitmq-server -detached
   fi
   wait_ready
+  dev_users
   echo "rabbitmq: running on 127.0.0.1:$PORT"
 }
 
@@ -151,6 +185,8 @@ do_run() {
     # Already running (e.g. `make services`): stay in the foreground while it is up, as honcho expects;
     # exit 1 when it goes away, 0 on TERM/INT (the broker keeps running: we did not start it).
     echo "rabbitmq: already running on 127.0.0.1:$PORT; attached, watching it"
+    dev_files
+    dev_users
     trap 'echo "rabbitmq: detached; the broker on 127.0.0.1:$PORT keeps running"; [ -z "$NAP_PID" ] || kill "$NAP_PID" 2>/dev/null; exit 0' TERM INT
     while port_open; do nap 5; done
     echo "rabbitmq: went away" >&2
@@ -159,6 +195,8 @@ do_run() {
   installed || do_install
   do_conf
   echo "rabbitmq: starting on 127.0.0.1:$PORT in the foreground"
+  # The dev stack's users once it answers (a waiter beside the broker; the broker replaces this shell).
+  ( wait_ready >/dev/null 2>&1 && dev_users ) &
   exec rabbitmq-server
 }
 

@@ -36,7 +36,7 @@ class FleetSettings:
     # sees differ from the dispatcher's); "" = as the dispatcher says.
     node_store: str = ""
     node_segments_dir: str = ""
-    # The broker password from a file (owner-only permissions), replacing the URL's; "" = the URL's.
+    # The broker password from a file (owner-only permissions), for a broker URL that carries none.
     broker_password_file: str = ""
     # TLS to the broker (amqps://, docs/SECURITY.md): the CA that signed the broker's certificate, and
     # this process's client certificate and key (the broker verifies peers). Plain amqp:// is refused

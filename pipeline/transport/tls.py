@@ -8,7 +8,8 @@ rule, the broker password from a file, and secret files read with their permissi
   (never the password).
 - ``kombu_ssl(fleet)``: the ``ssl=`` of a kombu ``Connection`` / Celery's ``broker_use_ssl``; None
   for plain AMQP. ``pika_ssl(fleet, host)``: pika's ``SSLOptions`` (same verification).
-- ``broker_url(fleet)``: ``fleet.broker_url`` with the password of ``fleet.broker_password_file``.
+- ``broker_url(fleet)``: ``fleet.broker_url`` with the password of ``fleet.broker_password_file`` (when
+  the URL carries none).
 - ``read_secret(path)``: a secret file's text, refused when group or others may read it (as ssh
   refuses a private key), so a key does not sit world-readable on a shared machine.
 """
@@ -97,11 +98,13 @@ def uses_tls(fleet: FleetSettings) -> bool:
 
 
 def broker_url(fleet: FleetSettings) -> str:
-    """The broker URL to connect with: the password from ``fleet.broker_password_file`` when set."""
-    if not fleet.broker_password_file:
+    """The broker URL to connect with: a URL without a password gets the one of
+    ``fleet.broker_password_file`` (when set); a URL that carries one keeps it (an explicit URL, e.g. a
+    test's private vhost, overrides a settings file's user and its password file together)."""
+    parts = urlsplit(fleet.broker_url)
+    if not fleet.broker_password_file or parts.password is not None:
         return fleet.broker_url
     password = read_secret(fleet.broker_password_file, what="fleet.broker_password_file")
-    parts = urlsplit(fleet.broker_url)
     user = parts.username or "guest"
     host = parts.netloc.rpartition("@")[2]
     return parts._replace(netloc=f"{quote(user, safe='')}:{quote(password, safe='')}@{host}").geturl()

@@ -8,6 +8,12 @@ address (``pipeline/harness/faults/netproxy.py``, with a small added delay each 
 127.0.10.x addresses are routed from each namespace to the root namespace, so the testbed sees each
 node's own address as the client. The dispatcher and the link jobs run in the root namespace.
 
+The fleet runs as across machines (docs/SECURITY.md): a private RabbitMQ configured by
+``scripts/svc-rabbitmq.sh conf`` (TLS with peer verification; its certificate names the bridge
+address the nodes dial), users from ``scripts/rabbit-users.sh`` (the dispatcher and links with the
+dispatcher's user and the fleet key; each node with its own user, client certificate and node key), so
+every node's broker traffic is amqps:// to a non-loopback address, and plain AMQP would be refused.
+
 Judged from the testbed's access log (every reachable page exactly once; every request from a node's
 address, and every URL a node's segments hold requested from that node's address), from HBase (every
 page stored once, nothing left pending) and from the forwarders' counters (the nodes' broker, store
@@ -41,6 +47,7 @@ from pipeline.storage.hbase import HBaseStore
 from tests.fixtures.hbase import HOST as HBASE_HOST
 from tests.fixtures.hbase import PORT as HBASE_PORT
 from tests.fixtures.rabbitmq import MAX_DEPTH, check_truth, key
+from tests.fixtures.tlsbroker import TlsRabbit, Users
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.timeout(420)]
 
@@ -101,17 +108,23 @@ def netns_nodes() -> Iterator[Net]:
         subprocess.run(["ip", "link", "del", net.bridge], check=False, capture_output=True)
 
 
-def _wait_heartbeats(broker_url: str, nodes: set[str], *, timeout_s: float = 120) -> None:
+def _wait_heartbeats(rabbit: TlsRabbit, users: Users, nodes: set[str], *, timeout_s: float = 120) -> None:
     """Until every node has sent a heartbeat (all three then get batches from the start)."""
     from pipeline.transport import topology
-    from pipeline.transport.amqp import connection
+    from pipeline.transport.amqp import fleet_connection
     from pipeline.transport.messages import decode, parse_heartbeat
 
-    fleet = load_settings(overrides={"fleet": {"broker_url": broker_url}}).fleet
+    tls = rabbit.client("dispatcher")
+    fleet = load_settings(overrides={"fleet": {
+        "broker_url": rabbit.tls_url("crawlfleet-dispatcher"), "tls_ca": tls["CRAWLFLEET_FLEET_TLS_CA"],
+        "tls_cert": tls["CRAWLFLEET_FLEET_TLS_CERT"], "tls_key": tls["CRAWLFLEET_FLEET_TLS_KEY"],
+        "broker_password_file": str(users.password_file("crawlfleet-dispatcher"))}}).fleet  # fmt: skip
     seen: set[str] = set()
     deadline = time.monotonic() + timeout_s
-    with connection(broker_url) as conn:
-        queue = topology.heartbeat_queue(fleet, service=f"netns{uuid.uuid4().hex[:6]}", ttl_s=10)(conn.channel())
+    with fleet_connection(fleet) as conn:
+        queue = topology.heartbeat_queue(fleet, service=f"netns{uuid.uuid4().hex[:6]}", ttl_s=10)(
+            conn.channel()
+        )
         queue.declare()
         while seen < nodes:
             assert time.monotonic() < deadline, f"heard only {sorted(seen)} of {sorted(nodes)}"
@@ -168,43 +181,81 @@ def ns_prefix(hbase_prefix: str) -> Iterator[str]:
         store.close()
 
 
+def _secrets_found(root: Path, secrets: dict[str, str]) -> list[tuple[str, str]]:
+    """(file, secret name) for every file under ``root`` holding a secret's text."""
+    out = []
+    for path in root.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            out += [(str(path.relative_to(root)), name) for name, s in secrets.items() if s.encode() in data]
+    return out
+
+
+@pytest.fixture
+def tls_broker(netns_nodes: Net, tmp_path: Path) -> Iterator[tuple[TlsRabbit, Users]]:
+    """A private TLS broker whose certificate names the bridge address; users for the three nodes."""
+    rabbit = TlsRabbit(
+        tmp_path / "rabbit",
+        broker_hosts=(netns_nodes.host,),
+        nodes=tuple(f"tn{i}" for i in range(1, NODES + 1)),
+    )
+    rabbit.start()
+    try:
+        yield rabbit, rabbit.users(tmp_path / "rabbit" / "secrets", *(f"tn{i}" for i in range(1, NODES + 1)))
+    finally:
+        rabbit.stop()
+
+
 def test_three_nodes_in_their_own_namespaces_crawl_the_testbed(
-    netns_nodes: Net, rabbitmq: str, ns_prefix: str, fleet: Any, tmp_path: Path
+    netns_nodes: Net, tls_broker: tuple[TlsRabbit, Users], ns_prefix: str, fleet: Any, tmp_path: Path
 ) -> None:
     net = netns_nodes
     prefix = ns_prefix
+    rabbit, users = tls_broker
     env = {"CRAWLFLEET_FLEET_LINK_PATH": "jobs", "CRAWLFLEET_STORE_KIND": "hbase",
            "CRAWLFLEET_STORE_HBASE_HOST": HBASE_HOST, "CRAWLFLEET_STORE_HBASE_PORT": str(HBASE_PORT),
-           "CRAWLFLEET_STORE_HBASE_PREFIX": prefix}  # fmt: skip
+           "CRAWLFLEET_STORE_HBASE_PREFIX": prefix, **rabbit.client("dispatcher"),
+           "CRAWLFLEET_FLEET_BROKER_PASSWORD_FILE": str(users.password_file("crawlfleet-dispatcher")),
+           "CRAWLFLEET_FLEET_KEY_FILE": str(users.secrets / "fleet.key"),
+           # pipeline/transport/serialcheck.py (#19) builds its pika connection from the bare URL: no TLS
+           # nor password file yet (pikawire.fleet_parameters is there for it).
+           "CRAWLFLEET_DISPATCH_SERIAL_CHECK": "0"}  # fmt: skip
+    rabbitmq = rabbit.tls_url("crawlfleet-dispatcher")
     with TestbedProcess(12, 30, seed=31, workdir=tmp_path / "tb") as tb:
-        assert all(ip.startswith("127.0.10.") for ip in tb.ips if ip != "::1"), tb.ips  # ::1: v6.crawl.test only
-        broker = urlsplit(rabbitmq)
+        assert all(ip.startswith("127.0.10.") for ip in tb.ips if ip != "::1"), (
+            tb.ips
+        )  # ::1: v6.crawl.test only
         d = DELAY_MS
         proxy = ProxyProcess([
-            Route("tcp", net.host, 0, broker.hostname or "127.0.0.1", broker.port or 5672, d / 1000, d / 1000),
+            Route("tcp", net.host, 0, "127.0.0.1", rabbit.tls_port, d / 1000, d / 1000),
             Route("tcp", net.host, 0, HBASE_HOST, HBASE_PORT, d / 1000, d / 1000),
             Route("udp", net.host, 0, "127.0.0.1", tb.dns_port),
         ])  # fmt: skip
         amqp_port, thrift_port, dns_port = proxy.start()
         f = fleet(rabbitmq, tb, max_depth=MAX_DEPTH, extra_env=env)
-        node_env = dict(
-            f.env, CRAWLFLEET_BROKER_URL=_via(rabbitmq, net.host, amqp_port),
-            CRAWLFLEET_DNS_SERVERS=f"{net.host}:{dns_port}",
-            CRAWLFLEET_FLEET_NODE_STORE=f"hbase://{net.host}:{thrift_port}/{prefix}",
-        )  # fmt: skip
         addr_of: dict[str, str] = {}
         stats: list[dict[str, Any]] = []
         try:
             for i, nn in enumerate(net.nodes, start=1):
-                name = f.node(i)
+                name = f"tn{i}"
+                node_env = dict(
+                    {k: v for k, v in f.env.items() if k != "CRAWLFLEET_FLEET_KEY_FILE"}, **rabbit.client(name),
+                    CRAWLFLEET_BROKER_URL=_via(rabbit.tls_url(f"node-{name}"), net.host, amqp_port),
+                    CRAWLFLEET_FLEET_BROKER_PASSWORD_FILE=str(users.password_file(f"node-{name}")),
+                    CRAWLFLEET_FLEET_NODE_KEY_FILE=str(users.node_key_file(name)),
+                    CRAWLFLEET_DNS_SERVERS=f"{net.host}:{dns_port}",
+                    CRAWLFLEET_FLEET_NODE_STORE=f"hbase://{net.host}:{thrift_port}/{prefix}",
+                )  # fmt: skip
                 addr_of[name] = nn.addr
                 log = open(f.workdir / f"worker-{name}.log", "ab")  # noqa: SIM115 - owned by the process
                 cmd = ["ip", "netns", "exec", nn.ns, sys.executable, "-m", "pipeline.cli", "worker", "--node", name,
                        "--slots", "4", "--loglevel", "INFO"]  # fmt: skip
                 # `ip netns exec` execs the worker, which execs celery: the pid is the worker's; the
                 # fleet fixture stops it with the others.
-                f.workers[name] = subprocess.Popen(cmd, env=node_env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
-            _wait_heartbeats(rabbitmq, set(addr_of))
+                f.workers[name] = subprocess.Popen(
+                    cmd, env=node_env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT
+                )
+            _wait_heartbeats(rabbit, users, set(addr_of))
             f.start_dispatcher()  # and `crawlfleet links` (fleet.link_path = "jobs")
             summary = f.wait_dispatcher(timeout_s=240)
         finally:
@@ -237,3 +288,15 @@ def test_three_nodes_in_their_own_namespaces_crawl_the_testbed(
         assert amqp["connections"] >= NODES and amqp["bytes_down"] > 0, amqp
         assert thrift["connections"] >= NODES and thrift["bytes_up"] > 0, thrift
         assert dns["datagrams_up"] > 0 and dns["datagrams_down"] > 0, dns
+
+    # Secrets: no log, segment, crawl file or summary of the crawl holds any (the broker's own
+    # directory, which keeps the secrets and certificates, aside).
+    secrets = {"fleet key": users.fleet_key, "dispatcher password": users.password("crawlfleet-dispatcher")}
+    for i in range(1, NODES + 1):
+        secrets[f"tn{i} password"] = users.password(f"node-tn{i}")
+        secrets[f"tn{i} key"] = users.node_key_file(f"tn{i}").read_text().strip()
+    found = [
+        hit for sub in tmp_path.iterdir() if sub.name != "rabbit" for hit in _secrets_found(sub, secrets)
+    ]
+    assert found == []
+    assert all(s not in json.dumps(summary) for s in secrets.values())

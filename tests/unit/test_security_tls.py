@@ -60,6 +60,9 @@ def test_the_password_file_replaces_the_urls_password(tmp_path: Path) -> None:
         FleetSettings(broker_url="amqps://node-a@b.example:5671/crawlfleet", broker_password_file=str(pw))
     )
     assert url == "amqps://node-a:s3cr%3At%2F%40x@b.example:5671/crawlfleet"
+    # A URL with a password keeps it (an explicit URL overrides a settings file's user and password file).
+    explicit = FleetSettings(broker_url="amqp://guest:guest@127.0.0.1//", broker_password_file=str(pw))
+    assert tls.broker_url(explicit) == "amqp://guest:guest@127.0.0.1//"
     pw.chmod(0o640)
     with pytest.raises(tls.BrokerPolicyError):
         tls.broker_url(FleetSettings(broker_url="amqps://node-a@b.example/v", broker_password_file=str(pw)))
