@@ -230,3 +230,28 @@ def test_digest_at_and_edition_of_judge_a_copy_from_its_bytes() -> None:
             assert edition_of(body) == v.version
             assert digest_at(web, url, t) == digest(body)
     assert digest_at(web, "http://elsewhere/", 0.0) is None and edition_of(b"") == 0
+
+
+def test_fast_server_reads_conditionals_and_takes_an_injected_clock() -> None:
+    from pipeline.harness.testbed.fastserver import _head, _parse
+
+    web = living_web()
+    clock = [EPOCH]
+    http = FastHTTP(web, AccessLog(None), now=lambda: clock[0])
+    i, m = next((i, m) for i, m in pages_of(web, FAST) if honours_conditional(i))
+    host, target = f"site{i}.crawl.test:8080".encode(), web.page_path(m).encode()
+    first = http.reply_for(host, target, "127.0.0.1")
+    tag = dict(first.headers)["ETag"]
+    head = (
+        b"GET / HTTP/1.1\r\nHost: x\r\nIf-None-Match: "
+        + tag.encode()
+        + b"\r\nIf-Modified-Since: Thu, 01 Jan 2026"
+    )
+    parsed = _parse(head)
+    assert parsed is not None and parsed[6] == tag and parsed[7] == "Thu, 01 Jan 2026"
+    not_mod = http.reply_for(host, target, "127.0.0.1", if_none_match=tag)
+    assert not_mod.status == 304
+    wire = _head(not_mod, close=False)
+    assert wire.startswith(b"HTTP/1.1 304 Not Modified\r\n") and b"Content-Length" not in wire
+    clock[0] = EPOCH + MEAN_S[FAST] * 100  # the server's clock moves: the page has changed
+    assert http.reply_for(host, target, "127.0.0.1", if_none_match=tag).status == 200
