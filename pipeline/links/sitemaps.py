@@ -15,7 +15,8 @@ Stable interface (the recrawl work drives it; the fetching is the caller's):
 
 Limits (``SitemapLimits``): the protocol's 50,000 URLs and 50 MB (52,428,800 bytes) *uncompressed* per
 file; index depth 2 (an index may list indexes once, which the protocol forbids but sites do);
-``max_loc_chars`` 2,048 (the protocol's URL limit). A file over a limit keeps the entries before it.
+``max_loc_chars`` 2,048 (the protocol's URL limit). A file over a limit (or with bad XML) keeps the
+entries before the problem, unless ``keep_partial=False``.
 
 Safety: pyexpat with every DTD refused (no entity can be declared, so no expansion, no external
 fetch) -- the rule defusedxml applies, without its package (installed here only as another tool's
@@ -56,6 +57,9 @@ class SitemapLimits:
     max_depth: int = 2  # index levels above a urlset: root index (0) -> index (1) -> urlset (2)
     max_files: int = 1_000  # per walk (one site)
     max_loc_chars: int = 2_048
+    # Keep the entries read before a limit or an XML error (True, as lenient readers do) or drop the
+    # whole file (False: a file over the protocol's limits is invalid, and 50,000 URLs is a lot to admit).
+    keep_partial: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +192,8 @@ def parse_sitemap(
         out.error, out.detail = stop.error, stop.detail
     except zlib.error as exc:
         out.error, out.detail = "bad_gzip", str(exc)[:200]
+    if out.error is not None and not limits.keep_partial:
+        out.entries, out.sitemaps = [], []
     return out
 
 

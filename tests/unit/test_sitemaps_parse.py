@@ -236,3 +236,12 @@ def test_fuzz_sitemap_shaped_text_never_raises(pieces: list[str]) -> None:
 def test_fuzz_robots_text_never_raises(lines: list[str]) -> None:
     for u in robots_sitemaps("\n".join(f"Sitemap: {x}" for x in lines)):
         assert u.startswith(("http://", "https://"))
+
+
+def test_keep_partial_false_drops_a_file_with_an_error() -> None:
+    data = urlset(*(url(f"{BASE}/{k}") for k in range(30)))
+    f = parse_sitemap(data, url="u", limits=SitemapLimits(max_urls=10, keep_partial=False))
+    assert f.error == "over_count" and f.entries == []
+    bad = parse_sitemap(data[:-20], url="u", limits=SitemapLimits(keep_partial=False))
+    assert bad.error == "bad_xml" and bad.entries == []
+    assert len(parse_sitemap(data[:-20], url="u").entries) > 0
