@@ -226,7 +226,7 @@ class Engine:
                 if location:
                     chain.append(url)
                     step = next_hop(task, url, location, chain=chain, hops=hop, max_redirects=max_redirects,
-                                    gate=self.redirect_gate)  # fmt: skip
+                                    gate=self.redirect_gate, in_scope=self.scope.allows if self.scope else None)  # fmt: skip
                     if step.follow:
                         url = step.follow
                         hop += 1

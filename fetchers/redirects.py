@@ -57,16 +57,20 @@ class Hop:
 
 def next_hop(
     task: UrlTask, url: str, location: str, *, chain: Collection[str], hops: int, max_redirects: int,
-    gate: RedirectGate,
+    gate: RedirectGate, in_scope: Callable[[str], bool] | None = None,
 ) -> Hop:  # fmt: skip
     """The decision for a 3xx from ``url`` with header ``location``, ``hops`` hops into ``task``'s chain
     whose URLs so far (the task's URL included) are ``chain``. A target back into the chain is a loop,
-    caught before the request; the gate is asked only about a target the chain has not seen."""
+    caught before the request; a target ``in_scope`` refuses fails the URL with ``out_of_scope`` (a
+    redirect off the crawl, e.g. to an internal address, stays a recorded refusal whatever the gate);
+    the gate is asked only about the other targets."""
     target = normalize(join(url, location))
     if target is None:
         return Hop(error_class="invalid_url", error_message=f"bad redirect target {location[:200]!r}")
     if target in chain:
         return Hop(error_class="redirect_loop", error_message=f"{url} redirects back to {target}")
+    if in_scope is not None and not in_scope(target):
+        return Hop(error_class="out_of_scope", error_message=f"redirect to {target[:200]}, out of scope")
     if hops >= max_redirects:
         return Hop(error_class="too_many_redirects", error_message=f"more than {max_redirects} redirects")
     if not gate(task, target):

@@ -64,7 +64,8 @@ class RedirectBook:
 
     def gate(self, task: UrlTask, target: str) -> bool:
         """``fetchers.redirects.RedirectGate``: follow ``target`` only if the crawl would fetch it as a
-        new link (in scope, no trap, never seen, not claimed by another chain); claim it then."""
+        new link (in scope, no trap, never seen, not claimed by another chain); claim it then. (The
+        fetcher refuses a target out of its scope before asking: ``fetchers.redirects.next_hop``.)"""
         if not self.scope.allows(target) or trap_reason(target, self.traps):
             return False
         tid = fingerprint(target)

@@ -47,4 +47,6 @@ def test_worker_factory_threaded_fetches_the_testbed(testbed_small: TestbedProce
 
     res = asyncio.run(go())
     assert res[page].ok and res[page].body.startswith(b"<")
-    assert res[hop].ok and res[hop].redirects and res[hop].final_url != hop
+    # A fleet node does not follow a redirect (no seen-set at hand, fetchers.redirects): the 3xx is the
+    # result, naming its target for the link jobs.
+    assert res[hop].status in (301, 302) and res[hop].redirects == [hop] and res[hop].final_url != hop

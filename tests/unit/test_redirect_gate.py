@@ -40,6 +40,9 @@ def test_next_hop_catches_a_loop_before_the_request_and_asks_the_gate_otherwise(
         next_hop(TASK, A, "http://[::1", chain=[A], hops=0, max_redirects=5, gate=gate).error_class
         == "invalid_url"
     )
+    off = next_hop(TASK, A, "http://x.example/", chain=[A], hops=0, max_redirects=5, gate=gate,
+                   in_scope=lambda u: "h.test" in u)  # fmt: skip
+    assert off.error_class == "out_of_scope" and "http://x.example/" not in asked  # refused before the gate
     assert follow_all(TASK, B) and not stop_at_redirects(TASK, B)
 
 
