@@ -23,11 +23,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fetchers.records import FetchResult, UrlTask
+from pipeline.crawl.sitemapfeed import SitemapFeed
 from pipeline.frontier.observation import observe
 from pipeline.frontier.schedule import RECRAWL_META, Change, Schedule
+from pipeline.settings import Settings
 from pipeline.settings.recrawl import RecrawlSettings
 from pipeline.storage.base import Outcome, Revisit, Store, UrlRecord, UrlState
-from pipeline.urls import host_of
+from pipeline.urls import Scope, host_of
 
 log = logging.getLogger(__name__)
 
@@ -70,11 +72,50 @@ class Recrawler:
         if simhash is None and cfg.simhash_bits > 0:
             simhash = _text_simhash
         self._simhash = simhash if cfg.simhash_bits > 0 else None
+        self.sitemaps: SitemapFeed | None = None
         self._prev: dict[int, Revisit] = {}  # url_id -> stored revisit, for URLs in the frontier or in flight
         self._checked = float("-inf")
         self.stats = RevisitStats()
         # The fleet's crawl-db update job schedules what fetch nodes recorded by these same settings.
         store.put_meta(RECRAWL_META, json.dumps(dataclasses.asdict(cfg)))
+
+    @classmethod
+    def of(
+        cls, settings: Settings, store: Store, scope: Scope, clock: Callable[[], float]
+    ) -> Recrawler | None:
+        """The crawl's re-crawling (with its sitemaps feed when ``recrawl.sitemaps``), or None when off."""
+        rc = settings.recrawl
+        if not (rc.enabled or rc.continuous):
+            return None
+        out = cls(rc, store)
+        if rc.sitemaps:
+            out.sitemaps = SitemapFeed(scope, store, schedule=out.schedule, clock=clock)
+        return out
+
+    def roots(self, seeds: Sequence[str]) -> list[UrlRecord]:
+        """Extra URLs to crawl with the seeds (their sites' robots.txt, for the sitemaps feed)."""
+        return self.sitemaps.roots(seeds) if self.sitemaps is not None else []
+
+    def halted(self) -> bool:
+        """A continuous crawl whose stop file exists: no new batch."""
+        return self.continuous and self.stopped()
+
+    def summary(self) -> dict[str, object]:
+        out: dict[str, object] = {"recrawl": self.stats.as_dict()}
+        if self.sitemaps is not None:
+            out["sitemaps"] = self.sitemaps.summary()
+        return out
+
+    def pending(self, host: str, limit: int) -> list[UrlRecord]:
+        """``store.pending``, remembering the revisit state of the URLs read (for ``decorate``)."""
+        records = self.store.pending(host, limit)
+        self.note_pending(records)
+        return records
+
+    def after(self, result: FetchResult, outcome: Outcome) -> tuple[Outcome, list[UrlRecord]]:
+        """``on_outcome``, plus the URLs the sitemaps feed found in ``result`` (to add before the outcome)."""
+        outcome, _ = self.on_outcome(result, outcome)
+        return outcome, self.sitemaps.on_result(result) if self.sitemaps is not None else []
 
     # --- the pending set --------------------------------------------------------------------------
     def note_pending(self, records: Iterable[UrlRecord]) -> None:
