@@ -32,7 +32,6 @@ from pipeline.crawl.discoveries import Discoveries
 from pipeline.crawl.durable import Durable
 from pipeline.crawl.outcome import is_final, outcome_of, state_of
 from pipeline.crawl.revisits import Recrawler
-from pipeline.crawl.sitemapfeed import SitemapFeed
 from pipeline.dispatch.dispatcher import Dispatcher
 from pipeline.dispatch.protocols import Heartbeat, Refusal
 from pipeline.dispatch.quotas import Quotas
@@ -123,13 +122,8 @@ class CrawlCore:
         self._issued = 0
         self.dropped_results = 0
         self.refills = [0, 0]  # store reads of a host's pending URLs: [all fitted the window, more than it]
-        # Re-crawling (issue #23, pipeline/crawl/revisits.py); None in a one-shot crawl, which is unchanged.
-        rc = settings.recrawl
-        self.recrawl = Recrawler(rc, self.store) if rc.enabled or rc.continuous else None
-        self.sitemaps = (  # robots.txt Sitemap: lines and sitemap files (pipeline/crawl/sitemapfeed.py)
-            SitemapFeed(self.scope, self.store, schedule=self.recrawl.schedule, clock=clock)
-            if self.recrawl is not None and rc.sitemaps else None
-        )
+        # Re-crawling and sitemaps (issue #23, pipeline/crawl/revisits.py); None in a one-shot crawl.
+        self.recrawl = Recrawler.of(settings, self.store, self.scope, clock)
         if resume:
             self._resume()
         self._add_seeds(seeds)
@@ -148,8 +142,8 @@ class CrawlCore:
 
     def _add_seeds(self, seeds: Sequence[str]) -> None:
         records = [UrlRecord(u, fingerprint(u), host_of(u), 0) for u in seeds]
-        if self.sitemaps is not None:
-            records += self.sitemaps.roots(seeds)
+        if self.recrawl is not None:
+            records += self.recrawl.roots(seeds)
         new = self.seen.add_new(records)
         self.frontier.add(new)
         self.stats.on_discovered(len(new))
@@ -200,7 +194,7 @@ class CrawlCore:
         limit = self.settings.scope.max_pages
         if limit and self._issued >= limit:
             return None
-        if self.recrawl is not None and self.recrawl.continuous and self.recrawl.stopped():
+        if self.recrawl is not None and self.recrawl.halted():
             return None  # the stop file: no new batch, the crawl ends once those in flight are back
         if self.found.buffered and self.frontier.pending == 0:
             self._flush_store()  # the frontier is starved: publish buffered discoveries now
@@ -227,10 +221,8 @@ class CrawlCore:
         done = self.durable.unapplied_ids()
         window = self.frontier.limits.window_per_host
         for host in wanted:
-            records = self.store.pending(host, window + 1)
+            records = (self.recrawl or self.store).pending(host, window + 1)  # a re-fetch's validators noted
             self.refills[len(records) > window] += 1  # [within the window, spilled past it]
-            if self.recrawl is not None:
-                self.recrawl.note_pending(records)
             self.frontier.refill(host, records, done=done)
 
     # --- results -----------------------------------------------------------------------------------
@@ -377,12 +369,9 @@ class CrawlCore:
             return  # comes back through the batch's unfinished list
         self._count(result)
         outcome = outcome_of(result, keep_body=self.settings.fetch.keep_body, packed=packed)
-        if self.recrawl is not None:  # the next fetch; an unchanged page keeps its stored copy
-            outcome, _ = self.recrawl.on_outcome(result, outcome)
-        if self.sitemaps is not None and (found := self.sitemaps.on_result(result)):
-            new = self.seen.add_new(found)  # before the outcome, as links are
-            self.frontier.add(new)
-            self.stats.on_discovered(len(new))
+        if self.recrawl is not None:  # the next fetch (a 304 keeps the stored copy); sitemap finds first
+            outcome, found = self.recrawl.after(result, outcome)
+            self.frontier.add(self.seen.add_new(found))
         if outcome.state is UrlState.DONE:
             self.found.links_of(result)
         if result.redirects:
@@ -422,9 +411,7 @@ class CrawlCore:
         out = dict(self.stats.summary())
         out["results_dropped"] = self.dropped_results
         if self.recrawl is not None:
-            out["recrawl"] = self.recrawl.stats.as_dict()
-        if self.sitemaps is not None:
-            out["sitemaps"] = self.sitemaps.summary()
+            out.update(self.recrawl.summary())
         out["store"] = self.store.counts()
         out["dedup"] = dataclasses.asdict(self.seen.stats)
         out["frontier"] = {"refills": sum(self.refills), "refills_past_window": self.refills[1],
