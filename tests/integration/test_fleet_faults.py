@@ -59,7 +59,7 @@ def test_sigkill_worker_mid_batch_is_redelivered_and_finished_elsewhere(rabbitmq
         assert len(ups) == 2, "the restarted node registered as a new incarnation"
         assert any(ev["ev"] == "issue" and ev["node"] == a and ev["t"] > ups[1]["t"] for ev in events)
         truth = tb.truth(max_depth=MAX_DEPTH)
-        allowed = {key(u) for ev in events if ev["ev"] == "expired" for u in with_redirects(ev["urls"])}
+        allowed = {key(u) for ev in events if ev["ev"] == "expired" for u in with_redirects(ev["unanswered"])}
         check_truth(tb, truth, nodes=3, allowed_twice=allowed)  # 3 robots caches: a, b, a again
         check_store_exactly_once(f.out, truth)
         assert summary["store"]["pending"] == 0
@@ -102,7 +102,7 @@ def test_rabbitmq_restart_mid_crawl_everyone_reconnects(private_rabbitmq: Any, f
         assert all(proc.poll() is None for proc in f.workers.values()), "workers survive the broker restart"
         truth = tb.truth(max_depth=MAX_DEPTH)
         events = f.events()
-        allowed = {key(u) for ev in events if ev["ev"] == "expired" for u in with_redirects(ev["urls"])}
+        allowed = {key(u) for ev in events if ev["ev"] == "expired" for u in with_redirects(ev["unanswered"])}
         check_truth(tb, truth, nodes=2, allowed_twice=allowed)
         check_store_exactly_once(f.out, truth)
         assert summary["store"]["pending"] == 0
