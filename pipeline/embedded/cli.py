@@ -66,8 +66,8 @@ def _cmd_crawl(args: argparse.Namespace) -> int:
     if args.continuous:  # for this run only (not remembered): a resume without it runs once
         rc = {"continuous": True, "stop_file": args.stop_file or settings.recrawl.stop_file}
         settings = settings.with_overrides({"recrawl": rc}, where="--continuous")
-    rc = settings.recrawl
-    if (rc.enabled or rc.continuous) and rc.sitemaps:  # the fetcher keeps robots.txt and sitemap bodies
+    recrawl = settings.recrawl
+    if (recrawl.enabled or recrawl.continuous) and recrawl.sitemaps:  # keep robots.txt and sitemap bodies
         from pipeline.crawl.sitemapfeed import SITEMAP_TYPES
 
         types = tuple(dict.fromkeys((*settings.fetch.parse_content_types, *SITEMAP_TYPES)))

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pipeline.settings.recrawl import RecrawlSettings
 from pipeline.storage.base import Revisit
 
-
 # Store meta key: the crawl's recrawl settings (JSON), for the fleet's crawl-db update job.
 RECRAWL_META = "recrawl_settings"
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from fetchers.records import Batch, FetchResult
 from pipeline.crawl.core import CrawlCore
-from pipeline.frontier.observation import content_digest
 from pipeline.dispatch.protocols import Heartbeat
+from pipeline.frontier.observation import content_digest
 from pipeline.settings import Settings
 from pipeline.settings.recrawl import RecrawlSettings
 from pipeline.storage.sqlite import SqliteStore
