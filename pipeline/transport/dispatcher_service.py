@@ -251,7 +251,10 @@ class FleetDispatcher:
                 self.counters.late_reports += 1
                 continue
             self._busy.pop(issued.vfid, None)
-            core.on_batch_done(rep.serial, fetcher_id=issued.vfid, pages=rep.pages, elapsed_s=rep.elapsed_s,
+            # S3's t_i is the node's time per page for the whole batch: issue to report on our clock (the
+            # node's fetch, storing its pages, its reply), not only the fetch the node reports (bench s3).
+            took = max(rep.elapsed_s, self.clock() - issued.batch.issued_at)
+            core.on_batch_done(rep.serial, fetcher_id=issued.vfid, pages=rep.pages, elapsed_s=took,
                                host_delays=rep.host_delays, host_ips=rep.host_ips, unfinished=rep.unfinished)  # fmt: skip
             self._event("done", serial=rep.serial, node=issued.node, pages=rep.pages, unfinished=len(rep.unfinished),
                         elapsed_s=round(rep.elapsed_s, 3), **({"segment": segment_key(pack.segment)} if pack.segment else {}))
