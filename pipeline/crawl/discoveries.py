@@ -92,8 +92,11 @@ class Discoveries:
 
     def _publish_links(self) -> None:
         for rows, outcomes in self._settled:
-            added = {r.url_id for r in self.seen.add_new(rows)}
-            self._outcomes.extend(o for o in outcomes if o.url_id in added)
+            # Every row gets its outcome, new or not: a crash between the rows (written here) and their
+            # outcomes (write-behind) leaves them PENDING, and the replay on resume must settle them
+            # (an outcome is applied only while a URL is PENDING, so a finished one is not touched).
+            self.seen.add_new(rows)
+            self._outcomes.extend(outcomes)
         self._settled = []
         if self._new:
             new = self.seen.add_new(self._new)

@@ -103,3 +103,23 @@ def test_a_replayed_chain_settles_its_urls_on_resume(tmp_path: Path) -> None:
     again = make(tmp_path, resume=True)
     assert {u: again.store.get_url(u).state for u in (B, C)} == dict.fromkeys((B, C), UrlState.SKIPPED)  # type: ignore[union-attr]
     again.close()
+
+
+def test_a_crash_between_a_chains_rows_and_their_outcomes_is_settled_by_the_replay(tmp_path: Path) -> None:
+    """With write-behind the rows of a chain's URLs are in the store before their outcomes: a crash
+    between the two leaves them PENDING, and the replay must settle them, or the resumed crawl
+    fetches them again (seen as a fault trial: /r2/1 and /moved/1 fetched twice)."""
+    core = make(tmp_path)
+    core.register_fetcher("f")
+    batch = core.next_batch("f")
+    assert batch is not None
+    seed = batch.tasks[0]
+    core.on_result(FetchResult(seed.url, seed.url_id, 0, final_url=C, redirects=[seed.url, B], status=200,
+                               content_type="text/plain", body=b"x", serial=batch.serial, fetched_at=1.0))  # fmt: skip
+    core.found.publish()  # the rows are written; their outcomes are lost with the crash
+    assert core.store.get_url(B).state is UrlState.PENDING  # type: ignore[union-attr]
+    core.journal.close()
+    again = make(tmp_path, resume=True)
+    assert {u: again.store.get_url(u).state for u in (B, C)} == dict.fromkeys((B, C), UrlState.SKIPPED)  # type: ignore[union-attr]
+    assert again.frontier.pending == 0
+    again.close()
