@@ -47,11 +47,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="",
         help="JSON-lines file for the trial records (default var/reliability/soak.jsonl)",
     )
+    p.add_argument(
+        "--kill-only",
+        action="store_true",
+        help="SIGKILL in every trial (default: SIGKILL and SIGSTOP by seed)",
+    )
     p.add_argument("--workdir", default="", help="keep trial directories here (default: a temp dir, removed)")
 
 
-def _plan(component: str, seed: int) -> TrialPlan:
-    action = "kill" if seed % 2 == 0 or component in ("jobs", "thrift") else "stop"
+def _plan(component: str, seed: int, *, kill_only: bool = False) -> TrialPlan:
+    action = "kill" if kill_only or seed % 2 == 0 or component in ("jobs", "thrift") else "stop"
     down = (1.0, 3.0) if action == "stop" else (0.3, 2.0)
     return TrialPlan.seeded(component, action, seed, down=down)
 
@@ -100,11 +105,18 @@ class _Services:
 
 
 def _trial(
-    component: str, bed: Bed, svc: _Services, work: Path, seed: int, jobs_input: Callable[[], Any]
+    component: str,
+    bed: Bed,
+    svc: _Services,
+    work: Path,
+    seed: int,
+    jobs_input: Callable[[], Any],
+    *,
+    kill_only: bool,
 ) -> dict[str, Any]:
     from pipeline.harness.faults import embedded, fleet_trials
 
-    plan = _plan(component, seed)
+    plan = _plan(component, seed, kill_only=kill_only)
     if component == "crawler":
         return embedded.crawler_trial(bed, work, plan)
     if component == "parser":
@@ -228,7 +240,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             seed = next(seeds)
             trial_dir = work / f"{component}-{seed}"
             try:
-                rec = _trial(component, bed, svc, trial_dir, seed, jobs_input)
+                rec = _trial(component, bed, svc, trial_dir, seed, jobs_input, kill_only=args.kill_only)
             except (HarnessError, OSError, TimeoutError, RuntimeError) as exc:
                 errors.append(f"{component} seed {seed}: {type(exc).__name__}: {str(exc)[:300]}")
                 continue
