@@ -21,6 +21,7 @@ import os
 import random
 import shutil
 import statistics
+import subprocess
 import tempfile
 import time
 import uuid
@@ -241,7 +242,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             trial_dir = work / f"{component}-{seed}"
             try:
                 rec = _trial(component, bed, svc, trial_dir, seed, jobs_input, kill_only=args.kill_only)
-            except (HarnessError, OSError, TimeoutError, RuntimeError) as exc:
+            except (HarnessError, OSError, TimeoutError, RuntimeError, subprocess.SubprocessError) as exc:
                 errors.append(f"{component} seed {seed}: {type(exc).__name__}: {str(exc)[:300]}")
                 continue
             finally:
