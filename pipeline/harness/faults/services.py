@@ -166,7 +166,8 @@ class PrivateRabbit:
             RABBITMQ_FEATURE_FLAGS_FILE=str(w / "feature_flags"), RABBITMQ_CONFIG_FILE=str(w / "none"),
             RABBITMQ_ADVANCED_CONFIG_FILE=str(w / "none-advanced.config"), ERL_EPMD_ADDRESS="127.0.0.1",
         )  # fmt: skip
-        self.proc = Managed("rabbitmq", [server], env, workdir / "server.out")
+        # cwd: beam writes crash dumps (MnesiaCore.*) into its working directory, never the checkout
+        self.proc = Managed("rabbitmq", [server], env, workdir / "server.out", cwd=workdir)
 
     @property
     def url(self) -> str:
