@@ -23,8 +23,7 @@ Signs of life: ``register`` and ``heartbeat`` make a fetcher live (and bring bac
 every fetcher silent for missed_heartbeats * heartbeat_s, expires its batches and re-queues their URLs;
 it also expires any batch outstanding for longer than lease_s (lease_s <= 0 disables that).
 Completions for unknown, expired or already-completed serials return False and are counted, which is
-how a re-delivered or duplicated batch never stores a page twice.
-"""
+how a re-delivered or duplicated batch never stores a page twice."""
 
 from __future__ import annotations
 
@@ -290,19 +289,20 @@ class Dispatcher:
             requeued_urls=self._requeued_urls, last_serial=self._serials.last,
         )  # fmt: skip
 
-    def is_live(self, fetcher_id: str) -> bool:  # may be given work now (not silent too long)
+    def quota_of(self, service: str) -> float | None:  # m; None when unknown or unlimited
+        return None if (m := self._quotas.quota(service)) is None or math.isinf(m) else m
+
+    def is_live(self, fetcher_id: str) -> bool:  # may be given work now
         return self._liveness.is_live(fetcher_id, self._clock())
 
     def batch_size(self, fetcher_id: str) -> int:
         """n_i for a known fetcher (S3), before admission."""
         return self._size(self._fetchers[fetcher_id])
 
-    def request_size(self, fetcher_id: str, service: str) -> int:
-        """The t that fetcher would ask for now: n_i, at most one second of ``service``'s quota."""
+    def request_size(self, fetcher_id: str, service: str) -> int:  # t: n_i, at most one second's quota
         return self._admission.request(service, self._size(self._fetchers[fetcher_id]))
 
-    def given_this_minute(self, fetcher_id: str) -> int:
-        """S1's r: URLs granted to ``fetcher_id`` this minute (0 after the minute rolled)."""
+    def given_this_minute(self, fetcher_id: str) -> int:  # S1's r (0 once the minute rolled)
         self._admission.roll(self._clock())
         return self._admission.r(fetcher_id)
 

@@ -415,12 +415,5 @@ class FleetDispatcher:
         s = self.session
         return fleet_summary(core.summary(), self._mono() - started, self.counters, nodes=sorted(self.fleet.nodes),
                              reconnects=s.reconnects, stalls=s.stalls, paused_s=s.paused_s,
-                             interrupted=self._stopping and not core.done(), quota=self._quota_line(),
-                             node_heartbeats={n.name: {"successes": n.successes, "failures": n.failures,
-                                                       "rate": n.p, "free_slots": n.q}
-                                              for n in self.fleet.nodes.values()})  # fmt: skip
-
-    def _quota_line(self) -> str:
-        path = self.settings.dispatch.quotas_file
-        m = Quotas.from_settings_file(path).quota(self.service) if path else None
-        return quota_line(path, m)
+                             interrupted=self._stopping and not core.done(), node_heartbeats=self.fleet.heartbeats(),
+                             quota=quota_line(self.settings.dispatch.quotas_file, core.dispatcher.quota_of(self.service)))  # fmt: skip

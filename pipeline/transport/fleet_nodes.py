@@ -89,3 +89,8 @@ class FleetNodes:
         vfid = self.idle_fetcher(node)
         assert vfid is not None
         return node, vfid
+
+    def heartbeats(self) -> dict[str, dict[str, float]]:
+        """Each node's last S1 heartbeat figures (for the summary and the report)."""
+        return {n.name: {"successes": n.successes, "failures": n.failures, "rate": n.p, "free_slots": n.q}
+                for n in self.nodes.values()}  # fmt: skip

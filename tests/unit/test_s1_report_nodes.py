@@ -3,11 +3,13 @@ last heartbeat (S1: successes, failures, rate, free slots) from the fleet summar
 
 from __future__ import annotations
 
+from typing import Any
+
 from pipeline.report.nodes import node_of, nodes_table, series_by_node
 
 
 def test_virtual_fetchers_fold_into_their_node() -> None:
-    fetchers = {
+    fetchers: dict[str, dict[str, Any]] = {
         "a#0": {"results": 10, "batches": 2, "mean_batch": 5.0, "n_i_last": 40, "t_i_last": 0.02},
         "a#1": {"results": 0, "batches": 0, "mean_batch": None, "n_i_last": None, "t_i_last": None},
         "b#0": {"results": 30, "batches": 3, "mean_batch": 10.0, "n_i_last": 80, "t_i_last": 0.01},
