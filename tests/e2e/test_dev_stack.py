@@ -54,7 +54,8 @@ MAX_DEPTH = 20  # the dispatcher's default (the Procfile gives it no --max-depth
 NODES = ("edge1", "edge2")
 # Each process's own port the stack needs free (the services on 5672, 9090 and 5335 are shared).
 OWN_PORTS = {("127.0.10.1", 8080): "the testbed's HTTP", ("127.0.0.1", 5353): "the testbed's DNS",
-             ("127.0.0.1", 9100): "the dispatcher's metrics"}  # fmt: skip
+             ("127.0.0.1", 9100): "the dispatcher's metrics",
+             ("127.0.0.1", 5336): "the shared DNS server (crawlfleet dns serve)"}  # fmt: skip
 _STARTED = re.compile(r"\bsystem\s*\| (\S+) started \(pid=(\d+)\)")
 _STOPPED = re.compile(r"\bsystem\s*\| (\S+) stopped \(rc=(-?\d+)\)")
 
