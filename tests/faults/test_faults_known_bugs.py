@@ -58,7 +58,11 @@ DNS_OUTAGE_IS_FINAL = (
     "re-queue it with a back-off) and keep transient DNS errors out of the negative cache, or cache them "
     "for seconds, not minutes."
 )
-def stop_after_events(rig: FleetRig, proc: Any, *, event: str, serials: tuple[int, ...], stop_s: float) -> None:
+
+
+def stop_after_events(
+    rig: FleetRig, proc: Any, *, event: str, serials: tuple[int, ...], stop_s: float
+) -> None:
     """For each serial: once an ``event`` of that serial (or a later one) is logged, SIGSTOP ``proc`` for
     ``stop_s`` seconds, then SIGCONT it."""
     for after in serials:
@@ -141,7 +145,9 @@ def test_worker_shared_by_two_crawls_fetches_both(fault_bed: Bed, tmp_path: Path
     assert ev["ev"] == "done", ev
 
 
-@pytest.mark.skipif(unbound_binary() is None, reason="unbound is not installed (scripts/svc-unbound.sh install)")
+@pytest.mark.skipif(
+    unbound_binary() is None, reason="unbound is not installed (scripts/svc-unbound.sh install)"
+)
 def test_dns_outage_at_start_loses_nothing(fault_bed: Bed, tmp_path: Path) -> None:
     """Was DNS_OUTAGE_IS_FINAL; fixed: transient DNS errors are retry-later with a host back-off
     (fetchers/report.py, fetchers/engine.py), kept out of the Bloom negative cache

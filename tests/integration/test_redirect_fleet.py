@@ -35,7 +35,9 @@ def test_fleet_nodes_stop_at_redirects_and_targets_go_through_the_seen_set(rabbi
         cmd = [sys.executable, "-m", "pipeline.cli", "dispatcher", *seeds, "--out", str(f.out), "--json",
                "--no-progress"]  # fmt: skip
         err = open(f.workdir / "dispatcher.log", "a")  # noqa: SIM115 - owned by the process
-        f.dispatcher = subprocess.Popen(cmd, env=f.env, stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT)
+        f.dispatcher = subprocess.Popen(
+            cmd, env=f.env, stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT
+        )
         f.start_links()
         f.wait_dispatcher(timeout_s=120)
         tb.wait_log_flush()
