@@ -40,6 +40,7 @@ from pipeline.transport import topology
 from pipeline.transport.amqp import dead_letter, fleet_connection
 from pipeline.transport.messages import BadMessage, decode, parse_submit
 from pipeline.transport.msgauth import MessageKeys, check_node_message, require_signing
+from pipeline.transport.tls import check_broker
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +90,7 @@ class BrokerSession:
         self.dead_lettered = 0
         # Results and heartbeats must be signed by the node they speak for (msgauth.py); forged ones
         # are dropped before the dispatcher sees them.
+        check_broker(fleet)  # a refused URL or TLS setting fails here, not as an endless "unreachable"
         self.keys = MessageKeys.for_dispatcher(fleet)
         require_signing(fleet, self.keys)
         self.forged = 0
