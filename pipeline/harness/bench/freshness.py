@@ -78,9 +78,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "uniform_interval_s": round(uniform_s, 2),
         "uniform": u,
         "adaptive": a,
-        "freshness_ratio": round(a["mean_freshness"] / u["mean_freshness"], 3)
-        if u["mean_freshness"]
-        else None,
+        "freshness_ratio": _ratio(a["mean_freshness"], u["mean_freshness"]),
+        "freshness_ratio_changing_pages": _ratio(a["mean_freshness_changing_pages"], u["mean_freshness_changing_pages"]),
         "goal_ratio": 1.3,
         "goal_304_share": 0.8,
     }
