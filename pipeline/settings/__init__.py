@@ -161,8 +161,10 @@ _AT_LEAST: dict[str, float] = {
 _POSITIVE = frozenset({
     "fetch.connect_timeout_s", "fetch.read_timeout_s", "fetch.total_timeout_s", "dns.timeout_s",
     "dispatch.heartbeat_s", "dispatch.lease_s", "dns.negative_fp_rate",
+    "recrawl.min_interval_s", "recrawl.max_interval_s", "recrawl.initial_interval_s",
 })  # fmt: skip
-_AT_MOST: dict[str, float] = {"store.hbase_port": 65535, "dns.negative_fp_rate": 0.5}
+_AT_MOST: dict[str, float] = {"store.hbase_port": 65535, "dns.negative_fp_rate": 0.5, "recrawl.recrawl_share": 1,
+                               "recrawl.simhash_bits": 64}  # fmt: skip
 _CHOICES: dict[str, tuple[str, ...]] = {
     "store.kind": ("sqlite", "hbase"),
     "fleet.amqp_client": ("kombu", "pika"),
@@ -173,6 +175,7 @@ _ITEM_WANTED = {
     "dns.servers": "an IP address with an optional port, like 127.0.0.1:5353 or [::1]:53",
     "security.allow_networks": "a network in CIDR form, like 127.0.0.0/8",
     "scope.allow_regex": "a regular expression", "scope.deny_regex": "a regular expression",
+    "recrawl.overrides": "PATTERN=MIN:MAX with 0 < MIN <= MAX seconds, like *.example.org=60:86400",
 }  # fmt: skip
 
 
@@ -189,6 +192,13 @@ def _check_item(key: str, item: str) -> str | None:
             ipaddress.ip_network(item.strip(), strict=False)
         elif key in ("scope.allow_regex", "scope.deny_regex"):
             re.compile(item)
+        elif key == "recrawl.overrides":  # the form pipeline.frontier.schedule.parse_override reads
+            pattern, sep, bounds = item.rpartition("=")
+            low, colon, high = bounds.partition(":")
+            if not (sep and pattern and colon and 0 < float(low) <= float(high)):
+                raise ValueError(item)
+            if pattern.startswith("re:"):
+                re.compile(pattern[3:])
     except (ValueError, re.error):
         return _ITEM_WANTED[key]
     return None

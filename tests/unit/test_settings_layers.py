@@ -93,3 +93,15 @@ def test_good_flag_values_pass() -> None:
     assert arg_type("dns.servers")("[::1]:5353") == "[::1]:5353"
     assert arg_type("security.allow_networks")("127.0.0.0/8") == "127.0.0.0/8"
     assert check_value("fetch.processes", -1) is None and check_value("scope.max_pages", 0) is None
+
+
+def test_recrawl_settings_are_checked_where_they_are_read() -> None:
+    """A bad re-crawl override or share is a usage error at load time, not when the crawl starts."""
+    from pipeline.settings import check_value
+
+    assert check_value("recrawl.overrides", ("*.example.org=60:86400", "re:/news/=30:30")) is None
+    for bad in ("x=5", "host=0:10", "host=10:5", "re:(=1:2", "=1:2"):
+        assert check_value("recrawl.overrides", (bad,)) is not None, bad
+    assert check_value("recrawl.recrawl_share", 1.5) is not None
+    assert check_value("recrawl.simhash_bits", 65) is not None
+    assert check_value("recrawl.min_interval_s", 0.0) is not None
