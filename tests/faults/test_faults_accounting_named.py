@@ -74,9 +74,20 @@ def test_an_expired_batch_excuses_only_its_urls_unanswered_at_the_expiry() -> No
     killed = worker_in_flight(rig, "n1", 10.0)  # type: ignore[arg-type]
     # /1 was answered before its batch expired: fetching it again is a duplicate. The batch expired
     # before the fault, and node n2's, excuse nothing either.
-    assert killed.in_flight == {("a.test", "/r/2"), ("a.test", "/r2/2"), ("a.test", "/moved/2")}
+    assert killed.in_flight == {("a.test", "/r/2")}  # a node stops at the redirect: /r2/2 is a URL of its own
     log = [entry(9.0, "/1"), entry(12.0, "/1")]
     acc = account(
         truth=TRUTH, log=log, journaled_at_fault=set(), stored_urls=STORED, times=TIMES, killed=killed
     )
     assert (acc.duplicated, acc.in_flight_repeats) == (1, 0)
+
+
+def test_a_redirect_stopped_at_does_not_count_its_target_as_journaled() -> None:
+    from pipeline.harness.faults.accounting import journaled_keys
+
+    stopped = {"url": "http://a.test/r/0", "final_url": "http://a.test/r2/0", "status": 301,
+               "redirects": ["http://a.test/r/0"]}  # fmt: skip
+    followed = {"url": "http://a.test/r/1", "final_url": "http://a.test/moved/1", "status": 200,
+                "redirects": ["http://a.test/r/1", "http://a.test/r2/1"]}  # fmt: skip
+    assert journaled_keys([stopped]) == {("a.test", "/r/0")}
+    assert journaled_keys([followed]) == {("a.test", "/r/1"), ("a.test", "/r2/1"), ("a.test", "/moved/1")}

@@ -84,7 +84,9 @@ class TrialAccount:
     lost_sample: list[str] = field(default_factory=list)
     duplicated_sample: list[str] = field(default_factory=list)
     killed: str = ""  # the process named by the trial ("" = not named: the time window alone decides)
-    excused: dict[str, int] = field(default_factory=dict)  # cause -> repeats excused (in flight on ``killed``)
+    excused: dict[str, int] = field(
+        default_factory=dict
+    )  # cause -> repeats excused (in flight on ``killed``)
 
     @property
     def ok(self) -> bool:
@@ -96,16 +98,29 @@ class TrialAccount:
         return out
 
 
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+
+
 def _retryable(status: int) -> bool:
     """A status after which the fetcher itself asks again (5xx but 501), as fetchers.engine does."""
     return 500 <= status < 600 and status != 501
 
 
 def journaled_keys(results: Iterable[Mapping[str, Any]]) -> set[Key]:
-    """Keys of every URL a journaled result covers: the task URL, each redirect hop, the final URL."""
+    """Keys of every URL a journaled result requested: the task URL, each redirect hop, the final URL,
+    except a final URL the result stopped at without requesting it (a 3xx whose target was left to the
+    link path, ``fetchers.redirects``): that one is fetched later as a URL of its own."""
     keys: set[Key] = set()
     for r in results:
-        for u in (r.get("url", ""), r.get("final_url", ""), *(r.get("redirects") or ())):
+        hops = list(r.get("redirects") or ())
+        final = str(r.get("final_url") or "")
+        stopped = (
+            not r.get("error_class")
+            and int(r.get("status") or 0) in _REDIRECTS
+            and hops
+            and final not in hops
+        )
+        for u in (r.get("url", ""), "" if stopped else final, *hops):
             if u:
                 keys.add(url_key(u))
     return keys
@@ -199,7 +214,9 @@ def account(
         robots_refetched=sum(n - 1 for n in robots.values() if n > 1),
         recovery_s=recovery,
         lost_sample=lost[:sample],
-        duplicated_sample=[f"{h}{p}" for h, p in sorted(left)[:sample] + sorted(real - left)[:sample]][:sample],
+        duplicated_sample=[f"{h}{p}" for h, p in sorted(left)[:sample] + sorted(real - left)[:sample]][
+            :sample
+        ],
         killed=killed.name if killed is not None else "",
         excused={f"in_flight_on_{killed.name if killed else 'any'}": len(explained)} if explained else {},
     )

@@ -159,17 +159,13 @@ def strike_worker(rig: FleetRig, plan: TrialPlan) -> Struck:
 def worker_in_flight(rig: FleetRig, node: str, fault_t: float) -> Killed:
     """What the struck worker itself may have had in flight: the URLs of its batches that the dispatcher
     expired after the fault (on its restart, or when it was declared dead) and that were still
-    unanswered then, with their redirect hops (the testbed's redirects are fixed path chains). An
-    expired batch excuses nothing by itself: a URL of it whose answer had arrived was done, and
-    fetching it again is a duplicate."""
-    from pipeline.harness.testbed.truth import _redirect_chain
-
+    unanswered then. An expired batch excuses nothing by itself: a URL of it whose answer had arrived
+    was done, and fetching it again is a duplicate. A node follows no redirect (``fetchers.redirects``),
+    so a chain's later hops are URLs of their own, excused only if they were unanswered themselves."""
     keys: set[Key] = set()
     for ev in rig.events():
         if ev["ev"] == "expired" and ev.get("node") == node and float(ev["t"]) >= fault_t:
-            for url in ev.get("unanswered") or ():
-                host, path = url_key(url)
-                keys |= {(host, path), *((host, hop) for hop in _redirect_chain(path))}
+            keys |= {url_key(url) for url in ev.get("unanswered") or ()}
     return Killed("worker", frozenset(keys))
 
 
