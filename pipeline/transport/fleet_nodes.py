@@ -80,7 +80,8 @@ class FleetNodes:
             if vfid is None or n.name in exclude:
                 continue
             drained = not any(v in self.busy for v in n.vfids)
-            loads.append(NodeLoad(n.name, n.p, n.q, sum(r_of(v) for v in n.vfids), t_of(vfid), drained=drained))
+            loads.append(NodeLoad(n.name, n.p, n.q, sum(r_of(v) for v in n.vfids), t_of(vfid), drained=drained,
+                                  measured=n.successes > 0))  # fmt: skip
         choice = choose_node(loads, s=s)
         self.last_choice = choice
         if choice is None:

@@ -87,3 +87,17 @@ def test_a_drained_node_gets_a_batch_when_no_node_has_u_above_t() -> None:
     both = [NodeLoad("a", 0.0, 64, 0, 32), NodeLoad("b", 0.0, 8, 0, 32, drained=True)]
     got = choose_node(both, s=1)
     assert got is not None and got.node == "a"  # a real candidate wins over the fallback
+
+
+def test_a_node_without_a_measured_rate_counts_as_the_fleets_mean() -> None:
+    """Late in the minute a working node's p*s dwarfs a newcomer's q; the newcomer takes the mean p."""
+    busy = NodeLoad("a", p=40, q=4, r=600, t=64)  # u = 40*30 + 4 - 600 = 604
+    new = NodeLoad("b", p=0, q=4, r=0, t=64, measured=False)  # literal u = 4; as the mean (40): 1,204
+    got = choose_node([busy, new], s=30)
+    assert got is not None and got.node == "b"
+    # A node measured as slow keeps its own rate.
+    slow = NodeLoad("b", p=0, q=4, r=0, t=64, measured=True)
+    got = choose_node([busy, slow], s=30)
+    assert got is not None and got.node == "a"
+    # With no measured node at all, S1's literal u stands (and the drained fallback keeps a fleet going).
+    assert choose_node([NodeLoad("b", p=0, q=4, r=0, t=64, measured=False)], s=30) is None
