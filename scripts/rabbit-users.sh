@@ -87,8 +87,8 @@ for n in "${NODES[@]}"; do
   user "node-$n"
   ctl set_permissions -p "$VHOST" "node-$n" \
     "^($q|crawlfleet\\.(fetch|results|heartbeats))\$" \
-    "^($q|crawlfleet\\.(results|heartbeats|dead))\$" \
-    "^($q|crawlfleet\\.fetch)\$"
+    "^($q|crawlfleet\\.(results|heartbeats|dead|serials))\$" \
+    "^($q|crawlfleet\\.fetch|amq\\.rabbitmq\\.reply-to)\$"
   ctl set_topic_permissions -p "$VHOST" "node-$n" 'amq.topic' '^$' '^$'
   echo "node $n: user node-$n, vhost $VHOST, password $SECRETS/node-$n.password, key $SECRETS/node-$n.key"
 done

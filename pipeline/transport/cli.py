@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from pipeline.observe import logs
-from pipeline.observe.errors import int_at_least, port
+from pipeline.observe.errors import UsageError, int_at_least, port
 from pipeline.settings import Settings, arg_type, load_settings
 from pipeline.urls import normalize
 
@@ -48,6 +48,16 @@ def _redacted(url: str) -> str:
     if parts.password is None:
         return url
     return parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1)).geturl()
+
+
+def _broker_url(text: str) -> str:
+    """An argparse ``type=`` for ``--broker-url``: a password in a flag shows in ``ps`` to every user of the
+    machine, so it is refused (the message shows the URL with the password masked)."""
+    if urlsplit(text).password:
+        raise argparse.ArgumentTypeError(
+            f"{_redacted(text)} carries a password, which ps shows to everyone: give it in "
+            "CRAWLFLEET_BROKER_URL, the settings file or fleet.broker_password_file (docs/SECURITY.md)")
+    return text
 
 
 def _seed(text: str) -> str:
@@ -105,7 +115,8 @@ def register(subparsers: Any) -> None:
 
     s = subparsers.add_parser("submit", help="submit seed URLs to a fleet dispatcher's service")
     s.add_argument("--service", required=True, type=_name("service"), help="the dispatcher's service name")
-    s.add_argument("--broker-url", default=None, help="AMQP URL (default: settings / CRAWLFLEET_BROKER_URL)")
+    s.add_argument("--broker-url", default=None, type=_broker_url,
+                   help="AMQP URL without a password (default: settings / CRAWLFLEET_BROKER_URL)")
     s.add_argument("--config", help="TOML settings file")
     s.add_argument("seeds", nargs="+", type=_seed, help="seed URLs to add to the crawl")
     s.set_defaults(func=_cmd_submit)
@@ -115,7 +126,8 @@ def _fleet_flags(p: argparse.ArgumentParser, *, service: bool = True) -> None:
     if service:
         p.add_argument("--service", default=None, type=_name("service"),
                        help="service name (quota list key; results queue)")
-    p.add_argument("--broker-url", default=None, help="AMQP URL (default: settings / CRAWLFLEET_BROKER_URL)")
+    p.add_argument("--broker-url", default=None, type=_broker_url,
+                   help="AMQP URL without a password (default: settings / CRAWLFLEET_BROKER_URL)")
     p.add_argument("--heartbeat-s", type=arg_type("dispatch.heartbeat_s"), default=None,
                    help="heartbeat period in seconds (S1)")
 
@@ -263,14 +275,19 @@ def _cmd_submit(args: argparse.Namespace) -> int:
     from kombu.exceptions import OperationalError
 
     from pipeline.transport import topology
-    from pipeline.transport.amqp import connection
+    from pipeline.transport.amqp import fleet_connection
     from pipeline.transport.messages import encode, submit_message
 
     settings = load_settings(args.config, overrides={"fleet": {"broker_url": args.broker_url}})
     service = topology.check_name(args.service, what="service")
+    if settings.dispatch.quotas_file:  # S1: a service not in the quota list gets no URL; say so now
+        from pipeline.dispatch.quotas import Quotas
+
+        if Quotas.load(settings.dispatch.quotas_file).quota(service) is None:
+            raise UsageError(f"service {service} is not in the quota list {settings.dispatch.quotas_file}")
     enc = encode(submit_message(service, list(args.seeds)))
     try:
-        with connection(settings.fleet.broker_url, confirm=True) as conn:
+        with fleet_connection(settings.fleet, confirm=True) as conn:
             producer = Producer(conn.channel())
             producer.publish(enc.body, exchange=topology.submit_exchange(), routing_key=service,
                              content_type=enc.content_type, content_encoding=enc.content_encoding, delivery_mode=2,

@@ -51,6 +51,7 @@ from pipeline.transport.messages import (
 )
 from pipeline.transport.nodesink import crawl_sink
 from pipeline.transport.pika_session import make_session, send_task, take_unconfirmed
+from pipeline.transport.pikawire import fleet_parameters
 from pipeline.transport.recovery import drain_previous
 from pipeline.transport.replies import parse_links
 from pipeline.transport.runtime import scope_to_json
@@ -154,7 +155,8 @@ class FleetDispatcher:
             self._sink_json = crawl_sink(self.settings, self.out_dir).to_json()
             self._encoder = BatchEncoder(scope_json=self._scope_json, sink_json=self._sink_json, wall=self._wall)
             if self.settings.dispatch.serial_check:
-                self._responder = SerialResponder(self.settings.fleet.broker_url, self.service, self.serials).start()
+                self._responder = SerialResponder(fleet_parameters(self.settings.fleet, name="serial-responder"),
+                                                  self.service, self.serials).start()
             if self.metrics_port is not None:
                 self._metrics = MetricsServer(self.core.stats, fleet=self._snapshot)
                 port = self._metrics.start_in_thread("127.0.0.1", self.metrics_port)

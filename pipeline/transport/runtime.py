@@ -40,6 +40,7 @@ from pipeline.transport.amqp import Outbox
 from pipeline.transport.lease import LeaseGuard
 from pipeline.transport.messages import NodeHeartbeat
 from pipeline.transport.nodesink import NodeSink, SinkSpec
+from pipeline.transport.pikawire import fleet_parameters
 from pipeline.transport.replies import reply_text
 from pipeline.transport.serialcheck import REVOKED, SerialChecker
 from pipeline.urls import Scope
@@ -143,7 +144,8 @@ class FetchRuntime:
         d = settings.dispatch
         self.lease = LeaseGuard.for_heartbeats(heartbeat_s=d.heartbeat_s, missed=d.missed_heartbeats)
         # S1's serial check (#19): asked in the Celery thread, never on the fetch loop.
-        self.serials = SerialChecker(settings.fleet.broker_url) if d.serial_check else None
+        self.serials = (SerialChecker(fleet_parameters(settings.fleet, name=f"serial-check {node}"))
+                        if d.serial_check else None)  # fmt: skip
         self.outbox = Outbox(
             settings.fleet, node=node, incarnation=self.incarnation, heartbeat_s=d.heartbeat_s,
             heartbeat=self.heartbeat, on_beat=self.lease.beat, **(outbox_options or {}),

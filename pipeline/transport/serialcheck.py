@@ -76,11 +76,22 @@ def answer(body: bytes, holder: Callable[[int], str | None]) -> dict[str, Any]:
     return {"serial": serial, "held": holder(serial) == fetcher}
 
 
+# Checks go through a named exchange, not the default one: a node's broker user may publish to the fleet's
+# exchanges only (scripts/rabbit-users.sh), never to the default exchange, which reaches every queue.
+EXCHANGE = "crawlfleet.serials"
+
+
+def _parameters(broker: str | pika.ConnectionParameters) -> pika.ConnectionParameters:
+    """A URL (tests, benches on a loopback broker) or the fleet's parameters (``pikawire.fleet_parameters``:
+    TLS, the password file), which every fleet process uses."""
+    return pika.URLParameters(broker) if isinstance(broker, str) else broker
+
+
 class SerialResponder:
     """The dispatcher's side: a daemon thread answering checks from ``table`` until ``stop``."""
 
-    def __init__(self, broker_url: str, service: str, table: SerialTable) -> None:
-        self._params = pika.URLParameters(broker_url)
+    def __init__(self, broker: str | pika.ConnectionParameters, service: str, table: SerialTable) -> None:
+        self._params = _parameters(broker)
         self._queue = queue_name(service)
         self._table = table
         self._stop = threading.Event()
@@ -111,7 +122,9 @@ class SerialResponder:
 
     def _serve(self, ch: Any) -> None:
         # A check older than a few seconds has timed out at its node: drop it rather than answer late.
+        ch.exchange_declare(EXCHANGE, "direct", durable=True)
         ch.queue_declare(self._queue, arguments={"x-message-ttl": 5000, "x-expires": 600_000})
+        ch.queue_bind(self._queue, EXCHANGE, routing_key=self._queue)
         ch.basic_qos(prefetch_count=256)
         self.ready.set()
         for method, props, body in ch.consume(self._queue, inactivity_timeout=0.2):
@@ -121,7 +134,9 @@ class SerialResponder:
                 continue
             if props.reply_to:
                 reply = json.dumps(answer(body, self._table.holder)).encode()
-                ch.basic_publish("", props.reply_to, reply, pika.BasicProperties(correlation_id=props.correlation_id))
+                ch.basic_publish(
+                    "", props.reply_to, reply, pika.BasicProperties(correlation_id=props.correlation_id)
+                )
             ch.basic_ack(method.delivery_tag)
             self.answered += 1
         ch.cancel()
@@ -139,8 +154,9 @@ class CheckStats:
 class SerialChecker:
     """The node's side. Thread-safe (one check at a time on one connection, ~1 round trip each)."""
 
-    def __init__(self, broker_url: str, *, timeout_s: float = 2.0, monotonic: Callable[[], float] = time.monotonic):
-        self._params = pika.URLParameters(broker_url)
+    def __init__(self, broker: str | pika.ConnectionParameters, *, timeout_s: float = 2.0,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+        self._params = _parameters(broker)
         self.timeout_s = timeout_s
         self._mono = monotonic
         self._lock = threading.Lock()
@@ -182,7 +198,8 @@ class SerialChecker:
             self._ch.basic_consume(REPLY_TO, self._on_reply, auto_ack=True)
         cid = uuid.uuid4().hex
         body = json.dumps({"serial": serial, "fetcher": fetcher_id}).encode()
-        self._ch.basic_publish("", queue_name(service), body,
+        # Before any dispatcher declared the exchange this fails (404): unanswered, and the node fetches.
+        self._ch.basic_publish(EXCHANGE, queue_name(service), body,
                                pika.BasicProperties(reply_to=REPLY_TO, correlation_id=cid))  # fmt: skip
         deadline = self._mono() + self.timeout_s
         while cid not in self._replies:

@@ -93,8 +93,14 @@ CASES: dict[str, Case] = {
     "worker-dns-server": c("worker", "--node", "n1", "--dns-server", "1.2.3", names=("1.2.3",)),
     "submit-seed-not-url": c("submit", "--service", "s", "nonurl", names=("nonurl",)),
     "submit-bad-service": c("submit", "--service", "a/b", SEED, names=("a/b",)),
-    "submit-broker-down": c("submit", "--broker-url", "amqp://guest:secret@127.0.0.1:{closed_tcp}//",
-                            "--service", "s", SEED, code=1, names=("127.0.0.1:{closed_tcp}", "***")),
+    "submit-broker-down": c("submit", "--service", "s", SEED, code=1, names=("127.0.0.1:{closed_tcp}", "***"),
+                            env=(("CRAWLFLEET_BROKER_URL", "amqp://guest:secret@127.0.0.1:{closed_tcp}//"),)),
+    "submit-password-in-flag": c("submit", "--broker-url", "amqp://guest:secret@127.0.0.1:{closed_tcp}//",
+                                 "--service", "s", SEED, names=("--broker-url", "***", "password")),
+    "worker-password-in-flag": c("worker", "--node", "n1", "--broker-url", "amqps://n:secret@broker.example//",
+                                 names=("--broker-url", "***")),
+    "submit-service-not-in-quotas": c("submit", "--service", "nope", SEED, names=("nope", "quota"),
+                                      env=(("CRAWLFLEET_DISPATCH_QUOTAS_FILE", "{quotas}"),)),
     # testbed
     "testbed-hosts-0": c("testbed", "serve", "--hosts", "0", "--pages", "1", names=("--hosts", "0")),
     "testbed-port-range": c("testbed", "serve", "--hosts", "1", "--pages", "1", "--port", "70000",
@@ -136,6 +142,7 @@ def workspace(tmp_path: Path) -> Path:
     (tmp_path / "held").mkdir()
     (tmp_path / "held" / "crawl.db").write_bytes(b"")
     (tmp_path / "empty").mkdir()
+    (tmp_path / "quotas.toml").write_text("[services]\ndefault = 50\n")
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "precious.txt").write_text("keep me\n")
     return tmp_path
@@ -145,14 +152,17 @@ def workspace(tmp_path: Path) -> Path:
 def test_a_mistake_gets_one_line_naming_it(name: str, workspace: Path, busy: int) -> None:
     case = CASES[name]
     values = {"tmp": str(workspace), "closed_udp": str(_free_port(socket.SOCK_DGRAM)),
-              "closed_tcp": str(_free_port(socket.SOCK_STREAM)), "busy": str(busy)}  # fmt: skip
+              "closed_tcp": str(_free_port(socket.SOCK_STREAM)), "busy": str(busy),
+              "quotas": str(workspace / "quotas.toml")}  # fmt: skip
     argv = [a.format(**values) for a in case.argv]
     before = sorted(p.name for p in workspace.iterdir())
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CRAWLFLEET_")} | dict(case.env)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CRAWLFLEET_")}
+    env |= {k: v.format(**values) for k, v in case.env}
     proc = subprocess.run([str(BIN), *argv], capture_output=True, text=True, timeout=60, env=env,
                           cwd=workspace, check=False)  # fmt: skip
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert "Traceback" not in proc.stderr, proc.stderr
+    assert "secret" not in proc.stderr, "a password given on the command line was printed"
     assert len(lines) == 1, proc.stderr
     assert proc.returncode == case.code, proc.stderr
     for text in case.names:

@@ -64,9 +64,10 @@ def test_password_never_logged(secret_broker: tuple[str, str, str], tmp_path: Pa
             time.sleep(6.0)
         finally:
             down.close()
-        submit = subprocess.run([sys.executable, "-m", "pipeline.cli", "submit", "--service", "s1", "--broker-url",
-                                 unreachable, "http://site0.crawl.test/"], capture_output=True, timeout=120,
-                                env=dict(os.environ), check=False)  # fmt: skip
+        # A password is refused in a flag (ps shows flags); the environment is where it may come from.
+        submit = subprocess.run([sys.executable, "-m", "pipeline.cli", "submit", "--service", "s1",
+                                 "http://site0.crawl.test/"], capture_output=True, timeout=120,
+                                env=dict(os.environ, CRAWLFLEET_BROKER_URL=unreachable), check=False)  # fmt: skip
         (tmp_path / "submit.out").write_bytes(submit.stdout + submit.stderr)
         # 2. A real crawl through the broker with the password, DEBUG everywhere.
         rig = FleetRig(bed, url, tmp_path / "up", log_level="DEBUG")
