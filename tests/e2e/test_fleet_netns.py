@@ -216,10 +216,7 @@ def test_three_nodes_in_their_own_namespaces_crawl_the_testbed(
            "CRAWLFLEET_STORE_HBASE_HOST": HBASE_HOST, "CRAWLFLEET_STORE_HBASE_PORT": str(HBASE_PORT),
            "CRAWLFLEET_STORE_HBASE_PREFIX": prefix, **rabbit.client("dispatcher"),
            "CRAWLFLEET_FLEET_BROKER_PASSWORD_FILE": str(users.password_file("crawlfleet-dispatcher")),
-           "CRAWLFLEET_FLEET_KEY_FILE": str(users.secrets / "fleet.key"),
-           # pipeline/transport/serialcheck.py (#19) builds its pika connection from the bare URL: no TLS
-           # nor password file yet (pikawire.fleet_parameters is there for it).
-           "CRAWLFLEET_DISPATCH_SERIAL_CHECK": "0"}  # fmt: skip
+           "CRAWLFLEET_FLEET_KEY_FILE": str(users.secrets / "fleet.key")}  # fmt: skip
     rabbitmq = rabbit.tls_url("crawlfleet-dispatcher")
     with TestbedProcess(12, 30, seed=31, workdir=tmp_path / "tb") as tb:
         assert all(ip.startswith("127.0.10.") for ip in tb.ips if ip != "::1"), (
@@ -262,6 +259,8 @@ def test_three_nodes_in_their_own_namespaces_crawl_the_testbed(
             f.stop()  # every process inside the namespaces ends before the fixture removes them
             stats = proxy.stop()
         assert summary["pages_fetched"] > 0
+        # S1's serial checks crossed TLS with the node users' rights (a refused one fails open, uncounted).
+        assert summary["fleet"]["serial_checks"] > 0, summary["fleet"]
 
         truth = tb.truth(max_depth=MAX_DEPTH)
         check_truth(tb, truth, nodes=NODES)
