@@ -87,7 +87,9 @@ def node_env(rabbit: TlsRabbit, users: Users, node: str, *, dns_port: int) -> di
         CRAWLFLEET_FLEET_BROKER_PASSWORD_FILE=str(users.password_file(f"node-{node}")),
         CRAWLFLEET_FLEET_NODE_KEY_FILE=str(users.node_key_file(node)),
         CRAWLFLEET_DNS_SERVERS=f"127.0.0.1:{dns_port}", CRAWLFLEET_SECURITY_ALLOW_NETWORKS="127.0.10.0/24",
-        CRAWLFLEET_DISPATCH_HEARTBEAT_S="1", CRAWLFLEET_DISPATCH_SERIAL_CHECK="0",  # serialcheck.py: no TLS yet CRAWLFLEET_DISPATCH_LEASE_S=str(LEASE_S), PYTHONUNBUFFERED="1",
+        # No dispatcher answers serial checks here (the test publishes the batches): off, not 2 s each.
+        CRAWLFLEET_DISPATCH_HEARTBEAT_S="1", CRAWLFLEET_DISPATCH_SERIAL_CHECK="0",
+        CRAWLFLEET_DISPATCH_LEASE_S=str(LEASE_S), PYTHONUNBUFFERED="1",
     )  # fmt: skip
 
 
