@@ -17,7 +17,8 @@ Crash safety: results are journaled by the core before they are acked; a restart
 journals whatever its predecessor's batches still bring (``recovery.drain_previous``), then resumes.
 Time the dispatcher could not hear the fleet (broker down or stalled, the dispatcher itself stopped)
 pauses its clock (``BrokerSession.paused_s``) instead of killing every fetcher at once.
-``fleet-events.jsonl`` records issues, completions, expiries and node changes.
+``fleet-events.jsonl`` records issues, completions, expiries and node changes. How the crawl is opened
+before the loop (recovery, seeds, the core, link rules, encoder, serial responder) is dispatcher_open.py.
 """
 
 from __future__ import annotations
@@ -31,15 +32,14 @@ from typing import IO, Any
 
 from pipeline.crawl.core import CrawlCore
 from pipeline.dispatch.admission import second_of_minute
-from pipeline.dispatch.quotas import Quotas
 from pipeline.observe.metrics import LatestSnapshot, MetricsServer
 from pipeline.settings import Settings
 from pipeline.storage.factory import from_settings
 from pipeline.transport.batchsend import BatchEncoder
+from pipeline.transport.dispatcher_open import CrawlOpening
 from pipeline.transport.fleet_nodes import FleetNodes
 from pipeline.transport.fleet_state import FleetCounters, Issued, fleet_summary, quota_line
-from pipeline.transport.grants import granted_this_minute
-from pipeline.transport.linkjobs import RULES_KEY, CrawlLinkRules, segment_key
+from pipeline.transport.linkjobs import segment_key
 from pipeline.transport.linkprogress import LinkProgress
 from pipeline.transport.messages import (
     BadMessage,
@@ -49,18 +49,14 @@ from pipeline.transport.messages import (
     parse_results,
     parse_submit,
 )
-from pipeline.transport.nodesink import crawl_sink
 from pipeline.transport.pika_session import make_session, send_task, take_unconfirmed
-from pipeline.transport.pikawire import fleet_parameters
-from pipeline.transport.recovery import drain_previous
 from pipeline.transport.replies import parse_links
-from pipeline.transport.runtime import scope_to_json
 from pipeline.transport.serialcheck import SerialResponder, SerialTable
 
 log = logging.getLogger(__name__)
 
 
-class FleetDispatcher:
+class FleetDispatcher(CrawlOpening):
     """One crawl (one service) dispatched over RabbitMQ. ``run()`` returns the summary dict."""
 
     def __init__(
@@ -130,37 +126,9 @@ class FleetDispatcher:
         try:
             while not self.session.connect() and not self._stopping:
                 time.sleep(self.session.retry_s)
-            early: list[NodeHeartbeat] = []
-            if self.resume and store.get_meta("seeds"):
-                rec = drain_previous(self.session, self.settings, out_dir=self.out_dir, monotonic=self._mono,
-                                     stop=lambda: self._stopping)  # fmt: skip
-                self._event("recovered", results=rec.results, waited_s=rec.waited_s, timed_out=rec.timed_out)
-                early = list(rec.heartbeats.values())
-                self.seeds += [u for _, urls in rec.submits for u in urls]
-            elif not self.seeds and not store.get_meta("seeds"):
-                log.info("no seeds yet: waiting for `crawlfleet submit --service %s`", self.service)
-                self.seeds = self.session.wait_for_submits(max_bytes=self.settings.fleet.max_message_bytes,
-                                                           stop=lambda: self._stopping)  # fmt: skip
+            early = self._open_crawl(store)
             if self._stopping:
                 return {"interrupted": True}
-            self.core = CrawlCore(self.settings, store, seeds=self.seeds, out_dir=self.out_dir, clock=self.clock,
-                                  resume=self.resume, outcomes_by_nodes=True,
-                                  quotas=Quotas.from_settings_file(self.settings.dispatch.quotas_file))  # fmt: skip
-            if self.resume:  # S1: what the predecessor granted this minute still counts
-                for vfid, n in granted_this_minute(self.out_dir / "fleet-events.jsonl", self.clock()).items():
-                    self.core.dispatcher.restore_grant(self.service, vfid, n)
-            self._scope_json = scope_to_json(self.core.scope)
-            rules = CrawlLinkRules.of_crawl(self.core.scope, self.core.traps, max_depth=self.settings.scope.max_depth)
-            store.put_meta(RULES_KEY, rules.to_json())
-            self._sink_json = crawl_sink(self.settings, self.out_dir).to_json()
-            self._encoder = BatchEncoder(scope_json=self._scope_json, sink_json=self._sink_json, wall=self._wall)
-            if self.settings.dispatch.serial_check:
-                self._responder = SerialResponder(fleet_parameters(self.settings.fleet, name="serial-responder"),
-                                                  self.service, self.serials).start()
-            if self.metrics_port is not None:
-                self._metrics = MetricsServer(self.core.stats, fleet=self._snapshot)
-                port = self._metrics.start_in_thread("127.0.0.1", self.metrics_port)
-                self._event("metrics", url=f"http://127.0.0.1:{port}/metrics")
             for hb in early:
                 self._on_heartbeat(hb)
             self._loop()
