@@ -28,13 +28,12 @@ from kombu import Producer
 
 from fetchers.records import Batch, FetchResult, UrlTask
 from pipeline.harness.testbed.harness import TestbedProcess
-from pipeline.settings import FleetSettings
 from pipeline.transport import signing, topology
 from pipeline.transport.amqp import fleet_connection
 from pipeline.transport.batchsend import BatchEncoder, TaskMessage, publish_kombu
 from pipeline.transport.msgauth import MessageKeys, signed_headers
 from tests.fixtures.rabbitmq import ROOT
-from tests.fixtures.tlsbroker import TlsRabbit, Users
+from tests.fixtures.tlsbroker import TlsRabbit, Users, fleet_as, two_node_broker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(360)]
 
@@ -65,19 +64,7 @@ class Canary:
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TlsRabbit, Users]]:
-    work = tmp_path_factory.mktemp("tlsrabbit")
-    rabbit = TlsRabbit(work, nodes=("n1", "n2")).start()
-    try:
-        yield rabbit, rabbit.users(work / "secrets", "n1", "n2")
-    finally:
-        rabbit.stop()
-
-
-def _fleet(rabbit: TlsRabbit, users: Users, user: str, cert: str) -> FleetSettings:
-    env = rabbit.client(cert)
-    return FleetSettings(broker_url=rabbit.tls_url(user), broker_password_file=str(users.password_file(user)),
-                         tls_ca=env["CRAWLFLEET_FLEET_TLS_CA"], tls_cert=env["CRAWLFLEET_FLEET_TLS_CERT"],
-                         tls_key=env["CRAWLFLEET_FLEET_TLS_KEY"])  # fmt: skip
+    yield from two_node_broker(tmp_path_factory.mktemp("tlsrabbit"))
 
 
 def node_env(rabbit: TlsRabbit, users: Users, node: str, *, dns_port: int) -> dict[str, str]:
@@ -138,7 +125,7 @@ def test_a_node_refuses_forged_tampered_and_replayed_batches(
         ssrf = signed(task([f"http://127.0.0.1:{canary.port}/", f"http://[::1]:{canary.port}/",
                             "http://169.254.169.254/latest/meta-data/", f"http://127.0.0.1.nip.io:{canary.port}/"]), dispatcher)  # fmt: skip
 
-        fleet = _fleet(rabbit, users, "crawlfleet-dispatcher", "dispatcher")
+        fleet = fleet_as(rabbit, users, "crawlfleet-dispatcher", "dispatcher")
         log_path = tmp_path / "worker.log"
         with fleet_connection(fleet, confirm=True) as conn:
             ch = conn.channel()

@@ -21,26 +21,14 @@ from pipeline.settings import FleetSettings
 from pipeline.transport import topology
 from pipeline.transport.amqp import fleet_connection
 from pipeline.transport.pika_session import PikaSession
-from tests.fixtures.tlsbroker import SCRIPTS, TlsRabbit, Users
+from tests.fixtures.tlsbroker import SCRIPTS, TlsRabbit, Users, fleet_as, two_node_broker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TlsRabbit, Users]]:
-    work = tmp_path_factory.mktemp("tlsrabbit")
-    rabbit = TlsRabbit(work, nodes=("n1", "n2")).start()
-    try:
-        yield rabbit, rabbit.users(work / "secrets", "n1", "n2")
-    finally:
-        rabbit.stop()
-
-
-def fleet_as(rabbit: TlsRabbit, users: Users, user: str, cert: str) -> FleetSettings:
-    env = rabbit.client(cert)
-    return FleetSettings(broker_url=rabbit.tls_url(user), broker_password_file=str(users.password_file(user)),
-                         tls_ca=env["CRAWLFLEET_FLEET_TLS_CA"], tls_cert=env["CRAWLFLEET_FLEET_TLS_CERT"],
-                         tls_key=env["CRAWLFLEET_FLEET_TLS_KEY"])  # fmt: skip
+    yield from two_node_broker(tmp_path_factory.mktemp("tlsrabbit"))
 
 
 def test_tls_connects_with_a_client_certificate_and_refuses_without(
