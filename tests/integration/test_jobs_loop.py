@@ -34,9 +34,12 @@ def crawl(tb: TestbedProcess, out: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
-def all_urls(db: Path) -> set[str]:
+def linked_urls(db: Path) -> set[str]:
+    """The crawl db's URLs but the hops of redirect chains the crawler followed itself: those are settled
+    by the crawler (pipeline/crawl/redirects.py), not discovered as links, so no link job finds them. (A
+    fleet node never follows a redirect; its target reaches the jobs as a link: test_redirect_fleet.py.)"""
     with sqlite3.connect(db) as conn:
-        return {row[0] for row in conn.execute("SELECT url FROM urls")}
+        return {row[0] for row in conn.execute("SELECT url FROM urls WHERE error NOT LIKE 'redirect: requested in%'")}
 
 
 def test_jobs_rediscover_what_the_crawler_discovered(tmp_path: Path) -> None:
@@ -53,7 +56,7 @@ def test_jobs_rediscover_what_the_crawler_discovered(tmp_path: Path) -> None:
     rounds = list(run_pipelined(segments, pipeline.process))
     new = {item["url"] for r in rounds for item in r.new_pending}
 
-    crawled = all_urls(out / "crawl.db")
+    crawled = linked_urls(out / "crawl.db")
     assert new, "the segments hold pages with links"
     assert new | seeds == crawled | seeds
     with SqliteStore(db) as store:
