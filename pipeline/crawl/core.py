@@ -19,7 +19,6 @@ Exactly-once, end to end:
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,14 +29,15 @@ from fetchers.records import Batch, FetchResult, UrlTask
 from fetchers.report import LEASE_LAPSED
 from pipeline.crawl.discoveries import Discoveries
 from pipeline.crawl.durable import Durable
+from pipeline.crawl.opening import frontier_limits, rebuild_from_store, store_seeds
 from pipeline.crawl.outcome import is_final, outcome_of, state_of
 from pipeline.crawl.revisits import Recrawler
 from pipeline.dispatch.dispatcher import Dispatcher
 from pipeline.dispatch.protocols import Heartbeat, Refusal
-from pipeline.dispatch.quotas import Quotas
+from pipeline.dispatch.quotas import Quotas, quota_line
 from pipeline.dispatch.serials import SerialAllocator
 from pipeline.frontier.dedup import SeenFilter
-from pipeline.frontier.frontier import AnsweredFilter, Frontier, FrontierLimits
+from pipeline.frontier.frontier import AnsweredFilter, Frontier
 from pipeline.frontier.seentable import FingerprintTable
 from pipeline.observe.stats import CrawlStats
 from pipeline.settings import Settings
@@ -84,20 +84,13 @@ class CrawlCore:
         self.journal = self.durable.journal
         self.clock, self.out_dir, self.stats = clock, out_dir, stats or CrawlStats()
         self.service = settings.dispatch.service
-        seeds = self._remember_seeds(seeds, resume=resume)
+        seeds = store_seeds(store, seeds, resume=resume)
         sc = settings.scope
         self.scope = Scope.build(
             seeds, allowed_domains=sc.allowed_domains, allow_regex=sc.allow_regex, deny_regex=sc.deny_regex
         )
         self.traps = TrapRules(sc.max_url_length, sc.max_path_depth, sc.max_repeated_segments)
-        pol, d = settings.politeness, settings.dispatch
-        self.frontier = Frontier(FrontierLimits(
-            # The window is the largest batch (S3's n_max); 16 at least, so a small n_max does not
-            # turn every lease into a store read.
-            window_per_host=max(16, d.n_max), max_urls_per_host_batch=max(1, d.k // 4),
-            hosts_per_ip=max(1, pol.per_ip_concurrency // max(1, pol.per_host_concurrency)),
-            max_pages_per_host=sc.max_pages_per_host, active_hosts=d.active_hosts, session_urls=d.host_session_urls,
-        ))  # fmt: skip
+        self.frontier = Frontier(frontier_limits(settings))
         self._answered: set[int] = set()  # url_ids with a result, among in-flight batches
         self._retry_later: dict[int, int] = {}  # url_id -> retry-later results so far
         self.dispatcher = Dispatcher(
@@ -105,7 +98,7 @@ class CrawlCore:
             # With fleet nodes recording outcomes themselves, a node may die after storing a batch and
             # before its reply arrives: the re-queue of that batch checks the store first.
             frontier=AnsweredFilter(self.frontier, self._answered,
-                                    settled=self._settled_in_store if outcomes_by_nodes else None),
+                                    settled=self.durable.settled if outcomes_by_nodes else None),
             quotas=quotas or Quotas.unlimited(),
             serials=SerialAllocator(store.reserve_serials),
             clock=clock,
@@ -129,17 +122,6 @@ class CrawlCore:
         self._add_seeds(seeds)
 
     # --- start-up ----------------------------------------------------------------------------------
-    def _remember_seeds(self, seeds: Sequence[str], *, resume: bool) -> list[str]:
-        stored = self.store.get_meta("seeds")
-        if resume and stored and not seeds:
-            return list(json.loads(stored))
-        clean = [u for u in (normalize(s) for s in seeds) if u]
-        if not clean and not stored:
-            raise ValueError("no valid seed URL")
-        merged = sorted(set(clean) | set(json.loads(stored) if stored else []))
-        self.store.put_meta("seeds", json.dumps(merged))
-        return merged
-
     def _add_seeds(self, seeds: Sequence[str]) -> None:
         records = [UrlRecord(u, fingerprint(u), host_of(u), 0) for u in seeds]
         if self.recrawl is not None:
@@ -160,10 +142,7 @@ class CrawlCore:
         self._flush_store()
         self.durable.checkpoint()
         self.durable.drain()  # the rows read below must show every replayed outcome
-        if self.seen.table is not None:
-            self.seen.table.load(self.store.iter_url_ids())
-        for host, count in self.store.pending_hosts():
-            self.frontier.restore(host, count)
+        rebuild_from_store(self.store, self.seen, self.frontier)
         log.info("resume: replayed %d journaled results, %d URLs pending", replayed, self.frontier.pending)
 
     # --- dispatch ----------------------------------------------------------------------------------
@@ -317,15 +296,6 @@ class CrawlCore:
             return False
         return self.frontier.release_host(fetcher_id, host, self.clock(), delay_s=delay_s, ip=ip)
 
-    def _settled_in_store(self, tasks: Sequence[UrlTask]) -> set[int]:
-        """URL ids of ``tasks`` the store no longer shows PENDING (one look-up each: re-queues are rare)."""
-        out = set()
-        for t in tasks:
-            rec = self.store.get_url(t.url)
-            if rec is not None and rec.state is not UrlState.PENDING:
-                out.add(t.url_id)
-        return out
-
     def on_links(self, hosts: Mapping[str, int]) -> None:
         """The link jobs added ``hosts[h]`` new PENDING URLs of each host to the store."""
         total = 0
@@ -410,6 +380,7 @@ class CrawlCore:
     def summary(self) -> dict[str, Any]:
         out = dict(self.stats.summary())
         out["results_dropped"] = self.dropped_results
+        out["quota"] = quota_line(self.settings.dispatch.quotas_file, self.dispatcher.quota_of(self.service))
         if self.recrawl is not None:
             out.update(self.recrawl.summary())
         out["store"] = self.store.counts()

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from fetchers.records import UrlTask
 from pipeline.settings import Settings
-from pipeline.storage.base import Outcome, Store
+from pipeline.storage.base import Outcome, Store, UrlState
 from pipeline.storage.journal import Checkpoint, SegmentWriter
 from pipeline.storage.warc import WarcWriter
 from pipeline.storage.writebehind import LockedStore, WriteBehind, WriteJob
@@ -37,6 +38,16 @@ class Durable:
         st = settings.store
         self.warc = WarcWriter(out_dir / "warc", max_bytes=st.warc_max_bytes) if st.warc else None
         self._checkpointed = ""
+
+    def settled(self, tasks: Sequence[UrlTask]) -> set[int]:
+        """URL ids of ``tasks`` the store no longer shows PENDING: a fleet node may have recorded them before
+        its reply was lost (one look-up each: re-queues are rare)."""
+        out = set()
+        for t in tasks:
+            rec = self.store.get_url(t.url)
+            if rec is not None and rec.state is not UrlState.PENDING:
+                out.add(t.url_id)
+        return out
 
     def since(self) -> Checkpoint | None:
         """The journal position the store has applied everything below (replay starts there)."""

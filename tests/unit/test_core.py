@@ -197,3 +197,21 @@ def test_on_host_done_releases_one_host_of_a_batch_in_flight(tmp_path: Path) -> 
     assert core.frontier.host(host).leased_to == ""
     # The batch's other hosts stay leased to f until it ends.
     assert all(core.frontier.host(t.url.split("/")[2]).leased_to == "f" for t in batch.tasks[1:])
+
+
+def test_summary_says_the_quota_or_that_there_is_none(tmp_path: Path) -> None:
+    """S1 (#19): a crawl's summary names its quota, or says the crawl ran unlimited without a quota file."""
+    from pipeline.dispatch.quotas import Quotas
+
+    core = make(tmp_path / "free", Clock())
+    assert core.summary()["quota"] == "unlimited (no quota file)"
+    core.close()
+    quotas = tmp_path / "quotas.toml"
+    quotas.write_text("[services]\ndefault = 12.5\n")
+    settings = Settings().with_overrides({"dispatch": {"quotas_file": str(quotas)}})
+    (tmp_path / "q").mkdir()
+    store = SqliteStore(tmp_path / "q" / "crawl.db")
+    core = CrawlCore(settings, store, seeds=SEEDS, out_dir=tmp_path / "q", clock=Clock(),
+                     quotas=Quotas.load(quotas))  # fmt: skip
+    assert core.summary()["quota"] == f"12.5 URLs/s from {quotas}"
+    core.close()
