@@ -11,6 +11,7 @@ hostile input) the records of the latest run that has any are shown.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 from collections import defaultdict
@@ -141,7 +142,31 @@ def hostile_section(recs: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def render(path: Path) -> str:
+def soak_section(paths: list[Path]) -> list[str]:
+    """One row per soak run (``crawlfleet bench soak`` records, one JSON line per trial)."""
+    rows = ["| run | file | minutes | trials | components | lost | duplicated | excused repeats (by cause) | harness errors |",
+            "|---|---|---:|---:|---|---:|---:|---|---:|"]  # fmt: skip
+    for path in paths:
+        recs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        trials = [r for r in recs if r.get("type") == "fault"]
+        if not trials:
+            continue
+        first = min(r["t"] - r.get("wall_s", 0.0) for r in trials)
+        minutes = (max(r["t"] for r in trials) - first) / 60
+        causes: dict[str, int] = {}
+        for r in trials:
+            for cause, n in (r.get("excused") or {}).items():
+                causes[cause] = causes.get(cause, 0) + int(n)
+        comps = sorted({r["component"] for r in trials})
+        errors = sum(1 for r in recs if r.get("type") == "harness_error" or r.get("error"))
+        rows.append(f"| {trials[0].get('run', '?')} | `{path.name}` | {minutes:.0f} | {len(trials)} | {', '.join(comps)} "
+                    f"| {sum(r['lost'] for r in trials)} | {sum(r['duplicated'] for r in trials)} "
+                    f"| {sum(causes.values())} ({', '.join(f'{k} {v}' for k, v in sorted(causes.items())) or '-'}) "
+                    f"| {errors} |")  # fmt: skip
+    return rows
+
+
+def render(path: Path, soak: list[Path] | None = None) -> str:
     recs = list(results.read(path))
     faults = [r for r in recs if r.get("type") == "fault"]
     xfails = [r for r in recs if r.get("type") == "xfail"]
@@ -194,6 +219,17 @@ def render(path: Path) -> str:
         *hostile_section(hostile),
         "",
     ]
+    if soak:
+        out += [
+            "## Soak",
+            "",
+            "`crawlfleet bench soak`: fault trials back to back, every component struck in a seeded random order, "
+            "judged as above (a repeat is excused only if the struck process itself made the request and its result "
+            "never reached the journal). Commands and discussion: docs/bench/soak.md.",
+            "",
+            *soak_section(soak),
+            "",
+        ]
     return "\n".join(out)
 
 
@@ -201,8 +237,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=ROOT / "RELIABILITY.md")
+    ap.add_argument("--soak", type=Path, nargs="*", default=[], help="bench soak records (JSON lines) to add")
     args = ap.parse_args(argv)
-    text = render(args.results or results.results_path())
+    text = render(args.results or results.results_path(), soak=args.soak)
     args.out.write_text(text)
     print(f"wrote {args.out}")
     return 0
