@@ -236,6 +236,7 @@ class Engine:
                         res.final_url = step.stop_at
                     else:
                         res.error_class, res.error_message = step.error_class, step.error_message
+                        res.final_url = step.target or res.final_url
             if res is None:
                 assert ex is not None
                 res = self._from_exchange(task, ctx, url, ex)

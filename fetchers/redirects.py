@@ -47,12 +47,14 @@ def stop_at_redirects(task: UrlTask, target: str) -> bool:
 class Hop:
     """What to do after a 3xx answer from ``url``. Exactly one of: ``follow`` (request it next),
     ``stop_at`` (record the redirect with this ``final_url``, no request), ``error_class`` (a failed
-    result: bad target, loop, too many hops)."""
+    result: bad target, loop, too many hops; ``target`` then names where it pointed, for the result's
+    ``final_url``, when there is one)."""
 
     follow: str = ""
     stop_at: str = ""
     error_class: str = ""
     error_message: str = ""
+    target: str = ""
 
 
 def next_hop(
@@ -68,9 +70,10 @@ def next_hop(
     if target is None:
         return Hop(error_class="invalid_url", error_message=f"bad redirect target {location[:200]!r}")
     if target in chain:
-        return Hop(error_class="redirect_loop", error_message=f"{url} redirects back to {target}")
+        return Hop(error_class="redirect_loop", error_message=f"{url} redirects back to {target}", target=target)
     if in_scope is not None and not in_scope(target):
-        return Hop(error_class="out_of_scope", error_message=f"redirect to {target[:200]}, out of scope")
+        return Hop(error_class="out_of_scope", error_message=f"redirect to {target[:200]}, out of scope",
+                   target=target)  # fmt: skip
     if hops >= max_redirects:
         return Hop(error_class="too_many_redirects", error_message=f"more than {max_redirects} redirects")
     if not gate(task, target):
