@@ -34,7 +34,10 @@ def test_nodes_write_warc_from_the_wire(rabbitmq: str, fleet: Any, tmp_path: Pat
         tb.wait_log_flush()
         served = len(tb.read_access_log())
     files = sorted((f.out / "warc").glob("*/*.warc.gz"))
-    assert {p.parent.name for p in files} == {f.node(1), f.node(2)}
+    # Every node that fetched wrote its own WARC (which nodes fetch is S1's choice by u = p*s + q - r, and
+    # in a crawl this small one node may take every batch).
+    fetched_by = {ev["node"] for ev in f.events() if ev["ev"] == "done" and ev.get("pages")}
+    assert fetched_by and {p.parent.name for p in files} == fetched_by <= {f.node(1), f.node(2)}
     warcio = shutil.which("warcio") or str(Path(sys.executable).with_name("warcio"))
     check = subprocess.run([warcio, "check", *map(str, files)], capture_output=True, text=True, check=False)
     assert check.returncode == 0, check.stdout[-2000:] + check.stderr[-2000:]
