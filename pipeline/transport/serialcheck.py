@@ -134,11 +134,11 @@ class SerialResponder:
                 continue
             if props.reply_to:
                 reply = json.dumps(answer(body, self._table.holder)).encode()
+                self.answered += 1  # before the reply leaves: whoever reads the answer sees it counted
                 ch.basic_publish(
                     "", props.reply_to, reply, pika.BasicProperties(correlation_id=props.correlation_id)
                 )
             ch.basic_ack(method.delivery_tag)
-            self.answered += 1
         ch.cancel()
 
 
