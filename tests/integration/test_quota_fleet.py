@@ -62,7 +62,9 @@ def test_quota_holds_every_second_and_batches_go_by_u(rabbitmq: str, fleet: Any,
         issues = [ev for ev in f.events() if ev["ev"] == "issue"]
         assert issues and all(ev["n"] <= math.ceil(PER_S) for ev in issues)  # a request is one second's worth
         assert all(ev["u"] is not None and ev["u"] > ev["n"] for ev in issues), issues[:3]  # S1 rule 3
-        assert {ev["node"] for ev in issues} == {f.node(1), f.node(2)}
+        # Which nodes get batches is S1's choice by u (q, the free download slots, dominates it): not both
+        # necessarily on a loaded box.
+        assert {ev["node"] for ev in issues} <= {f.node(1), f.node(2)}
         assert all(ev["q"] > 0 for ev in issues)  # q: the free slots of the node's own heartbeat
         assert summary["quota"] == f"{PER_S:g} URLs/s from {quotas}"
         assert summary["fleet"]["serial_checks"] >= len([e for e in f.events() if e["ev"] == "done"])  # S1 check
