@@ -57,7 +57,7 @@ def test_tls_connects_with_a_client_certificate_and_refuses_without(
         conn.connect()
 
 
-def test_the_dispatchers_pika_session_runs_over_tls(broker: tuple[TlsRabbit, Users]) -> None:
+def test_the_pika_session_of_the_dispatcher_runs_over_tls(broker: tuple[TlsRabbit, Users]) -> None:
     rabbit, users = broker
     fleet = fleet_as(rabbit, users, "crawlfleet-dispatcher", "dispatcher")
     session = PikaSession(fleet, service="sec", heartbeat_ttl_s=5.0, retry_s=0.2)
