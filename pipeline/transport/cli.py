@@ -76,6 +76,11 @@ def register(subparsers: Any) -> None:
     _fleet_flags(d)
     d.add_argument("--resume", action="store_true", help="continue the crawl in --out after a stop or crash")
     d.add_argument("--serve", action="store_true", help="keep running when the crawl is done (for submits)")
+    d.add_argument("--continuous", action="store_true",
+                   help="keep the collection fresh: re-fetch URLs as they fall due (recrawl settings) until "
+                        "Ctrl-C or --stop-file (as CRAWLFLEET_RECRAWL_CONTINUOUS=1)")  # fmt: skip
+    d.add_argument("--stop-file", default=None, metavar="FILE",
+                   help="with --continuous: end cleanly once FILE exists (resume later with --resume)")  # fmt: skip
     d.add_argument("--metrics-port", type=port, default=None,
                    help="serve Prometheus /metrics and an HTML /status page on 127.0.0.1:PORT (0 = any free port)")
     if not any("--log-level" in a.option_strings for a in d._actions):  # add_crawl_flags may include them
@@ -152,6 +157,7 @@ def _cmd_dispatcher(args: argparse.Namespace) -> int:
     if done:
         print(done, file=sys.stderr)
         return 0
+    settings = continuous_settings(args, settings)
     service = FleetDispatcher(settings, out_dir=out, seeds=seeds, resume=args.resume, serve=args.serve,
                               metrics_port=args.metrics_port)  # fmt: skip
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -168,6 +174,15 @@ def _cmd_dispatcher(args: argparse.Namespace) -> int:
         for key in ("pages_fetched", "pages_failed", "elapsed_s", "pages_per_s"):
             print(f"{key:16} {summary.get(key)}")
     return 0
+
+
+def continuous_settings(args: argparse.Namespace, settings: Settings) -> Settings:
+    """``--continuous`` (for this run only, not remembered, as ``crawl --continuous``): the same settings field
+    ``recrawl.continuous`` that ``CRAWLFLEET_RECRAWL_CONTINUOUS=1`` sets, with ``--stop-file``."""
+    if not getattr(args, "continuous", False):
+        return settings
+    rc = {"continuous": True, "stop_file": args.stop_file or settings.recrawl.stop_file}
+    return settings.with_overrides({"recrawl": rc}, where="--continuous")
 
 
 def worker_command(args: argparse.Namespace, settings: Settings) -> tuple[list[str], dict[str, str]]:
