@@ -15,6 +15,20 @@ Refill contract, which keeps the window consistent with the store without per-UR
 a window is only refilled while its host is *not* leased and after every result of its last lease
 has been written to the store. The store's PENDING rows are then exactly the URLs not yet done.
 The frontier never performs I/O; ``wants_refill`` names the hosts and the caller feeds ``refill``.
+
+Priority (issue #23 point 5, ``FrontierLimits.priority``): each host's window is a heap
+(``scoredqueue.ScoredQueue``) ordered by score = the URL's in-link count as the crawl db knows it when the
+URL enters the window (``UrlRecord.inlinks``), depth as the tie-break, then the store's order. The store
+hands a refill the host's shallowest ``window_per_host + 1`` pending URLs (``Store.pending``'s contract), so
+the score orders exactly a host whose pending set fits its window, and within that look-ahead otherwise.
+Priority picks *which* of a host's URLs a lease takes, never *when*: the host's politeness clock, its
+single lease, per-IP limits and the active-host set are the same as without it.
+
+How priority composes with the re-crawl budget rule (``pipeline.crawl.revisits.Revisits.due``): that rule
+decides how many due URLs come back to the pending set per check (``recrawl_share`` of ``requeue_batch``
+while new URLs wait); once pending, a due URL is one more URL of its host and takes its place in the window
+by the same score as a new one (a re-fetched page keeps its in-link count, so an important page is
+re-fetched before an unimportant new one of the same host, and new URLs of other hosts are not delayed).
 """
 
 from __future__ import annotations
@@ -38,6 +52,9 @@ class FrontierLimits:
     max_pages_per_host: int = 0  # 0 = unlimited
     active_hosts: int = 0  # hosts worked on at once, at least (more when none is ready); 0 = all
     session_urls: int = 0  # an active host with others waiting yields its place after this many; 0 = never
+    priority: bool = (
+        True  # each host's window by in-link count, then depth (False: FIFO in the store's order)
+    )
 
 
 class Frontier:
@@ -64,9 +81,7 @@ class Frontier:
         """Register newly discovered PENDING URLs (already written to the store)."""
         for rec in records:
             host = rec.host if isinstance(rec, UrlRecord) else host_of(rec.url)
-            hs = self._hosts.get(host)
-            if hs is None:
-                hs = self._hosts[host] = HostState(host)
+            hs = self._state(host)
             if self.limits.max_pages_per_host and hs.issued >= self.limits.max_pages_per_host:
                 continue  # host capped: the URL stays PENDING in the store, never leased
             hs.pending += 1
@@ -75,7 +90,9 @@ class Frontier:
                 self.at_work.enlist(hs)
             if hs.complete:
                 if hs.active and not hs.leased_to and len(hs.window) < self.limits.window_per_host:
-                    hs.window.append(rec.url, rec.url_id, rec.depth)
+                    hs.window.append(
+                        rec.url, rec.url_id, rec.depth, rec.inlinks if isinstance(rec, UrlRecord) else 0
+                    )
                 else:
                     # Spill: the URL lives only in the store from now on. While leased, appending could
                     # race a refill; marking incomplete is always safe (refill reads the store).
@@ -87,9 +104,7 @@ class Frontier:
         link jobs); none is in RAM. The host's window is marked incomplete, so it refills from the store."""
         if count <= 0:
             return
-        hs = self._hosts.get(host)
-        if hs is None:
-            hs = self._hosts[host] = HostState(host)
+        hs = self._state(host)
         if self.limits.max_pages_per_host and hs.issued >= self.limits.max_pages_per_host:
             return  # host capped: the URLs stay PENDING in the store, never leased
         hs.pending += count
@@ -101,9 +116,7 @@ class Frontier:
 
     def restore(self, host: str, pending: int) -> None:
         """Rebuild a host from the store after a restart: ``pending`` URLs, none in RAM yet."""
-        hs = self._hosts.get(host)
-        if hs is None:
-            hs = self._hosts[host] = HostState(host)
+        hs = self._state(host)
         self._pending_total += pending - hs.pending
         hs.pending = pending
         hs.window.clear()
@@ -135,7 +148,7 @@ class Frontier:
         usable = [r for r in records if r.url_id not in done] if done else records
         keep = usable[: self.limits.window_per_host]
         for r in keep:
-            hs.window.append(r.url, r.url_id, r.depth)
+            hs.window.append(r.url, r.url_id, r.depth, r.inlinks)
         hs.complete = len(records) <= self.limits.window_per_host
         # The store is the truth: fix a drifted count (e.g. URLs finished by a replayed journal).
         if hs.complete:
@@ -201,7 +214,9 @@ class Frontier:
         for host in self._leases.pop(fetcher_id, []):
             self._end_lease(self._hosts[host], now + delays.get(host, 0.0), ips.get(host, ""))
 
-    def release_host(self, fetcher_id: str, host: str, now: float, *, delay_s: float = 0.0, ip: str = "") -> bool:
+    def release_host(
+        self, fetcher_id: str, host: str, now: float, *, delay_s: float = 0.0, ip: str = ""
+    ) -> bool:
         """End ``fetcher_id``'s lease of one host before its batch ends (every URL of the host in that
         batch has a final result). False, and nothing changes, when the host is not leased to it."""
         hosts = self._leases.get(fetcher_id)
@@ -229,7 +244,7 @@ class Frontier:
     def requeue(self, fetcher_id: str, tasks: Sequence[UrlTask]) -> None:
         """Give back URLs a fetcher did not finish (still PENDING in the store)."""
         for t in reversed(tasks):  # appendleft in reverse keeps the original order
-            hs = self._hosts.setdefault(host_of(t.url), HostState(host_of(t.url)))
+            hs = self._state(host_of(t.url))
             hs.pending += 1
             self._pending_total += 1
             if not hs.active:
@@ -298,6 +313,12 @@ class Frontier:
         return len(self._hosts)
 
     # --- internals ---------------------------------------------------------------------------------
+    def _state(self, host: str) -> HostState:
+        hs = self._hosts.get(host)
+        if hs is None:
+            hs = self._hosts[host] = HostState(host, scored=self.limits.priority)
+        return hs
+
     def _push(self, hs: HostState) -> None:
         if hs.in_heap or hs.leased_to or not hs.active or (not hs.window and hs.complete):
             return
@@ -321,7 +342,11 @@ class AnsweredFilter:
     result (an expired batch's answered URLs must not be fetched a second time)."""
 
     def __init__(
-        self, frontier: Frontier, answered: set[int], *, settled: Callable[[Sequence[UrlTask]], set[int]] | None = None
+        self,
+        frontier: Frontier,
+        answered: set[int],
+        *,
+        settled: Callable[[Sequence[UrlTask]], set[int]] | None = None,
     ) -> None:
         self._frontier = frontier
         self._answered = answered
