@@ -87,6 +87,7 @@ class CrawlOpening:
         store.put_meta(RULES_KEY, rules.to_json())
         self._sink_json = crawl_sink(self.settings, self.out_dir).to_json()
         self._encoder = BatchEncoder(scope_json=self._scope_json, sink_json=self._sink_json, wall=self._wall)
+        self.serials.minute_bound = bool(self.settings.dispatch.quotas_file)  # S1: grants end with their minute
         if self.settings.dispatch.serial_check:
             self._responder = SerialResponder(fleet_parameters(self.settings.fleet, name="serial-responder"),
                                               self.service, self.serials).start()

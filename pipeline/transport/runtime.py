@@ -259,6 +259,8 @@ class FetchRuntime:
             held.append(result)
 
         fence = (lambda: False) if revoked else self.lease.fence()
+        if self.serials is not None:  # under a quota no URL starts after its grant's minute (serialcheck.py)
+            fence = self.serials.fence(batch.issued_at, fence)
         report = await fetcher.fetch_batch(batch, on_result, fence=fence)
         report.fetcher_id = batch.fetcher_id  # the dispatcher's (virtual) fetcher, not the node
         try:

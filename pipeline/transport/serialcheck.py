@@ -14,6 +14,15 @@ Over RabbitMQ, without blocking the dispatcher's loop:
   and a dispatcher that is restarting must not stop the fleet) and the checks pause for
   ``PAUSE_AFTER_SILENCE_S`` so a fleet without a responder does not pay the timeout on every batch.
 
+Grants end with their minute (S1 under a quota): S1 counts a grant in the minute it was made (``n``,
+reset at second 1), so a batch granted late in a minute whose URLs reached the web early in the next
+one would add to the next minute's quota at the server (seen: 5 requests in second 1 under a 4/s quota).
+When the crawl has a quota file the dispatcher sets ``SerialTable.minute_bound``, the answers say
+``"minute": true``, and the node starts no URL of a batch after ``grant_end(issued_at)`` (the end of the
+minute the batch was granted in, less ``GRANT_GUARD_S`` for the request's trip to the server): those go
+back unfinished and are granted again, and counted, in the new minute. ``grant_fence`` is that rule;
+the node keeps the last answer's flag, so a check left unanswered still fences by the last one known.
+
 The answer rule is pure (``answer``); the two classes are the I/O at the edges.
 """
 
@@ -36,6 +45,19 @@ log = logging.getLogger(__name__)
 REPLY_TO = "amq.rabbitmq.reply-to"
 PAUSE_AFTER_SILENCE_S = 30.0
 HELD, REVOKED, UNANSWERED = "held", "revoked", "unanswered"
+GRANT_GUARD_S = 0.1  # a URL started this close to its grant's minute end may reach the server after it
+
+
+def grant_end(issued_at: float) -> float:
+    """The end of the quota minute a batch issued at ``issued_at`` (dispatcher's clock) was granted in."""
+    return (int(issued_at // 60) + 1) * 60.0
+
+
+def grant_fence(issued_at: float, inner: Callable[[], bool], *, wall: Callable[[], float] = time.time,
+                guard_s: float = GRANT_GUARD_S) -> Callable[[], bool]:  # fmt: skip
+    """``inner`` and: a URL may start only before ``grant_end(issued_at) - guard_s`` on ``wall``."""
+    until = grant_end(issued_at) - guard_s
+    return lambda: wall() < until and inner()
 
 
 def queue_name(service: str) -> str:
@@ -45,9 +67,10 @@ def queue_name(service: str) -> str:
 class SerialTable:
     """Thread-safe serial -> fetcher map of the batches the dispatcher has out."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, minute_bound: bool = False) -> None:
         self._lock = threading.Lock()
         self._held: dict[int, str] = {}
+        self.minute_bound = minute_bound  # the crawl has a quota: grants end with their minute
 
     def issue(self, serial: int, fetcher_id: str) -> None:
         with self._lock:
@@ -63,9 +86,10 @@ class SerialTable:
             return self._held.get(serial)
 
 
-def answer(body: bytes, holder: Callable[[int], str | None]) -> dict[str, Any]:
-    """The reply to one check: held iff ``serial`` is out and issued to ``fetcher``. Hostile input gets
-    ``{"error": ...}`` (never an exception)."""
+def answer(body: bytes, holder: Callable[[int], str | None], *, minute_bound: bool = False) -> dict[str, Any]:
+    """The reply to one check: held iff ``serial`` is out and issued to ``fetcher``; ``minute`` true when
+    the crawl's grants end with their quota minute. Hostile input gets ``{"error": ...}`` (never an
+    exception)."""
     try:
         req = json.loads(body)
         serial, fetcher = req["serial"], req["fetcher"]
@@ -73,7 +97,10 @@ def answer(body: bytes, holder: Callable[[int], str | None]) -> dict[str, Any]:
             raise TypeError("serial must be an int and fetcher a string")
     except (ValueError, KeyError, TypeError) as exc:
         return {"error": f"bad serial check: {exc}"[:200]}
-    return {"serial": serial, "held": holder(serial) == fetcher}
+    out: dict[str, Any] = {"serial": serial, "held": holder(serial) == fetcher}
+    if minute_bound:
+        out["minute"] = True
+    return out
 
 
 # Checks go through a named exchange, not the default one: a node's broker user may publish to the fleet's
@@ -133,7 +160,9 @@ class SerialResponder:
             if method is None:
                 continue
             if props.reply_to:
-                reply = json.dumps(answer(body, self._table.holder)).encode()
+                reply = json.dumps(
+                    answer(body, self._table.holder, minute_bound=self._table.minute_bound)
+                ).encode()
                 self.answered += 1  # before the reply leaves: whoever reads the answer sees it counted
                 ch.basic_publish(
                     "", props.reply_to, reply, pika.BasicProperties(correlation_id=props.correlation_id)
@@ -165,6 +194,12 @@ class SerialChecker:
         self._replies: dict[str, bytes] = {}
         self._paused_until = float("-inf")
         self.stats = CheckStats()
+        self.minute_bound = False  # the last answer said grants end with their minute (kept when unanswered)
+
+    def fence(self, issued_at: float, inner: Callable[[], bool]) -> Callable[[], bool]:
+        """The fence a batch issued at ``issued_at`` runs under: ``inner``, and ``grant_fence`` when the
+        dispatcher's answers say the crawl's grants end with their minute."""
+        return grant_fence(issued_at, inner) if self.minute_bound else inner
 
     def check(self, service: str, serial: int, fetcher_id: str) -> str:
         """HELD, REVOKED or UNANSWERED (fail open: the caller fetches)."""
@@ -208,6 +243,7 @@ class SerialChecker:
                 return UNANSWERED
             self._conn.process_data_events(time_limit=min(left, 0.05))
         reply = json.loads(self._replies.pop(cid))
+        self.minute_bound = reply.get("minute") is True
         return HELD if reply.get("held") is True else REVOKED
 
     def _on_reply(self, _ch: Any, _method: Any, props: Any, body: bytes) -> None:
