@@ -168,6 +168,7 @@ _AT_MOST: dict[str, float] = {"store.hbase_port": 65535, "dns.negative_fp_rate":
 _CHOICES: dict[str, tuple[str, ...]] = {
     "store.kind": ("sqlite", "hbase"),
     "fleet.amqp_client": ("kombu", "pika"),
+    "recrawl.policy": ("nutch", "poisson"),
 }
 
 

@@ -16,6 +16,17 @@ class RecrawlSettings:
     # Do not end when nothing is pending: wait for due URLs until Ctrl-C or the stop file (`--continuous`).
     continuous: bool = False
     adaptive: bool = True  # false: uniform revisiting, every URL every initial_interval_s
+    # With adaptive: "nutch" (the default: unchanged stretches, changed shrinks the interval) or "poisson"
+    # (each page's change rate estimated from its fetches, freshness-optimal intervals that give up on pages
+    # changing faster than the host's budget can follow; pipeline.frontier.schedule).
+    policy: str = "nutch"
+    # Poisson policy: fetches per second one host may spend on re-fetches (0 = 1 / politeness.min_host_delay_s,
+    # or, with no host delay, the schedule's default marginal value).
+    host_budget_rps: float = 0.0
+    min_observations: int = 2  # Poisson policy: intervals seen before a page's own rate is used
+    # When the frontier runs dry, bring back the URLs due soonest before they are due, so re-crawling
+    # spends the whole fetch budget (uniform revisiting then runs at the budget's own cycle).
+    work_conserving: bool = False
     initial_interval_s: float = 3600.0  # a newly fetched URL's first interval
     min_interval_s: float = 60.0
     max_interval_s: float = 30 * 86400.0
