@@ -52,6 +52,7 @@ from pipeline.storage.hbase_cells import (
     _D,
     _I,
     _Q,
+    LINK_ROUND,
     URL_COLS,
     _long,
     due_key,
@@ -111,6 +112,7 @@ class HBaseStore(Store):
             pool_size, host=host, port=port, table_prefix=prefix, timeout=timeout_ms, autoconnect=False
         )
         self._names = {name: f"{prefix}_{name}".encode() for name in FAMILIES}
+        self._link_round = b""  # set_link_round
         self._ensure_tables()
 
     # --- plumbing --------------------------------------------------------------------------------
@@ -179,7 +181,9 @@ class HBaseStore(Store):
                 batch[key] = rec if rec.url_id else replace(rec, url_id=fingerprint(rec.url))
         if not batch:
             return []
-        known = self._rows("crawldb", list(batch), [b"m:s", b"m:n"] if count_inlinks else [b"m:s"])
+        tag = self._link_round if count_inlinks else b""
+        cols = [b"m:s", b"m:n", LINK_ROUND] if count_inlinks else [b"m:s"]
+        known = self._rows("crawldb", list(batch), cols)
         new = [
             rec if rec.state == UrlState.PENDING else replace(rec, state=UrlState.PENDING)
             for key, rec in batch.items()
@@ -188,16 +192,24 @@ class HBaseStore(Store):
         # Pending rows first: a crash in between leaves a pending row without a crawl-db row (skipped
         # by pending(), re-added on rediscovery), never a known URL that is not pending.
         self._put("pending", ((pending_key(r.host, r.depth, row_key(r.url)), {b"p:x": b""}) for r in new))
-        self._put("crawldb", ((row_key(r.url), url_cells(r)) for r in new))
+        self._put("crawldb", ((row_key(r.url), url_cells(r, link_round=tag)) for r in new))
+        if tag:  # a re-run of this round: URLs it already counted (m:L is this round) count no more
+            known = {key: row for key, row in known.items() if row.get(LINK_ROUND) != tag}
         if count_inlinks and known:
             # A put of the new count, not an HBase increment: an increment is a locked read-modify-write
             # per cell on the server (measured: 0.43 ms per known URL against 0.02 ms for the put), and
             # the link jobs' update step raises tens of thousands a round. One writer per URL at a time
             # (the update step sees each URL once per round) keeps it exact; see the module docstring.
-            self._put("crawldb", ((key, {b"m:n": _Q.pack(_long(row.get(b"m:n")) + max(1, batch[key].inlinks))})
+            # m:n and m:L in one put: HBase writes a row's cells atomically, so a kill leaves both or neither.
+            self._put("crawldb", ((key, {b"m:n": _Q.pack(_long(row.get(b"m:n")) + max(1, batch[key].inlinks)),
+                                         **({LINK_ROUND: tag} if tag else {})})
                                   for key, row in known.items()))  # fmt: skip
         self._increment([("meta", b"counts", b"c:pending", len(new))])
         return new
+
+    def set_link_round(self, round_id: str) -> None:
+        """Tag later ``add_urls`` in-link counts with a link-jobs round (``m:L``): one round counts a URL once."""
+        self._link_round = round_id.encode()
 
     def seen(self, urls: Sequence[str]) -> set[str]:
         by_key = {row_key(u): u for u in urls}

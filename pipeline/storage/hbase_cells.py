@@ -11,6 +11,9 @@ from pipeline.storage.rowkey import authority_key
 
 _Q, _I, _D, _H = struct.Struct(">q"), struct.Struct(">i"), struct.Struct(">d"), struct.Struct(">H")
 # m:R is the URL's re-crawl state (JSON), absent for URLs never scheduled.
+# m:L is the last link-jobs round that counted the URL's in-links (m:n), absent outside the link jobs: a
+# round killed inside its merge is run again under the same id, and skips the URLs it already counted.
+LINK_ROUND = b"m:L"
 URL_COLS = [
     b"m:u",
     b"m:i",
@@ -34,13 +37,17 @@ def _long(value: bytes | None) -> int:
     return _Q.unpack(value)[0] if value else 0
 
 
-def url_cells(r: UrlRecord) -> dict[bytes, bytes]:
-    return {
+def url_cells(r: UrlRecord, *, link_round: bytes = b"") -> dict[bytes, bytes]:
+    """A crawl-db row; ``link_round`` (``LINK_ROUND``) names the link-jobs round whose in-links it holds."""
+    cells = {
         b"m:u": r.url.encode(), b"m:i": _Q.pack(r.url_id), b"m:h": r.host.encode(), b"m:d": _I.pack(r.depth),
         b"m:s": bytes([UrlState.PENDING]), b"m:f": r.discovered_from.encode(), b"m:n": _Q.pack(r.inlinks),
         b"m:t": _D.pack(r.fetched_at), b"m:c": _I.pack(r.status), b"m:g": r.signature.encode(),
         b"m:r": _I.pack(r.retries), b"m:e": r.error.encode(),
     }  # fmt: skip
+    if link_round:
+        cells[LINK_ROUND] = link_round
+    return cells
 
 
 def url_record(row: dict[bytes, bytes]) -> UrlRecord:

@@ -56,7 +56,7 @@ from pipeline.storage.sqlite_schema import (  # noqa: F401 (CHUNK, SCHEMA_VERSIO
     revisit_of,
     revisit_row,
 )
-from pipeline.storage.sqlite_tx import Transaction, is_locked
+from pipeline.storage.sqlite_tx import LINK_ROUNDS_DDL, Transaction, claim_round, is_locked
 from pipeline.storage.sqlite_wal import Checkpointer
 from pipeline.urls import fingerprint
 
@@ -104,6 +104,7 @@ class SqliteStore(Store):
                 f"{self.path}: crawl database schema {found}, this crawlfleet needs {SCHEMA_VERSION}"
             )
         self._closed = False
+        self._link_round = ""  # set_link_round
         self._bodies = BodyLog(self.path.with_name(self.path.name + ".bodies"))
         self._checkpointer = Checkpointer(self.path, checkpoint_interval) if checkpoint_interval > 0 else None
 
@@ -169,7 +170,10 @@ class SqliteStore(Store):
         # which rows it inserted); only the new ones then get a full urls row.
         fresh: set[int] = set()
         items = list(batch.items())
+        tag = self._link_round if count_inlinks else ""
         with self._tx():
+            if tag:  # a re-run of this round: URLs it already counted are known, and count no more
+                items = claim_round(self._db, tag, items)
             for start in range(0, len(items), CHUNK):
                 chunk = items[start : start + CHUNK]
                 params: list[object] = []
@@ -177,22 +181,19 @@ class SqliteStore(Store):
                     params += (uid, rec.inlinks, max(1, rec.inlinks))
                 rows = self._db.execute(_upsert_seen(len(chunk), count_inlinks), params)
                 fresh.update(uid for uid, ins in rows if ins)
-            new = [
-                rec if rec.state == UrlState.PENDING else replace(rec, state=UrlState.PENDING)
-                for uid, rec in items
-                if uid in fresh
-            ]
+            new = [rec if rec.state == UrlState.PENDING else replace(rec, state=UrlState.PENDING)
+                   for uid, rec in items if uid in fresh]  # fmt: skip
             if new:
-                self._db.executemany(
-                    _INSERT_URL,
-                    [
-                        (r.url, r.url_id, r.host, r.depth, 0, r.discovered_from, r.fetched_at,
-                         r.status, r.signature, r.retries, r.error)
-                        for r in new
-                    ],
-                )  # fmt: skip
+                self._db.executemany(_INSERT_URL, [(r.url, r.url_id, r.host, r.depth, 0, r.discovered_from,
+                                                    r.fetched_at, r.status, r.signature, r.retries, r.error)
+                                                   for r in new])  # fmt: skip
                 self._bump(Counter(r.host for r in new), {"pending": len(new)})
         return new
+
+    def set_link_round(self, round_id: str) -> None:
+        """Tag later ``add_urls`` in-link counts with a link-jobs round: one round counts a URL once."""
+        self._db.execute(LINK_ROUNDS_DDL)
+        self._link_round = round_id
 
     def seen(self, urls: Sequence[str]) -> set[str]:
         by_id = {fingerprint(u): u for u in urls}

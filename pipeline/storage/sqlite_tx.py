@@ -1,8 +1,11 @@
-"""The SQLite store's transaction helper and lock test, kept apart from ``sqlite.py`` (its behaviour)."""
+"""The SQLite store's transaction helper, lock test and link-round marks, kept apart from ``sqlite.py``."""
 
 from __future__ import annotations
 
 import sqlite3
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 def is_locked(exc: BaseException) -> bool:
@@ -30,3 +33,26 @@ class Transaction:
             self._db.execute("COMMIT")
         else:
             self._db.execute("ROLLBACK")
+
+
+# --- link rounds: in-links counted once per round, whatever the re-runs ------------------------------
+# A link-jobs round killed inside its merge is run again from the same segments under the same round id;
+# each URL's row here names the last round that counted its in-links, so the re-run skips those URLs.
+# Its own table, created on first use: stores that never see a round (the embedded crawl) pay nothing.
+LINK_ROUNDS_DDL = "CREATE TABLE IF NOT EXISTS link_rounds (id INTEGER PRIMARY KEY, round TEXT NOT NULL)"
+
+
+def claim_round(db: sqlite3.Connection, round_id: str, items: list[tuple[int, T]]) -> list[tuple[int, T]]:
+    """The ``(id, value)`` items whose in-links ``round_id`` has not counted yet, now marked as counted by
+    it. Call inside the transaction that counts them, so a kill leaves both or neither."""
+    done: set[int] = set()
+    for start in range(0, len(items), 500):
+        chunk = [uid for uid, _ in items[start : start + 500]]
+        marks = ",".join("?" * len(chunk))
+        sql = f"SELECT id FROM link_rounds WHERE round = ? AND id IN ({marks})"  # noqa: S608 - only "?" marks
+        done.update(row[0] for row in db.execute(sql, [round_id, *chunk]))
+    todo = [item for item in items if item[0] not in done]
+    db.executemany(
+        "INSERT OR REPLACE INTO link_rounds (id, round) VALUES (?, ?)", [(i, round_id) for i, _ in todo]
+    )
+    return todo
