@@ -16,6 +16,12 @@ S3's n_i, but never more than one second's quota (``max(1, ceil(m))``). A reques
 minute's quota would be refused for ever, and one of a second's worth is admissible in the second it is
 made, which keeps the URLs handed out per second flat -- S1's claimed effect.
 
+Pacing (``Quotas.pace``, from the quota file's ``[pace]``; off for ``Quotas`` built in code) is the client's
+side, ours: a request is at most ``slice_s`` seconds' quota (``ceil(m*slice_s)``, at least 1) instead of one
+second's, and the budget is also held to a token bucket (m tokens/s, at most ``max(slice, m*burst_s)``),
+so grants follow a steady line through each second and a dip is not made up in a burst. The pace only
+ever makes the budget smaller: every grant still satisfies S1's ``t + n <= s*m``.
+
 ``shrink=True`` (``dispatch.quota_shrink``, off by default) is a documented deviation from S1: instead
 of no, the batch is cut to the budget (``min(t, budget)``, refused only when budget < 1). Either way
 ``t + n <= s*m`` holds for every grant. Node choice (S1 rule 3): ``u = p*s + q - r`` for each live
@@ -81,6 +87,7 @@ class Admission:
     _minute: int | None = None
     _n: dict[str, int] = field(default_factory=dict)
     _r: dict[str, int] = field(default_factory=dict)
+    _tokens: dict[str, tuple[float, float]] = field(default_factory=dict)  # service -> (tokens, at)
 
     def roll(self, now: float) -> bool:
         """Reset n and r if the minute changed; returns True when it reset."""
@@ -104,14 +111,33 @@ class Admission:
             return None
         if math.isinf(m):
             return math.inf
-        return math.floor(second_of_minute(now) * m + 1e-9) - self._n.get(service, 0)
+        s1 = math.floor(second_of_minute(now) * m + 1e-9) - self._n.get(service, 0)
+        paced = self._paced(service, m, now)
+        return s1 if paced is None else min(s1, paced)
+
+    def _slice(self, m: float) -> int:
+        """The most one request asks for: ``slice_s`` seconds' quota, or one second's (at least 1)."""
+        share = self.quotas.pace.slice_s
+        return max(1, math.ceil(m * share - 1e-9)) if share > 0 else max(1, math.ceil(m))
+
+    def _paced(self, service: str, m: float, now: float) -> float | None:
+        """The token bucket's content now (refilled at m/s up to its cap), or None without pacing."""
+        burst = self.quotas.pace.burst_s
+        if burst <= 0 or m <= 0 or self.shrink:
+            return None
+        cap = max(float(self._slice(m)), m * burst)
+        tokens, at = self._tokens.get(service, (cap, now))
+        tokens = min(cap, tokens + m * max(0.0, now - at))
+        self._tokens[service] = (tokens, max(at, now))
+        return tokens
 
     def request(self, service: str, wanted: int) -> int:
-        """The t our client asks for: ``wanted`` (S3's n_i), at most one second's quota (at least 1)."""
+        """The t our client asks for: ``wanted`` (S3's n_i), at most one slice of the quota (``_slice``:
+        one second's without pacing; at least 1)."""
         m = self.quotas.quota(service)
         if m is None or math.isinf(m) or self.shrink:
             return wanted
-        return max(0, min(wanted, max(1, math.ceil(m))))
+        return max(0, min(wanted, self._slice(m)))
 
     def admitted(self, t: int, budget: float) -> int:
         """S1 rule 2 for a request of ``t``: t when ``t <= budget``, else 0 (refused); see ``admit``."""
@@ -140,15 +166,24 @@ class Admission:
         self.roll(now)
         self._n[service] = self._n.get(service, 0) + urls
         self._r[fetcher_id] = self._r.get(fetcher_id, 0) + urls
+        m = self.quotas.quota(service)
+        if m is not None and service in self._tokens and self._paced(service, m, now) is not None:
+            tokens, at = self._tokens[service]
+            self._tokens[service] = (tokens - urls, at)
 
     def wait_s(self, service: str, now: float, *, t: int = 1) -> float:
-        """Seconds until floor(s*m) - n >= t (a batch of t fits), or until the next minute if later."""
+        """Seconds until floor(s*m) - n >= t (a batch of t fits), or until the next minute if later;
+        with pacing, no sooner than the token bucket holds t."""
         m = self.quotas.quota(service) or 0.0
         start = minute_of(now) * 60.0
         need = (self.n(service) + max(1, t)) / m if m > 0 else math.inf  # the second s at which it fits
         if need > 60:
             return max(0.0, start + 60 - now)
-        return max(0.0, start + math.ceil(need) - 1 - now)
+        wait = max(0.0, start + math.ceil(need) - 1 - now)
+        tokens = self._paced(service, m, now) if m > 0 and not math.isinf(m) else None
+        if tokens is not None:
+            wait = max(wait, (max(1, t) - tokens) / m)
+        return wait
 
     def n(self, service: str) -> int:
         return self._n.get(service, 0)

@@ -1,7 +1,8 @@
 """S1 on a real fleet (real RabbitMQ, worker and dispatcher processes), judged from the testbed's log:
 
 - rule 2: a quota of m URLs/s holds every second of every minute (the URLs the testbed was asked for
-  by the end of second s of a minute never pass floor(s*m)), while the crawl has more work than that;
+  by the end of second s of a minute never pass floor(s*m)), while the crawl has more work than that,
+  through a minute's turn (a batch granted in a minute's last second starts no URL in the next one);
 - rule 3: every batch went to a node whose u = p*s + q - r (from its own heartbeat) exceeded t;
 - rule 1: a crawl whose service is not in the quota list fetches nothing and says why in its log.
 """
@@ -46,7 +47,10 @@ def test_quota_holds_every_second_and_batches_go_by_u(rabbitmq: str, fleet: Any,
         before = len(tb.read_access_log())
         f.start_dispatcher()
         f.wait_event(lambda ev: ev["ev"] == "issue", timeout_s=120)  # workers take seconds to start
-        time.sleep(RUN_S)
+        # Run through the turn of a minute: grants of a minute's last second must not reach the web in the
+        # next minute's first (S1 counts them in the minute they were granted; the node fences them).
+        turn = (int(time.time() + 3) // 60 + 1) * 60  # at least 3 s of crawl before it
+        time.sleep(max(RUN_S, turn + 4 - time.time()))
         summary = _stop(f)
         tb.wait_log_flush()
         truth = tb.truth(max_depth=MAX_DEPTH)
@@ -54,6 +58,7 @@ def test_quota_holds_every_second_and_batches_go_by_u(rabbitmq: str, fleet: Any,
         log = [e for e in tb.read_access_log()[before:] if float(e["t"]) >= start - 1]
         asked = granted_requests(log, hops)
         assert len(asked) >= PER_S * 5, len(asked)  # the crawl did run
+        assert any(float(e["t"]) < turn for e in asked) and any(float(e["t"]) >= turn for e in asked)  # both sides
         per_second = Counter(int(float(e["t"])) for e in asked)
         for sec in range(int(start), int(time.time()) + 1):  # by the end of each second of its minute
             minute0 = sec - sec % 60
