@@ -19,6 +19,7 @@ from typing import Any
 
 from fetchers.records import FetchResult, SchemaError
 from fetchers.redirects import stopped_target
+from jobs import sitemap_links
 from pipeline.links import extract, filtering
 from pipeline.links.filtering import Candidate
 from pipeline.storage.base import Store, UrlRecord, UrlState
@@ -93,6 +94,8 @@ def page_candidates(
         return [Candidate(target, fingerprint(target), host_of(target), result.depth, result.url)] if ok else []
     if not result.ok or not result.body or result.nofollow:
         return []
+    if (listed := sitemap_links.sitemap_candidates(result, rules, stats=stats)) is not None:  # #23: sitemaps
+        return listed
     page = extract.extract(
         result.body,
         base_url=result.final_url or result.url,

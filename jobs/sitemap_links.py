@@ -1,0 +1,107 @@
+"""Sitemaps in the fleet's link job (issue #23 point 4): robots.txt ``Sitemap:`` lines and sitemap bodies
+from the node segments become candidates for the pending set, as the links of an HTML page do.
+
+The fleet's path: the dispatcher's crawl core puts each seed site's ``/robots.txt`` in the pending set when
+sitemaps are on (``pipeline.crawl.sitemapfeed.SitemapFeed.roots``); a node fetches it like any URL (normal
+politeness, SSRF guard, WARC) and keeps its body in the segment when its type is one the crawl parses
+(``SITEMAP_TYPES``); the link job's mapper calls ``sitemap_candidates`` on every result before the HTML
+extraction. Stateless, so the walk's limits become rules on single results:
+
+- robots.txt (path ``/robots.txt``, 200): its ``Sitemap:`` lines (``robots_sitemaps``), depth + 1;
+- a sitemap file (an XML or gzip type, or a path naming a sitemap, and a body ``parse_sitemap`` reads as
+  one): a urlset's entries and an index's children, depth + 1. The protocol's size and count limits, gzip
+  bombs and DTDs are ``parse_sitemap``'s; entries must be on the sitemap's own site (scheme, host, port:
+  the protocol's rule for robots-submitted sitemaps) and in the crawl's scope, depth and trap rules.
+  An endless index chain ends at ``SitemapLimits.max_depth`` index levels below the robots.txt (counted
+  in crawl depth), a loop at the seen-set.
+
+Returns None for any other result (the caller goes on with HTML extraction). A hostile file gives what was
+read before the problem and one counted error per file in ``stats`` (``sitemap_<error>``); nothing raises.
+Sitemap ``lastmod`` does not reach the fleet's schedule here (the embedded feed applies it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, MutableMapping
+from typing import TYPE_CHECKING
+
+from fetchers.records import FetchResult
+from pipeline.links.filtering import Candidate
+from pipeline.links.sitemaps import SitemapLimits, parse_sitemap, robots_sitemaps, same_site
+from pipeline.urls import Scope, TrapRules, fingerprint, host_of, trap_reason
+
+if TYPE_CHECKING:
+    from jobs.logic import LinkRules
+
+_XML_TYPES = frozenset({"application/xml", "text/xml", "application/gzip", "application/x-gzip"})
+_LIMITS = SitemapLimits()
+
+
+def _path(url: str) -> str:
+    rest = url.partition("://")[2]
+    return "/" + rest.partition("/")[2].partition("?")[0]
+
+
+def _count(stats: MutableMapping[str, int] | None, key: str, n: int = 1) -> None:
+    if stats is not None and n:
+        stats[key] = stats.get(key, 0) + n
+
+
+def is_sitemap_like(result: FetchResult) -> bool:
+    """A result the job reads as robots.txt or a sitemap (by path and type; the body decides later)."""
+    path = _path(result.url).lower()
+    if path == "/robots.txt":
+        return True
+    ctype = result.content_type.split(";")[0].strip().lower()
+    return ctype in _XML_TYPES or ("sitemap" in path and ctype in ("text/plain", "application/octet-stream"))
+
+
+def sitemap_candidates(
+    result: FetchResult, rules: LinkRules, *, stats: MutableMapping[str, int] | None = None
+) -> list[Candidate] | None:
+    """The pending-set candidates a robots.txt or sitemap result names, or None when it is neither."""
+    if not result.ok or not result.body or result.status != 200 or not is_sitemap_like(result):
+        return None
+    url = result.final_url or result.url
+    depth = result.depth + 1
+    if _path(result.url).lower() == "/robots.txt":
+        text = result.body.decode("utf-8", "replace")
+        found = robots_sitemaps(text)
+        _count(stats, "sitemap_robots_lines", len(found))
+        return _keep(found, depth, result.url, rules.scope, rules.traps, rules.max_depth, stats)
+    site = same_site(url)
+    parsed = parse_sitemap(result.body, url=url, in_scope=lambda loc: site(loc) and rules.scope.allows(loc))
+    if parsed.kind == "" and parsed.error == "not_sitemap":
+        return None  # an XML document of another kind: the HTML path may still have links in it
+    if parsed.error is not None:
+        _count(stats, f"sitemap_{parsed.error}")
+    _count(stats, "sitemap_off_scope", parsed.off_scope)
+    _count(stats, "sitemap_files")
+    locs = [e.loc for e in parsed.entries]
+    if parsed.sitemaps:
+        if result.depth > _LIMITS.max_depth:  # robots.txt (0) -> root file (1) -> ... index levels
+            _count(stats, "sitemap_depth")
+        else:
+            locs += [e.loc for e in parsed.sitemaps]
+    return _keep(locs, depth, result.url, rules.scope, rules.traps, rules.max_depth, stats)
+
+
+def _keep(
+    urls: list[str],
+    depth: int,
+    source: str,
+    scope: Scope,
+    traps: TrapRules,
+    max_depth: int,
+    stats: MutableMapping[str, int] | None,
+) -> list[Candidate]:
+    if depth > max_depth:
+        _count(stats, "sitemap_too_deep", len(urls))
+        return []
+    allowed: Callable[[str], bool] = scope.allows
+    out = []
+    for u in dict.fromkeys(urls):
+        if allowed(u) and not trap_reason(u, traps):
+            out.append(Candidate(u, fingerprint(u), host_of(u), depth, source))
+    _count(stats, "sitemap_urls", len(out))
+    return out

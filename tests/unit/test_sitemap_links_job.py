@@ -1,0 +1,69 @@
+"""The link job's sitemap hook (#23 point 4, fleet): robots.txt Sitemap: lines and sitemap bodies in node
+segments become pending-set candidates through ``jobs.logic.page_candidates``; hostile files are bounded."""
+
+from __future__ import annotations
+
+import gzip
+
+from fetchers.records import FetchResult
+from jobs import logic
+from jobs.sitemap_links import sitemap_candidates
+from pipeline.urls import fingerprint
+
+SITE = "http://a.test:8080"
+RULES = logic.LinkRules.build(allowed_domains=["a.test"], max_depth=6)
+
+
+def _result(path: str, body: bytes, *, ctype: str, depth: int = 0, status: int = 200) -> FetchResult:
+    url = SITE + path
+    return FetchResult(
+        url, fingerprint(url), depth, final_url=url, status=status, content_type=ctype, body=body
+    )
+
+
+def _urlset(*paths: str) -> bytes:
+    locs = "".join(f"<url><loc>{SITE}{p}</loc><lastmod>2026-01-02</lastmod></url>" for p in paths)
+    return f'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>'.encode()
+
+
+def test_robots_sitemap_lines_become_candidates_one_deeper() -> None:
+    robots = f"User-agent: *\nDisallow: /x/\nSitemap: {SITE}/sitemap.xml\nSitemap: http://other.test/s.xml\n"
+    got = logic.page_candidates(_result("/robots.txt", robots.encode(), ctype="text/plain"), RULES)
+    assert [(c.url, c.depth) for c in got] == [(f"{SITE}/sitemap.xml", 1)]  # other.test is out of scope
+
+
+def test_urlset_entries_and_gzip_index_children_are_candidates() -> None:
+    stats: dict[str, int] = {}
+    got = logic.page_candidates(_result("/sitemap.xml", _urlset("/only/0", "/only/1"), ctype="application/xml",
+                                        depth=1), RULES, stats=stats)  # fmt: skip
+    assert [(c.url, c.depth) for c in got] == [(f"{SITE}/only/0", 2), (f"{SITE}/only/1", 2)]
+    index = (f'<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><sitemap><loc>{SITE}/s/0.xml.gz'
+             "</loc></sitemap></sitemapindex>").encode()  # fmt: skip
+    got = sitemap_candidates(_result("/sitemap_index.xml", gzip.compress(index), ctype="application/gzip",
+                                     depth=1), RULES)  # fmt: skip
+    assert got is not None and [c.url for c in got] == [f"{SITE}/s/0.xml.gz"]
+    assert stats["sitemap_urls"] == 2
+
+
+def test_off_site_entries_bad_xml_and_endless_indexes_are_bounded() -> None:
+    stats: dict[str, int] = {}
+    off = _urlset("/in").replace(b"</urlset>", b"<url><loc>http://b.test/x</loc></url></urlset>")
+    got = sitemap_candidates(_result("/s.xml", off, ctype="text/xml", depth=1), RULES, stats=stats)
+    assert got is not None and [c.url for c in got] == [f"{SITE}/in"] and stats["sitemap_off_scope"] == 1
+    bad = sitemap_candidates(
+        _result("/bad.xml", b"<urlset><url><loc>", ctype="text/xml", depth=1), RULES, stats=stats
+    )
+    assert bad == [] and stats["sitemap_bad_xml"] == 1
+    chain = (f'<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><sitemap><loc>{SITE}/c/9.xml'
+             "</loc></sitemap></sitemapindex>").encode()  # fmt: skip
+    assert sitemap_candidates(_result("/c/8.xml", chain, ctype="text/xml", depth=3), RULES, stats=stats) == []
+    assert stats["sitemap_depth"] == 1
+
+
+def test_other_results_fall_through_to_html_extraction() -> None:
+    html = _result("/page", b'<a href="/next">n</a>', ctype="text/html")
+    assert sitemap_candidates(html, RULES) is None
+    assert [c.url for c in logic.page_candidates(html, RULES)] == [f"{SITE}/next"]
+    not_sitemap = _result("/feed.xml", b"<html><body>hi</body></html>", ctype="application/xml")
+    assert sitemap_candidates(not_sitemap, RULES) is None
+    assert sitemap_candidates(_result("/robots.txt", b"", ctype="text/plain", status=404), RULES) is None
