@@ -6,7 +6,6 @@ Each node is ``slots`` virtual fetchers ``<node>#<i>`` (S3's sizing and the fron
 per fetcher); a virtual fetcher is busy from the issue of its batch until that batch's report. The
 choice is per node, from the node's own heartbeat: p = its measured rate, q = its free slots, r = the
 URLs given to its fetchers this minute, t = the batch its first idle fetcher would ask for now.
-q is counted in batches (``batch_q``): at most idle virtual fetchers x t, never more than the heartbeat's.
 """
 
 from __future__ import annotations
@@ -29,13 +28,6 @@ class Heard:
     event: str
     reregister: tuple[str, ...] = ()
     restarted: bool = False
-
-
-def batch_q(free_slots: int, *, idle: int, t: int) -> int:
-    """S1's q for the choice, in URLs the node can take now: its heartbeat's free download slots, but
-    no more than its idle virtual fetchers times the batch ``t`` (a deviation, docs/bench/s1.md: a
-    node's hundreds of free connections would otherwise dwarf ``p*s``, ``r`` and ``t`` in u)."""
-    return min(free_slots, idle * t)
 
 
 class FleetNodes:
@@ -87,10 +79,9 @@ class FleetNodes:
             vfid = self.idle_fetcher(n)
             if vfid is None or n.name in exclude:
                 continue
-            idle = sum(v not in self.busy for v in n.vfids)
-            t = t_of(vfid)
-            loads.append(NodeLoad(n.name, n.p, batch_q(n.q, idle=idle, t=t), sum(r_of(v) for v in n.vfids), t,
-                                  drained=idle == len(n.vfids), measured=n.successes > 0))  # fmt: skip
+            drained = not any(v in self.busy for v in n.vfids)
+            loads.append(NodeLoad(n.name, n.p, n.q, sum(r_of(v) for v in n.vfids), t_of(vfid), drained=drained,
+                                  measured=n.successes > 0))  # fmt: skip
         choice = choose_node(loads, s=s)
         self.last_choice = choice
         if choice is None:
