@@ -34,6 +34,7 @@ AREAS: dict[str, tuple[str, ...]] = {
     "pipeline.report.cli": ("report",),
     "pipeline.storage.cli": ("export",),
     "jobs.cli": ("jobs",),
+    "jobs.dupreport": ("duplicates",),
     "pipeline.crawl.flags": ("settings",),
     "pipeline.transport.cli": ("dispatcher", "worker", "submit", "links"),
     "pipeline.dns.cli": ("dns",),
