@@ -23,6 +23,7 @@ from jobs.runner import (
     RUNNERS,
     JobArgs,
     LinkPipeline,
+    RoundResult,
     RunnerConfig,
     closed_segments,
     run_pipelined,
@@ -55,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     run.add_argument("--work-dir", type=Path, default=Path("var/jobs"), help="scratch directory of the jobs")
     run.add_argument("--host-stats", action="store_true", help="also run mr_host_stats per segment")
     run.add_argument("--reprocess", action="store_true",
-                     help="also run segments this store has already processed (in-links would count twice)")
+                     help="also run segments this store has already processed (their in-links count once)")
     run.set_defaults(func=_run)
 
 
@@ -91,7 +92,12 @@ def _run(args: argparse.Namespace) -> int:
     err = os.fdopen(os.dup(2), "w", buffering=1)
     total = 0
     try:
-        rounds = task_progress(run_pipelined(todo(), pipeline.process), desc="jobs", unit="segment", stream=err)
+        # A segment is its own round, with an id of its own: a driver killed inside a merge runs the segment
+        # again under the same id, and the store counts no in-link twice.
+        def process(seg: Path) -> RoundResult:
+            return pipeline.process(seg, round_id=_done_key(seg))
+
+        rounds = task_progress(run_pipelined(todo(), process), desc="jobs", unit="segment", stream=err)
         for result in rounds:
             total += len(result.new_pending)
             line = result.summary()

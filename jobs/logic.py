@@ -73,6 +73,35 @@ def traps_from_arg(text: str) -> TrapRules:
 # --- segment records ---------------------------------------------------------------------------
 
 
+SEGMENT_KEY = "crawlfleet_segment"  # a manifest line names one segment: {"crawlfleet_segment": PATH}
+_SEGMENT_PREFIX = '{"' + SEGMENT_KEY + '":'
+
+
+def segment_manifest_line(path: str) -> str:
+    """The manifest line naming one segment (an absolute path or ``file://`` URI) for ``mr_extract_links``."""
+    return json.dumps({SEGMENT_KEY: path}, separators=(",", ":"))
+
+
+def segment_ref(line: str | bytes) -> str | None:
+    """The segment a manifest line names, or None for any other line (a fetch result, or garbage)."""
+    text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
+    if not text.startswith(_SEGMENT_PREFIX):
+        return None
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return None
+    ref = obj.get(SEGMENT_KEY) if isinstance(obj, dict) else None
+    return ref if isinstance(ref, str) and ref else None
+
+
+def segment_lines(ref: str) -> Iterator[bytes]:
+    """The lines of a segment named by a local path or ``file://`` URI (OSError when it cannot be read)."""
+    path = ref.removeprefix("file://")
+    with open(path, "rb") as fh:
+        yield from fh
+
+
 def decode_result(line: str | bytes) -> FetchResult | None:
     """One segment line as a FetchResult, or None for a torn or invalid line."""
     try:
@@ -230,6 +259,16 @@ def open_store(spec: str) -> Store:
     from pipeline.storage.factory import from_spec
 
     return from_spec(spec)
+
+
+def tag_round(store: Store, round_id: str) -> bool:
+    """Tag the store's later in-link counts with a link-jobs round (``set_link_round`` of the HBase and SQLite
+    stores: a re-run of the round counts no URL twice). False when the store has no round tags."""
+    setter = getattr(store, "set_link_round", None)
+    if setter is None:
+        return False
+    setter(round_id)
+    return True
 
 
 def update_batches(

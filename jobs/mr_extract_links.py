@@ -1,9 +1,20 @@
-"""MapReduce step 1 (S3 step 4): extract and filter the links of a segment of fetch results.
+"""MapReduce step 1 (S3 step 4): extract and filter the links of segments of fetch results.
 
-Input: a segment, JSON lines of ``FetchResult.to_json()``. Output: JSON lines, one per target URL:
+Input: manifest lines, one per segment: ``{"crawlfleet_segment": "/abs/path/of/segment.jsonl"}``
+(``jobs.runner.extract_links`` writes them). The mapper opens the segment itself and reads its JSON lines
+of ``FetchResult.to_json()``, so one mapper call covers a whole segment: no per-page trip through the
+runner's streaming protocol, and on Spark and Hadoop the JVM, the Python workers and the shuffle are paid
+per segment, not per page (issue #18 point 2). A plain ``FetchResult`` line is still taken as one page,
+so a segment given directly as input works too (one page per mapper call, as before).
+
+Segments are read where the task runs: a local path or ``file://`` URI on storage every task sees (one
+box, or a shared mount). A manifest naming a segment the task cannot open fails the task (a missing
+segment's links would be lost silently otherwise); the round is then run again.
+
+Output: JSON lines, one per target URL:
 ``{"url", "host", "depth" (min), "source", "inlinks" (pages), "anchors" (up to 3)}``.
 The mapper combines in memory (``logic.LinkCombiner``): it emits one partial per target URL it saw,
-not one value per link, so the shuffle carries about one record per distinct URL.
+not one value per link, so the shuffle carries about one record per distinct URL and mapper.
 The mapper and reducer bodies are ``jobs.logic`` functions, shared with the embedded crawl engine.
 """
 
@@ -53,10 +64,20 @@ class MRExtractLinks(MRJob):
             traps=logic.traps_from_arg(self.options.traps),
         )
         self.drops: dict[str, int] = {}
-        self.lines = {"results": 0, "bad_lines": 0}  # counted here, reported once (a counter costs a write)
+        # counted here, reported once (a counter costs a write to stderr)
+        self.lines = {"results": 0, "bad_lines": 0, "segments": 0}
         self.combiner = logic.LinkCombiner()
 
     def extractor_map(self, _: None, line: str) -> Iterator[tuple[str, list[Any]]]:
+        segment = logic.segment_ref(line)
+        if segment is None:
+            yield from self._page(line)
+            return
+        self.lines["segments"] += 1
+        for raw in logic.segment_lines(segment):
+            yield from self._page(raw)
+
+    def _page(self, line: str | bytes) -> Iterator[tuple[str, list[Any]]]:
         result = logic.decode_result(line)
         if result is None:
             self.lines["bad_lines"] += 1

@@ -11,6 +11,10 @@ Re-crawling (issue #23): when the store's meta holds the crawl's recrawl setting
 the round's segments; their fetch results (lines with ``timings``) give each fetched URL its next fetch
 (``jobs/recrawl.py``), written with ``Store.put_revisits`` in batches of ``--batch-size``.
 
+Idempotent rounds (#18 point 6): ``--round-id`` tags every in-link count the mappers write with the round
+(``Store.set_link_round``: HBase ``m:L``, SQLite ``link_rounds``), so a round killed inside its merge and run
+again under the same id from the same segments counts each URL's in-links once.
+
 Map tasks are short-lived, so the driver carries the cache from round to round: ``--seen-snapshot``
 ships the fingerprints the previous rounds saw (jobs/snapshot.py) and each task preloads its LRU.
 """
@@ -42,12 +46,15 @@ class MRUpdateCrawlDb(MRJob):
         self.add_passthru_arg("--batch-size", type=int, default=500)
         self.add_passthru_arg("--lru-size", type=int, default=200_000)
         self.add_file_arg("--seen-snapshot", help="fingerprints the store holds (jobs/snapshot.py), to preload the LRU")
+        self.add_passthru_arg("--round-id", default="", help="the round's id: a re-run under it counts no in-link twice")
 
     def steps(self) -> list[MRStep]:
         return [MRStep(mapper_init=self.merger_init, mapper=self.merger_map, mapper_final=self.merger_final)]
 
     def merger_init(self) -> None:
         self.store = logic.open_store(self.options.store)
+        if self.options.round_id and not logic.tag_round(self.store, self.options.round_id):
+            self.increment_counter("update", "round_not_tagged")  # a store without round tags: counts as before
         self.seen = SeenFilter(self.store, lru_size=self.options.lru_size, track_inlinks=True)
         if self.options.seen_snapshot:
             token, ids = snapshot.read(self.options.seen_snapshot)

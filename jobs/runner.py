@@ -20,6 +20,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,9 @@ class RunnerConfig:
     python_bin: str = sys.executable
     conf_path: str | None = None  # an mrjob.conf (EMR); None means --no-conf
     extra_args: tuple[str, ...] = ()
+    # Map tasks of the extract job (one manifest file each, segments spread over them by size). Each task
+    # costs a Python start (a JVM-launched worker on Hadoop), so about one per core, not one per segment.
+    map_tasks: int = 2
 
     def args(self) -> list[str]:
         """mrjob switches for this runner (everything but the job's own arguments and inputs)."""
@@ -100,6 +104,43 @@ def run_job(job_cls: type[MRJob], inputs: Sequence[Path | str], job_args: Sequen
         records = [value for _, value in job.parse_output(runner.cat_output())]
         counters = _merge_counters(runner.counters())
     return JobOutput(records, counters, time.perf_counter() - started)
+
+
+def manifests(segments: Sequence[Path | str], directory: Path, *, tasks: int) -> list[Path]:
+    """Write the segments' manifest lines (``logic.segment_manifest_line``) into at most ``tasks`` files of
+    ``directory``, largest segments first onto the lightest file, so map tasks get about equal bytes."""
+    directory.mkdir(parents=True, exist_ok=True)
+    local = [Path(str(s).removeprefix("file://")) for s in segments]
+    sized = sorted(((p.stat().st_size, str(p.resolve())) for p in local), reverse=True)
+    n = max(1, min(tasks, len(sized)))
+    loads = [0] * n
+    parts: list[list[str]] = [[] for _ in range(n)]
+    for size, path in sized:
+        i = loads.index(min(loads))
+        loads[i] += size
+        parts[i].append(path)
+    out = []
+    for i, paths in enumerate(parts):
+        target = directory / f"manifest-{i:03d}.txt"
+        target.write_text("".join(logic.segment_manifest_line(p) + "\n" for p in paths), encoding="utf-8")
+        out.append(target)
+    return out
+
+
+def extract_links(segments: Sequence[Path | str], job_args: Sequence[str], cfg: RunnerConfig) -> JobOutput:
+    """``mr_extract_links`` over whole segments: the job reads manifests naming them (one mapper call per
+    segment, see the job's docstring), ``cfg.map_tasks`` manifests at most (one on the inline runner).
+    Segments on remote storage (``s3://``, ``hdfs://``: EMR) are given to the job as they are, one page per
+    mapper call, since a task cannot open them as files."""
+    if any("://" in str(s) and not str(s).startswith("file://") for s in segments):
+        return run_job(MRExtractLinks, segments, job_args, cfg)
+    cfg.work_dir.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="manifest-", dir=cfg.work_dir))
+    try:
+        tasks = 1 if cfg.runner == "inline" else cfg.map_tasks
+        return run_job(MRExtractLinks, manifests(segments, work, tasks=tasks), job_args, cfg)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _merge_counters(per_step: list[dict[str, dict[str, int]]]) -> dict[str, dict[str, int]]:
@@ -175,17 +216,29 @@ class LinkPipeline:
         digest = hashlib.sha1(args.store.encode()).hexdigest()[:12]
         self.snapshot_path = cfg.work_dir / f"seen-{digest}.txt" if carry_cache and args.lru_size > 0 else None
 
-    def process(self, segment: Path) -> RoundResult:
-        return self.process_many([segment], name=segment.name)
+    def process(self, segment: Path, *, round_id: str | None = None) -> RoundResult:
+        return self.process_many([segment], name=segment.name, round_id=round_id)
 
-    def process_many(self, segments: Sequence[Path], *, name: str) -> RoundResult:
-        """One round over several closed segments at once (a micro-batch: one job start-up for all)."""
-        extracted = run_job(MRExtractLinks, list(segments), self.args.extract(), self.cfg)
+    def process_many(self, segments: Sequence[Path], *, name: str, round_id: str | None = None) -> RoundResult:
+        """One round over several closed segments at once (a micro-batch: one job start-up for all).
+
+        ``round_id`` tags the round's in-link counts in the store: a round killed mid-merge and run again
+        with the same id and segments counts each URL's in-links once. None: a fresh id (a new round)."""
+        extracted = self.extract(segments)
+        return self.update(segments, extracted, name=name, round_id=round_id or uuid.uuid4().hex)
+
+    def extract(self, segments: Sequence[Path]) -> JobOutput:
+        """The round's first half, ``mr_extract_links``: reads segments, writes nothing to the store."""
+        return extract_links(segments, self.args.extract(), self.cfg)
+
+    def update(self, segments: Sequence[Path], extracted: JobOutput, *, name: str, round_id: str) -> RoundResult:
+        """The round's second half, ``mr_update_crawldb`` over ``extract``'s records, tagged ``round_id``.
+        Merges must not overlap on one store (the HBase store's in-link counts are read-then-put)."""
         work = Path(tempfile.mkdtemp(prefix="round-", dir=self.cfg.work_dir))
         try:
             merged = work / "candidates.jsonl"
             _write_jsonl(merged, extracted.records)
-            update_args = self.args.update()
+            update_args = [*self.args.update(), "--round-id", round_id]
             if self.snapshot_path is not None and self.snapshot_path.exists():
                 update_args += ["--seen-snapshot", str(self.snapshot_path)]
             # Re-crawling on: the update job also schedules the round's fetched URLs (jobs/recrawl.py).
