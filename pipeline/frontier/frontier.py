@@ -52,9 +52,8 @@ class FrontierLimits:
     max_pages_per_host: int = 0  # 0 = unlimited
     active_hosts: int = 0  # hosts worked on at once, at least (more when none is ready); 0 = all
     session_urls: int = 0  # an active host with others waiting yields its place after this many; 0 = never
-    priority: bool = (
-        True  # each host's window by in-link count, then depth (False: FIFO in the store's order)
-    )
+    # Each host's window by in-link count, then depth (False: first in, first out in the store's order).
+    priority: bool = True
 
 
 class Frontier:
