@@ -9,7 +9,16 @@ and only then moves the segments under ``SEGMENTS/.done/``.
 Exactly once: a killed service leaves its round's segments where they were, and the next round runs
 them again. The store adds a URL once, so a second run finds nothing new; the dispatcher, which may
 then never hear of URLs the first run added, re-reads the pending set from the store before it
-declares the crawl done (``CrawlCore.restore_pending``).
+declares the crawl done (``CrawlCore.restore_pending``). In-link counts too: before a round starts, its
+id and segments are written to ``SEGMENTS/.rounds/ID.json`` (``RoundBook``); a restarted service runs the
+rounds it finds there first, with their own ids and segments, and the store skips every URL whose
+in-links the round has already counted (``LinkPipeline.update``'s ``round_id``).
+
+Pipelined rounds (#18 point 7): the next round's extract job runs in a worker process while this one
+merges into the store, so extraction (CPU) overlaps the merge (store round trips) and the pending set is
+fed a round every merge instead of every extract + merge. Merges stay one at a time (in-link counts are
+read-then-put). The worker is a process, not a thread: mrjob's inline runner changes the working
+directory and ``sys.stdout`` of the process it runs in.
 
 The crawl's link rules (domains, depth) come from the store, where the dispatcher put them
 (``RULES_KEY``), so the jobs always filter as the crawl that fed them would.
@@ -20,16 +29,20 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import multiprocessing
 import os
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from jobs.logic import open_store, traps_arg
-from jobs.runner import JobArgs, LinkPipeline, RunnerConfig
+from jobs.runner import JobArgs, JobOutput, LinkPipeline, RoundResult, RunnerConfig, extract_links
 from pipeline.links.extract import DEFAULT_MAX_LINKS
 from pipeline.settings import Settings
 from pipeline.transport.nodesink import ABANDON_S, PART_SUFFIX, SEGMENT_SUFFIX, adopt_part
@@ -40,6 +53,7 @@ log = logging.getLogger(__name__)
 
 RULES_KEY = "fleet.link_rules"
 DONE_DIR = ".done"
+ROUNDS_DIR = ".rounds"
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,10 +106,53 @@ def closed_segments(root: Path, *, now: float | None = None) -> list[Path]:
     found = [
         seg
         for node in root.iterdir()
-        if node.is_dir() and node.name != DONE_DIR
+        if node.is_dir() and node.name not in (DONE_DIR, ROUNDS_DIR)
         for seg in node.glob(f"*{SEGMENT_SUFFIX}")
     ] if root.is_dir() else []  # fmt: skip
     return sorted(found, key=lambda p: (p.stat().st_mtime, p.name))
+
+
+@dataclass(frozen=True, slots=True)
+class Round:
+    """A micro-batch: its id (tags its in-link counts in the store) and its segments (``segment_key``s)."""
+
+    id: str
+    segments: tuple[str, ...]
+
+
+class RoundBook:
+    """Rounds written down before they run (``ROOT/.rounds/ID.json``), so a killed service runs each again
+    under the same id and with the same segments; ``close`` forgets a round once its segments are done."""
+
+    def __init__(self, root: Path) -> None:
+        self.dir = root / ROUNDS_DIR
+
+    def open(self, segments: list[Path]) -> Round:
+        rnd = Round(uuid.uuid4().hex, tuple(segment_key(s) for s in segments))
+        self.dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.dir / f"{rnd.id}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump({"id": rnd.id, "segments": list(rnd.segments), "t": time.time()}, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.dir / f"{rnd.id}.json")  # whole or absent: a torn manifest is never read
+        return rnd
+
+    def unfinished(self) -> list[Round]:
+        """Rounds written down and not closed, oldest first (a manifest that cannot be read is skipped:
+        ``open`` never leaves one, so it is not ours)."""
+        found: list[tuple[float, Round]] = []
+        for path in self.dir.glob("*.json") if self.dir.is_dir() else ():
+            try:
+                obj = json.loads(path.read_text(encoding="utf-8"))
+                found.append((float(obj["t"]), Round(str(obj["id"]), tuple(str(k) for k in obj["segments"]))))
+            except (OSError, ValueError, KeyError, TypeError):
+                log.warning("links: unreadable round manifest %s left alone", path)
+        return [rnd for _, rnd in sorted(found, key=lambda item: item[0])]
+
+    def close(self, rnd: Round) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.dir / f"{rnd.id}.json")
 
 
 def mark_done(root: Path, segment: Path) -> None:
@@ -134,6 +191,11 @@ class LinkJobsService:
         self.failures = 0
         self._pipeline: LinkPipeline | None = None
         self._unsent: LinksReport | None = None  # a report the broker has not confirmed yet
+        self._unsent_round: Round | None = None  # its round, closed in the book once its segments are done
+        self._book = RoundBook(segments)
+        self._active: set[str] = set()  # ids of the rounds this process is running (extracting or merging)
+        self._next: tuple[Round, Future[JobOutput], float] | None = None  # the round being extracted
+        self._pool: ProcessPoolExecutor | None = None
 
     def rules(self) -> CrawlLinkRules | None:
         """The crawl's link rules, or None before its dispatcher has started (never creates the store)."""
@@ -151,15 +213,18 @@ class LinkJobsService:
         logged and tried again after a back-off: its segments are still in place, and running them
         again adds nothing twice."""
         backoff = self.poll_s
-        while not stop():
-            try:
-                self._step()
-                backoff = self.poll_s
-            except Exception:
-                log.exception("links: round failed; trying again in %.1fs", backoff)
-                self.failures += 1
-                self.sleep(backoff)
-                backoff = min(30.0, backoff * 2)
+        try:
+            while not stop():
+                try:
+                    self._step()
+                    backoff = self.poll_s
+                except Exception:
+                    log.exception("links: round failed; trying again in %.1fs", backoff)
+                    self.failures += 1
+                    self.sleep(backoff)
+                    backoff = min(30.0, backoff * 2)
+        finally:
+            self.close()
         return {"rounds": self.rounds, "segments": self.segments_done, "new_pending": self.new_pending,
                 "failures": self.failures}  # fmt: skip
 
@@ -171,31 +236,107 @@ class LinkJobsService:
                 return
             args = rules.job_args(store=self.store_spec, batch_size=self.batch_size, lru_size=self.lru_size)
             self._pipeline = LinkPipeline(self.runner, args)
-        if not self.round():
+        done = self.pipelined_round() if isinstance(self._pipeline, LinkPipeline) else self.round()
+        if not done:
             self.sleep(self.poll_s)
 
     def round(self) -> bool:
-        """One micro-batch; False when there was nothing to do."""
+        """One micro-batch, extract then merge; False when there was nothing to do."""
         assert self._pipeline is not None
-        if self._unsent is not None:
-            self.publish(self._unsent)  # the last round's report first (its segments wait for it)
-            self._finish(self._unsent)
-        todo = closed_segments(self.segments, now=time.time())[: self.max_segments]
-        if not todo:
+        self._flush_unsent()
+        rnd = self._take_round()
+        if rnd is None:
             return False
+        todo = [self.segments / key for key in rnd.segments]
         started = time.monotonic()
-        result = self._pipeline.process_many(todo, name=f"round-{self.rounds}")
+        try:
+            if isinstance(self._pipeline, LinkPipeline):
+                result = self._pipeline.process_many(todo, name=f"round-{self.rounds}", round_id=rnd.id)
+            else:  # a stand-in with the older signature (tests)
+                result = self._pipeline.process_many(todo, name=f"round-{self.rounds}")
+        except BaseException:
+            self._active.discard(rnd.id)  # still in the book: taken again, same id, by the next step
+            raise
+        self._report(rnd, result, started)
+        return True
+
+    def pipelined_round(self) -> bool:
+        """Merge the round whose extract job has finished, while the next round's extract runs in the worker
+        process (see the module docstring); False when there was nothing to do."""
+        assert isinstance(self._pipeline, LinkPipeline)
+        self._flush_unsent()
+        if self._next is None:
+            self._next = self._start_extract()
+            if self._next is None:
+                return False
+        rnd, future, started = self._next
+        self._next = None
+        try:
+            extracted = future.result()
+        except BaseException:
+            self._active.discard(rnd.id)  # still in the book: taken again, same id, by the next step
+            if isinstance(future.exception(), BrokenProcessPool):
+                self._close_pool()
+            raise
+        self._next = self._start_extract()  # overlaps the merge below
+        paths = [p for p in (self.segments / key for key in rnd.segments) if p.exists()]
+        try:
+            result = self._pipeline.update(paths, extracted, name=f"round-{self.rounds}", round_id=rnd.id)
+        except BaseException:
+            self._active.discard(rnd.id)
+            raise
+        self._report(rnd, result, started)
+        return True
+
+    def _start_extract(self) -> tuple[Round, Future[JobOutput], float] | None:
+        assert isinstance(self._pipeline, LinkPipeline)
+        rnd = self._take_round()
+        if rnd is None:
+            return None
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        paths = [self.segments / key for key in rnd.segments]
+        future = self._pool.submit(extract_links, paths, self._pipeline.args.extract(), self._pipeline.cfg)
+        return rnd, future, time.monotonic()
+
+    def _take_round(self) -> Round | None:
+        """A round written down and not running here (a killed service's, run again as it was), else a new one
+        over the closed segments no round claims; None when there is nothing to do."""
+        claimed: set[str] = set()
+        for rnd in self._book.unfinished():
+            if rnd.id in self._active:
+                claimed.update(rnd.segments)
+                continue
+            left = tuple(key for key in rnd.segments if (self.segments / key).exists())
+            if not left:  # merged, reported and moved aside before the kill: nothing left to do
+                self._book.close(rnd)
+                continue
+            self._active.add(rnd.id)
+            return Round(rnd.id, left)
+        todo = [seg for seg in closed_segments(self.segments, now=time.time()) if segment_key(seg) not in claimed]
+        if not todo:
+            return None
+        rnd = self._book.open(todo[: self.max_segments])
+        self._active.add(rnd.id)
+        return rnd
+
+    def _report(self, rnd: Round, result: RoundResult, started: float) -> None:
         hosts = Counter(rec["host"] for rec in result.new_pending)
-        report = LinksReport(tuple(segment_key(s) for s in todo), dict(hosts))
+        report = LinksReport(rnd.segments, dict(hosts))
         self._unsent = report
+        self._unsent_round = rnd
         self.publish(report)
         self._finish(report)
         self.rounds += 1
         self.new_pending += len(result.new_pending)
         log.info("links round %d: %d segments, %d candidates, %d new pending on %d hosts in %.2fs",
-                 self.rounds, len(todo), result.candidates, len(result.new_pending), len(hosts),
+                 self.rounds, len(rnd.segments), result.candidates, len(result.new_pending), len(hosts),
                  time.monotonic() - started)  # fmt: skip
-        return True
+
+    def _flush_unsent(self) -> None:
+        if self._unsent is not None:
+            self.publish(self._unsent)  # the last round's report first (its segments wait for it)
+            self._finish(self._unsent)
 
     def _finish(self, report: LinksReport) -> None:
         self._unsent = None
@@ -204,6 +345,20 @@ class LinkJobsService:
             if path.exists():
                 mark_done(self.segments, path)
                 self.segments_done += 1
+        rnd, self._unsent_round = self._unsent_round, None
+        if rnd is not None:
+            self._book.close(rnd)
+            self._active.discard(rnd.id)
+
+    def _close_pool(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def close(self) -> None:
+        """Stop the extract worker (a round it was running stays in the book for the next start)."""
+        self._next = None
+        self._close_pool()
 
 
 def amqp_publisher(settings: Settings, service: str) -> Callable[[LinksReport], None]:

@@ -1,9 +1,13 @@
 """``crawlfleet bench jobs``: link extraction per runner, and S5's local dedup cache.
 
-Part ``extract``: a synthetic segment of ``--pages`` pages (~20 KB, ~20 links each, 5% errors) goes
-through ``mr_extract_links`` on each of ``--runners``. Baseline: the same logic functions called in
-a plain loop (``bare``), no mrjob. Figures: wall pages/s, pages per CPU-second (user+sys of this
-process and its children, so "per core" holds on a contended machine) and both as ratios to bare.
+Part ``extract``: ``--pages`` synthetic pages (~20 KB, ~20 links each, 5% errors) written as segments of
+``--segment-pages`` (a node's batch) go through ``mr_extract_links`` on each of ``--runners``, for each of
+``--inputs``: ``segments`` (manifests naming whole segments: one mapper call per segment, #18) and
+``pages`` (the segment files as input: one mapper call per page, as before #18). Baseline: the same logic
+functions called in a plain loop (``bare``), no mrjob. CPU is user+sys of the whole process tree, JVMs and
+Python workers included, from a cpuacct cgroup (treecpu.py; rusage misses processes nobody reaps).
+Figures: wall pages/s, pages per CPU-second, both as ratios to bare, CPU per page as a multiple of bare's,
+and for segments a start-up run on one segment, so the marginal CPU per page leaves start-up out.
 
 Part ``s5``: the candidate stream of the same pages in crawl order (hosts interleaved, navigation
 links repeating on every page of a host) is merged into a fresh SQLite crawl db through
@@ -19,7 +23,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import resource
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
@@ -31,9 +34,10 @@ from selectolax.lexbor import LexborHTMLParser
 from fetchers.records import FetchResult
 from jobs import logic
 from jobs.mr_extract_links import MRExtractLinks
-from jobs.runner import RunnerConfig, run_job
+from jobs.runner import RunnerConfig, extract_links, run_job
 from jobs.synth import make_results, write_segment
 from pipeline.frontier.dedup import SeenFilter
+from pipeline.harness.bench.treecpu import TreeCpu
 from pipeline.links import extract, hrefs
 from pipeline.storage.base import Store, UrlRecord
 from pipeline.storage.sqlite import SqliteStore
@@ -47,6 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pages", type=int, default=10_000, help="pages in the synthetic segment")
     parser.add_argument("--hosts", type=int, default=20, help="hosts in the synthetic segment")
     parser.add_argument("--runners", default="inline,local,spark", help="comma list; hadoop also works")
+    parser.add_argument("--segment-pages", type=int, default=1000, help="pages per segment file (a node's batch)")
+    parser.add_argument("--inputs", default="segments,pages",
+                        help="comma list: segments (one mapper call per segment), pages (one per page, as before #18)")
     parser.add_argument("--lru-sizes", default="1000,10000,100000", help="comma list of S5 LRU sizes to try")
     parser.add_argument("--batch-size", type=int, default=500, help="URLs per round trip when batching")
     parser.add_argument("--latency-ms", type=float, default=10.0, help="added per store round trip")
@@ -64,29 +71,32 @@ def machine() -> dict[str, Any]:
     return {"nproc": os.cpu_count(), "cpu": model, "python": platform.python_version()}
 
 
-def _cpu() -> float:
-    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
-
-
 def run(args: argparse.Namespace) -> dict[str, Any]:
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="bench-jobs-"))
     work.mkdir(parents=True, exist_ok=True)
-    segment = work / "segment-00000.jsonl"
     started = time.perf_counter()
     results = list(make_results(args.pages, hosts=args.hosts, seed=1))
-    write_segment(segment, results)
+    per = max(1, args.segment_pages)
+    segments = [work / f"segment-{i // per:05d}.jsonl" for i in range(0, len(results), per)]
+    for i, seg in enumerate(segments):
+        write_segment(seg, results[i * per : (i + 1) * per])
     out: dict[str, Any] = {
         "machine": machine(),
-        "segment": {"pages": args.pages, "hosts": args.hosts, "bytes": segment.stat().st_size,
+        "segment": {"pages": args.pages, "hosts": args.hosts, "segments": len(segments), "pages_per_segment": per,
+                    "bytes": sum(s.stat().st_size for s in segments),
                     "generate_s": round(time.perf_counter() - started, 2)},
-    }
+    }  # fmt: skip
     parts = set(args.parts.split(","))
     rules = logic.LinkRules.build(allowed_domains=("crawl.test",), max_depth=10)
     if "hotpath" in parts:
         out["hotpath"] = bench_hotpath(results)
     if "extract" in parts:
-        out["extract"] = bench_extract(segment, args.pages, rules, args.runners.split(","), work)
+        cpu = TreeCpu()
+        try:
+            out["extract"] = bench_extract(segments, args.pages, rules, args.runners.split(","), work,
+                                           inputs=args.inputs.split(","), cpu=cpu)  # fmt: skip
+        finally:
+            cpu.close()
     if "s5" in parts:
         out["s5"] = bench_s5(results, rules, args, work)
     return out
@@ -141,46 +151,76 @@ def bench_hotpath(results: Sequence[FetchResult], *, pages: int = 500, rounds: i
 # --- extraction per runner ----------------------------------------------------------------------
 
 
-def bench_extract(segment: Path, pages: int, rules: logic.LinkRules, runners: Sequence[str],
-                  work: Path) -> dict[str, Any]:
-    res: dict[str, Any] = {}
-    cpu0, t0 = _cpu(), time.perf_counter()
+def bench_extract(segments: Sequence[Path], pages: int, rules: logic.LinkRules, runners: Sequence[str],
+                  work: Path, *, inputs: Sequence[str], cpu: TreeCpu) -> dict[str, Any]:  # fmt: skip
+    """Each runner on each input kind, against the bare loop; every figure from ``cpu`` (see treecpu.py).
+
+    ``segments``: manifests naming whole segments (one mapper call per segment, the product's way since
+    #18); ``pages``: the segment files as the job's input, one page per mapper call (the way before).
+    ``startup``: the runner on the first segment alone, whose CPU is what a run costs besides its pages;
+    ``marginal_pages_per_cpu_s`` leaves it out."""
+    res: dict[str, Any] = {"cpu_counted_by": cpu.method}
+    cpu0, t0 = cpu.seconds(), time.perf_counter()
     comb = logic.LinkCombiner(max_urls=1 << 62)  # the mapper's combining, without mrjob around it
-    with open(segment, "rb") as fh:
-        for line in fh:
-            r = logic.decode_result(line)
-            if r is not None:
-                for c in logic.page_candidates(r, rules):
-                    comb.add(c)
+    for segment in segments:
+        with open(segment, "rb") as fh:
+            for line in fh:
+                r = logic.decode_result(line)
+                if r is not None:
+                    for c in logic.page_candidates(r, rules):
+                        comb.add(c)
     merged = [logic.merge_link_values(u, [v]) for u, v in comb.drain()]
-    res["bare"] = _rates(pages, time.perf_counter() - t0, _cpu() - cpu0, cores=1)
-    res["bare"]["records"] = len(merged)
+    base = res["bare"] = _rates(pages, time.perf_counter() - t0, cpu.seconds() - cpu0, cores=1)
+    base["records"] = len(merged)
     args = ["--allowed-domain", "crawl.test", "--max-depth", "10"]
+    first_pages = sum(1 for _ in open(segments[0], "rb"))  # noqa: SIM115 - counted once, closed by GC
     for runner in runners:
-        cfg = RunnerConfig(runner=runner, work_dir=work / f"work-{runner}")
-        cpu0, t0 = _cpu(), time.perf_counter()
-        try:
-            job = run_job(MRExtractLinks, [segment], args, cfg)
-        except Exception as exc:  # noqa: BLE001 - a missing runner is reported, not fatal
-            res[runner] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
-            continue
-        wall, cpu = time.perf_counter() - t0, _cpu() - cpu0
-        cores = 1 if runner == "inline" else min(2, os.cpu_count() or 1)
-        res[runner] = _rates(pages, wall, cpu, cores=cores)
-        res[runner]["records"] = len(job.records)
-        res[runner]["same_output_as_bare"] = len(job.records) == len(merged)
-        # JVM-based runners spend CPU in the JVM too, which RUSAGE_CHILDREN counts once it exits.
-    base = res["bare"]
-    for r in res.values():
-        if "pages_per_s" in r:
-            r["ratio_wall_vs_bare"] = round(r["pages_per_s"] / base["pages_per_s"], 3)
-            r["ratio_per_cpu_s_vs_bare"] = round(r["pages_per_cpu_s"] / base["pages_per_cpu_s"], 3)
+        for kind in inputs:
+            cfg = RunnerConfig(runner=runner, work_dir=work / f"work-{runner}-{kind}")
+            row = res[f"{runner}/{kind}"] = _run_extract(segments, pages, kind, args, cfg, cpu)
+            if "error" in row:
+                continue
+            row["same_output_as_bare"] = row["records"] == len(merged)
+            if kind == "segments" and runner in ("spark", "hadoop", "local"):
+                small = _run_extract(segments[:1], first_pages, kind, args, cfg, cpu)
+                row["startup_cpu_s"] = small.get("cpu_s")
+                if small.get("cpu_s") is not None and pages > first_pages:
+                    marginal = (row["cpu_s"] - small["cpu_s"]) / (pages - first_pages)
+                    row["marginal_pages_per_cpu_s"] = round(1 / marginal, 1) if marginal > 0 else None
+    for row in res.values():
+        if isinstance(row, dict) and row.get("pages_per_s"):
+            row["ratio_wall_vs_bare"] = round(row["pages_per_s"] / base["pages_per_s"], 3)
+            row["ratio_per_cpu_s_vs_bare"] = round(row["pages_per_cpu_s"] / base["pages_per_cpu_s"], 3)
+            row["cpu_per_page_x_bare"] = round(base["pages_per_cpu_s"] / row["pages_per_cpu_s"], 2)
+            if row.get("marginal_pages_per_cpu_s"):
+                row["marginal_cpu_per_page_x_bare"] = round(base["pages_per_cpu_s"] / row["marginal_pages_per_cpu_s"], 2)
     return res
+
+
+def _run_extract(segments: Sequence[Path], pages: int, kind: str, args: list[str], cfg: RunnerConfig,
+                 cpu: TreeCpu) -> dict[str, Any]:  # fmt: skip
+    leftovers = cpu.settle()  # the previous run's stragglers must not charge this one
+    cpu0, t0 = cpu.seconds(), time.perf_counter()
+    try:
+        if kind == "segments":
+            job = extract_links(segments, args, cfg)
+        else:
+            job = run_job(MRExtractLinks, segments, args, cfg)
+    except Exception as exc:  # noqa: BLE001 - a missing runner is reported, not fatal
+        return {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    wall = time.perf_counter() - t0
+    stragglers = cpu.settle()  # Spark's Python daemon may still be exiting: its CPU belongs to this run
+    used = cpu.seconds() - cpu0
+    cores = 1 if cfg.runner == "inline" else min(2, os.cpu_count() or 1)
+    row = _rates(pages, wall, used, cores=cores)
+    row.update(records=len(job.records), segments=len(segments), leftovers_before=leftovers,
+               stragglers_after=stragglers)  # fmt: skip
+    return row
 
 
 def _rates(pages: int, wall: float, cpu: float, *, cores: int) -> dict[str, Any]:
     return {
-        "wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "cores": cores,
+        "pages": pages, "wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "cores": cores,
         "pages_per_s": round(pages / wall, 1),
         "pages_per_s_per_core": round(pages / wall / cores, 1),
         "pages_per_cpu_s": round(pages / cpu, 1) if cpu > 0 else None,
