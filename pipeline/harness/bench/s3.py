@@ -1,13 +1,17 @@
 """``crawlfleet bench s3 --json``: S3's n_i = k*avg/t_i across fetch nodes of really different speed.
 
 A real fleet crawl of the testbed with three fetch nodes (Celery workers, one virtual fetcher each so
-a node's batches run one after another) whose speed differs by a real limit. ``--means cpu`` (the
-default): each node's processes run in a cgroup (v1 ``cpu``) capped at 1x, 2x, 4x ``--cpu-pct`` of one
-core, like three machines of different size; a node's per-page time is then its CPU per page over its
-share, and a batch's time grows with its size, which is S3's model. (``--means delay``: node i waits
-(4 / speed) * d between two requests to one host; ``--means sockets``: node i has speed x ``--sockets``
-connections. Both were tried: a batch's URLs are grouped by host, at most k/4 per host, so under a
-per-host gap a batch takes about (k/4) * gap whatever its size, and connections were not the limit.)
+a node's batches run one after another) whose speed differs by a real limit. ``--means bandwidth``
+(the default): each node resolves every testbed name to its own throttling proxy (``throttle.py``)
+whose responses pass at 1x, 2x, 4x ``--kbps`` KB/s, like three sites behind links of different speed;
+with pages of 10-30 KB a batch's time is then its bytes over the node's bandwidth, which grows with its
+size (S3's model, time = n * t_i). ``--means cpu``: each node's processes run in a cgroup (v1 ``cpu``)
+capped at 1x, 2x, 4x ``--cpu-pct`` of one core; tried, the equal-batch spread stayed small because
+part of every batch's time (politeness gaps, robots.txt, the reply's trip) is not CPU-bound.
+(``--means delay``: node i waits (4 / speed) * d between two requests to one host; ``--means sockets``:
+node i has speed x ``--sockets`` connections. Both were tried: a batch's URLs are grouped by host, at
+most k/4 per host, so under a per-host gap a batch takes about (k/4) * gap whatever its size, and
+connections were not the limit.)
 The crawl runs twice on the same web:
 
 - **n_i**: S3's sizing (``dispatch.n_min``/``n_max`` wide open), and
@@ -33,6 +37,7 @@ from typing import Any
 
 from pipeline.harness.bench.amqp import private_vhost
 from pipeline.harness.bench.jobs import machine
+from pipeline.harness.bench.throttle import Paths
 from pipeline.harness.faults.bed import Bed
 from pipeline.harness.faults.fleet import FleetRig
 
@@ -41,17 +46,31 @@ SPEEDS = (1, 2, 4)
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--k", type=int, default=32, help="S3 base batch size")
-    p.add_argument("--delay-s", type=float, default=0.05, help="the fastest node's gap between requests to one host")
-    p.add_argument("--rounds", type=int, default=12, help="rounds counted per configuration (after the warm-up)")
-    p.add_argument("--warmup-rounds", type=int, default=6, help="first rounds left out (n(0) = k, no history yet)")
+    p.add_argument(
+        "--delay-s", type=float, default=0.05, help="the fastest node's gap between requests to one host"
+    )
+    p.add_argument(
+        "--rounds", type=int, default=12, help="rounds counted per configuration (after the warm-up)"
+    )
+    p.add_argument(
+        "--warmup-rounds", type=int, default=6, help="first rounds left out (n(0) = k, no history yet)"
+    )
     p.add_argument("--timeout-s", type=float, default=600.0, help="longest a configuration may run")
     p.add_argument("--hosts", type=int, default=120, help="testbed hosts")
     p.add_argument("--pages", type=int, default=120, help="testbed pages per host")
     p.add_argument("--seed", type=int, default=33, help="seed of the testbed's random web")
-    p.add_argument("--means", choices=("cpu", "sockets", "delay"), default="cpu",
-                   help="cpu: node i's processes capped at speed x --cpu-pct of a core (cgroup v1 cpu); "
-                        "sockets: node i has speed x --sockets connections in all (same politeness gap d); "
-                        "delay: node i waits (4 / speed) * d between requests to one host")
+    p.add_argument(
+        "--means",
+        choices=("bandwidth", "cpu", "sockets", "delay"),
+        default="bandwidth",
+        help="bandwidth: node i's responses come through its own proxy at speed x --kbps KB/s "
+        "(bench/throttle.py); cpu: node i's processes capped at speed x --cpu-pct of a core (cgroup v1 cpu); "
+        "sockets: node i has speed x --sockets connections in all (same politeness gap d); "
+        "delay: node i waits (4 / speed) * d between requests to one host",
+    )
+    p.add_argument(
+        "--kbps", type=float, default=100.0, help="bandwidth of the 1x node's path, KB/s (--means bandwidth)"
+    )
     p.add_argument("--cpu-pct", type=float, default=6.0, help="CPU cap of the 1x node, percent of one core")
     p.add_argument("--sockets", type=int, default=1, help="connections of the 1x node with --means sockets")
     p.add_argument("--broker", default="amqp://guest:guest@127.0.0.1:5672", help="broker URL without vhost")
@@ -106,11 +125,17 @@ def spreads(done: list[dict[str, Any]], nodes: list[str], *, skip: int,
     time) the dispatcher's wall time from issue to report (queueing, fetch, storing and reply)."""
     by_node: dict[str, list[float]] = defaultdict(list)
     for ev in done:
-        took = float(ev["t"]) - issued[ev["serial"]] if issued and ev.get("serial") in issued else ev.get("elapsed_s", 0)
+        took = (
+            float(ev["t"]) - issued[ev["serial"]]
+            if issued and ev.get("serial") in issued
+            else ev.get("elapsed_s", 0)
+        )
         if ev.get("pages", 0) > 0 and took > 0:
             by_node[ev["node"]].append(float(took))
     rounds = min((len(by_node[n]) for n in nodes), default=0)
-    return [max(by_node[n][r] for n in nodes) / min(by_node[n][r] for n in nodes) for r in range(skip, rounds)]
+    return [
+        max(by_node[n][r] for n in nodes) / min(by_node[n][r] for n in nodes) for r in range(skip, rounds)
+    ]
 
 
 def _crawl(bed: Bed, broker: str, workdir: Path, args: argparse.Namespace, *, equal: bool) -> dict[str, Any]:
@@ -122,12 +147,19 @@ def _crawl(bed: Bed, broker: str, workdir: Path, args: argparse.Namespace, *, eq
     base_env = rig.env
     nodes: list[str] = []
     groups: list[CpuGroup] = []
+    paths = Paths() if args.means == "bandwidth" else None
     try:
         for i, speed in enumerate(SPEEDS, start=1):  # node i waits (4 / speed) * d between requests to a host
-            if args.means == "cpu":
+            if paths is not None:  # node i's own resolver sends it through its own proxy at speed x kbps
+                path = paths.add(f"127.0.10.{200 + i}", port=bed.tb.port, target="127.0.10.1",
+                                 rate=args.kbps * 1000 * speed)  # fmt: skip
+                rig.env = dict(base_env, CRAWLFLEET_DNS_SERVERS=path.dns_server)
+            elif args.means == "cpu":
                 rig.env = base_env
             elif args.means == "delay":
-                rig.env = dict(base_env, CRAWLFLEET_POLITENESS_MIN_HOST_DELAY_S=str(args.delay_s * max(SPEEDS) / speed))
+                rig.env = dict(
+                    base_env, CRAWLFLEET_POLITENESS_MIN_HOST_DELAY_S=str(args.delay_s * max(SPEEDS) / speed)
+                )
             else:
                 rig.env = dict(base_env, CRAWLFLEET_FETCH_CONCURRENCY=str(args.sockets * speed))
             w = rig.start_worker(i)
@@ -150,6 +182,8 @@ def _crawl(bed: Bed, broker: str, workdir: Path, args: argparse.Namespace, *, eq
         rig.close()
         for g in groups:
             g.remove()
+        if paths is not None:
+            paths.close()
     events = rig.events()
     done = [ev for ev in events if ev["ev"] == "done"]
     issued = {int(ev["serial"]): float(ev["t"]) for ev in events if ev["ev"] == "issue"}
@@ -167,9 +201,11 @@ def _crawl(bed: Bed, broker: str, workdir: Path, args: argparse.Namespace, *, eq
         "spreads_wall": [round(x, 3) for x in per_round_wall],
         "nodes": {n: {"speed": s, "means": args.means,
                       "limit": {"cpu": f"{args.cpu_pct * s:g}% of a core", "sockets": args.sockets * s,
-                                "delay": args.delay_s * max(SPEEDS) / s}[args.means],
+                                "delay": args.delay_s * max(SPEEDS) / s,
+                                "bandwidth": f"{args.kbps * s:g} KB/s"}[args.means],
+                      "bytes_through_path": paths.paths[i].proxy.bytes_down if paths is not None else None,
                       "batch_sizes_last": sizes[n][-3:], "batches": len(sizes[n])}
-                  for n, s in zip(nodes, SPEEDS, strict=True)},
+                  for i, (n, s) in enumerate(zip(nodes, SPEEDS, strict=True))},
     }  # fmt: skip
 
 
@@ -186,7 +222,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     w_ni, w_eq = ni["median_spread_wall"], eq["median_spread_wall"]
     return {
         "bench": "s3", "machine": machine(), "k": args.k, "delay_s": args.delay_s, "speeds": list(SPEEDS),
-        "means": args.means,
+        "means": args.means, "kbps_1x": args.kbps if args.means == "bandwidth" else None,
         "n_i": ni, "equal": eq, "median_spread_n_i": m_ni, "median_spread_equal": m_eq,
         "times_better_than_equal": better,
         "median_spread_wall_n_i": w_ni, "median_spread_wall_equal": w_eq,
