@@ -350,15 +350,15 @@ class LinkJobsService:
             self._book.close(rnd)
             self._active.discard(rnd.id)
 
-    def _close_pool(self) -> None:
+    def _close_pool(self, *, wait: bool = False) -> None:
         pool, self._pool = self._pool, None
         if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+            pool.shutdown(wait=wait, cancel_futures=True)
 
     def close(self) -> None:
-        """Stop the extract worker (a round it was running stays in the book for the next start)."""
+        """Stop and reap the extract worker (a round it was running stays in the book for the next start)."""
         self._next = None
-        self._close_pool()
+        self._close_pool(wait=True)
 
 
 def amqp_publisher(settings: Settings, service: str) -> Callable[[LinksReport], None]:
