@@ -39,9 +39,9 @@ def test_urlset_entries_and_gzip_index_children_are_candidates() -> None:
     assert [(c.url, c.depth) for c in got] == [(f"{SITE}/only/0", 2), (f"{SITE}/only/1", 2)]
     index = (f'<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><sitemap><loc>{SITE}/s/0.xml.gz'
              "</loc></sitemap></sitemapindex>").encode()  # fmt: skip
-    got = sitemap_candidates(_result("/sitemap_index.xml", gzip.compress(index), ctype="application/gzip",
-                                     depth=1), RULES)  # fmt: skip
-    assert got is not None and [c.url for c in got] == [f"{SITE}/s/0.xml.gz"]
+    children = sitemap_candidates(_result("/sitemap_index.xml", gzip.compress(index), ctype="application/gzip",
+                                          depth=1), RULES)  # fmt: skip
+    assert children is not None and [c.url for c in children] == [f"{SITE}/s/0.xml.gz"]
     assert stats["sitemap_urls"] == 2
 
 
