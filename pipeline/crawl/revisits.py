@@ -6,7 +6,11 @@
   from what the fetch saw (status, validators, content digest); a 304 or an unchanged body keeps the stored
   page (the outcome carries none), so an unchanged re-fetch writes no body.
 - ``due``: at most every ``check_interval_s``, due URLs are moved back to the pending set by the store;
-  the core adds them to the frontier.
+  the core adds them to the frontier. With ``work_conserving``, when fewer than ``WORK_AHEAD`` URLs per
+  known host are pending, the URLs due soonest come back early, so the whole fetch budget is spent.
+- the Poisson policy's per-host marginal value ``mu`` (``HostRates``): the estimated change rate of each
+  scheduled URL of a host, and the ``mu`` that makes the host's intervals spend its fetch budget
+  (``schedule.solve_mu``), solved again at most every ``MU_EVERY_S`` of result time.
 - ``stopped``: the continuous crawl's stop file exists.
 
 Everything but ``due`` and ``stopped`` is a function of its arguments and the remembered revisits; the
@@ -18,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -25,7 +30,7 @@ from pathlib import Path
 from fetchers.records import FetchResult, UrlTask
 from pipeline.crawl.sitemapfeed import SitemapFeed
 from pipeline.frontier.observation import observe
-from pipeline.frontier.schedule import RECRAWL_META, Change, Schedule
+from pipeline.frontier.schedule import RECRAWL_META, Change, Schedule, revisit_rate, solve_mu
 from pipeline.settings import Settings
 from pipeline.settings.recrawl import RecrawlSettings
 from pipeline.storage.base import Outcome, Revisit, Store, UrlRecord, UrlState
@@ -55,6 +60,36 @@ class RevisitStats:
         return {f: getattr(self, f) for f in self.__slots__}  # type: ignore[attr-defined]
 
 
+WORK_AHEAD = 3  # work-conserving: pending URLs kept per known host (a host's batch takes several at once)
+MU_EVERY_S = 2.0  # Poisson policy: a host's mu is solved again at most this often (result time)
+_BUCKETS_PER_E = 8  # change rates are kept in log buckets of 1/8 (13 %): a host's solve costs O(buckets)
+
+
+@dataclass(slots=True)
+class HostRates:
+    """One host's URLs under the Poisson policy: each URL's change-rate bucket (None: not estimated yet),
+    and the host's current ``mu`` (None: the schedule's default) with the result time it was solved at."""
+
+    buckets: dict[int, int | None] = dataclasses.field(default_factory=dict)
+    mu: float | None = None
+    solved_at: float = -math.inf
+    dirty: bool = False
+
+    def histogram(self, prior_rate: float) -> list[tuple[float, int]]:
+        """((bucket rate, URLs), ...): URLs not estimated yet count at ``prior_rate``, so that a host whose
+        URLs are all new solves to the schedule's default mu (each back after initial_interval_s)."""
+        counts: dict[int, int] = {}
+        prior = rate_bucket(prior_rate)
+        for b in self.buckets.values():
+            b = prior if b is None else b
+            counts[b] = counts.get(b, 0) + 1
+        return [(math.exp(b / _BUCKETS_PER_E), n) for b, n in counts.items()]
+
+
+def rate_bucket(rate: float) -> int:
+    return round(math.log(rate) * _BUCKETS_PER_E)
+
+
 class Recrawler:
     """Re-crawl bookkeeping for one crawl (see the module docstring)."""
 
@@ -64,8 +99,13 @@ class Recrawler:
         store: Store,
         *,
         simhash: Callable[[bytes, str], int] | None = None,
+        host_budget_rps: float = 0.0,
     ) -> None:
+        """``host_budget_rps``: fetches per second one host may take (the Poisson policy spends it; 0 =
+        unknown: the schedule's default ``mu``)."""
         self.cfg = cfg
+        self.host_budget_rps = cfg.host_budget_rps or host_budget_rps
+        self._hosts: dict[str, HostRates] = {}
         self.schedule = Schedule(cfg)
         self.store = store
         self.continuous = cfg.continuous
@@ -87,7 +127,8 @@ class Recrawler:
         rc = settings.recrawl
         if not (rc.enabled or rc.continuous):
             return None
-        out = cls(rc, store)
+        delay = settings.politeness.min_host_delay_s
+        out = cls(rc, store, host_budget_rps=1.0 / delay if delay > 0 else 0.0)
         if rc.sitemaps:
             out.sitemaps = SitemapFeed(scope, store, schedule=out.schedule, clock=clock)
         return out
@@ -148,6 +189,12 @@ class Recrawler:
         if backlog >= cap:
             cap = int(cap * self.cfg.recrawl_share)
         hosts = self.store.requeue_due(now, cap)
+        if self.cfg.work_conserving:
+            # Work-conserving: rather than leave a host's turn unused, fetch what is due soonest now.
+            want = WORK_AHEAD * max(1, len(self._hosts)) - backlog - sum(hosts.values())
+            if want > 0:
+                for host, n in self.store.requeue_due(now + self.cfg.max_interval_s, want).items():
+                    hosts[host] = hosts.get(host, 0) + n
         self.stats.requeued += sum(hosts.values())
         return hosts
 
@@ -161,7 +208,16 @@ class Recrawler:
         if outcome.state not in (UrlState.DONE, UrlState.FAILED):
             return outcome, None
         obs = observe(result, simhash=self._simhash)
-        change, revisit = self.schedule.plan(prev, obs, url=result.url, host=host_of(result.url))
+        host = host_of(result.url)
+        rates = self._hosts.get(host)
+        if rates is None:
+            rates = self._hosts[host] = HostRates()
+        mu = self._mu(rates, obs.fetched_at) if self.schedule.poisson else None
+        change, revisit = self.schedule.plan(prev, obs, url=result.url, host=host, mu=mu)
+        if self.schedule.poisson and change is not Change.FAILED:
+            known = revisit.fetches - 1 >= max(self.cfg.min_observations, 1) and revisit_rate(revisit) > 0
+            rates.buckets[result.url_id] = rate_bucket(revisit_rate(revisit)) if known else None
+            rates.dirty = True
         self._count(change, result, prev)
         page = outcome.page
         same_bytes = change is Change.UNCHANGED and prev is not None and obs.digest == prev.digest
@@ -173,6 +229,24 @@ class Recrawler:
         if change is Change.NOT_MODIFIED:
             state = UrlState.DONE
         return replace(outcome, page=page, state=state, revisit=revisit), change
+
+    def _mu(self, rates: HostRates, now: float) -> float | None:
+        """The host's ``mu``: solved from its URLs' change rates so that their intervals spend
+        ``host_budget_rps`` (URLs not yet estimated count as changing once per initial_interval_s), at most every
+        ``MU_EVERY_S``; None (the schedule's default) when the budget is unknown."""
+        if self.host_budget_rps <= 0:
+            return None
+        if rates.dirty and now - rates.solved_at >= MU_EVERY_S:
+            cfg = self.cfg
+            hist = rates.histogram(1.0 / cfg.initial_interval_s)
+            rates.mu = solve_mu(hist, self.host_budget_rps, low=cfg.min_interval_s, high=cfg.max_interval_s)
+            rates.solved_at, rates.dirty = now, False
+        return rates.mu
+
+    def host_mu(self, host: str) -> float | None:
+        """The host's current ``mu`` (for the summary and tests)."""
+        rates = self._hosts.get(host)
+        return rates.mu if rates is not None else None
 
     def _count(self, change: Change, result: FetchResult, prev: Revisit | None) -> None:
         s = self.stats

@@ -11,11 +11,27 @@ freshness bench's baseline) keeps every interval at ``initial_interval_s``.
 
 A failed fetch keeps the interval and the stored copy's validators and comes back after
 ``failed_interval_s``; a URL's first fetch starts at ``initial_interval_s``.
+
+``policy = "poisson"`` (``recrawl.policy``; the default stays ``"nutch"``) schedules by each page's estimated
+change rate instead (Cho & Garcia-Molina, "Synchronizing a database to improve freshness", SIGMOD 2000, and
+"Estimating frequency of change", TOIT 2003). The rate comes from the page's own fetch history: X changes
+seen in n intervals of mean length I give ``change_rate`` = -ln((n - X + 0.5) / (n + 0.5)) / I (their
+estimator for Poisson changes seen at regular visits), with a floor of half a change over the observed time
+when none was seen. The interval is the one at which one more fetch of that page is worth ``mu`` of
+expected freshness per fetch-second (``optimal_interval``): the freshness-optimal allocation, which revisits
+pages changing about as often as the revisit cycle most and *gives up* (``max`` interval) on pages changing
+faster than ``1/mu``, as their result that uniform beats proportional revisiting predicts. ``mu`` is the
+caller's (``pipeline.crawl.revisits`` solves it per host so that the host's fetch budget is spent:
+``solve_mu``); without one, ``default_mu`` makes a page changing once per ``initial_interval_s`` come back
+after about that long. In this policy ``Revisit.interval`` holds the mean observed interval between the
+page's fetches (the estimator's time base), not the scheduled one (that is ``next_fetch - fetched_at``);
+until ``min_observations`` intervals are seen a page is revisited every ``initial_interval_s``.
 """
 
 from __future__ import annotations
 
 import enum
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -108,16 +124,111 @@ def classify(prev: Revisit | None, obs: Observation, *, simhash_bits: int = 0) -
     return Change.CHANGED
 
 
+POLICIES = ("nutch", "poisson")
+# g(1) = 1 - 2/e: the marginal value that makes a page changing once per T come back after T.
+_G1 = 1.0 - 2.0 / math.e
+
+
+def change_rate(changes: int, intervals: int, mean_interval_s: float) -> float:
+    """Estimated Poisson change rate (changes/s) of a page whose fetches found ``changes`` changes in
+    ``intervals`` intervals of mean length ``mean_interval_s``; 0 when nothing was observed. Cho &
+    Garcia-Molina's bias-reduced estimator, floored at half a change over the observed time (a page never
+    seen changing is not assumed never to change)."""
+    n = intervals
+    if n <= 0 or not mean_interval_s > 0:
+        return 0.0
+    x = min(max(changes, 0), n)
+    est = -math.log((n - x + 0.5) / (n + 0.5)) / mean_interval_s
+    return max(est, 0.5 / ((n + 1) * mean_interval_s))
+
+
+def _g(x: float) -> float:
+    """d(freshness)/d(fetch rate) x rate, at x = rate x interval: 1 - (1 + x) e^-x (0 at 0, -> 1)."""
+    return 1.0 - (1.0 + x) * math.exp(-x)
+
+
+def optimal_interval(rate: float, mu: float) -> float:
+    """The revisit interval (s) of a page changing at ``rate`` (/s) at which one more fetch per second
+    gains ``mu`` in expected freshness x seconds: solves g(rate x I) = mu x rate. ``inf`` when
+    ``mu x rate >= 1`` (the page changes too fast to be worth chasing) or ``rate == 0`` (never changes)."""
+    y = mu * rate
+    if rate <= 0 or y >= 1.0 or not math.isfinite(y):
+        return math.inf
+    if y <= 0:
+        return 0.0
+    x = math.sqrt(2.0 * y)  # g(x) ~ x^2 / 2 near 0; g is increasing and concave beyond x = 1
+    lo, hi = 0.0, max(2.0 * x, 1.0)
+    while _g(hi) < y:
+        hi *= 2.0
+    for _ in range(48):  # bisection to ~1e-14 relative: cheap enough for a few dozen rates per solve
+        x = 0.5 * (lo + hi)
+        if _g(x) < y:
+            lo = x
+        else:
+            hi = x
+    return 0.5 * (lo + hi) / rate
+
+
+def expected_freshness(rate: float, interval: float) -> float:
+    """Mean freshness of a copy refreshed every ``interval`` s of a page changing at ``rate`` (Poisson)."""
+    if rate <= 0:
+        return 1.0
+    if not math.isfinite(interval):
+        return 0.0
+    x = rate * interval
+    return 1.0 if x <= 0 else -math.expm1(-x) / x
+
+
+def solve_mu(
+    rates: Sequence[tuple[float, int]],
+    budget_per_s: float,
+    *,
+    low: float,
+    high: float,
+    fixed_per_s: float = 0.0,
+) -> float:
+    """The ``mu`` at which pages with these (rate, count) pairs, each revisited at ``optimal_interval``
+    clamped to ``[low, high]``, need ``budget_per_s - fixed_per_s`` fetches per second (``fixed_per_s``:
+    what pages not yet estimated cost). Fetch demand falls as mu grows, so this bisects log(mu); when even
+    the shortest intervals do not fill the budget the smallest mu is returned (every page at ``low``), and
+    when the budget is below what ``high`` intervals need, the largest."""
+    spare = budget_per_s - fixed_per_s
+
+    def demand(mu: float) -> float:
+        return sum(n / min(max(optimal_interval(r, mu), low), high) for r, n in rates if n > 0)
+
+    lo, hi = math.log(low * 1e-6), math.log(high * 1e6)
+    if demand(math.exp(lo)) <= spare:
+        return math.exp(lo)
+    if demand(math.exp(hi)) >= spare:
+        return math.exp(hi)
+    for _ in range(36):  # log(mu) to ~1e-9
+        mid = 0.5 * (lo + hi)
+        if demand(math.exp(mid)) > spare:
+            lo = mid
+        else:
+            hi = mid
+    return math.exp(0.5 * (lo + hi))
+
+
+def revisit_rate(rv: Revisit) -> float:
+    """The change rate ``change_rate`` estimates from a Poisson-policy revisit state (0: not estimated)."""
+    return change_rate(rv.changes, rv.fetches - 1, rv.interval)
+
+
 class Schedule:
     """The schedule a crawl runs with, built once from its settings (overrides parsed up front)."""
 
-    __slots__ = ("cfg", "overrides")
+    __slots__ = ("cfg", "overrides", "default_mu")
 
     def __init__(self, cfg: RecrawlSettings) -> None:
         if not 0 < cfg.min_interval_s <= cfg.max_interval_s:
             raise ValueError("recrawl: expected 0 < min_interval_s <= max_interval_s")
         if not 0 <= cfg.dec_rate < 1:
             raise ValueError("recrawl.dec_rate: expected 0 <= dec_rate < 1")
+        if cfg.policy not in POLICIES:
+            raise ValueError(f"recrawl.policy: expected one of {', '.join(POLICIES)}, got {cfg.policy!r}")
+        self.default_mu = _G1 * cfg.initial_interval_s
         self.cfg = cfg
         self.overrides: Sequence[Override] = tuple(parse_override(o) for o in cfg.overrides)
 
@@ -128,11 +239,20 @@ class Schedule:
                 return o.min_s, o.max_s
         return self.cfg.min_interval_s, self.cfg.max_interval_s
 
-    def plan(self, prev: Revisit | None, obs: Observation, *, url: str, host: str) -> tuple[Change, Revisit]:
-        """The fetch's change class and the URL's new re-crawl state."""
+    @property
+    def poisson(self) -> bool:
+        return self.cfg.adaptive and self.cfg.policy == "poisson"
+
+    def plan(
+        self, prev: Revisit | None, obs: Observation, *, url: str, host: str, mu: float | None = None
+    ) -> tuple[Change, Revisit]:
+        """The fetch's change class and the URL's new re-crawl state. ``mu``: the Poisson policy's marginal
+        value for this URL's host (``default_mu`` when None); the Nutch policy ignores it."""
         cfg = self.cfg
         change = classify(prev, obs, simhash_bits=cfg.simhash_bits)
         low, high = self.bounds(url, host)
+        if self.poisson and change is not Change.FAILED:
+            return change, self._poisson(prev, obs, change, low, high, self.default_mu if mu is None else mu)
         interval = prev.interval if prev is not None and prev.interval > 0 else cfg.initial_interval_s
         ref = obs.fetched_at
         if change is Change.FAILED:
@@ -167,6 +287,37 @@ class Schedule:
             simhash=obs.simhash if got_body and obs.digest else base.simhash,
             changes=base.changes + (change is Change.CHANGED),
             fetches=base.fetches + 1,
+            fetched_at=obs.fetched_at,
+        )
+
+    def _poisson(
+        self, prev: Revisit | None, obs: Observation, change: Change, low: float, high: float, mu: float
+    ) -> Revisit:
+        cfg = self.cfg
+        base = prev if prev is not None and change is not Change.NEW else None
+        fetches = (base.fetches if base is not None else 0) + 1
+        changes = (base.changes if base is not None else 0) + (change is Change.CHANGED)
+        intervals = fetches - 1
+        mean = cfg.initial_interval_s
+        if base is not None and intervals >= 1:
+            gap = max(obs.fetched_at - base.fetched_at, 0.0) if base.fetched_at > 0 else base.interval
+            mean = gap if intervals == 1 else base.interval + (gap - base.interval) / intervals
+        if intervals < max(cfg.min_observations, 1):
+            wait = cfg.initial_interval_s
+        else:
+            wait = optimal_interval(change_rate(changes, intervals, mean), mu)
+        wait = _clamp(wait, low, high)
+        got_body = change is not Change.NOT_MODIFIED
+        keep = prev or Revisit(0.0, mean)
+        return Revisit(
+            next_fetch=obs.fetched_at + wait,
+            interval=mean,
+            etag=obs.etag if got_body else obs.etag or keep.etag,
+            last_modified=obs.last_modified if got_body else obs.last_modified or keep.last_modified,
+            digest=obs.digest if got_body and obs.digest else keep.digest,
+            simhash=obs.simhash if got_body and obs.digest else keep.simhash,
+            changes=changes,
+            fetches=fetches,
             fetched_at=obs.fetched_at,
         )
 

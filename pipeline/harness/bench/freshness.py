@@ -1,24 +1,33 @@
 """``crawlfleet bench freshness --json``: how fresh a continuous crawl keeps its collection (#23 point 8).
 
-One living testbed (``testbed serve --mutate``: per-page change classes, real ETag/Last-Modified/304,
-hosts i % 6 == 5 ignore validators) is crawled twice with ``crawl --continuous`` for the same wall time,
-under the same fetch budget: one connection per host and ``--budget`` requests per second in all (a host
-delay of hosts/budget seconds, which politeness never shortens). The baseline revisits uniformly, every
-URL every N/budget seconds (N = the web's normal pages: exactly the budget); the other run uses the
-adaptive schedule (same first interval, bounds ``--min-interval``..``--max-interval``, simhash near-duplicates
-of ``--simhash-bits`` count as unchanged).
+One living testbed (``freshweb.MixedTestbed``: per-page change classes of ``--mix``, real
+ETag/Last-Modified/304, hosts i % 6 == 5 ignore validators) is crawled twice with ``crawl --continuous``
+for the same wall time, under the same fetch budget: one connection per host and ``--budget`` requests per
+second in all (a host delay of hosts/budget seconds, which politeness never shortens). The baseline
+revisits uniformly, every URL every N/budget seconds (N = the web's normal pages: exactly the budget); the
+other run uses the adaptive schedule ``--policy`` (``poisson``: estimated change rates and per-host
+freshness-optimal intervals; ``nutch``: Nutch's AdaptiveFetchSchedule), same first interval, bounds
+``--min-interval``..``--max-interval``, simhash near-duplicates of ``--simhash-bits`` count as unchanged.
+Both runs are work-conserving (``recrawl.work_conserving``, unless ``--no-work-conserving``): when
+nothing is due, the URLs due soonest are fetched, so both spend the same requests per second.
+
+Mixes (``living.MIXES``): ``measured`` (default) follows published change measurements, with test time
+scaled so that the uniform cycle N/budget is ``--cycle-test-s`` (a week); ``classic`` is the first living
+web (40 % static, 20 % hourly, 20 % every 5 s, 20 % cosmetic) at ``--rate`` test s per wall s (120).
 
 Freshness (Cho & Garcia-Molina): every ``--sample-every`` seconds after ``--warmup`` seconds, the share of
 stored normal pages whose copy holds the live content version, from the testbed's own truth
 (``livetruth.page_version``): a copy last confirmed (fetched, 304 or same digest) at wall time f is fresh
 at t when the page's version at f is its version at t. Date-only and ad-only changes are no change of
-content (the testbed's version does not move for them). The mean over the samples is the figure; the
-ratio adaptive/uniform the claim (goal >= 1.3).
+content. The mean over the samples is the figure; the ratio adaptive/uniform the claim (goal >= 1.3).
+``oracle`` gives, for the same web and budget, the expected freshness of uniform revisiting and of the
+optimal schedule that knows every page's true rate: what any schedule could reach.
 
-Conditional GET: of the re-fetches that found the bytes unchanged, the share answered 304 without a body
-(goal >= 80%: one host in six ignores validators, so at most ~83% is possible on this web), and the body
-bytes that saved (304s x the mean body of 200 re-fetches in the same run). Requests per second are
-counted from the access log in the measured window, to show both runs spent the same budget.
+Conditional GET (``freshweb.conditional_figures``, from the access log and the truth): of the re-fetches
+whose bytes had not changed, the share answered 304 without a body, on the hosts that honour validators
+(the goal, >= 80 %) and overall (one host in six ignores validators, so at most ~83 %), and the body bytes
+that saved (304s x the mean body of 200 re-fetches in the same run). Requests per second are counted from
+the access log in the measured window, to show both runs spent the same budget.
 """
 
 from __future__ import annotations
@@ -34,10 +43,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pipeline.harness.bench.freshweb import MixedTestbed, conditional_figures, oracle
 from pipeline.harness.bench.jobs import machine
-from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.harness.testbed.livetruth import page_version
-from pipeline.harness.testbed.living import CONTENT_CLASSES
+from pipeline.harness.testbed.living import CLASSIC, CONTENT_CLASSES, MEASURED, MIXES
 from pipeline.harness.testbed.model import Web
 
 
@@ -45,14 +54,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hosts", type=int, default=12, help="testbed hosts")
     p.add_argument("--pages", type=int, default=25, help="normal pages per host (home included)")
     p.add_argument("--seed", type=int, default=23, help="seed of the testbed's random web")
-    p.add_argument("--rate", type=float, default=120.0, help="test seconds per wall second of the living web")
+    p.add_argument("--mix", choices=tuple(MIXES), default=MEASURED, help="the living web's change mix")
+    p.add_argument(
+        "--rate", type=float, default=None,
+        help="test seconds per wall second (default: classic 120; measured: --cycle-test-s per uniform cycle)",
+    )  # fmt: skip
+    p.add_argument(
+        "--cycle-test-s", type=float, default=7 * 86400.0,
+        help="measured mix: the uniform revisit cycle in test seconds (sets --rate)",
+    )  # fmt: skip
+    p.add_argument(
+        "--policy", choices=("poisson", "nutch"), default="poisson", help="the adaptive run's policy"
+    )
+    p.add_argument(
+        "--no-work-conserving", action="store_true", help="runs fetch only due URLs (budget may go unspent)"
+    )
     p.add_argument("--budget", type=float, default=12.0, help="fetch budget, requests per second in all")
     p.add_argument(
         "--seconds", type=float, default=60.0, help="measured wall seconds per run (after --warmup)"
     )
     p.add_argument("--warmup", type=float, default=30.0, help="wall seconds before sampling starts")
     p.add_argument("--sample-every", type=float, default=2.0, help="seconds between freshness samples")
-    p.add_argument("--min-interval", type=float, default=2.0, help="adaptive: shortest revisit interval, s")
+    p.add_argument("--min-interval", type=float, default=4.0, help="adaptive: shortest revisit interval, s")
     p.add_argument("--max-interval", type=float, default=600.0, help="adaptive: longest revisit interval, s")
     p.add_argument(
         "--simhash-bits", type=int, default=3, help="adaptive: near-duplicate distance (0 = digest only)"
@@ -62,24 +85,48 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     n_pages = args.hosts * args.pages
     uniform_s = n_pages / args.budget
+    rate = args.rate or (120.0 if args.mix == CLASSIC else args.cycle_test_s / uniform_s)
     with tempfile.TemporaryDirectory(prefix="bench-freshness-") as tmp:
         work = Path(tmp)
-        with TestbedProcess(args.hosts, args.pages, seed=args.seed, mutate=True, mutate_rate=args.rate,
-                            workdir=work / "testbed") as tb:  # fmt: skip
+        tb = MixedTestbed(
+            args.hosts,
+            args.pages,
+            mix=args.mix,
+            seed=args.seed,
+            mutate_rate=rate,
+            workdir=work / "testbed",
+            hostile_sitemaps=False,
+        )
+        with tb:
+            web = Web(args.hosts, args.pages, seed=args.seed, port=tb.port, living=tb.living)
             runs = {}
             for mode in ("uniform", "adaptive"):
-                runs[mode] = _run_mode(tb, mode, args, work / mode, uniform_s=uniform_s)
+                runs[mode] = _run_mode(tb, web, mode, args, work / mode, uniform_s=uniform_s)
     u, a = runs["uniform"], runs["adaptive"]
+    low, high = min(args.min_interval, uniform_s), max(args.max_interval, uniform_s)
     return {
         "bench": "freshness",
         "machine": machine(),
-        "web": {"hosts": args.hosts, "pages": n_pages, "rate": args.rate, "seed": args.seed},
+        "web": {
+            "hosts": args.hosts,
+            "pages": n_pages,
+            "mix": args.mix,
+            "rate": round(rate, 3),
+            "seed": args.seed,
+        },
         "budget_req_per_s": args.budget,
         "uniform_interval_s": round(uniform_s, 2),
+        "policy": args.policy,
+        "work_conserving": not args.no_work_conserving,
+        "warmup_s": args.warmup,
+        "measured_s": args.seconds,
         "uniform": u,
         "adaptive": a,
         "freshness_ratio": _ratio(a["mean_freshness"], u["mean_freshness"]),
-        "freshness_ratio_changing_pages": _ratio(a["mean_freshness_changing_pages"], u["mean_freshness_changing_pages"]),
+        "freshness_ratio_changing_pages": _ratio(
+            a["mean_freshness_changing_pages"], u["mean_freshness_changing_pages"]
+        ),
+        "oracle": oracle(web, host_budget_rps=args.budget / args.hosts, low=low, high=high),
         "goal_ratio": 1.3,
         "goal_304_share": 0.8,
     }
@@ -94,6 +141,7 @@ def _config(mode: str, args: argparse.Namespace, *, uniform_s: float) -> str:
     lines = [
         "[politeness]", "per_host_concurrency = 1", f"min_host_delay_s = {args.hosts / args.budget!r}",
         "[recrawl]", f"adaptive = {str(adaptive).lower()}", f"initial_interval_s = {uniform_s!r}",
+        f'policy = "{args.policy}"', f"work_conserving = {str(not args.no_work_conserving).lower()}",
         f"min_interval_s = {min(args.min_interval, uniform_s) if adaptive else uniform_s!r}",
         f"max_interval_s = {max(args.max_interval, uniform_s) if adaptive else uniform_s!r}",
         f"simhash_bits = {args.simhash_bits if adaptive else 0}", "check_interval_s = 0.5",
@@ -104,7 +152,7 @@ def _config(mode: str, args: argparse.Namespace, *, uniform_s: float) -> str:
 
 
 def _run_mode(
-    tb: TestbedProcess, mode: str, args: argparse.Namespace, out: Path, *, uniform_s: float
+    tb: MixedTestbed, web: Web, mode: str, args: argparse.Namespace, out: Path, *, uniform_s: float
 ) -> dict[str, Any]:
     out.mkdir(parents=True)
     cfg, stop = out / "crawl.toml", out / "stop"
@@ -131,7 +179,7 @@ def _run_mode(
             now = time.time()
             if now < measure_from:
                 continue
-            got = freshness_at(tb.web, out / "crawl" / "crawl.db", now, test_time=tb.test_time)
+            got = freshness_at(web, out / "crawl" / "crawl.db", now, test_time=tb.test_time)
             if got["stored"]:
                 samples.append(got["fresh"] / got["stored"])
                 stored.append(got["stored"])
@@ -148,7 +196,8 @@ def _run_mode(
     summary = json.loads(stdout.strip().splitlines()[-1])
     rc = summary.get("recrawl", {})
     tb.wait_log_flush()
-    window = [e for e in tb.read_access_log() if measure_from <= float(e["t"]) <= end]
+    log = [e for e in tb.read_access_log() if float(e["t"]) >= started]
+    window = [e for e in log if measure_from <= float(e["t"]) <= end]
     mean_body = rc.get("refetch_body_bytes", 0) / max(1, rc.get("refetch_200", 0))
     byte_same = rc.get("not_modified", 0) + rc.get("same_digest", 0)
     return {
@@ -159,8 +208,12 @@ def _run_mode(
         "stored_pages_mean": round(statistics.fmean(stored), 1) if stored else 0,
         "requests_per_s": round(len(window) / args.seconds, 2),
         "status_304_per_s": round(sum(e["status"] == 304 for e in window) / args.seconds, 2),
-        "share_304_of_byte_unchanged": round(rc.get("not_modified", 0) / byte_same, 4) if byte_same else None,
+        "share_304_of_byte_unchanged_crawler": round(rc.get("not_modified", 0) / byte_same, 4)
+        if byte_same
+        else None,
+        "conditional": conditional_figures(web, log, since=measure_from, until=end),
         "body_bytes_saved_est": int(rc.get("not_modified", 0) * mean_body),
+        "not_modified_wire_bytes": rc.get("not_modified_wire_bytes", 0),
         "mean_refetch_body_bytes": int(mean_body),
         "recrawl": rc,
         "pages_fetched": summary.get("pages_fetched"),

@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
-from pipeline.harness.testbed.living import COSMETIC_CLASSES, DATED, STATIC_SINCE, PageState, state
+from pipeline.harness.testbed.living import COSMETIC_CLASSES, DATED, MARKUP, STATIC_SINCE, PageState, state
 from pipeline.harness.testbed.model import Rng, Web, host_name
 from pipeline.harness.testbed.render import Renderer, Reply, _anchor
 from pipeline.harness.testbed.sitemapgen import sitemap, w3c_datetime
@@ -37,7 +37,7 @@ def honours_conditional(i: int) -> bool:
 
 
 def _cosmetic_line(cls: str, k: int, wall: float) -> str:
-    if cls == DATED:
+    if cls in (DATED, MARKUP):
         return f'<p class="updated">Updated {w3c_datetime(wall)}</p>\n'
     return f'<div class="ad">Sponsored: {_PRODUCTS[k % len(_PRODUCTS)]} at {k % 90 + 10}% off</div>\n'
 
@@ -89,7 +89,8 @@ def _content_body(web: Web, i: int, m: int, version: int) -> bytes:
 
 def page_bytes(web: Web, i: int, m: int, t: float, *, static: Renderer | None = None) -> bytes:
     """The body of normal page m of host i at test time t (``web.living`` must be set)."""
-    return state_bytes(web, i, m, state(web.seed, i, m, t), static=static)
+    assert web.living is not None, "page_bytes needs a living web"
+    return state_bytes(web, i, m, state(web.seed, i, m, t, mix=web.living.mix), static=static)
 
 
 def state_bytes(web: Web, i: int, m: int, s: PageState, *, static: Renderer | None = None) -> bytes:
@@ -137,7 +138,7 @@ class LiveRenderer:
         t = living.test_time(wall)
         m = self.web.page_number(path)
         if m >= 0:
-            s = state(self.web.seed, i, m, t)
+            s = state(self.web.seed, i, m, t, mix=living.mix)
             body, tag = self._bodies(i, m, s)
             modified = living.wall_time(s.modified_at)
             base = Reply(200, body)

@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from pipeline.harness.testbed.liverender import state_bytes
-from pipeline.harness.testbed.living import state
+from pipeline.harness.testbed.living import CLASSIC, state
 from pipeline.harness.testbed.model import Web, host_index
 from pipeline.harness.testbed.render import Renderer
 from pipeline.harness.testbed.sitemapgen import sitemap_truth
@@ -65,7 +65,7 @@ def page_version(web: Web, url: str, t: float) -> PageVersion | None:
     if where is None:
         return None
     i, m = where
-    s = state(web.seed, i, m, t)
+    s = state(web.seed, i, m, t, mix=web.living.mix if web.living is not None else CLASSIC)
     return PageVersion(url, s.cls, s.version, s.cosmetic, s.changed_at, s.modified_at)
 
 
@@ -74,7 +74,7 @@ def digest_at(web: Web, url: str, t: float) -> str | None:
     if where is None or web.living is None:
         return None
     i, m = where
-    return digest(state_bytes(web, i, m, state(web.seed, i, m, t)))
+    return digest(state_bytes(web, i, m, state(web.seed, i, m, t, mix=web.living.mix)))
 
 
 _EDITION = re.compile(rb'<p class="edition">Edition (-?[0-9]{1,20})</p>')
@@ -88,12 +88,13 @@ def edition_of(body: bytes) -> int:
 def versions_at(web: Web, t: float, *, digests: bool = True) -> dict[str, PageVersion]:
     if web.living is None:
         raise ValueError("versions_at needs a living web")
+    living = web.living
     static = Renderer(web, cache_size=0) if digests else None
     out: dict[str, PageVersion] = {}
     for i in range(web.hosts):
         for m in range(web.pages):
             url = web.url(i, web.page_path(m))
-            s = state(web.seed, i, m, t)
+            s = state(web.seed, i, m, t, mix=living.mix)
             d = tag = ""
             if static is not None:
                 body = state_bytes(web, i, m, s, static=static)
@@ -122,6 +123,7 @@ def living_truth(web: Web, t: float) -> dict[str, Any]:
         "at": t,
         "epoch": living.epoch,
         "rate": living.rate,
+        "mix": living.mix,
         "pages": pages,
         "sitemaps": sitemap_truth(web),
     }

@@ -14,6 +14,20 @@ dated      10 %   only an "Updated <date>" line, every 10 s: a near-duplicate ch
 advert     10 %   only an ad slot's words, every 3 s: a near-duplicate change, content unchanged
 =========  =====  =====================================================================================
 
+That is the ``classic`` mix (the default: ``Living(..., mix="classic")``). ``Living(..., mix="measured")``
+is a mix modelled on published measurements of how often real pages change (the freshness bench's
+``--mix measured``; docs/bench/freshness.md says why these shares):
+
+=========  =====  =====================================================================================
+class      share  what changes (mean interval in *test* seconds)
+=========  =====  =====================================================================================
+static     35 %   nothing, ever
+markup     10 %   only an "Updated <date>" line, daily: a markup-only change, content unchanged
+daily      15 %   its text, every 86,400 s (a day) on average
+weekly     25 %   its text, every 604,800 s (a week) on average
+monthly    15 %   its text, every 2,592,000 s (30 days) on average
+=========  =====  =====================================================================================
+
 Links never change (the link graph and ``truth.compute_truth`` stay those of the static web).
 
 Test time: ``t = (wall - epoch) * rate`` seconds, so ``rate=600`` shows ten test-minutes a second.
@@ -27,9 +41,9 @@ of ``(seed, host, page, k)`` falls below ``P_TICK`` = 1/4, or when ``(k + phase)
 The version of a page at t is the index k of its last change tick (an int, possibly negative,
 strictly increasing with each change); static pages have version 0 since ``STATIC_SINCE``.
 
-Interface used by other modules (stable): ``Living`` (``test_time(wall)``, ``wall_time(t)``),
-``page_class(seed, i, m)``, ``state(seed, i, m, t)`` -> ``PageState``, ``MEAN_S``, ``CONTENT_CLASSES``,
-``COSMETIC_CLASSES``. Page m is the model's page number (0 = home, m >= 1 = ``/p/{m-1}``).
+Interface used by other modules (stable): ``Living`` (``test_time(wall)``, ``wall_time(t)``, ``mix``),
+``page_class(seed, i, m, mix=...)``, ``state(seed, i, m, t, mix=...)`` -> ``PageState``, ``MEAN_S``,
+``MIXES``, ``CONTENT_CLASSES``, ``COSMETIC_CLASSES``. Page m is the model's page number (0 = home, m >= 1 = ``/p/{m-1}``).
 """
 
 from __future__ import annotations
@@ -38,11 +52,23 @@ import math
 from dataclasses import dataclass
 
 STATIC, HOURLY, FAST, DATED, ADVERT = "static", "hourly", "fast", "dated", "advert"
-CLASSES = (STATIC, HOURLY, FAST, DATED, ADVERT)
-_SHARE = ((40, STATIC), (60, HOURLY), (80, FAST), (90, DATED), (100, ADVERT))  # cumulative percent
-MEAN_S = {STATIC: math.inf, HOURLY: 3600.0, FAST: 5.0, DATED: 10.0, ADVERT: 3.0}
-CONTENT_CLASSES = frozenset({HOURLY, FAST})  # a change a reader would call a change
-COSMETIC_CLASSES = frozenset({DATED, ADVERT})  # bytes change, content does not
+CLASSES = (STATIC, HOURLY, FAST, DATED, ADVERT)  # the classic mix's classes
+MARKUP, DAILY, WEEKLY, MONTHLY = "markup", "daily", "weekly", "monthly"  # the measured mix's own
+DAY_S = 86_400.0
+CLASSIC, MEASURED = "classic", "measured"
+# Each mix: (cumulative percent, class), chosen by a page's hash. ``classic`` is the first living web's
+# (unchanged); ``measured`` follows published change measurements (module docstring).
+MIXES: dict[str, tuple[tuple[int, str], ...]] = {
+    CLASSIC: ((40, STATIC), (60, HOURLY), (80, FAST), (90, DATED), (100, ADVERT)),
+    MEASURED: ((35, STATIC), (45, MARKUP), (60, DAILY), (85, WEEKLY), (100, MONTHLY)),
+}
+MEAN_S = {
+    STATIC: math.inf, HOURLY: 3600.0, FAST: 5.0, DATED: 10.0, ADVERT: 3.0,
+    MARKUP: DAY_S, DAILY: DAY_S, WEEKLY: 7 * DAY_S, MONTHLY: 30 * DAY_S,
+}  # fmt: skip
+# A change a reader would call a change.
+CONTENT_CLASSES = frozenset({HOURLY, FAST, DAILY, WEEKLY, MONTHLY})
+COSMETIC_CLASSES = frozenset({DATED, ADVERT, MARKUP})  # bytes change, content does not
 P_TICK_NUM, P_TICK_DEN = 1, 4
 P_TICK = P_TICK_NUM / P_TICK_DEN
 FORCE = 64
@@ -55,17 +81,21 @@ _MASK = (1 << 64) - 1
 @dataclass(frozen=True, slots=True)
 class Living:
     """The clock of a living web: ``epoch`` (wall seconds at test time 0) and ``rate`` (test seconds
-    per wall second, > 0). ``hostile_sitemaps``: serve the hostile sitemap files (``sitemapgen``)."""
+    per wall second, > 0). ``hostile_sitemaps``: serve the hostile sitemap files (``sitemapgen``).
+    ``mix``: which change classes pages get (a key of ``MIXES``)."""
 
     epoch: float
     rate: float = 1.0
     hostile_sitemaps: bool = True
+    mix: str = CLASSIC
 
     def __post_init__(self) -> None:
         if not (self.rate > 0 and math.isfinite(self.rate) and math.isfinite(self.epoch)):
             raise ValueError(
                 f"living web: rate must be > 0 and finite, epoch finite (got {self.rate}, {self.epoch})"
             )
+        if self.mix not in MIXES:
+            raise ValueError(f"living web: mix must be one of {', '.join(MIXES)} (got {self.mix!r})")
 
     def test_time(self, wall: float) -> float:
         return (wall - self.epoch) * self.rate
@@ -103,10 +133,10 @@ def _page_key(seed: int, i: int, m: int) -> int:
     return _mix(((seed & 0xFFFFFFFF) << 40) ^ (i << 20) ^ m ^ 0x5A17)
 
 
-def page_class(seed: int, i: int, m: int) -> str:
-    """The change class of normal page m of host i (deterministic from the seed)."""
+def page_class(seed: int, i: int, m: int, *, mix: str = CLASSIC) -> str:
+    """The change class of normal page m of host i in ``mix`` (deterministic from the seed)."""
     pct = _page_key(seed, i, m) % 100
-    for bound, cls in _SHARE:
+    for bound, cls in MIXES[mix]:
         if pct < bound:
             return cls
     return STATIC  # unreachable
@@ -134,9 +164,9 @@ def last_change(key: int, cls: str, t: float) -> tuple[int, float]:
     return k, offset + k * step
 
 
-def state(seed: int, i: int, m: int, t: float) -> PageState:
-    """The state of normal page m of host i at test time t."""
-    cls = page_class(seed, i, m)
+def state(seed: int, i: int, m: int, t: float, *, mix: str = CLASSIC) -> PageState:
+    """The state of normal page m of host i at test time t, in ``mix``."""
+    cls = page_class(seed, i, m, mix=mix)
     if cls == STATIC:
         return PageState(cls, 0, 0, STATIC_SINCE, STATIC_SINCE)
     key = _page_key(seed, i, m)

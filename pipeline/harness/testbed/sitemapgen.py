@@ -88,7 +88,7 @@ def _page_entries(web: Web, i: int, t: float, pages: range) -> list[tuple[str, s
     assert living is not None
     out: list[tuple[str, str | None]] = []
     for m in pages:
-        wall = living.wall_time(state(web.seed, i, m, t).modified_at)
+        wall = living.wall_time(state(web.seed, i, m, t, mix=living.mix).modified_at)
         out.append((web.url(i, web.page_path(m)), w3c_datetime(wall, date_only=m % 5 == 4)))
     return out
 
