@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from fetchers.records import FetchResult, SchemaError
+from fetchers.records import FetchResult, SchemaError, Timings
 from fetchers.report import BatchReport
 from pipeline.dispatch.protocols import Heartbeat
 
@@ -55,7 +56,9 @@ def wrap(raw: bytes, *, compress: bool) -> Encoded:
     return Encoded(raw)
 
 
-def decode(body: bytes | str, *, content_type: str | None, content_encoding: str | None, max_bytes: int) -> dict[str, Any]:
+def decode(
+    body: bytes | str, *, content_type: str | None, content_encoding: str | None, max_bytes: int
+) -> dict[str, Any]:
     """Parse one message body into a JSON object, or raise BadMessage saying why."""
     if isinstance(body, str):
         body = body.encode("utf-8", "surrogatepass")
@@ -107,7 +110,7 @@ def parse_results(obj: dict[str, Any], *, max_body_bytes: int) -> ResultsPack:
         raw_results, raw_reports = obj["results"], obj["reports"]
         if not isinstance(raw_results, list) or not isinstance(raw_reports, list):
             raise SchemaError("results/reports must be lists")
-        results = [FetchResult.from_json(r, max_body_bytes=max_body_bytes) for r in raw_results]
+        results = [_slim_result(r, max_body_bytes) for r in raw_results]
         reports = [_parse_report(r) for r in raw_reports]
         stored, segment = obj.get("stored", False), obj.get("segment", "")
         if not isinstance(stored, bool) or not isinstance(segment, str):
@@ -115,6 +118,48 @@ def parse_results(obj: dict[str, Any], *, max_body_bytes: int) -> ResultsPack:
     except (AttributeError, KeyError, TypeError, ValueError) as exc:  # SchemaError is a ValueError
         raise BadMessage(f"wrong schema: {exc!r}") from exc
     return ResultsPack(node, inc, results, reports, stored=stored, segment=segment)
+
+
+_SLIM_INTS = ("url_id", "depth", "status", "wire_bytes", "body_bytes", "serial")
+_SLIM_STRS = ("content_type", "ip", "error_class", "error_message", "fetcher_id")
+_NUMBER = (int, float)
+
+
+def _slim_result(r: Any, max_body_bytes: int) -> FetchResult:
+    """One result of a reply. A node's reply carries no body and no headers (replies.slim): such a
+    result is checked here in one pass, with the same rules as ``FetchResult.from_json`` (which took
+    ~9% of the dispatcher's CPU, most of it per-field calls); anything else, and anything that fails a
+    check, goes through ``from_json``, so a bad result raises the same ``SchemaError`` either way."""
+    if type(r) is not dict or r.get("body_z") != "" or "body_lz4" in r or r.get("headers") != {}:
+        return FetchResult.from_json(r, max_body_bytes=max_body_bytes)
+    try:
+        url, final_url, redirects, timings = r["url"], r["final_url"], r["redirects"], r["timings"]
+        fetched_at, retry_after, truncated = r["fetched_at"], r.get("retry_after_s"), r["truncated"]
+        ok = (
+            all(type(r[k]) is int for k in _SLIM_INTS) and all(type(r[k]) is str for k in _SLIM_STRS)
+            and type(url) is str and type(final_url) is str and url.isascii() and final_url.isascii()
+            and type(redirects) is list and all(type(x) is str for x in redirects)
+            and type(timings) is list and len(timings) == 4 and all(type(t) in _NUMBER and _finite(t) for t in timings)
+            and type(fetched_at) in _NUMBER and _finite(fetched_at) and type(truncated) is bool
+            and (retry_after is None or (type(retry_after) in _NUMBER and _finite(retry_after)))
+        )  # fmt: skip
+    except (KeyError, OverflowError):
+        ok = False
+    if not ok:
+        return FetchResult.from_json(r, max_body_bytes=max_body_bytes)
+    return FetchResult(
+        url=url, url_id=r["url_id"], depth=r["depth"], final_url=final_url, redirects=redirects,
+        status=r["status"], content_type=r["content_type"], truncated=truncated, wire_bytes=r["wire_bytes"],
+        body_bytes=r["body_bytes"], timings=Timings(*map(float, timings)), ip=r["ip"],
+        error_class=r["error_class"], error_message=r["error_message"], serial=r["serial"],
+        fetcher_id=r["fetcher_id"], fetched_at=float(fetched_at),
+        retry_after_s=None if retry_after is None else float(retry_after),
+        noindex=bool(r.get("noindex", False)), nofollow=bool(r.get("nofollow", False)),
+    )  # fmt: skip
+
+
+def _finite(x: float) -> bool:
+    return math.isfinite(x)
 
 
 def _parse_report(obj: Any) -> BatchReport:
@@ -184,6 +229,10 @@ def parse_submit(obj: dict[str, Any]) -> tuple[str, list[str]]:
     if obj.get("kind") != "submit":
         raise BadMessage(f"expected kind 'submit', got {obj.get('kind')!r}")
     service, urls = obj.get("service"), obj.get("urls")
-    if not isinstance(service, str) or not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
+    if (
+        not isinstance(service, str)
+        or not isinstance(urls, list)
+        or not all(isinstance(u, str) for u in urls)
+    ):
         raise BadMessage("wrong schema: submit needs service (str) and urls (list of str)")
     return service, urls

@@ -9,6 +9,10 @@ gap, Crawl-delay capped to 0, and the slow/big pages left out.
 Reported: pages/s of each and their ratio (goal: fleet >= 40% of embedded), the crawl window of the
 fleet (first batch issued to last report, i.e. without worker start-up) next to its wall time,
 broker messages per page and bytes per page (batches out, result packs and heartbeats in).
+The dispatcher's CPU is given three ways: over its whole life, over the steady window (first batch
+to last reply), and split by a fit over that window's 2-second buckets into a marginal cost per page
+and a fixed cost per second (``cputrace.fit_rates``): the figure that says how many pages one
+dispatcher core can take is the marginal one, plus the fixed part once.
 """
 
 from __future__ import annotations
@@ -25,11 +29,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from pipeline.harness.bench.cputrace import CpuTrace
+from pipeline.harness.bench.cputrace import CpuRates, CpuTrace, bucket_series, fit_rates
 from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.settings import load_settings
 
 GOAL = 0.40
+FIT_BUCKET_S = 2.0  # CPU samples every 0.2 s; a bucket holds ~10, and several batch replies
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -217,6 +222,9 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str) -> dict[str
     # connections, reading the store) and shutdown, which a long crawl amortises away.
     steady = dispatcher_trace.between(min(issued), max(done)) if issued and done else float("nan")
     links_steady = links_trace.between(min(issued), max(done)) if issued and done else float("nan")
+    replies = [(ev["t"], ev["pages"]) for ev in events if ev["ev"] == "done"]
+    rates = fit_rates(bucket_series(dispatcher_trace.times, dispatcher_trace.cpu, replies, t0=min(issued),
+                                    t1=max(done), bucket_s=FIT_BUCKET_S)) if issued and done else None  # fmt: skip
     pages = summary["pages_fetched"]
     f = summary["fleet"]
     messages = f["batches_sent"] + f["results_messages"] + f["heartbeats"]
@@ -236,11 +244,24 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str) -> dict[str
         "dispatcher_steady_cpu_s": round(steady, 2),
         "dispatcher_steady_cpu_ms_per_page": round(1000 * steady / max(1, pages), 4),
         "dispatcher_startup_and_shutdown_cpu_s": round(dispatcher_cpu - steady, 2),
+        **_rates_fields(rates),
         "links_steady_cpu_ms_per_page": round(1000 * links_steady / max(1, pages), 4),
         "links_cpu_s": round(links_cpu, 2),
         "links_cpu_ms_per_page": round(1000 * links_cpu / max(1, pages), 4),
         "link_lag_s": _link_lag(events),
+        "idle": _idle_stats(events, f, window),
     }  # fmt: skip
+
+
+def _rates_fields(rates: CpuRates | None) -> dict[str, Any]:
+    """The steady window's CPU split: ms per page at the margin, ms per second of timers (cputrace)."""
+    if rates is None:
+        return {}
+    return {
+        "dispatcher_cpu_ms_per_page_marginal": round(1000 * rates.per_page_s, 4),
+        "dispatcher_cpu_ms_per_s_fixed": round(1000 * rates.per_s, 2),
+        "dispatcher_cpu_fit": {"buckets": rates.buckets, "bucket_s": FIT_BUCKET_S, "r2": round(rates.r2, 3)},
+    }
 
 
 def _children_cpu() -> float:
@@ -249,6 +270,46 @@ def _children_cpu() -> float:
 
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     return ru.ru_utime + ru.ru_stime
+
+
+def _idle_stats(events: list[dict[str, Any]], f: dict[str, Any], window: float) -> dict[str, Any]:
+    """What keeps the nodes idle (#18 point 4): share of the window with no batch out at all, and with
+    fewer batches out than half the slots; a batch's round trip (issue to reply on the dispatcher's
+    clock) beside the node's own fetch time, their difference being queueing, the serial check,
+    storing the pages and the reply; batch sizes; batches per node; the dispatcher's loop turns and
+    dispatch rounds per second (its fixed CPU) and the share of rounds that issued nothing."""
+    issued = {ev["serial"]: ev for ev in events if ev["ev"] == "issue"}
+    done = [ev for ev in events if ev["ev"] == "done" and ev["serial"] in issued]
+    if not issued or not done or not window > 0:
+        return {}
+    level, last = 0, min(ev["t"] for ev in issued.values())
+    share: dict[str, float] = {"none": 0.0, "under_8": 0.0}
+    for t, step in sorted([(ev["t"], 1) for ev in issued.values()] + [(ev["t"], -1) for ev in done]):
+        share["none"] += (t - last) * (level == 0)
+        share["under_8"] += (t - last) * (level < 8)
+        last, level = t, level + step
+    trips = sorted(ev["t"] - issued[ev["serial"]]["t"] for ev in done)
+    extra = sorted(ev["t"] - issued[ev["serial"]]["t"] - ev["elapsed_s"] for ev in done)
+    sizes = sorted(ev["n"] for ev in issued.values())
+    per_node: dict[str, int] = {}
+    for ev in issued.values():
+        per_node[ev["node"]] = per_node.get(ev["node"], 0) + 1
+    rounds = f.get("dispatch_rounds", 0)
+    return {
+        "share_no_batch_out": round(share["none"] / window, 3),
+        "share_under_8_batches_out": round(share["under_8"] / window, 3),
+        "round_trip_s": {"p50": round(_q(trips, 0.5), 3), "p90": round(_q(trips, 0.9), 3)},
+        "round_trip_minus_node_fetch_s": {"p50": round(_q(extra, 0.5), 3), "p90": round(_q(extra, 0.9), 3)},
+        "batch_size": {"p10": _q(sizes, 0.1), "p50": _q(sizes, 0.5), "p90": _q(sizes, 0.9), "mean": round(sum(sizes) / len(sizes), 1)},
+        "batches_per_node": per_node,
+        "loop_turns_per_s": round(f.get("loop_turns", 0) / window, 1),
+        "dispatch_rounds_per_s": round(rounds / window, 1),
+        "empty_round_share": round(f.get("empty_rounds", 0) / rounds, 3) if rounds else None,
+    }  # fmt: skip
+
+
+def _q(values: list[float], q: float) -> float:
+    return values[min(len(values) - 1, int(len(values) * q))]
 
 
 def _link_lag(events: list[dict[str, Any]]) -> dict[str, float] | None:
