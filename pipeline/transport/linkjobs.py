@@ -172,7 +172,7 @@ class LinkJobsService:
         runner: RunnerConfig,
         publish: Callable[[LinksReport], None],
         max_segments: int = 256,
-        poll_s: float = 0.5,
+        poll_s: float = 0.2,  # an idle service lists the segment directories this often (cheap)
         lru_size: int = 200_000,
         batch_size: int = 500,
         sleep: Callable[[float], None] = time.sleep,
