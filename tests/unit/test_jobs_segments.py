@@ -1,0 +1,71 @@
+"""Whole-segment mappers (#18 point 2): manifest lines, how segments are spread over map tasks, and the
+extract job's output on manifests equal to its output on the same pages one line each (inline runner)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from jobs import logic
+from jobs.mr_extract_links import MRExtractLinks
+from jobs.runner import RunnerConfig, extract_links, manifests, run_job
+from jobs.synth import make_results, write_segment
+
+ARGS = ["--allowed-domain", "crawl.test", "--max-depth", "4"]
+
+
+def canonical(records: list[object]) -> list[str]:
+    return sorted(json.dumps(r, sort_keys=True) for r in records)
+
+
+def test_a_manifest_line_names_its_segment_and_nothing_else_does() -> None:
+    line = logic.segment_manifest_line("/data/n1/s-1.jsonl")
+    assert logic.segment_ref(line) == "/data/n1/s-1.jsonl"
+    assert logic.segment_ref(line.encode()) == "/data/n1/s-1.jsonl"
+    page = json.dumps(next(make_results(1, seed=1)).to_json())
+    for other in (page, "", "garbage", '{"crawlfleet_segment": ', '{"crawlfleet_segment": 3}', "[1]"):
+        assert logic.segment_ref(other) is None
+
+
+def test_manifests_spread_segments_by_size_each_once(tmp_path: Path) -> None:
+    segs = []
+    for i, size in enumerate([900, 100, 500, 400, 50]):
+        path = tmp_path / f"s{i}.jsonl"
+        path.write_bytes(b"x" * size)
+        segs.append(path)
+    files = manifests(segs, tmp_path / "m", tasks=2)
+    named = [[logic.segment_ref(ln) for ln in f.read_text().splitlines()] for f in files]
+    assert sorted(p for part in named for p in part if p) == sorted(str(s.resolve()) for s in segs)
+    loads = [sum(Path(p).stat().st_size for p in part if p) for part in named]
+    assert (
+        len(files) == 2 and max(loads) - min(loads) <= 100
+    )  # 950 against 1000: largest first, lightest file
+    assert len(manifests(segs[:1], tmp_path / "one", tasks=4)) == 1  # never an empty task
+
+
+def test_extract_on_segments_equals_extract_on_pages(tmp_path: Path) -> None:
+    results = list(make_results(90, hosts=3, links=16, page_bytes=3000, seed=3))
+    segs = []
+    for i in range(3):
+        path = tmp_path / f"segment-{i}.jsonl"
+        write_segment(path, results[i * 30 : (i + 1) * 30])
+        segs.append(path)
+    with open(segs[1], "a", encoding="utf-8") as fh:
+        fh.write('{"url": "http://torn')  # a node killed mid-line
+    cfg = RunnerConfig(runner="inline", work_dir=tmp_path / "w")
+    whole = extract_links(segs, ARGS, cfg)
+    paged = run_job(MRExtractLinks, segs, ARGS, cfg)
+    assert whole.records and canonical(whole.records) == canonical(paged.records)
+    assert whole.counters["extract"] == {"results": 90, "bad_lines": 1, "segments": 3}
+    assert whole.counters["links"] == paged.counters["links"]
+
+
+def test_a_segment_that_cannot_be_read_fails_the_job(tmp_path: Path) -> None:
+    seg = tmp_path / "segment-0.jsonl"
+    write_segment(seg, make_results(5, seed=1))
+    listing = tmp_path / "manifest.txt"
+    listing.write_text(logic.segment_manifest_line(str(tmp_path / "gone.jsonl")) + "\n")
+    with pytest.raises(Exception):  # noqa: B017 - mrjob wraps the task's OSError; the round then runs again
+        run_job(MRExtractLinks, [listing], ARGS, RunnerConfig(runner="inline", work_dir=tmp_path / "w"))
