@@ -44,6 +44,10 @@ class MixedTestbed(TestbedProcess):
         Living(0.0, mix=mix)  # ValueError now for an unknown mix, not from the server process
         self.mix = mix
 
+    def __enter__(self) -> MixedTestbed:
+        self.start()
+        return self
+
     def command(self) -> list[str]:
         cmd = super().command()
         at = cmd.index(_TESTBED_CLI)

@@ -1,0 +1,113 @@
+"""Re-crawling under the Poisson policy and work conservation (#23 point 8): the Recrawler solves each
+host's mu so that the host's intervals spend its fetch budget, and a work-conserving crawl brings the URLs
+due soonest back early when its frontier runs dry. Real SQLite store, no network."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from fetchers.records import Batch, FetchResult
+from pipeline.crawl.core import CrawlCore
+from pipeline.crawl.revisits import Recrawler
+from pipeline.dispatch.protocols import Heartbeat
+from pipeline.frontier.schedule import optimal_interval
+from pipeline.settings import Settings
+from pipeline.settings.recrawl import RecrawlSettings
+from pipeline.storage.base import Outcome, UrlState
+from pipeline.storage.sqlite import SqliteStore
+from pipeline.urls import fingerprint
+
+SEED = "http://h.test/"
+T0 = 100.0
+
+
+def settings(**recrawl: object) -> Settings:
+    cfg = RecrawlSettings(enabled=True, initial_interval_s=T0, min_interval_s=5.0, max_interval_s=5000.0,
+                          check_interval_s=0.0, sync_delta=False, sitemaps=False, **recrawl)  # type: ignore[arg-type]  # fmt: skip
+    return dataclasses.replace(Settings(), recrawl=cfg)
+
+
+def result(url: str, at: float, body: bytes) -> FetchResult:
+    return FetchResult(url=url, url_id=fingerprint(url), depth=0, final_url=url, status=200,
+                       content_type="text/html", body=body, body_bytes=len(body), headers={}, fetched_at=at)  # fmt: skip
+
+
+@pytest.mark.parametrize("pages_per_t0", [10, 2])
+def test_each_host_mu_spends_its_budget_and_gives_up_pages_it_cannot_follow(
+    tmp_path: Path, pages_per_t0: int
+) -> None:
+    budget = pages_per_t0 / T0  # 10: exactly what uniform revisiting every T0 costs; 2: far less
+    rc = Recrawler(
+        settings(policy="poisson").recrawl, SqliteStore(tmp_path / "crawl.db"), host_budget_rps=budget
+    )
+    urls = [f"http://h.test/p{k}" for k in range(10)]
+    state: dict[str, object] = {}
+    last: dict[str, float] = {}
+    t = 1000.0
+    for rnd in range(12):
+        for k, url in enumerate(urls):
+            t += T0 / 10
+            body = f"v{rnd}".encode() if k < 3 else b"same"  # three pages change at every visit
+            rc.note_pending([])  # nothing pending: the previous revisit is passed through _prev below
+            if url in state:
+                rc._prev[fingerprint(url)] = state[url]  # type: ignore[assignment]
+            out, _ = rc.on_outcome(
+                result(url, t, body), Outcome(url, fingerprint(url), UrlState.DONE, 200, t)
+            )
+            assert out.revisit is not None
+            state[url], last[url] = out.revisit, out.revisit.next_fetch - t
+    mu = rc.host_mu("h.test")
+    assert mu is not None
+    # the static pages' next intervals, and the changing pages' (given up: the max interval), spend the budget
+    spent = sum(1 / w for w in last.values())
+    assert 0.5 * budget < spent < 1.5 * budget, (spent, last)
+    if pages_per_t0 == 10:  # enough budget: the changing pages are revisited more often than the static ones
+        assert max(last[u] for u in urls[:3]) < min(last[u] for u in urls[3:]), last
+    else:  # too little: chasing them would cost the static pages' freshness, so they are given up
+        assert all(last[u] == 5000.0 for u in urls[:3]), last
+    assert optimal_interval(1.0, mu) == float("inf")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def fetch_once(core: CrawlCore, clock: Clock) -> Batch:
+    core.on_heartbeat(Heartbeat("f", sent_at=clock.now, successes=0, failures=0, rate=10.0, free_slots=10))
+    batch = core.next_batch("f")
+    assert batch is not None and len(batch.tasks) == 1
+    t = batch.tasks[0]
+    core.on_result(FetchResult(url=t.url, url_id=t.url_id, depth=t.depth, final_url=t.url, status=200,
+                               content_type="text/html", body=b"<p>x</p>", body_bytes=8, headers={},
+                               serial=batch.serial, fetched_at=clock.now))  # fmt: skip
+    core.on_batch_done(batch.serial, fetcher_id="f", pages=1, elapsed_s=0.1)
+    core.flush()
+    return batch
+
+
+def test_work_conserving_brings_the_soonest_due_url_back_early(tmp_path: Path) -> None:
+    for conserving in (False, True):
+        clock = Clock()
+        out = tmp_path / str(conserving)
+        out.mkdir()
+        core = CrawlCore(settings(work_conserving=conserving), SqliteStore(out / "crawl.db"), seeds=[SEED],
+                         out_dir=out, clock=clock)  # fmt: skip
+        core.register_fetcher("f")
+        fetch_once(core, clock)
+        clock.now += 1.0  # long before the URL is due (T0 = 100 s)
+        core.tick()
+        core.on_heartbeat(
+            Heartbeat("f", sent_at=clock.now, successes=0, failures=0, rate=10.0, free_slots=10)
+        )
+        again = core.next_batch("f")
+        if conserving:
+            assert again is not None and again.tasks[0].url == SEED
+        else:
+            assert again is None or not again.tasks
