@@ -37,6 +37,7 @@ from pipeline.settings import Settings
 from pipeline.storage.factory import from_settings
 from pipeline.transport.batchsend import BatchEncoder
 from pipeline.transport.dispatcher_open import CrawlOpening
+from pipeline.transport.dispatcher_tick import Periodic
 from pipeline.transport.fleet_nodes import FleetNodes
 from pipeline.transport.fleet_state import FleetCounters, Issued, fleet_summary, quota_line
 from pipeline.transport.linkjobs import segment_key
@@ -55,8 +56,11 @@ from pipeline.transport.serialcheck import SerialResponder, SerialTable
 
 log = logging.getLogger(__name__)
 
+TICK_S = 0.2  # liveness, leases, S1's minute, stats: checked this often (heartbeats are seconds apart)
+RETRY_S = 0.02  # with idle slots and pending URLs, ask the core again this often when nothing changed
 
-class FleetDispatcher(CrawlOpening):
+
+class FleetDispatcher(CrawlOpening, Periodic):
     """One crawl (one service) dispatched over RabbitMQ. ``run()`` returns the summary dict."""
 
     def __init__(
@@ -94,6 +98,8 @@ class FleetDispatcher(CrawlOpening):
         self._issued: dict[int, Issued] = {}
         self._busy = self.fleet.busy
         self._unsent: list[int] = []
+        self._changed = True  # something happened that may let a batch go out (see _loop)
+        self._serials_version = self._serials_sent = 0  # the serial table is rebuilt only after a change
         self._scope_json: dict[str, Any] | None = None
         self._stopping = False
         self._sink_json: dict[str, Any] | None = None
@@ -152,18 +158,28 @@ class FleetDispatcher(CrawlOpening):
     def _loop(self) -> None:
         core = self.core
         assert core is not None
-        last_tick = 0.0
+        last_tick = last_try = 0.0
         was_done = False
         while not self._stopping:
-            idle = self.session.connected and self.fleet.idle_slots() > 0
-            self.session.pump(0.005 if idle and core.frontier.pending else 0.05)
+            self.counters.loop_turns += 1
+            # Event-driven: a message (a reply, heartbeat, links report, submit) or a tick wakes the loop,
+            # and a dispatch that found nothing to lease is retried every RETRY_S (a host's politeness
+            # delay or S1's next second may free work without a message), not on every 5 ms poll.
+            idle = self.session.connected and self.fleet.idle_slots() > 0 and core.frontier.pending > 0
+            self.session.pump(min(TICK_S, max(0.0, last_try + RETRY_S - self._mono())) if idle else TICK_S)
+            if self.session.inbox:
+                self._changed = True
             self._process_inbox()
             now = self._mono()
-            if now - last_tick >= 0.2:
+            if now - last_tick >= TICK_S:
                 last_tick = now
                 self._tick()
+                self._changed = True
             self._resend()
-            self._dispatch()
+            if self._changed or now - last_try >= RETRY_S:
+                self._changed = False
+                last_try = now
+                self._dispatch()
             finished = core.done() and not self._issued and not self._unsent and self._links_settled()
             if finished and not was_done:
                 self._event("crawl_done", pages=core.stats.pages)  # --serve keeps going (more submits)
@@ -220,14 +236,16 @@ class FleetDispatcher(CrawlOpening):
             if issued is None:
                 self.counters.late_reports += 1
                 continue
+            self._serials_version += 1
             self._busy.pop(issued.vfid, None)
             # S3's t_i is the node's time per page for the whole batch: issue to report on our clock (the
             # node's fetch, storing its pages, its reply), not only the fetch the node reports (bench s3).
             took = max(rep.elapsed_s, self.clock() - issued.batch.issued_at)
             core.on_batch_done(rep.serial, fetcher_id=issued.vfid, pages=rep.pages, elapsed_s=took,
                                host_delays=rep.host_delays, host_ips=rep.host_ips, unfinished=rep.unfinished)  # fmt: skip
+            segment = {"segment": segment_key(pack.segment)} if pack.segment else {}
             self._event("done", serial=rep.serial, node=issued.node, pages=rep.pages, unfinished=len(rep.unfinished),
-                        elapsed_s=round(rep.elapsed_s, 3), **({"segment": segment_key(pack.segment)} if pack.segment else {}))
+                        elapsed_s=round(rep.elapsed_s, 3), **segment)  # fmt: skip
 
     def _on_links(self, obj: dict[str, Any]) -> None:
         core = self.core
@@ -282,6 +300,7 @@ class FleetDispatcher(CrawlOpening):
         issued = self._issued.pop(serial, None)
         if issued is None:
             return
+        self._serials_version += 1
         self.counters.expired_batches += 1
         self._event("expired", serial=serial, node=issued.node, reason=reason, urls=[t.url for t in issued.batch.tasks],
                     unanswered=[t.url for t in issued.batch.tasks if t.url_id not in issued.received])  # fmt: skip
@@ -290,35 +309,6 @@ class FleetDispatcher(CrawlOpening):
             # refused, but it drops the serial from CrawlCore's in-flight table, which register does not.
             self.core.on_batch_done(serial, fetcher_id=vfid, pages=0, elapsed_s=0.0)
 
-    # --- periodic ----------------------------------------------------------------------------------
-    def _tick(self) -> None:
-        core = self.core
-        assert core is not None
-        self.session.note_deafness()  # a stop since the last pump is not silence of the nodes
-        row = core.tick()
-        self._snapshot.set(core.dispatcher.snapshot())
-        if row is not None and self._stats_file is not None:
-            self._stats_file.write(json.dumps(row, separators=(",", ":")) + "\n")
-            self._stats_file.flush()
-        outstanding = {b.serial for b in core.dispatcher.outstanding()}
-        for serial, issued in list(self._issued.items()):
-            if serial not in outstanding:  # expired by the core (dead fetcher or lease timeout)
-                self._busy[issued.vfid] = serial
-                self._forget_fetcher(issued.vfid, reason="expired")
-        self.serials.replace((serial, issued.vfid) for serial, issued in self._issued.items())
-        self._warn_if_no_links()
-        now = self.clock()
-        for node in self.fleet.silent(now, self.hb_timeout):
-            log.warning("node %s silent for %.2fs of audible time: dead", node.name, now - node.last_seen)
-            purged = self.session.purge_fetch_queue(node.name)
-            self.counters.purged_messages += purged
-            self._event("node_dead", node=node.name, purged=purged)
-
-    def _warn_if_no_links(self) -> None:
-        fields = self.links.warn_if_silent(service=self.service, out_dir=str(self.out_dir))
-        if fields is not None:
-            self._event("links_silent", **fields)
-
     def _dispatch(self) -> None:
         """S1's slave choice until no node is a candidate or the core gives nothing (quota, empty)."""
         core = self.core
@@ -326,14 +316,19 @@ class FleetDispatcher(CrawlOpening):
             return
         d = core.dispatcher
         s = second_of_minute(self.clock())
+        self.counters.dispatch_rounds += 1
+        sent = self.counters.batches_sent
         while True:
-            picked = self.fleet.choose(s=s, t_of=lambda v: d.request_size(v, self.service), r_of=d.given_this_minute)
-            if picked is None:
-                return  # no node has u > t: S1 answers no; ask again on the next turn
+            picked = self.fleet.choose(
+                s=s, t_of=lambda v: d.request_size(v, self.service), r_of=d.given_this_minute
+            )
+            batch = core.next_batch(picked[1]) if picked is not None else None
+            if picked is None or batch is None:
+                # No node has u > t (S1 answers no), or nothing is leasable now (or admitted): ask again
+                # on a later turn.
+                self.counters.empty_rounds += self.counters.batches_sent == sent
+                return
             node, vfid = picked
-            batch = core.next_batch(vfid)
-            if batch is None:
-                return  # nothing leasable now (or not admitted): ask again on the next turn
             choice = self.fleet.last_choice
             self._issued[batch.serial] = Issued(batch, node.name, vfid)
             self._busy[vfid] = batch.serial
@@ -366,6 +361,7 @@ class FleetDispatcher(CrawlOpening):
         if not self._unsent or not self.session.connected:
             return
         pending, self._unsent = self._unsent, []
+        self._changed = True
         for serial in pending:
             self.counters.resends += 1
             self._send(serial)

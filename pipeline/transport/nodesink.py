@@ -59,7 +59,12 @@ class SinkSpec:
     keep_body: bool = True
 
     def to_json(self) -> dict[str, Any]:
-        return {"store": self.store, "segments": self.segments, "warc": self.warc, "keep_body": self.keep_body}
+        return {
+            "store": self.store,
+            "segments": self.segments,
+            "warc": self.warc,
+            "keep_body": self.keep_body,
+        }
 
     @classmethod
     def from_json(cls, obj: Any) -> SinkSpec | None:
@@ -72,7 +77,9 @@ class SinkSpec:
         if not all(isinstance(x, str) for x in (store, segments, warc)) or not isinstance(keep, bool):
             raise ValueError("sink store/segments/warc must be strings, keep_body a boolean")
         if not (store.startswith("sqlite:/") or store == "hbase" or store.startswith("hbase://")):
-            raise ValueError(f"sink store {store[:80]!r}: expected sqlite:/ABS/PATH or hbase://HOST:PORT/PREFIX")
+            raise ValueError(
+                f"sink store {store[:80]!r}: expected sqlite:/ABS/PATH or hbase://HOST:PORT/PREFIX"
+            )
         for path in (segments, warc):
             if path and (not path.startswith("/") or "\x00" in path or "/../" in f"{path}/"):
                 raise ValueError(f"sink path {path[:80]!r} must be absolute, without '..'")
@@ -98,16 +105,18 @@ def segment_name(batch: Batch) -> str:
 
 
 class NodeSink:
-    """One per fetch-node process and spec. Not thread-safe: call it from one thread."""
+    """One per fetch-node thread and spec. Not thread-safe: call it from one thread."""
 
-    def __init__(self, spec: SinkSpec, *, node: str, open_retry_s: float = 180.0) -> None:
+    def __init__(self, spec: SinkSpec, *, node: str, open_retry_s: float = 180.0, adopt: bool = True) -> None:
+        """``adopt``: close the ``.part`` segments a killed life of this node left (only the first sink
+        of a spec in a process may: a later one would take the parts its siblings are writing)."""
         self.spec = spec
         self.node = node
         self.open_retry_s = open_retry_s
         self.directory = Path(spec.segments) / node
         self.directory.mkdir(parents=True, exist_ok=True)
         self._store: Store | None = None
-        for part in self.directory.glob(f"*{SEGMENT_SUFFIX}{PART_SUFFIX}"):
+        for part in self.directory.glob(f"*{SEGMENT_SUFFIX}{PART_SUFFIX}") if adopt else ():
             adopt_part(part)  # this node's previous life was killed while it stored a batch
 
     @property

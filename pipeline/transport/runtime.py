@@ -48,6 +48,7 @@ from pipeline.urls import Scope
 log = logging.getLogger(__name__)
 
 DONE_MEMORY = 20_000  # finished serials remembered for re-deliveries
+SINK_THREADS = 3  # batches storing their pages at once per node (each with its own store connection)
 
 
 # (settings, node, scope, shared) -> Fetcher; ``shared`` is a per-process dict for a shared DNS cache.
@@ -56,7 +57,9 @@ DONE_MEMORY = 20_000  # finished serials remembered for re-deliveries
 FetcherFactory = Callable[[Settings, str, Scope | None, dict[str, Any]], Fetcher]
 
 
-def aio_fetcher_factory(settings: Settings, node: str, scope: Scope | None, shared: dict[str, Any]) -> Fetcher:
+def aio_fetcher_factory(
+    settings: Settings, node: str, scope: Scope | None, shared: dict[str, Any]
+) -> Fetcher:
     """AioFetcher behind this process's one caching resolver (built on the loop thread)."""
     from fetchers.aio import AioFetcher
     from pipeline.dns.aiohttp_resolver import AiohttpResolver
@@ -65,7 +68,9 @@ def aio_fetcher_factory(settings: Settings, node: str, scope: Scope | None, shar
     if "resolver" not in shared:
         shared["caching"] = CachingResolver.from_settings(settings.dns)
         shared["resolver"] = AiohttpResolver(shared["caching"])
-    return AioFetcher(settings, fetcher_id=node, resolver=shared["resolver"], scope=scope, archive=shared.get("archive"))
+    return AioFetcher(
+        settings, fetcher_id=node, resolver=shared["resolver"], scope=scope, archive=shared.get("archive")
+    )
 
 
 def scope_to_json(scope: Scope | None) -> dict[str, Any] | None:
@@ -82,7 +87,9 @@ def scope_from_json(obj: Any) -> Scope | None:
     """Rebuild a Scope; raises ValueError on anything but the shape ``scope_to_json`` makes."""
     if obj is None:
         return None
-    if not isinstance(obj, dict) or not all(isinstance(obj.get(k), list) for k in ("domains", "allow", "deny")):
+    if not isinstance(obj, dict) or not all(
+        isinstance(obj.get(k), list) for k in ("domains", "allow", "deny")
+    ):
         raise ValueError("scope must be {domains, allow, deny} lists")
     if not all(isinstance(x, str) for x in obj["domains"] + obj["allow"] + obj["deny"]):
         raise ValueError("scope entries must be strings")
@@ -137,7 +144,9 @@ class FetchRuntime:
         self._lock = threading.Lock()
         # Keyed by (service, serial, issued_at): serials restart at 1 in every fresh crawl store, so the
         # serial alone would confuse two crawls' batch N; a redelivered message keeps all three.
-        self._running: dict[tuple[str, int, float], concurrent.futures.Future[tuple[BatchReport, threading.Event]]] = {}
+        self._running: dict[
+            tuple[str, int, float], concurrent.futures.Future[tuple[BatchReport, threading.Event]]
+        ] = {}
         self._done: OrderedDict[tuple[str, int, float], dict[str, Any]] = OrderedDict()
         self._active = 0
         self._counters = _Counters(last_at=time.monotonic())
@@ -152,10 +161,16 @@ class FetchRuntime:
         )  # fmt: skip
         self.duplicates = 0
         self.stale = 0
-        # Page writes (segment, store, WARC) are blocking I/O: one thread of their own keeps them off
-        # the fetch loop, and one thread means one store connection (happybase is not thread-safe).
-        self._sink_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"sink-{node}")
-        self._sinks: dict[SinkSpec, NodeSink] = {}
+        # Page writes (segment, store, WARC) are blocking I/O: threads of their own keep them off the
+        # fetch loop. More than one, because with one the batches of all slots queued behind each other's
+        # store writes (session 10: ~1 s between a batch's fetch and its reply, the node idle meanwhile).
+        # Each thread has its own sinks, so its own store connection (happybase is not thread-safe).
+        self._sink_pool = concurrent.futures.ThreadPoolExecutor(
+            SINK_THREADS, thread_name_prefix=f"sink-{node}"
+        )
+        self._sink_local = threading.local()
+        self._all_sinks: list[NodeSink] = []
+        self._adopted: set[SinkSpec] = set()  # a killed life's .part files are adopted once per spec
 
     # --- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -186,17 +201,22 @@ class FetchRuntime:
         self.outbox.close(timeout=timeout)
         if self.serials is not None:
             self.serials.close()
-        self._sink_pool.submit(self._close_sinks).result(timeout)
-        self._sink_pool.shutdown(wait=False)
+        closer = threading.Thread(target=self._close_sinks, name=f"sink-close-{self.node}", daemon=True)
+        closer.start()
+        closer.join(timeout)
 
     def _close_sinks(self) -> None:
-        for sink in self._sinks.values():
+        """After the writes already handed to the pool (none is closed under a writing thread)."""
+        self._sink_pool.shutdown(wait=True)
+        with self._lock:
+            sinks, self._all_sinks = self._all_sinks, []
+        for sink in sinks:
             sink.close()
-        self._sinks.clear()
 
     # --- batches ---------------------------------------------------------------------------------
-    def run_batch(self, batch: Batch, *, incarnation: str | None, scope: Scope | None,
-                  sink: SinkSpec) -> dict[str, Any]:
+    def run_batch(
+        self, batch: Batch, *, incarnation: str | None, scope: Scope | None, sink: SinkSpec
+    ) -> dict[str, Any]:
         """Fetch ``batch`` (blocking) and return its report as JSON, once per serial per process.
 
         The node stores the batch's pages itself (``sink``: nodesink.py) and sends one reply without
@@ -244,8 +264,9 @@ class FetchRuntime:
             with self._lock:
                 self._active -= 1
 
-    async def _fetch(self, batch: Batch, scope: Scope | None, sink: SinkSpec, *,
-                     revoked: bool = False) -> tuple[BatchReport, threading.Event]:
+    async def _fetch(
+        self, batch: Batch, scope: Scope | None, sink: SinkSpec, *, revoked: bool = False
+    ) -> tuple[BatchReport, threading.Event]:
         fetcher = await self._fetcher_for(scope, warc=sink.warc)
         service = batch.service
         counters = self._counters
@@ -285,9 +306,15 @@ class FetchRuntime:
     def _write(self, spec: SinkSpec, batch: Batch, results: list[FetchResult]) -> Any:
         s = self.settings.fleet
         spec = spec.overridden(store=s.node_store, segments=s.node_segments_dir)
-        sink = self._sinks.get(spec)
+        sinks: dict[SinkSpec, NodeSink] | None = getattr(self._sink_local, "sinks", None)
+        if sinks is None:
+            sinks = self._sink_local.sinks = {}
+        sink = sinks.get(spec)
         if sink is None:
-            sink = self._sinks[spec] = NodeSink(spec, node=self.node)
+            with self._lock:  # the first sink of a spec adopts .part files before any thread writes one
+                sink = sinks[spec] = NodeSink(spec, node=self.node, adopt=spec not in self._adopted)
+                self._adopted.add(spec)
+                self._all_sinks.append(sink)
         return sink.write_batch(batch, results)
 
     async def _fetcher_for(self, scope: Scope | None, *, warc: str = "") -> Fetcher:
@@ -318,7 +345,11 @@ class FetchRuntime:
         if now - c.last_at >= 0.5:
             c.rate = (total - c.last_total) / (now - c.last_at)
             c.last_total, c.last_at = total, now
-        free = sum(f.free_slots for f in self._fetchers.values()) if self._fetchers else self.settings.fetch.concurrency
+        free = (
+            sum(f.free_slots for f in self._fetchers.values())
+            if self._fetchers
+            else self.settings.fetch.concurrency
+        )
         active = self._reserved() if self._reserved is not None else self._active
         return NodeHeartbeat(
             node=self.node, incarnation=self.incarnation, sent_at=time.time(), successes=c.successes,

@@ -1,0 +1,84 @@
+"""The fleet dispatcher's periodic work, every ``TICK_S`` of its loop: a mixin of ``FleetDispatcher``.
+
+Contract of ``_tick``: the core's liveness sweep and lease expiry (its stats row to stats.jsonl), our
+side of every batch the core expired closed (``_forget_fetcher``), S1's serial table made equal to
+the batches out (rebuilt only when a batch left since the last rebuild: ``issue`` adds as they go),
+the links-silence warning, and every node silent for ``hb_timeout`` of audible time marked dead and
+its queue purged. Nothing here runs per page; a snapshot for /metrics is taken only with a reader.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import IO, Any
+
+from pipeline.crawl.core import CrawlCore
+from pipeline.observe.metrics import LatestSnapshot, MetricsServer
+from pipeline.transport.fleet_nodes import FleetNodes
+from pipeline.transport.fleet_state import FleetCounters, Issued
+from pipeline.transport.linkprogress import LinkProgress
+from pipeline.transport.serialcheck import SerialTable
+
+log = logging.getLogger(__name__)
+
+
+class Periodic:
+    """The periodic half of ``FleetDispatcher``; the attributes below are the dispatcher's own."""
+
+    core: CrawlCore | None
+    session: Any
+    service: str
+    out_dir: Any
+    hb_timeout: float
+    counters: FleetCounters
+    fleet: FleetNodes
+    links: LinkProgress
+    serials: SerialTable
+    _issued: dict[int, Issued]
+    _busy: dict[str, int]
+    _metrics: MetricsServer | None
+    _snapshot: LatestSnapshot
+    _stats_file: IO[str] | None
+    _serials_version: int
+    _serials_sent: int
+
+    def clock(self) -> float:
+        raise NotImplementedError
+
+    def _event(self, kind: str, **fields: Any) -> None:
+        raise NotImplementedError
+
+    def _forget_fetcher(self, vfid: str, *, reason: str) -> None:
+        raise NotImplementedError
+
+    def _tick(self) -> None:
+        core = self.core
+        assert core is not None
+        self.session.note_deafness()  # a stop since the last pump is not silence of the nodes
+        row = core.tick()
+        if self._metrics is not None:  # a snapshot walks every fetcher: only for the /metrics reader
+            self._snapshot.set(core.dispatcher.snapshot())
+        if row is not None and self._stats_file is not None:
+            self._stats_file.write(json.dumps(row, separators=(",", ":")) + "\n")
+            self._stats_file.flush()
+        outstanding = {b.serial for b in core.dispatcher.outstanding()}
+        for serial, issued in list(self._issued.items()):
+            if serial not in outstanding:  # expired by the core (dead fetcher or lease timeout)
+                self._busy[issued.vfid] = serial
+                self._forget_fetcher(issued.vfid, reason="expired")
+        if self._serials_version != self._serials_sent:  # issue() keeps it current between ticks
+            self._serials_sent = self._serials_version
+            self.serials.replace((serial, issued.vfid) for serial, issued in self._issued.items())
+        self._warn_if_no_links()
+        now = self.clock()
+        for node in self.fleet.silent(now, self.hb_timeout):
+            log.warning("node %s silent for %.2fs of audible time: dead", node.name, now - node.last_seen)
+            purged = self.session.purge_fetch_queue(node.name)
+            self.counters.purged_messages += purged
+            self._event("node_dead", node=node.name, purged=purged)
+
+    def _warn_if_no_links(self) -> None:
+        fields = self.links.warn_if_silent(service=self.service, out_dir=str(self.out_dir))
+        if fields is not None:
+            self._event("links_silent", **fields)
