@@ -23,15 +23,24 @@ Sitemap ``lastmod`` does not reach the fleet's schedule here (the embedded feed 
 from __future__ import annotations
 
 from collections.abc import Callable, MutableMapping
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from fetchers.records import FetchResult
 from pipeline.links.filtering import Candidate
 from pipeline.links.sitemaps import SitemapLimits, parse_sitemap, robots_sitemaps, same_site
 from pipeline.urls import Scope, TrapRules, fingerprint, host_of, trap_reason
 
-if TYPE_CHECKING:
-    from jobs.logic import LinkRules
+
+class LinkRules(Protocol):
+    """What the hook reads of ``jobs.logic.LinkRules`` (a protocol: logic imports this module, not back)."""
+
+    @property
+    def scope(self) -> Scope: ...
+    @property
+    def traps(self) -> TrapRules: ...
+    @property
+    def max_depth(self) -> int: ...
+
 
 _XML_TYPES = frozenset({"application/xml", "text/xml", "application/gzip", "application/x-gzip"})
 _LIMITS = SitemapLimits()
