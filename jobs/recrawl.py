@@ -4,6 +4,11 @@ In the fleet a fetch node records each outcome itself (no re-crawl state), so th
 which reads the round's segments as well as its link records, computes each fetched URL's next fetch with
 the same schedule and observation rule as the embedded crawl (``pipeline.frontier``), reading the crawl's
 recrawl settings from the store's meta. The dispatcher's core then moves due URLs back to pending.
+
+Under ``recrawl.policy = "poisson"`` the job schedules with the policy's default marginal value
+(``Schedule.default_mu``: a page changing once per ``initial_interval_s`` comes back after about that
+long): it sees one round's results, not each host's whole collection, so it does not solve a per-host
+``mu`` from the host's budget as the embedded crawl's ``pipeline.crawl.revisits`` does.
 """
 
 from __future__ import annotations
