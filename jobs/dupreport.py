@@ -8,7 +8,8 @@ that are near but not all byte-identical. Uses the change-detection functions th
 near-duplicate here is what a re-fetch would call unchanged with ``recrawl.simhash_bits = K``.
 
 Usage: ``crawlfleet duplicates CRAWL_DIR`` (its ``crawl.db``) or ``--store hbase://HOST:PORT/PREFIX``;
-``--json`` prints the whole result as one JSON object, otherwise one line per group.
+``--json`` prints the whole result as one JSON object, otherwise one line per group; ``--write`` also puts it in
+``CRAWL_DIR/duplicates.json``, which ``crawlfleet report`` then shows as its "Duplicate content" section.
 Cost: one pass over the pages (a parse of each body for its text when near groups are asked for) and
 ``duplicate_groups``'s bucketed comparison; memory: one fingerprint per page.
 """
@@ -26,6 +27,7 @@ from typing import Any
 from pipeline.links.change import Fingerprint, content_digest, duplicate_groups, fingerprint
 from pipeline.storage.base import PageRecord, Store
 
+DUPLICATES_FILE = "duplicates.json"  # pipeline.report.data reads it (the report room cannot import jobs)
 MAX_GROUPS = 1000  # groups listed (largest first); the totals count them all
 
 
@@ -90,6 +92,8 @@ def register(subparsers: Any) -> None:
                    help="also group pages whose text simhash is within this many bits (0: exact only; default 3)")  # fmt: skip
     p.add_argument("--max-groups", type=int, default=MAX_GROUPS, help="groups listed (largest first)")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.add_argument("--write", action="store_true",
+                   help="also write CRAWL_DIR/duplicates.json, which `crawlfleet report` shows as a section")  # fmt: skip
     p.set_defaults(func=_cmd)
 
 
@@ -110,6 +114,9 @@ def _cmd(args: argparse.Namespace) -> int:
         print("crawlfleet duplicates: give CRAWL_DIR or --store SPEC (one of them)", file=sys.stderr)
         return 2
     spec = args.store or f"sqlite:{args.crawl_dir}"
+    if args.write and args.crawl_dir is None:
+        print("crawlfleet duplicates: --write needs CRAWL_DIR (the file goes there)", file=sys.stderr)
+        return 2
     if args.crawl_dir is not None and not (args.crawl_dir / "crawl.db").is_file():
         print(f"crawlfleet duplicates: no crawl.db in {args.crawl_dir}", file=sys.stderr)
         return 2
@@ -123,6 +130,10 @@ def _cmd(args: argparse.Namespace) -> int:
     finally:
         store.close()
     data = report.to_json(max_groups=args.max_groups)
+    if args.write:
+        (args.crawl_dir / DUPLICATES_FILE).write_text(
+            json.dumps(data, sort_keys=True) + "\n", encoding="utf-8"
+        )
     if args.json:
         print(json.dumps(data, sort_keys=True))
         return 0

@@ -24,7 +24,13 @@ from pipeline.report.aggregate import (
     timeline_from_rows,
     timeline_from_segments,
 )
-from pipeline.report.data import ReadErrors, iter_segment_records, iter_stats_rows, read_summary
+from pipeline.report.data import (
+    ReadErrors,
+    iter_segment_records,
+    iter_stats_rows,
+    read_duplicates,
+    read_summary,
+)
 from pipeline.report.html import render_html
 from pipeline.report.nodes import nodes_table
 from pipeline.report.plots import PLOTS, TOP_HOSTS
@@ -113,6 +119,8 @@ def report_json(stats: ReportStats, crawl_dir: Path, *, now: float | None = None
         },
         "dns": {"hit_rate": round(cum[-1], 4) if cum else None, "counters": summary.get("dns", {})},
         "bad_lines": stats.bad_lines,
+        # Which URLs share content (exact digest, near: simhash), when `crawlfleet duplicates --write` ran.
+        "duplicates": read_duplicates(crawl_dir),
     }
 
 
@@ -129,7 +137,9 @@ def _timeline_json(tl: Timeline) -> dict[str, Any]:
     }
 
 
-def build_report(crawl_dir: Path, out_dir: Path, *, embed: bool = False, title: str | None = None) -> ReportResult:
+def build_report(
+    crawl_dir: Path, out_dir: Path, *, embed: bool = False, title: str | None = None
+) -> ReportResult:
     """Write the plots, ``index.html`` and ``report.json`` under ``out_dir`` (created if needed)."""
     crawl_dir = Path(crawl_dir)
     out_dir = Path(out_dir)

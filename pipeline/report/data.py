@@ -21,6 +21,9 @@ STATS_FILE = "stats.jsonl"
 SUMMARY_FILE = "summary.json"
 SEGMENTS_DIR = "segments"
 SEGMENT_GLOB = "segment-*.jsonl"
+DUPLICATES_FILE = (
+    "duplicates.json"  # written by `crawlfleet duplicates CRAWL_DIR --write` (jobs/dupreport.py)
+)
 NODE_SEGMENTS_DIR = "node-segments"  # pipeline/transport/nodesink.py (the report must not import the fleet)
 
 
@@ -131,3 +134,12 @@ def read_summary(crawl_dir: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return obj if isinstance(obj, dict) else {}
+
+
+def read_duplicates(crawl_dir: Path) -> dict[str, Any] | None:
+    """duplicates.json (which stored URLs share content, #23) as a dict; None when missing or unreadable."""
+    try:
+        obj = json.loads((crawl_dir / DUPLICATES_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return obj if isinstance(obj, dict) and isinstance(obj.get("exact"), list) else None

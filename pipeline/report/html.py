@@ -96,7 +96,9 @@ def render_html(
         "<div class='cards'>",
     ]
     for key, value in cards:
-        parts.append(f"<div class='card'><div class='v'>{_e(_fmt(value))}</div><div class='k'>{_e(key)}</div></div>")
+        parts.append(
+            f"<div class='card'><div class='v'>{_e(_fmt(value))}</div><div class='k'>{_e(key)}</div></div>"
+        )
     parts.append("</div>")
     for name, fig_title, caption in plots:
         parts.append(
@@ -106,12 +108,18 @@ def render_html(
     parts.append("<h2>Tables</h2><div class='tables'>")
     parts.append(
         "<div><b>Top hosts</b>"
-        + _table(("host", "pages", "errors"), ((h["host"], h["pages"], h["errors"]) for h in report["hosts_top"]))
+        + _table(
+            ("host", "pages", "errors"), ((h["host"], h["pages"], h["errors"]) for h in report["hosts_top"])
+        )
         + "</div>"
     )
-    parts.append("<div><b>Status codes</b>" + _table(("status", "results"), report["status_mix"].items()) + "</div>")
     parts.append(
-        "<div><b>Errors by class</b>" + _table(("class", "results"), report["errors_by_class"].items()) + "</div>"
+        "<div><b>Status codes</b>" + _table(("status", "results"), report["status_mix"].items()) + "</div>"
+    )
+    parts.append(
+        "<div><b>Errors by class</b>"
+        + _table(("class", "results"), report["errors_by_class"].items())
+        + "</div>"
     )
     lat_rows = (
         (phase, h["n"], _ms(h["p50_s"]), _ms(h["p90_s"]), _ms(h["p99_s"]))
@@ -125,25 +133,61 @@ def render_html(
     )  # fmt: skip
     parts.append(
         "<div><b>Fetch nodes</b>"
-        + _table(("node", "fetchers", "results", "batches", "mean batch", "mean n_i", "mean t_i", "successes",
-                  "failures", "rate/s", "free slots"), node_rows)  # fmt: skip
+        + _table(
+            (
+                "node",
+                "fetchers",
+                "results",
+                "batches",
+                "mean batch",
+                "mean n_i",
+                "mean t_i",
+                "successes",
+                "failures",
+                "rate/s",
+                "free slots",
+            ),
+            node_rows,
+        )  # fmt: skip
         + "</div>"
     )
-    fetchers = sorted(report["fetchers"].items(), key=lambda kv: (-kv[1]["results"], kv[0]))[:MAX_FETCHER_ROWS]
+    fetchers = sorted(report["fetchers"].items(), key=lambda kv: (-kv[1]["results"], kv[0]))[
+        :MAX_FETCHER_ROWS
+    ]
     fetch_rows = (
-        (fid, f["results"], f["batches"], f["mean_batch"], f["n_i_last"], _ms(f["t_i_last"])) for fid, f in fetchers
+        (fid, f["results"], f["batches"], f["mean_batch"], f["n_i_last"], _ms(f["t_i_last"]))
+        for fid, f in fetchers
     )
     parts.append(
         "<div><b>Virtual fetchers (busiest)</b>"
         + _table(("fetcher", "results", "batches", "mean batch", "last n_i", "last t_i"), fetch_rows)
         + "</div>"
     )
+    dup = report.get("duplicates")
+    if dup:
+        parts.append(_duplicates(dup))
     if report.get("bad_lines"):
         parts.append(
             "<div><b>Skipped lines</b>" + _table(("file", "lines"), report["bad_lines"].items()) + "</div>"
         )
     parts.append("</div><p class='sub'>Figures as JSON: report.json in this directory.</p></body></html>")
     return "\n".join(parts)
+
+
+MAX_DUP_ROWS = 20
+
+
+def _duplicates(dup: dict[str, Any]) -> str:
+    """The duplicate-content table: the largest groups of each kind, a count and the URLs (abridged)."""
+    rows = []
+    for kind in ("exact", "near"):
+        for group in (dup.get(kind) or [])[:MAX_DUP_ROWS]:
+            urls = [str(u) for u in group]
+            shown = " ".join(urls[:5]) + (f" (+{len(urls) - 5})" if len(urls) > 5 else "")
+            rows.append((kind, len(urls), shown))
+    head = (f"<div><b>Duplicate content</b> ({dup.get('pages')} pages; {dup.get('exact_groups')} exact groups, "
+            f"{dup.get('near_groups')} near within {dup.get('near_bits')} bits)")  # fmt: skip
+    return head + _table(("kind", "URLs", "which"), rows) + "</div>"
 
 
 def _human(n: Any) -> str:

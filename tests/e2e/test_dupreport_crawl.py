@@ -1,5 +1,5 @@
 """The duplicate report on a real crawl (#23 point 3): an embedded crawl of the testbed, then
-``crawlfleet duplicates CRAWL_DIR --json``. The testbed's leaf pages of one host whose paths have the same
+``crawlfleet duplicates CRAWL_DIR --json`` (and ``--write``, shown by ``crawlfleet report``). The testbed's leaf pages of one host whose paths have the same
 length share their filler text and links and differ only in their title line (``render._leaf``: the filler
 is seeded by len(path) + host), so each such family must come out as near-duplicates, and not as byte-
 identical ones: /r/0../r/2 (stored under the redirect's URL), /slow and /gzip, /private/0../private/2."""
@@ -48,3 +48,11 @@ def test_near_duplicate_families_of_the_testbed_are_reported(tmp_path: Path) -> 
         subprocess.run(exact_only, capture_output=True, text=True, timeout=120, cwd=ROOT, check=True).stdout
     )
     assert quiet["near_groups"] == 0 and quiet["exact_groups"] == data["exact_groups"]
+    # --write puts the result in the crawl directory; `crawlfleet report` shows it as a section.
+    subprocess.run([*report, "--write"], capture_output=True, text=True, timeout=120, cwd=ROOT, check=True)
+    build = [sys.executable, "-m", "pipeline.cli", "report", str(out), "--out", str(tmp_path / "report")]
+    subprocess.run(build, capture_output=True, text=True, timeout=300, cwd=ROOT, check=True)
+    shown = json.loads((tmp_path / "report" / "report.json").read_text())["duplicates"]
+    assert shown["near"] == data["near"] and shown["near_bits"] == 3
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "Duplicate content" in page and page.count("<td>near</td>") == min(20, len(data["near"]))
