@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from pipeline.harness.testbed.harness import TestbedProcess
-from pipeline.storage.sqlite import SqliteStore
+from pipeline.storage.factory import from_spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -43,12 +43,20 @@ def _pages(log: list[dict[str, Any]]) -> list[str]:
     return list(seen)
 
 
+@pytest.mark.parametrize("store", ["sqlite", "hbase"])
 def test_a_resumed_fleet_crawl_leases_high_inlink_urls_first(
-    rabbitmq: str, fleet: Any, tmp_path: Path
+    rabbitmq: str, fleet: Any, tmp_path: Path, store: str, request: pytest.FixtureRequest
 ) -> None:
+    env = {"CRAWLFLEET_DISPATCH_K": "64"}
+    spec = ""
+    if store == "hbase":  # the HBase store's pending rows (keyed by depth) and in-link counts
+        thrift_host, thrift_port = request.getfixturevalue("hbase_thrift")
+        prefix = f"{request.getfixturevalue('hbase_prefix')}pri"
+        env |= {"CRAWLFLEET_STORE_KIND": "hbase", "CRAWLFLEET_STORE_HBASE_PREFIX": prefix}
+        spec = f"hbase://{thrift_host}:{thrift_port}/{prefix}"
     with TestbedProcess(1, 120, seed=11, workdir=tmp_path / "tb") as tb:
         host = urlsplit(tb.seeds[0]).netloc  # the store's host is the authority (host:port)
-        f = fleet(rabbitmq, tb, host_delay=0.05, extra_env={"CRAWLFLEET_DISPATCH_K": "64"})
+        f = fleet(rabbitmq, tb, host_delay=0.05, extra_env=env)
         f.start_worker(1)
         f.start_dispatcher("--max-pages", str(FIRST_RUN))
         f.wait_dispatcher(timeout_s=120)
@@ -57,11 +65,11 @@ def test_a_resumed_fleet_crawl_leases_high_inlink_urls_first(
             time.sleep(0.3)
         assert _segments_left(f.out) == 0, f.log_tail("links.log")
         time.sleep(1.0)  # the round that moved the last segment has written the store before it moved it
-        store = SqliteStore(f.out / "crawl.db")
+        db = from_spec(spec or f"sqlite:{f.out}")
         try:
-            pending = store.pending(host, 10_000)
+            pending = db.pending(host, 10_000)
         finally:
-            store.close()
+            db.close()
         assert len(pending) > 2 * BATCH, "enough pending URLs for the order to matter"
         tb.wait_log_flush()
         before = len(tb.read_access_log())
