@@ -1,0 +1,35 @@
+"""bench fleet's idle stats, computed from a dispatcher's events (#18 point 4)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.harness.bench.fleet import _idle_stats
+
+
+def _issue(t: float, serial: int, node: str, n: int) -> dict[str, Any]:
+    return {"t": t, "ev": "issue", "serial": serial, "node": node, "n": n}
+
+
+def _done(t: float, serial: int, elapsed: float) -> dict[str, Any]:
+    return {"t": t, "ev": "done", "serial": serial, "elapsed_s": elapsed, "pages": 1}
+
+
+def test_idle_shares_round_trips_and_counters() -> None:
+    # 0-2 s: one batch out; 2-6 s: none (a link round); 6-10 s: two out.
+    events = [_issue(0.0, 1, "a", 10), _done(2.0, 1, 1.5), _issue(6.0, 2, "a", 30), _issue(6.0, 3, "b", 50),
+              _done(10.0, 2, 3.0), _done(10.0, 3, 2.0), {"t": 7.0, "ev": "links"}]  # fmt: skip
+    out = _idle_stats(events, {"loop_turns": 100, "dispatch_rounds": 20, "empty_rounds": 5}, 10.0)
+    assert out["share_no_batch_out"] == 0.4
+    assert out["share_under_8_batches_out"] == 1.0
+    assert out["round_trip_s"]["p50"] == 4.0
+    assert out["round_trip_minus_node_fetch_s"]["p50"] == 1.0  # 0.5, 1.0, 2.0
+    assert out["batch_size"] == {"p10": 10, "p50": 30, "p90": 50, "mean": 30.0}
+    assert out["batches_per_node"] == {"a": 2, "b": 1}
+    assert out["loop_turns_per_s"] == 10.0 and out["dispatch_rounds_per_s"] == 2.0
+    assert out["empty_round_share"] == 0.25
+
+
+def test_no_events_no_stats() -> None:
+    assert _idle_stats([], {}, 10.0) == {}
+    assert _idle_stats([_issue(0.0, 1, "a", 1)], {}, 0.0) == {}
