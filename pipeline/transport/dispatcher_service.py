@@ -56,7 +56,9 @@ from pipeline.transport.serialcheck import SerialResponder, SerialTable
 
 log = logging.getLogger(__name__)
 
-TICK_S = 0.2  # liveness, leases, S1's minute, stats: checked this often (heartbeats are seconds apart)
+# Liveness, leases, the serial table and the stats row are checked every quarter heartbeat period, at
+# most every TICK_S: a node's death (two periods of silence) is then seen within an eighth of its window.
+TICK_S = 0.5
 RETRY_S = 0.02  # with idle slots and pending URLs, ask the core again this often when nothing changed
 
 
@@ -87,6 +89,7 @@ class FleetDispatcher(CrawlOpening, Periodic):
         self._wall, self._mono = wall, monotonic
         d = settings.dispatch
         self.hb_timeout = d.heartbeat_s * d.missed_heartbeats
+        self.tick_s = min(TICK_S, d.heartbeat_s / 4)
         self.session = make_session(settings.fleet.amqp_client, settings.fleet, service=self.service,
                                     heartbeat_ttl_s=self.hb_timeout, on_connect=self._on_connect,
                                     stall_s=d.heartbeat_s / 2, probe_after_s=d.heartbeat_s / 2,
@@ -166,12 +169,13 @@ class FleetDispatcher(CrawlOpening, Periodic):
             # and a dispatch that found nothing to lease is retried every RETRY_S (a host's politeness
             # delay or S1's next second may free work without a message), not on every 5 ms poll.
             idle = self.session.connected and self.fleet.idle_slots() > 0 and core.frontier.pending > 0
-            self.session.pump(min(TICK_S, max(0.0, last_try + RETRY_S - self._mono())) if idle else TICK_S)
+            tick_s = self.tick_s
+            self.session.pump(min(tick_s, max(0.0, last_try + RETRY_S - self._mono())) if idle else tick_s)
             if self.session.inbox:
                 self._changed = True
             self._process_inbox()
             now = self._mono()
-            if now - last_tick >= TICK_S:
+            if now - last_tick >= tick_s:
                 last_tick = now
                 self._tick()
                 self._changed = True

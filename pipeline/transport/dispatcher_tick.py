@@ -1,4 +1,4 @@
-"""The fleet dispatcher's periodic work, every ``TICK_S`` of its loop: a mixin of ``FleetDispatcher``.
+"""The fleet dispatcher's periodic work, every ``tick_s`` of its loop (a quarter heartbeat period, at most 0.5 s): a mixin of ``FleetDispatcher``.
 
 Contract of ``_tick``: the core's liveness sweep and lease expiry (its stats row to stats.jsonl), our
 side of every batch the core expired closed (``_forget_fetcher``), S1's serial table made equal to
