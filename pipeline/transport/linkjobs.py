@@ -195,6 +195,7 @@ class LinkJobsService:
         self._book = RoundBook(segments)
         self._active: set[str] = set()  # ids of the rounds this process is running (extracting or merging)
         self._next: tuple[Round, Future[JobOutput], float] | None = None  # the round being extracted
+        self._merge: tuple[Round, JobOutput, float] | None = None  # the round to merge (next, or again)
         self._pool: ProcessPoolExecutor | None = None
 
     def rules(self) -> CrawlLinkRules | None:
@@ -265,26 +266,25 @@ class LinkJobsService:
         process (see the module docstring); False when there was nothing to do."""
         assert isinstance(self._pipeline, LinkPipeline)
         self._flush_unsent()
-        if self._next is None:
-            self._next = self._start_extract()
+        if self._merge is None:  # else a merge that failed: again first, before any later round's
             if self._next is None:
-                return False
-        rnd, future, started = self._next
-        self._next = None
-        try:
-            extracted = future.result()
-        except BaseException:
-            self._active.discard(rnd.id)  # still in the book: taken again, same id, by the next step
-            if isinstance(future.exception(), BrokenProcessPool):
-                self._close_pool()
-            raise
-        self._next = self._start_extract()  # overlaps the merge below
+                self._next = self._start_extract()
+                if self._next is None:
+                    return False
+            rnd, future, started = self._next
+            self._next = None
+            try:
+                self._merge = (rnd, future.result(), started)
+            except BaseException:
+                self._active.discard(rnd.id)  # still in the book: taken again, same id, by the next step
+                if isinstance(future.exception(), BrokenProcessPool):
+                    self._close_pool()
+                raise
+            self._next = self._start_extract()  # overlaps the merge below
+        rnd, extracted, started = self._merge  # (a URL's tag holds one round: merges go in round order)
         paths = [p for p in (self.segments / key for key in rnd.segments) if p.exists()]
-        try:
-            result = self._pipeline.update(paths, extracted, name=f"round-{self.rounds}", round_id=rnd.id)
-        except BaseException:
-            self._active.discard(rnd.id)
-            raise
+        result = self._pipeline.update(paths, extracted, name=f"round-{self.rounds}", round_id=rnd.id)
+        self._merge = None
         self._report(rnd, result, started)
         return True
 

@@ -98,3 +98,33 @@ def test_a_round_killed_in_its_merge_counts_each_inlink_once(tmp_path: Path) -> 
     over = {u: (got[u], n) for u, n in want.items() if got.get(u, 0) > n}
     assert not over, f"{len(over)} URLs counted twice, e.g. {list(over.items())[:3]}"
     assert got == want
+
+
+class MergeDiesOnce(LinkPipeline):
+    """The first merge writes half of its records, then fails (the store went away mid-merge)."""
+
+    failed = False
+
+    def update(self, segments, extracted, *, name, round_id):  # type: ignore[no-untyped-def]
+        if self.failed:
+            return super().update(segments, extracted, name=name, round_id=round_id)
+        self.failed = True
+        super().update(segments, JobOutput(extracted.records[: len(extracted.records) // 2], {}, 0.0), name=name,
+                       round_id=round_id)  # fmt: skip
+        raise OSError("store away mid-merge")
+
+
+def test_a_failed_merge_runs_again_before_any_later_round_merges(tmp_path: Path) -> None:
+    root = tmp_path / "segs"
+    segs = segments(root, 6)
+    want = reference(segs, tmp_path)
+    db = tmp_path / "svc.db"
+    spec = store_with_rules(db)
+    published: list[LinksReport] = []
+    svc = LinkJobsService(segments=root, store=spec, runner=RunnerConfig(work_dir=tmp_path / "work"),
+                          publish=published.append, max_segments=2, batch_size=50, lru_size=1000, poll_s=0.05)  # fmt: skip
+    svc._pipeline = MergeDiesOnce(svc.runner, RULES.job_args(store=spec, batch_size=50, lru_size=1000))
+    svc.sleep = lambda _s: None
+    svc.run(stop=lambda: not closed_segments(root) and svc._next is None and svc.rounds > 0)
+    assert svc.failures == 1 and svc.rounds >= 3
+    assert inlinks(db) == want  # the later rounds' URLs were not counted a second time by the failed round
