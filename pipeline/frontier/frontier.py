@@ -16,13 +16,16 @@ a window is only refilled while its host is *not* leased and after every result 
 has been written to the store. The store's PENDING rows are then exactly the URLs not yet done.
 The frontier never performs I/O; ``wants_refill`` names the hosts and the caller feeds ``refill``.
 
-Priority (issue #23 point 5, ``FrontierLimits.priority``): each host's window is a heap
-(``scoredqueue.ScoredQueue``) ordered by score = the URL's in-link count as the crawl db knows it when the
-URL enters the window (``UrlRecord.inlinks``), depth as the tie-break, then the store's order. The store
-hands a refill the host's shallowest ``window_per_host + 1`` pending URLs (``Store.pending``'s contract), so
-the score orders exactly a host whose pending set fits its window, and within that look-ahead otherwise.
-Priority picks *which* of a host's URLs a lease takes, never *when*: the host's politeness clock, its
-single lease, per-IP limits and the active-host set are the same as without it.
+Priority (issue #23 point 5, ``FrontierLimits.priority``): a refill orders the URLs it loads into a host's
+window by score = the URL's in-link count as the crawl db knows it (``UrlRecord.inlinks``; the fleet's link
+jobs count them in their crawl-db update step), highest first, depth as the tie-break, then the store's
+order (one stable sort per refill, O(log window) per URL; the window stays the compact ``HostQueue``, so
+RAM per URL is unchanged). The store hands a refill the host's shallowest ``window_per_host + 1`` pending
+URLs (``Store.pending``'s contract), so the score orders exactly a host whose pending set fits its window,
+and within that look-ahead otherwise. URLs ``add`` appends to an open window (new links, one in-link each)
+queue behind it in arrival order; scores are re-read at the next refill. Priority picks *which* of a
+host's URLs a lease takes, never *when*: the host's politeness clock, its single lease, per-IP limits and
+the active-host set are the same as without it.
 
 How priority composes with the re-crawl budget rule (``pipeline.crawl.revisits.Revisits.due``): that rule
 decides how many due URLs come back to the pending set per check (``recrawl_share`` of ``requeue_batch``
@@ -52,7 +55,7 @@ class FrontierLimits:
     max_pages_per_host: int = 0  # 0 = unlimited
     active_hosts: int = 0  # hosts worked on at once, at least (more when none is ready); 0 = all
     session_urls: int = 0  # an active host with others waiting yields its place after this many; 0 = never
-    # Each host's window by in-link count, then depth (False: first in, first out in the store's order).
+    # A refill orders a host's window by in-link count, then depth (False: the store's order).
     priority: bool = True
 
 
@@ -89,9 +92,7 @@ class Frontier:
                 self.at_work.enlist(hs)
             if hs.complete:
                 if hs.active and not hs.leased_to and len(hs.window) < self.limits.window_per_host:
-                    hs.window.append(
-                        rec.url, rec.url_id, rec.depth, rec.inlinks if isinstance(rec, UrlRecord) else 0
-                    )
+                    hs.window.append(rec.url, rec.url_id, rec.depth)
                 else:
                     # Spill: the URL lives only in the store from now on. While leased, appending could
                     # race a refill; marking incomplete is always safe (refill reads the store).
@@ -146,8 +147,10 @@ class Frontier:
             return  # the contract says refill only idle, empty, active hosts; ignore a stale call
         usable = [r for r in records if r.url_id not in done] if done else records
         keep = usable[: self.limits.window_per_host]
+        if self.limits.priority:  # stable: equal scores keep the store's (depth, URL) order
+            keep = sorted(keep, key=_score)
         for r in keep:
-            hs.window.append(r.url, r.url_id, r.depth, r.inlinks)
+            hs.window.append(r.url, r.url_id, r.depth)
         hs.complete = len(records) <= self.limits.window_per_host
         # The store is the truth: fix a drifted count (e.g. URLs finished by a replayed journal).
         if hs.complete:
@@ -315,7 +318,7 @@ class Frontier:
     def _state(self, host: str) -> HostState:
         hs = self._hosts.get(host)
         if hs is None:
-            hs = self._hosts[host] = HostState(host, scored=self.limits.priority)
+            hs = self._hosts[host] = HostState(host)
         return hs
 
     def _push(self, hs: HostState) -> None:
@@ -334,6 +337,11 @@ class Frontier:
         hs.window.clear()
         hs.complete = True
         self.at_work.settle(hs)
+
+
+def _score(r: UrlRecord) -> tuple[int, int]:
+    """The refill's sort key: more in-links first, then shallower."""
+    return (-r.inlinks, r.depth)
 
 
 class AnsweredFilter:

@@ -30,8 +30,7 @@ class HostQueue:
         self._head = 0  # read index into _ids/_meta
         self._front: deque[UrlTask] | None = None  # URLs given back (requeue), served first
 
-    def append(self, url: str, url_id: int, depth: int, score: int = 0) -> None:
-        """Queue at the back; ``score`` is ignored (FIFO: ``ScoredQueue`` is the priority window)."""
+    def append(self, url: str, url_id: int, depth: int) -> None:
         https = url.startswith("https://")
         path = url[(8 if https else 7) + len(self.authority) :] or "/"
         self._blob += path.encode("utf-8", "surrogateescape")
@@ -75,8 +74,7 @@ class HostQueue:
         """Bytes held for queued URLs (buffers, not the fixed object headers)."""
         front = sum(100 + len(t.url) for t in self._front) if self._front else 0
         return (
-            len(self._blob)
-            - self._pos
+            len(self._blob) - self._pos
             + (len(self._ids) - self._head) * (self._ids.itemsize + self._meta.itemsize)
             + front
         )

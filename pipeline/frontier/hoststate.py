@@ -9,14 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pipeline.frontier.hostqueue import HostQueue
-from pipeline.frontier.scoredqueue import ScoredQueue
 
 
 @dataclass(slots=True)
 class HostState:
     host: str
     pending: int = 0  # PENDING URLs of this host, in RAM or in the store, not leased
-    window: HostQueue | ScoredQueue = field(init=False)
+    window: HostQueue = field(init=False)
     complete: bool = True  # the window holds every pending URL of the host
     next_allowed: float = 0.0
     leased_to: str = ""
@@ -27,8 +26,6 @@ class HostState:
     active: bool = False  # holds a window and may be leased (pipeline.frontier.activehosts)
     session: int = 0  # URLs leased since the host was last activated
     waiting: bool = False  # queued for activation
-    # The window's order: by score (in-links, then depth; ScoredQueue) or first in, first out (HostQueue).
-    scored: bool = field(default=False, kw_only=True)
 
     def __post_init__(self) -> None:
-        self.window = ScoredQueue(self.host) if self.scored else HostQueue(self.host)
+        self.window = HostQueue(self.host)

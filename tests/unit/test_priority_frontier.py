@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from fetchers.records import UrlTask
 from pipeline.frontier.frontier import Frontier, FrontierLimits
-from pipeline.frontier.scoredqueue import ScoredQueue
 from pipeline.storage.base import UrlRecord
 from pipeline.urls import fingerprint
 
@@ -12,19 +10,6 @@ from pipeline.urls import fingerprint
 def _rec(path: str, *, inlinks: int, depth: int = 1, host: str = "a.test") -> UrlRecord:
     url = f"http://{host}{path}"
     return UrlRecord(url, fingerprint(url), host, depth, inlinks=inlinks)
-
-
-def test_scored_queue_serves_highest_score_then_shallowest_then_arrival() -> None:
-    q = ScoredQueue("a.test")
-    q.append("http://a.test/low", 1, 1, 1)
-    q.append("http://a.test/deep-hub", 2, 3, 9)
-    q.append("http://a.test/hub", 3, 1, 9)
-    q.append("http://a.test/low2", 4, 1, 1)
-    q.appendleft(UrlTask("http://a.test/back", 5, 2))
-    assert len(q) == 5 and q.nbytes() > 0
-    order = [q.popleft().url_id for _ in range(5)]
-    assert order == [5, 3, 2, 1, 4]
-    assert not q and q.nbytes() == 0
 
 
 def test_refill_orders_a_hosts_window_by_inlinks_then_depth() -> None:
@@ -63,8 +48,12 @@ def test_priority_never_bends_politeness() -> None:
     assert {t.url.split("/")[2] for t in f.lease("w1", 10, now=5.0)} == {"hot.test"}
 
 
-def test_new_urls_take_their_place_by_score_in_an_open_window() -> None:
+def test_added_urls_queue_in_arrival_order_and_a_refill_reorders_them() -> None:
+    """``add`` appends to an open window (no per-URL sort); the next refill reads the scores again."""
     f = Frontier(FrontierLimits(window_per_host=16, max_urls_per_host_batch=16))
-    f.add([_rec("/a", inlinks=1), _rec("/b", inlinks=1)])
-    f.add([_rec("/hub", inlinks=7, depth=2)])
-    assert [t.url.rsplit("/", 1)[1] for t in f.lease("w", 16, now=0.0)] == ["hub", "a", "b"]
+    f.add([_rec("/a", inlinks=1), _rec("/b", inlinks=1), _rec("/hub", inlinks=7, depth=2)])
+    assert [t.url.rsplit("/", 1)[1] for t in f.lease("w", 16, now=0.0)] == ["a", "b", "hub"]
+    f.release("w", 0.0)
+    f.add_pending("a.test", 3)  # the link jobs counted more in-links: the store has them, a refill reads them
+    f.refill("a.test", [_rec("/c", inlinks=1), _rec("/d", inlinks=2), _rec("/hub2", inlinks=9, depth=3)])
+    assert [t.url.rsplit("/", 1)[1] for t in f.lease("w", 16, now=1.0)] == ["hub2", "d", "c"]
