@@ -14,18 +14,23 @@ A failed fetch keeps the interval and the stored copy's validators and comes bac
 
 ``policy = "poisson"`` (``recrawl.policy``; the default stays ``"nutch"``) schedules by each page's estimated
 change rate instead (Cho & Garcia-Molina, "Synchronizing a database to improve freshness", SIGMOD 2000, and
-"Estimating frequency of change", TOIT 2003). The rate comes from the page's own fetch history: X changes
-seen in n intervals of mean length I give ``change_rate`` = -ln((n - X + 0.5) / (n + 0.5)) / I (their
-estimator for Poisson changes seen at regular visits), with a floor of half a change over the observed time
-when none was seen. The interval is the one at which one more fetch of that page is worth ``mu`` of
-expected freshness per fetch-second (``optimal_interval``): the freshness-optimal allocation, which revisits
-pages changing about as often as the revisit cycle most and *gives up* (``max`` interval) on pages changing
-faster than ``1/mu``, as their result that uniform beats proportional revisiting predicts. ``mu`` is the
-caller's (``pipeline.crawl.revisits`` solves it per host so that the host's fetch budget is spent:
-``solve_mu``); without one, ``default_mu`` makes a page changing once per ``initial_interval_s`` come back
-after about that long. In this policy ``Revisit.interval`` holds the mean observed interval between the
-page's fetches (the estimator's time base), not the scheduled one (that is ``next_fetch - fetched_at``);
-until ``min_observations`` intervals are seen a page is revisited every ``initial_interval_s``.
+"Estimating frequency of change", TOIT 2003: changes as a Poisson process per page). The rate comes from the
+page's own fetch history (``change_rate``): looking back from each fetch, the time to the page's last change
+is exponential, censored at the interval since the previous fetch, so X changes over a summed *exposure* E
+give the maximum-likelihood rate X / E. A fetch that found the page unchanged adds the whole interval to E;
+a changed one adds its age (fetch time - Last-Modified) when the server's Last-Modified falls inside the
+interval, else half the interval (the change came somewhere in it). With Last-Modified a page changing far
+faster than any revisit shows it at its first changed fetch; without, "changed at every visit" caps the
+estimate at about 2 / interval. A page never seen changing gets half a change over the observed time.
+The interval is the one at which one more fetch of that page is worth ``mu`` of expected freshness per
+fetch-second (``optimal_interval``): the freshness-optimal allocation, which revisits pages changing about as
+often as the revisit cycle most and *gives up* (``max`` interval) on pages changing faster than ``1/mu``,
+as their result that uniform beats proportional revisiting predicts. ``mu`` is the caller's
+(``pipeline.crawl.revisits`` solves it per host so that the host's fetch budget is spent: ``solve_mu``);
+without one, ``default_mu`` makes a page changing once per ``initial_interval_s`` come back after about that
+long. In this policy ``Revisit.interval`` holds the mean exposure per observed interval (E / n: the
+estimator's state), not the scheduled interval (that is ``next_fetch - fetched_at``); until
+``min_observations`` intervals are seen a page is revisited every ``initial_interval_s``.
 """
 
 from __future__ import annotations
@@ -129,17 +134,28 @@ POLICIES = ("nutch", "poisson")
 _G1 = 1.0 - 2.0 / math.e
 
 
-def change_rate(changes: int, intervals: int, mean_interval_s: float) -> float:
-    """Estimated Poisson change rate (changes/s) of a page whose fetches found ``changes`` changes in
-    ``intervals`` intervals of mean length ``mean_interval_s``; 0 when nothing was observed. Cho &
-    Garcia-Molina's bias-reduced estimator, floored at half a change over the observed time (a page never
-    seen changing is not assumed never to change)."""
+def change_rate(changes: int, intervals: int, mean_exposure_s: float) -> float:
+    """Estimated Poisson change rate (changes/s) of a page whose fetches found ``changes`` changes over
+    ``intervals`` intervals with ``mean_exposure_s`` of exposure each (module docstring): X / E, at least
+    half a change over the observed time (a page never seen changing is not assumed never to change);
+    0 when nothing was observed."""
     n = intervals
-    if n <= 0 or not mean_interval_s > 0:
+    if n <= 0 or not mean_exposure_s > 0:
         return 0.0
-    x = min(max(changes, 0), n)
-    est = -math.log((n - x + 0.5) / (n + 0.5)) / mean_interval_s
-    return max(est, 0.5 / ((n + 1) * mean_interval_s))
+    total = n * mean_exposure_s
+    return max(min(max(changes, 0), n) / total, 0.5 / ((n + 1) * mean_exposure_s))
+
+
+def exposure(gap: float, *, changed: bool, fetched_at: float, modified_at: float) -> float:
+    """What one observed interval of ``gap`` seconds adds to a page's exposure: all of it when unchanged;
+    when changed, the age of the new version (``fetched_at - modified_at``) if the Last-Modified time lies
+    inside the interval (a server's clock or a stale header outside it tells nothing), else half of it."""
+    if not changed:
+        return gap
+    age = fetched_at - modified_at
+    if modified_at > 0 and 0 <= age <= gap:
+        return max(age, 1e-3)  # HTTP dates have 1 s resolution: 0 means "within the second"
+    return gap / 2
 
 
 def _g(x: float) -> float:
@@ -301,7 +317,10 @@ class Schedule:
         mean = cfg.initial_interval_s
         if base is not None and intervals >= 1:
             gap = max(obs.fetched_at - base.fetched_at, 0.0) if base.fetched_at > 0 else base.interval
-            mean = gap if intervals == 1 else base.interval + (gap - base.interval) / intervals
+            add = exposure(
+                gap, changed=change is Change.CHANGED, fetched_at=obs.fetched_at, modified_at=obs.modified_at
+            )
+            mean = add if intervals == 1 else base.interval + (add - base.interval) / intervals
         if intervals < max(cfg.min_observations, 1):
             wait = cfg.initial_interval_s
         else:

@@ -13,6 +13,7 @@ from pipeline.frontier.schedule import (
     Schedule,
     change_rate,
     expected_freshness,
+    exposure,
     optimal_interval,
     revisit_rate,
     solve_mu,
@@ -28,15 +29,29 @@ def poisson(**kw: object) -> Schedule:
     return Schedule(cfg)
 
 
-def test_change_rate_is_cho_garcia_molinas_estimator_with_a_floor() -> None:
+def test_change_rate_is_the_censored_exponential_estimate_with_a_floor() -> None:
     assert change_rate(0, 0, 10.0) == 0.0  # nothing observed
-    assert change_rate(1, 2, 10.0) == pytest.approx(-math.log(1.5 / 2.5) / 10.0)
-    # every visit saw a change: finite, growing only with the log of the visits
-    assert change_rate(4, 4, 10.0) == pytest.approx(math.log(9.0) / 10.0)
-    # no change seen: not zero, half a change over the observed time
-    assert change_rate(0, 4, 10.0) == pytest.approx(0.5 / 50.0)
-    rates = [change_rate(x, 6, 10.0) for x in range(7)]
-    assert rates == sorted(rates) and len(set(rates)) == 7
+    assert change_rate(2, 4, 10.0) == pytest.approx(2 / 40.0)  # X changes over n x mean exposure
+    assert change_rate(0, 4, 10.0) == pytest.approx(0.5 / 50.0)  # none seen: half a change, not zero
+    rates = [change_rate(x, 6, 10.0) for x in range(1, 7)]
+    assert rates == sorted(rates) and len(set(rates)) == 6
+
+
+def test_exposure_uses_last_modified_only_inside_the_interval() -> None:
+    assert exposure(100.0, changed=False, fetched_at=1000.0, modified_at=990.0) == 100.0
+    assert (
+        exposure(100.0, changed=True, fetched_at=1000.0, modified_at=990.0) == 10.0
+    )  # the new version's age
+    assert exposure(100.0, changed=True, fetched_at=1000.0, modified_at=1000.0) == 1e-3  # within the second
+    assert exposure(100.0, changed=True, fetched_at=1000.0, modified_at=0.0) == 50.0  # no header: half
+    assert exposure(100.0, changed=True, fetched_at=1000.0, modified_at=800.0) == 50.0  # stale header
+    assert exposure(100.0, changed=True, fetched_at=1000.0, modified_at=1500.0) == 50.0  # server clock ahead
+    # the estimate from half-interval exposures is close to the Poisson rate behind a change share p
+    for p in (0.2, 0.5):
+        n, interval = 100, 10.0
+        x = round(p * n)
+        mean = (x * interval / 2 + (n - x) * interval) / n
+        assert change_rate(x, n, mean) == pytest.approx(-math.log(1 - p) / interval, rel=0.05)
 
 
 def test_optimal_interval_solves_the_marginal_condition_and_is_u_shaped() -> None:
@@ -72,9 +87,10 @@ def test_solve_mu_spends_the_budget_and_defaults_when_all_pages_are_new() -> Non
     assert optimal_interval(1e-3, solve_mu([(1e-3, 10)], 1e-6, low=1.0, high=1e5)) > 1e5
 
 
-def fetch(s: Schedule, prev, at: float, *, digest: str, status: int = 200, mu: float | None = None):  # type: ignore[no-untyped-def]
-    return s.plan(prev, Observation(fetched_at=at, status=status, digest=digest, etag='"e"'), url="http://h/",
-                  host="h", mu=mu)  # fmt: skip
+def fetch(s: Schedule, prev, at: float, *, digest: str, status: int = 200, mu: float | None = None,  # type: ignore[no-untyped-def]
+          modified_at: float = 0.0):  # fmt: skip
+    obs = Observation(fetched_at=at, status=status, digest=digest, etag='"e"', modified_at=modified_at)
+    return s.plan(prev, obs, url="http://h/", host="h", mu=mu)
 
 
 def test_poisson_plan_tracks_history_and_gives_up_on_pages_too_fast_to_follow() -> None:
@@ -83,17 +99,21 @@ def test_poisson_plan_tracks_history_and_gives_up_on_pages_too_fast_to_follow() 
     assert change is Change.NEW and rv.next_fetch == 1000.0 + T0 and rv.fetches == 1
     change, rv = fetch(s, rv, 1100.0, digest="d1")
     assert (
-        change is Change.CHANGED and rv.interval == 100.0 and rv.next_fetch == 1100.0 + T0
+        change is Change.CHANGED and rv.interval == 50.0 and rv.next_fetch == 1100.0 + T0
     )  # 1 < min_observations
-    t, rv_fast = 1100.0, rv
+    t, rv_blind, rv_dated = 1100.0, rv, rv
     for k in range(2, 8):
         t += 100.0
-        _, rv_fast = fetch(s, rv_fast, t, digest=f"d{k}", mu=50.0)
-    assert rv_fast.changes == 7 and rv_fast.interval == pytest.approx(100.0)
-    assert revisit_rate(rv_fast) == pytest.approx(math.log(15.0) / 100.0)
-    assert rv_fast.next_fetch == t + 5000.0  # changes every visit: given up, revisited at the max interval
-    # with a looser budget (the default mu) the same evidence still says "follow it", and sooner than T0
-    assert 5.0 <= fetch(s, rv_fast, t + 100.0, digest="d9")[1].next_fetch - (t + 100.0) < T0
+        _, rv_blind = fetch(s, rv_blind, t, digest=f"d{k}")  # no Last-Modified: changed somewhere in each
+        _, rv_dated = fetch(s, rv_dated, t, digest=f"d{k}", modified_at=t - 1.0)  # changed a second ago
+    assert rv_blind.changes == 7 and rv_blind.interval == pytest.approx(50.0)
+    assert revisit_rate(rv_blind) == pytest.approx(7 / (7 * 50.0))
+    # the server says each version is a second old: a rate no revisit here can follow; given up
+    assert revisit_rate(rv_dated) > 0.1 and rv_dated.next_fetch == t + 5000.0
+    # without Last-Modified the same history still says "follow it", sooner than T0
+    assert 5.0 <= rv_blind.next_fetch - t < T0
+    # with a tight budget (large mu) it is given up too
+    assert fetch(s, rv_blind, t + 100.0, digest="d9", mu=200.0)[1].next_fetch == t + 100.0 + 5000.0
     # the same history, never changed: long, but not given up
     _, rv_slow = fetch(s, None, 1000.0, digest="same")
     t = 1000.0
