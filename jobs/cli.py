@@ -37,26 +37,40 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     jobs = subparsers.add_parser("jobs", help="MapReduce link processing (mrjob)")
     jsub = jobs.add_subparsers(dest="jobs_command", required=True)
     run = jsub.add_parser("run", help="run the link jobs over closed segments")
-    run.add_argument("--runner", choices=RUNNERS, default="inline",
-                     help="where mrjob runs the jobs (default inline: in this process)")
+    run.add_argument(
+        "--runner",
+        choices=RUNNERS,
+        default="inline",
+        help="where mrjob runs the jobs (default inline: in this process)",
+    )
     src = run.add_mutually_exclusive_group(required=True)
     src.add_argument("--segment", action="append", type=existing_file, help="a segment file (repeatable)")
     src.add_argument("--segments-dir", type=Path, help="process every closed segment of this directory")
-    run.add_argument("--follow", action="store_true",
-                     help="with --segments-dir: keep watching; stop once FILE named by --stop-file exists")
+    run.add_argument(
+        "--follow",
+        action="store_true",
+        help="with --segments-dir: keep watching; stop once FILE named by --stop-file exists",
+    )
     run.add_argument("--stop-file", type=Path, help="with --follow: its existence means the crawl ended")
     run.add_argument("--store", required=True, help="sqlite:PATH, hbase or hbase://HOST:PORT/PREFIX")
     run.add_argument("--allowed-domain", action="append", default=[], help="repeatable; none = any domain")
-    run.add_argument("--max-depth", type=int_at_least(0), default=10, help="links deeper than this are left out")
-    run.add_argument("--max-links", type=int_at_least(0), default=10_000, help="links taken from one page at most")
+    run.add_argument(
+        "--max-depth", type=int_at_least(0), default=10, help="links deeper than this are left out"
+    )
+    run.add_argument(
+        "--max-links", type=int_at_least(0), default=10_000, help="links taken from one page at most"
+    )
     run.add_argument("--batch-size", type=int_at_least(1), default=500, help="URLs per store round trip")
     run.add_argument("--lru-size", type=int_at_least(0), default=200_000, help="S5 local seen-cache entries")
     run.add_argument("--spark-master", default="local[2]", help="Spark master URL for --runner spark")
     run.add_argument("--conf-path", help="mrjob.conf (e.g. for EMR; see docs/mrjob.emr.conf.example)")
     run.add_argument("--work-dir", type=Path, default=Path("var/jobs"), help="scratch directory of the jobs")
     run.add_argument("--host-stats", action="store_true", help="also run mr_host_stats per segment")
-    run.add_argument("--reprocess", action="store_true",
-                     help="also run segments this store has already processed (their in-links count once)")
+    run.add_argument(
+        "--reprocess",
+        action="store_true",
+        help="also run segments this store has already processed (their in-links count once)",
+    )
     run.set_defaults(func=_run)
 
 
@@ -70,10 +84,20 @@ def _segments(args: argparse.Namespace) -> Iterable[Path]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    cfg = RunnerConfig(runner=args.runner, work_dir=args.work_dir.resolve(), spark_master=args.spark_master,
-                       conf_path=args.conf_path)
-    jargs = JobArgs(store=args.store, allowed_domains=tuple(args.allowed_domain), max_depth=args.max_depth,
-                    max_links=args.max_links, batch_size=args.batch_size, lru_size=args.lru_size)
+    cfg = RunnerConfig(
+        runner=args.runner,
+        work_dir=args.work_dir.resolve(),
+        spark_master=args.spark_master,
+        conf_path=args.conf_path,
+    )
+    jargs = JobArgs(
+        store=args.store,
+        allowed_domains=tuple(args.allowed_domain),
+        max_depth=args.max_depth,
+        max_links=args.max_links,
+        batch_size=args.batch_size,
+        lru_size=args.lru_size,
+    )
     pipeline = LinkPipeline(cfg, jargs, host_stats=args.host_stats)
     # The store remembers which segments went through the loop, so a restarted driver skips them.
     store = open_store(args.store)

@@ -120,7 +120,9 @@ def page_candidates(
     target = stopped_target(result)  # a redirect the node did not follow: its target is a link
     if target:
         ok = rules.scope.allows(target) and not trap_reason(target, rules.traps)
-        return [Candidate(target, fingerprint(target), host_of(target), result.depth, result.url)] if ok else []
+        return (
+            [Candidate(target, fingerprint(target), host_of(target), result.depth, result.url)] if ok else []
+        )
     if not result.ok or not result.body or result.nofollow:
         return []
     if (listed := sitemap_links.sitemap_candidates(result, rules, stats=stats)) is not None:  # #23: sitemaps
@@ -248,7 +250,13 @@ def merged_to_record(merged: dict[str, Any]) -> UrlRecord:
 
 def pending_json(rec: UrlRecord) -> dict[str, Any]:
     """What the update step emits for a URL that just became PENDING."""
-    return {"url": rec.url, "url_id": rec.url_id, "host": rec.host, "depth": rec.depth, "source": rec.discovered_from}
+    return {
+        "url": rec.url,
+        "url_id": rec.url_id,
+        "host": rec.host,
+        "depth": rec.depth,
+        "source": rec.discovered_from,
+    }
 
 
 # --- update crawl db ----------------------------------------------------------------------------
@@ -302,7 +310,14 @@ def host_stat_value(result: FetchResult) -> tuple[str, list[int]] | None:
     status = result.status
     klass = [int(200 <= status < 300), int(300 <= status < 400), int(400 <= status < 500), int(status >= 500)]
     errors = int(bool(result.error_class) or status >= 400)
-    return host_of(url), [1, int(result.ok), errors, result.body_bytes or len(result.body), result.wire_bytes, *klass]
+    return host_of(url), [
+        1,
+        int(result.ok),
+        errors,
+        result.body_bytes or len(result.body),
+        result.wire_bytes,
+        *klass,
+    ]
 
 
 def sum_host_values(values: Iterable[Sequence[int]]) -> list[int]:

@@ -40,9 +40,15 @@ class MRExtractLinks(MRJob):
         self.add_passthru_arg("--allowed-domain", action="append", default=[], help="repeatable; none = any")
         self.add_passthru_arg("--max-depth", type=int, default=10)
         self.add_passthru_arg("--max-links", type=int, default=10_000, help="cap per page")
-        self.add_passthru_arg("--allow-regex", action="append", default=[], help="repeatable; a URL must match one")
-        self.add_passthru_arg("--deny-regex", action="append", default=[], help="repeatable; a match drops the URL")
-        self.add_passthru_arg("--traps", default="", help="MAX_URL_LENGTH,MAX_PATH_DEPTH,MAX_REPEATED_SEGMENTS")
+        self.add_passthru_arg(
+            "--allow-regex", action="append", default=[], help="repeatable; a URL must match one"
+        )
+        self.add_passthru_arg(
+            "--deny-regex", action="append", default=[], help="repeatable; a match drops the URL"
+        )
+        self.add_passthru_arg(
+            "--traps", default="", help="MAX_URL_LENGTH,MAX_PATH_DEPTH,MAX_REPEATED_SEGMENTS"
+        )
 
     def steps(self) -> list[MRStep]:
         return [

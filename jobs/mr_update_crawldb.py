@@ -45,8 +45,12 @@ class MRUpdateCrawlDb(MRJob):
         self.add_passthru_arg("--store", required=True, help="sqlite:PATH, hbase or hbase://HOST:PORT/PREFIX")
         self.add_passthru_arg("--batch-size", type=int, default=500)
         self.add_passthru_arg("--lru-size", type=int, default=200_000)
-        self.add_file_arg("--seen-snapshot", help="fingerprints the store holds (jobs/snapshot.py), to preload the LRU")
-        self.add_passthru_arg("--round-id", default="", help="the round's id: a re-run under it counts no in-link twice")
+        self.add_file_arg(
+            "--seen-snapshot", help="fingerprints the store holds (jobs/snapshot.py), to preload the LRU"
+        )
+        self.add_passthru_arg(
+            "--round-id", default="", help="the round's id: a re-run under it counts no in-link twice"
+        )
 
     def steps(self) -> list[MRStep]:
         return [MRStep(mapper_init=self.merger_init, mapper=self.merger_map, mapper_final=self.merger_final)]
@@ -54,7 +58,9 @@ class MRUpdateCrawlDb(MRJob):
     def merger_init(self) -> None:
         self.store = logic.open_store(self.options.store)
         if self.options.round_id and not logic.tag_round(self.store, self.options.round_id):
-            self.increment_counter("update", "round_not_tagged")  # a store without round tags: counts as before
+            self.increment_counter(
+                "update", "round_not_tagged"
+            )  # a store without round tags: counts as before
         self.seen = SeenFilter(self.store, lru_size=self.options.lru_size, track_inlinks=True)
         if self.options.seen_snapshot:
             token, ids = snapshot.read(self.options.seen_snapshot)
@@ -97,7 +103,9 @@ class MRUpdateCrawlDb(MRJob):
     def _schedule(self) -> None:
         batch, self.results = self.results, []
         if self.schedule is not None and batch:
-            self.increment_counter("recrawl", "scheduled", recrawl.schedule_results(self.store, self.schedule, batch))
+            self.increment_counter(
+                "recrawl", "scheduled", recrawl.schedule_results(self.store, self.schedule, batch)
+            )
 
     def merger_final(self) -> Iterator[tuple[None, dict[str, Any]]]:
         self._schedule()
@@ -111,7 +119,9 @@ class MRUpdateCrawlDb(MRJob):
 
     def _flush(self) -> Iterator[tuple[None, dict[str, Any]]]:
         batch, self.buf = self.buf, []
-        new: list[UrlRecord] = list(logic.update_batches(self.seen, batch, batch_size=self.options.batch_size))
+        new: list[UrlRecord] = list(
+            logic.update_batches(self.seen, batch, batch_size=self.options.batch_size)
+        )
         for rec in new:
             yield None, logic.pending_json(rec)
 

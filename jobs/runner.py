@@ -65,8 +65,12 @@ class RunnerConfig:
         if self.runner == "spark":
             out += ["--spark-master", self.spark_master, "--spark-submit-bin", spark_submit_bin()]
             # Loopback only, no web UI: the machine is shared and must send nothing off-host.
-            for conf in ("spark.ui.enabled=false", "spark.driver.host=127.0.0.1",
-                         "spark.driver.bindAddress=127.0.0.1", "spark.sql.shuffle.partitions=4"):
+            for conf in (
+                "spark.ui.enabled=false",
+                "spark.driver.host=127.0.0.1",
+                "spark.driver.bindAddress=127.0.0.1",
+                "spark.sql.shuffle.partitions=4",
+            ):
                 out += ["-D", conf]
         if self.runner == "hadoop":
             out += hadoop.runner_args(self.work_dir / "hadoop-tmp")
@@ -91,8 +95,9 @@ class JobOutput:
     seconds: float
 
 
-def run_job(job_cls: type[MRJob], inputs: Sequence[Path | str], job_args: Sequence[str],
-            cfg: RunnerConfig) -> JobOutput:
+def run_job(
+    job_cls: type[MRJob], inputs: Sequence[Path | str], job_args: Sequence[str], cfg: RunnerConfig
+) -> JobOutput:
     """Run one job to completion and return its parsed output records and counters."""
     cfg.work_dir.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -208,18 +213,23 @@ class LinkPipeline:
     fingerprint snapshot (jobs/snapshot.py) kept in ``cfg.work_dir`` for this store.
     """
 
-    def __init__(self, cfg: RunnerConfig, args: JobArgs, *, host_stats: bool = False,
-                 carry_cache: bool = True) -> None:
+    def __init__(
+        self, cfg: RunnerConfig, args: JobArgs, *, host_stats: bool = False, carry_cache: bool = True
+    ) -> None:
         self.cfg = cfg
         self.args = args
         self.host_stats = host_stats
         digest = hashlib.sha1(args.store.encode()).hexdigest()[:12]
-        self.snapshot_path = cfg.work_dir / f"seen-{digest}.txt" if carry_cache and args.lru_size > 0 else None
+        self.snapshot_path = (
+            cfg.work_dir / f"seen-{digest}.txt" if carry_cache and args.lru_size > 0 else None
+        )
 
     def process(self, segment: Path, *, round_id: str | None = None) -> RoundResult:
         return self.process_many([segment], name=segment.name, round_id=round_id)
 
-    def process_many(self, segments: Sequence[Path], *, name: str, round_id: str | None = None) -> RoundResult:
+    def process_many(
+        self, segments: Sequence[Path], *, name: str, round_id: str | None = None
+    ) -> RoundResult:
         """One round over several closed segments at once (a micro-batch: one job start-up for all).
 
         ``round_id`` tags the round's in-link counts in the store: a round killed mid-merge and run again
@@ -231,7 +241,9 @@ class LinkPipeline:
         """The round's first half, ``mr_extract_links``: reads segments, writes nothing to the store."""
         return extract_links(segments, self.args.extract(), self.cfg)
 
-    def update(self, segments: Sequence[Path], extracted: JobOutput, *, name: str, round_id: str) -> RoundResult:
+    def update(
+        self, segments: Sequence[Path], extracted: JobOutput, *, name: str, round_id: str
+    ) -> RoundResult:
         """The round's second half, ``mr_update_crawldb`` over ``extract``'s records, tagged ``round_id``.
         Merges must not overlap on one store (the HBase store's in-link counts are read-then-put)."""
         work = Path(tempfile.mkdtemp(prefix="round-", dir=self.cfg.work_dir))
@@ -250,8 +262,9 @@ class LinkPipeline:
             self._save_snapshot(extracted.records)
         stats = run_job(MRHostStats, list(segments), [], self.cfg).records if self.host_stats else None
         counters = _merge_counters([extracted.counters, updated.counters])
-        return RoundResult(name, len(extracted.records), updated.records, extracted.seconds,
-                           updated.seconds, counters, stats)
+        return RoundResult(
+            name, len(extracted.records), updated.records, extracted.seconds, updated.seconds, counters, stats
+        )
 
     def _recrawl_on(self) -> bool:
         """The store's meta holds recrawl settings (the dispatcher writes them when re-crawling is on)."""
@@ -270,8 +283,11 @@ class LinkPipeline:
         finally:
             store.close()
         old_token, old = snapshot.read(self.snapshot_path)
-        ids = snapshot.merged(old if old_token == token else [], (fingerprint(r["url"]) for r in records),
-                              limit=self.args.lru_size)
+        ids = snapshot.merged(
+            old if old_token == token else [],
+            (fingerprint(r["url"]) for r in records),
+            limit=self.args.lru_size,
+        )
         self.cfg.work_dir.mkdir(parents=True, exist_ok=True)
         snapshot.write(self.snapshot_path, token or "", ids)
 
@@ -289,8 +305,13 @@ def closed_segments(directory: Path, *, include_last: bool) -> list[Path]:
     return segs if include_last else segs[:-1]
 
 
-def watch_segments(directory: Path, *, done: Callable[[], bool], poll_s: float = 1.0,
-                   sleep: Callable[[float], None] = time.sleep) -> Iterator[Path]:
+def watch_segments(
+    directory: Path,
+    *,
+    done: Callable[[], bool],
+    poll_s: float = 1.0,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Iterator[Path]:
     """Yield each segment of ``directory`` once it is closed; the last one once ``done()`` is true."""
     yielded: set[str] = set()
     while True:
@@ -304,8 +325,9 @@ def watch_segments(directory: Path, *, done: Callable[[], bool], poll_s: float =
         sleep(poll_s)
 
 
-def run_pipelined(segments: Iterable[Path], process: Callable[[Path], RoundResult], *,
-                  max_queued: int = 2) -> Iterator[RoundResult]:
+def run_pipelined(
+    segments: Iterable[Path], process: Callable[[Path], RoundResult], *, max_queued: int = 2
+) -> Iterator[RoundResult]:
     """Process segments on a background thread while the caller keeps producing them.
 
     ``segments`` is consumed on the caller's thread (it may block waiting for the next closed
