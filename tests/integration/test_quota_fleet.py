@@ -39,7 +39,9 @@ def _stop(f: Any) -> dict[str, Any]:
 def test_quota_holds_every_second_and_batches_go_by_u(rabbitmq: str, fleet: Any, tmp_path: Path) -> None:
     with TestbedProcess(20, 60, seed=5, workdir=tmp_path / "tb") as tb:
         quotas = tmp_path / "quotas.toml"
-        f = fleet(rabbitmq, tb, max_depth=MAX_DEPTH, extra_env={"CRAWLFLEET_DISPATCH_QUOTAS_FILE": str(quotas)})
+        f = fleet(
+            rabbitmq, tb, max_depth=MAX_DEPTH, extra_env={"CRAWLFLEET_DISPATCH_QUOTAS_FILE": str(quotas)}
+        )
         quotas.write_text(f"[services]\n{f.service} = {PER_S}\n")
         f.start_worker(1, slots=4)
         f.start_worker(2, slots=4)
@@ -58,7 +60,8 @@ def test_quota_holds_every_second_and_batches_go_by_u(rabbitmq: str, fleet: Any,
         log = [e for e in tb.read_access_log()[before:] if float(e["t"]) >= start - 1]
         asked = granted_requests(log, hops)
         assert len(asked) >= PER_S * 5, len(asked)  # the crawl did run
-        assert any(float(e["t"]) < turn for e in asked) and any(float(e["t"]) >= turn for e in asked)  # both sides
+        times = [float(e["t"]) for e in asked]
+        assert min(times) < turn <= max(times)  # it ran on both sides of the turn
         per_second = Counter(int(float(e["t"])) for e in asked)
         for sec in range(int(start), int(time.time()) + 1):  # by the end of each second of its minute
             minute0 = sec - sec % 60
@@ -72,7 +75,9 @@ def test_quota_holds_every_second_and_batches_go_by_u(rabbitmq: str, fleet: Any,
         assert {ev["node"] for ev in issues} <= {f.node(1), f.node(2)}
         assert all(ev["q"] > 0 for ev in issues)  # q: the free slots of the node's own heartbeat
         assert summary["quota"] == f"{PER_S:g} URLs/s from {quotas}"
-        assert summary["fleet"]["serial_checks"] >= len([e for e in f.events() if e["ev"] == "done"])  # S1 check
+        assert summary["fleet"]["serial_checks"] >= len(
+            [e for e in f.events() if e["ev"] == "done"]
+        )  # S1 check
 
 
 def test_a_service_not_in_the_quota_list_fetches_nothing_and_is_logged(
@@ -81,7 +86,9 @@ def test_a_service_not_in_the_quota_list_fetches_nothing_and_is_logged(
     with TestbedProcess(4, 10, seed=6, workdir=tmp_path / "tb") as tb:
         quotas = tmp_path / "quotas.toml"
         quotas.write_text("[services]\nsomeone_else = 100\n")
-        f = fleet(rabbitmq, tb, max_depth=MAX_DEPTH, extra_env={"CRAWLFLEET_DISPATCH_QUOTAS_FILE": str(quotas)})
+        f = fleet(
+            rabbitmq, tb, max_depth=MAX_DEPTH, extra_env={"CRAWLFLEET_DISPATCH_QUOTAS_FILE": str(quotas)}
+        )
         f.start_worker(1, slots=2)
         before = len(tb.read_access_log())
         f.start_dispatcher()
