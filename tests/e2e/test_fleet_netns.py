@@ -212,7 +212,7 @@ def test_three_nodes_in_their_own_namespaces_crawl_the_testbed(
     net = netns_nodes
     prefix = ns_prefix
     rabbit, users = tls_broker
-    env = {"CRAWLFLEET_FLEET_LINK_PATH": "jobs", "CRAWLFLEET_STORE_KIND": "hbase",
+    env = {"CRAWLFLEET_STORE_KIND": "hbase",
            "CRAWLFLEET_STORE_HBASE_HOST": HBASE_HOST, "CRAWLFLEET_STORE_HBASE_PORT": str(HBASE_PORT),
            "CRAWLFLEET_STORE_HBASE_PREFIX": prefix, **rabbit.client("dispatcher"),
            "CRAWLFLEET_FLEET_BROKER_PASSWORD_FILE": str(users.password_file("crawlfleet-dispatcher")),
@@ -253,7 +253,7 @@ def test_three_nodes_in_their_own_namespaces_crawl_the_testbed(
                     cmd, env=node_env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT
                 )
             _wait_heartbeats(rabbit, users, set(addr_of))
-            f.start_dispatcher()  # and `crawlfleet links` (fleet.link_path = "jobs")
+            f.start_dispatcher()  # and `crawlfleet links` (the fleet's only link path)
             summary = f.wait_dispatcher(timeout_s=240)
         finally:
             f.stop()  # every process inside the namespaces ends before the fixture removes them

@@ -49,7 +49,7 @@ def check_hbase_exactly_once(prefix: str, truth: dict[str, Any]) -> None:
 def test_nodes_store_pages_and_the_link_jobs_feed_the_frontier(
     rabbitmq: str, fleet: Any, tmp_path: Path, store: str, request: pytest.FixtureRequest
 ) -> None:
-    env = {"CRAWLFLEET_FLEET_LINK_PATH": "jobs"}
+    env: dict[str, str] = {}
     prefix = ""
     if store == "hbase":
         prefix = f"{request.getfixturevalue('hbase_prefix')}lk"
@@ -102,7 +102,7 @@ def test_the_link_jobs_on_spark_and_hadoop(rabbitmq: str, fleet: Any, tmp_path: 
     request.getfixturevalue(f"{runner}_ready")
     depth = 3
     with TestbedProcess(5, 16, seed=22, workdir=tmp_path / "tb") as tb:
-        f = fleet(rabbitmq, tb, max_depth=depth, extra_env={"CRAWLFLEET_FLEET_LINK_PATH": "jobs"})
+        f = fleet(rabbitmq, tb, max_depth=depth)
         f.start_worker(1)
         links = f.start_links(runner=runner)
         f.start_dispatcher()
