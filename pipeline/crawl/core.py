@@ -105,7 +105,9 @@ class CrawlCore:
         )
         st = settings.store
         table = FingerprintTable(max_entries=st.seen_table_max_urls) if st.seen_table_max_urls > 0 else None
-        self.seen = SeenFilter(store, lru_size=st.seen_lru_size, table=table)
+        # In-links are what the frontier's priority orders by; counting them costs a write per known URL.
+        self.seen = SeenFilter(store, lru_size=st.seen_lru_size, table=table,
+                               track_inlinks=settings.dispatch.priority == "inlinks")  # fmt: skip
         # What results add besides their outcomes: links, and the URLs of redirect chains, whose targets
         # go through the seen-set and scope like links (pipeline/crawl/discoveries.py, redirects.py).
         self.found = Discoveries(settings, store, self.seen, self.frontier, self.stats, self.scope, self.traps)
@@ -390,5 +392,6 @@ class CrawlCore:
         return out
 
     def close(self) -> None:
+        self.seen.flush()  # buffered in-link increments: advisory (priority), so after the last links
         self.flush()
         self.durable.close()

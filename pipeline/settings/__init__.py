@@ -169,6 +169,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "store.kind": ("sqlite", "hbase"),
     "fleet.amqp_client": ("kombu", "pika"),
     "recrawl.policy": ("nutch", "poisson"),
+    "dispatch.priority": ("inlinks", "depth"),
 }
 
 

@@ -27,3 +27,7 @@ class DispatchSettings:
     active_hosts: int = 64
     # An active host yields its place to a waiting one after this many URLs (0 = only when drained).
     host_session_urls: int = 2048
+    # The order of a host's pending URLs (#23 point 5): "inlinks" = most linked-to first, depth as the
+    # tie-break (the embedded crawl then counts in-links of known URLs; the fleet's link jobs always do);
+    # "depth" = shallowest first, the store's order. Politeness is the same either way.
+    priority: str = "inlinks"
