@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from fetchers.records import FetchResult
 from pipeline.frontier.schedule import Schedule
 from pipeline.links.sitemaps import SitemapEntry, SitemapWalk, parse_sitemap, robots_sitemaps, same_site
+from pipeline.settings import Settings
 from pipeline.storage.base import Revisit, Store, UrlRecord
 from pipeline.urls import Scope, fingerprint, host_of, normalize
 
@@ -35,6 +36,16 @@ log = logging.getLogger(__name__)
 # Content types whose bodies the fetcher must keep for this to work (robots.txt, XML and gzip sitemaps).
 SITEMAP_TYPES = ("text/plain", "application/xml", "text/xml", "application/gzip", "application/x-gzip",
                  "application/octet-stream")  # fmt: skip
+
+
+def keep_sitemap_bodies(settings: Settings) -> Settings:
+    """``settings`` whose fetchers keep robots.txt and sitemap bodies when a re-crawl reads sitemaps (the
+    embedded crawl's parse step, or a fleet node's segment for the link job), else ``settings`` itself."""
+    rc = settings.recrawl
+    if not ((rc.enabled or rc.continuous) and rc.sitemaps):
+        return settings
+    types = tuple(dict.fromkeys((*settings.fetch.parse_content_types, *SITEMAP_TYPES)))
+    return settings.with_overrides({"fetch": {"parse_content_types": types}}, where="sitemaps")
 
 
 class SitemapFeed:

@@ -66,12 +66,9 @@ def _cmd_crawl(args: argparse.Namespace) -> int:
     if args.continuous:  # for this run only (not remembered): a resume without it runs once
         rc = {"continuous": True, "stop_file": args.stop_file or settings.recrawl.stop_file}
         settings = settings.with_overrides({"recrawl": rc}, where="--continuous")
-    recrawl = settings.recrawl
-    if (recrawl.enabled or recrawl.continuous) and recrawl.sitemaps:  # keep robots.txt and sitemap bodies
-        from pipeline.crawl.sitemapfeed import SITEMAP_TYPES
+    from pipeline.crawl.sitemapfeed import keep_sitemap_bodies
 
-        types = tuple(dict.fromkeys((*settings.fetch.parse_content_types, *SITEMAP_TYPES)))
-        settings = settings.with_overrides({"fetch": {"parse_content_types": types}}, where="sitemaps")
+    settings = keep_sitemap_bodies(settings)
     summary = run_crawl(settings, todo.seeds, out, resume=args.resume, progress=not args.no_progress,
                         fetcher=args.fetcher)  # fmt: skip
     print_summary(summary, as_json=args.json)

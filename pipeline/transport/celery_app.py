@@ -131,7 +131,10 @@ def current_settings() -> Settings:
     """Settings of this process, read once from ``CRAWLFLEET_CONFIG`` and ``CRAWLFLEET_*``."""
     global _settings
     if _settings is None:
-        _settings = load_settings(os.environ.get("CRAWLFLEET_CONFIG") or None)
+        from pipeline.crawl.sitemapfeed import keep_sitemap_bodies
+
+        # A node keeps robots.txt and sitemap bodies for the link job when the crawl reads sitemaps.
+        _settings = keep_sitemap_bodies(load_settings(os.environ.get("CRAWLFLEET_CONFIG") or None))
     return _settings
 
 

@@ -12,7 +12,6 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from pipeline.crawl.sitemapfeed import SITEMAP_TYPES
 from pipeline.harness.testbed.harness import TestbedProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
@@ -25,8 +24,8 @@ def _key(url: str) -> tuple[str, str]:
 
 def test_fleet_fetches_pages_only_sitemaps_list(rabbitmq: str, fleet: Any, tmp_path: Path) -> None:
     stop = tmp_path / "stop"
-    types = ",".join(("text/html", "application/xhtml+xml", *SITEMAP_TYPES))
-    env = {"CRAWLFLEET_RECRAWL_ENABLED": "1", "CRAWLFLEET_FETCH_PARSE_CONTENT_TYPES": types}
+    # Only the re-crawl switch: the node keeps robots.txt and sitemap bodies for the link job by itself.
+    env = {"CRAWLFLEET_RECRAWL_ENABLED": "1"}
     with TestbedProcess(2, 8, seed=7, mutate=True, hostile_sitemaps=False, workdir=tmp_path / "tb") as tb:
         truth = tb.web.sitemap_urls(0) + tb.web.sitemap_urls(1)
         only = {_key(tb.url(i, p)) for i in (0, 1) for p in tb.web.sitemap_only_paths(i)}
