@@ -1,11 +1,9 @@
 """The freshness bench's web (#23 point 8): the living testbed with a named change mix, what an oracle
 schedule could reach on it, and the conditional-GET figures from the testbed's own access log.
 
-- ``MixedTestbed``: ``TestbedProcess(mutate=True)`` serving ``living.MIXES[mix]``. ``testbed serve`` has no
-  flag for the mix yet (the testbed CLI, serve.py and harness.py are not this bench's files), so the server
-  process is started through ``python -m pipeline.harness.bench.freshweb MIX serve ...``: the testbed CLI's
-  own ``serve`` with ``serve.living_of`` giving the living web that mix. Everything else (ports, ready file,
-  access log, validators, the one host in six that ignores them) is the testbed's, unchanged.
+- ``MixedTestbed``: ``TestbedProcess(mutate=True)`` serving ``living.MIXES[mix]`` (``testbed serve
+  --mutate-mix``). Everything else (ports, ready file, access log, validators, the one host in six that
+  ignores them) is the testbed's, unchanged.
 - ``oracle``: expected freshness of uniform revisiting and of the freshness-optimal schedule *knowing* each
   page's true mean change rate (Cho & Garcia-Molina's optimum, ``schedule.solve_mu`` per host under the same
   per-host budget). The web's changes are ticks with a quarter chance (``living``), close to Poisson: this
@@ -19,8 +17,6 @@ May import: pipeline (bench room).
 
 from __future__ import annotations
 
-import dataclasses
-import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -40,39 +36,13 @@ class MixedTestbed(TestbedProcess):
     __test__ = False
 
     def __init__(self, hosts: int, pages: int, *, mix: str, **kwargs: Any) -> None:
-        super().__init__(hosts, pages, mutate=True, **kwargs)
         Living(0.0, mix=mix)  # ValueError now for an unknown mix, not from the server process
+        super().__init__(hosts, pages, mutate=True, mutate_mix=mix, **kwargs)
         self.mix = mix
 
     def __enter__(self) -> MixedTestbed:
         self.start()
         return self
-
-    def command(self) -> list[str]:
-        cmd = super().command()
-        at = cmd.index(_TESTBED_CLI)
-        return [*cmd[:at], "pipeline.harness.bench.freshweb", self.mix, *cmd[at + 1 :]]
-
-    @property
-    def living(self) -> Living | None:
-        plain = super().living
-        return None if plain is None else dataclasses.replace(plain, mix=self.mix)
-
-
-def serve_mixed(argv: list[str]) -> int:
-    """``python -m pipeline.harness.bench.freshweb MIX serve ARGS...``: the testbed CLI with that mix."""
-    from pipeline.harness.testbed import serve as serve_module
-    from pipeline.harness.testbed.cli import main as testbed_main
-
-    mix, rest = argv[0], argv[1:]
-    plain = serve_module.living_of
-
-    def living_of(opts: Any) -> Living | None:
-        living = plain(opts)
-        return None if living is None else dataclasses.replace(living, mix=mix)
-
-    serve_module.living_of = living_of  # type: ignore[assignment]
-    return testbed_main(rest)
 
 
 def page_rates(web: Web) -> dict[int, list[float]]:
@@ -141,7 +111,3 @@ def conditional_figures(
         "byte_unchanged_refetches_honouring_hosts": h[0],
         "status_304": both[1],
     }
-
-
-if __name__ == "__main__":
-    sys.exit(serve_mixed(sys.argv[1:]))

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from pipeline.harness.testbed.living import CLASSIC, MIXES
 from pipeline.harness.testbed.model import Web
 
 
@@ -94,6 +95,8 @@ def _clock_args(parser: argparse.ArgumentParser, *, epoch_help: str) -> None:
     parser.add_argument(
         "--mutate-rate", type=_at_least(1e-6, float), default=1.0, help="test seconds per wall second"
     )
+    parser.add_argument("--mutate-mix", choices=tuple(MIXES), default=CLASSIC,
+                        help="the pages' change classes (living.MIXES; default %(default)s)")  # fmt: skip
 
 
 def _web_args(parser: argparse.ArgumentParser) -> None:
@@ -125,6 +128,7 @@ def _serve(args: argparse.Namespace) -> int:
         mutate=args.mutate,
         mutate_epoch=args.mutate_epoch,
         mutate_rate=args.mutate_rate,
+        mutate_mix=args.mutate_mix,
         hostile_sitemaps=not args.no_hostile_sitemaps,
     )
     try:
@@ -161,7 +165,7 @@ def _truth(args: argparse.Namespace) -> int:
         from pipeline.harness.testbed.livetruth import living_truth
         from pipeline.harness.testbed.living import Living
 
-        living = Living(args.mutate_epoch or 0.0, args.mutate_rate)
+        living = Living(args.mutate_epoch or 0.0, args.mutate_rate, mix=args.mutate_mix)
         web = Web(args.hosts, args.pages, seed=args.seed, port=args.port, living=living)
         json.dump(living_truth(web, args.at), sys.stdout, indent=1)
         sys.stdout.write("\n")

@@ -25,7 +25,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from pipeline.harness.testbed.living import Living
+from pipeline.harness.testbed.living import CLASSIC, Living
 from pipeline.harness.testbed.model import Web
 
 
@@ -55,6 +55,7 @@ class TestbedProcess:
         mutate: bool = False,
         mutate_rate: float = 1.0,
         mutate_epoch: float | None = None,
+        mutate_mix: str = CLASSIC,
         hostile_sitemaps: bool = True,
     ) -> None:
         self.hosts, self.pages, self.seed = hosts, pages, seed
@@ -62,6 +63,7 @@ class TestbedProcess:
         self.extra_args = extra_args
         self.mutate, self.mutate_rate, self.mutate_epoch = mutate, mutate_rate, mutate_epoch
         self.hostile_sitemaps = hostile_sitemaps
+        self.mutate_mix = mutate_mix
         self.engine = engine
         self.start_timeout_s, self.stop_timeout_s = start_timeout_s, stop_timeout_s
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
@@ -88,7 +90,7 @@ class TestbedProcess:
         if self.hostile:
             cmd.append("--hostile")
         if self.mutate:
-            cmd += ["--mutate", "--mutate-rate", repr(self.mutate_rate)]
+            cmd += ["--mutate", "--mutate-rate", repr(self.mutate_rate), "--mutate-mix", self.mutate_mix]
             if self.mutate_epoch is not None:
                 cmd += ["--mutate-epoch", repr(self.mutate_epoch)]
             if not self.hostile_sitemaps:
@@ -192,7 +194,8 @@ class TestbedProcess:
         m = self.info.get("mutate")
         if not m:
             return None
-        return Living(float(m["epoch"]), float(m["rate"]), hostile_sitemaps=bool(m["hostile_sitemaps"]))
+        return Living(float(m["epoch"]), float(m["rate"]), hostile_sitemaps=bool(m["hostile_sitemaps"]),
+                      mix=str(m.get("mix", CLASSIC)))  # fmt: skip
 
     def test_time(self, wall: float | None = None) -> float:
         """The living web's test time now (or at ``wall``)."""

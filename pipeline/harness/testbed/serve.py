@@ -25,7 +25,7 @@ from pipeline.harness.testbed.accesslog import AccessLog
 from pipeline.harness.testbed.dns_server import Zone, start_dns
 from pipeline.harness.testbed.fastserver import FastHTTP
 from pipeline.harness.testbed.hostile import HostileSite, start_hostile
-from pipeline.harness.testbed.living import Living
+from pipeline.harness.testbed.living import CLASSIC, Living
 from pipeline.harness.testbed.model import Web, all_ips, host_name, ip_for_host
 from pipeline.harness.testbed.server import READY_HOST, TestbedHTTP, bind_sockets
 
@@ -52,6 +52,7 @@ class ServeOptions:
     mutate: bool = False  # the living web (living.py): pages change, validators, 304, sitemaps
     mutate_epoch: float | None = None  # wall seconds at test time 0; None = when serving starts
     mutate_rate: float = 1.0  # test seconds per wall second
+    mutate_mix: str = CLASSIC  # the pages' change classes (living.MIXES)
     hostile_sitemaps: bool = True  # with mutate: serve sitemapgen's hostile files
 
 
@@ -59,7 +60,7 @@ def living_of(opts: ServeOptions) -> Living | None:
     if not opts.mutate:
         return None
     epoch = time.time() if opts.mutate_epoch is None else opts.mutate_epoch
-    return Living(epoch, opts.mutate_rate, hostile_sitemaps=opts.hostile_sitemaps)
+    return Living(epoch, opts.mutate_rate, hostile_sitemaps=opts.hostile_sitemaps, mix=opts.mutate_mix)
 
 
 def _listen_ips(opts: ServeOptions) -> list[str]:
@@ -160,6 +161,7 @@ async def _run_main(opts: ServeOptions, web: Web, socks: list[socket.socket], ch
                 "epoch": web.living.epoch,
                 "rate": web.living.rate,
                 "hostile_sitemaps": web.living.hostile_sitemaps,
+                "mix": web.living.mix,
             }
         if hostile is not None:
             info["hostile_port"] = hostile.port
