@@ -32,3 +32,20 @@ def test_trace_charges_a_busy_child_more_than_a_sleeping_one() -> None:
         tr.stop()
     busy_cpu, idle_cpu = (tr.between(t0 - 1.0, time.time()) for tr in traces)
     assert busy_cpu > idle_cpu + 0.2
+
+
+def test_a_tree_trace_counts_the_work_of_a_process_s_child() -> None:
+    """The parent sleeps while its child burns 0.5 s of CPU: only ``tree=True`` charges the parent for it
+    (``crawlfleet links`` does its extraction in such a child)."""
+    burn = "import time\nt=time.process_time()\nwhile time.process_time()-t<0.5: pass"
+    parent = subprocess.Popen(
+        [sys.executable, "-c",
+         f"import subprocess, sys, time\nc = subprocess.Popen([sys.executable, '-c', {burn!r}])\n"
+         "time.sleep(0.2)\nwhile c.poll() is None: time.sleep(0.05)\ntime.sleep(0.5)"]
+    )  # fmt: skip
+    tree, alone = CpuTrace(parent.pid, period_s=0.05, tree=True), CpuTrace(parent.pid, period_s=0.05)
+    t0 = time.time()
+    parent.wait(60)
+    for trace in (tree, alone):
+        trace.stop()
+    assert tree.between(t0, time.time()) >= 0.4 > alone.between(t0, time.time()) + 0.2

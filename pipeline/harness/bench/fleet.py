@@ -181,7 +181,7 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str) -> dict[str
             links = subprocess.Popen(_cli("links", "--out", str(out), "--runner", args.runner, "--work-dir",
                                           str(workdir / "jobs-work"), "--log-level", "INFO"),
                                      env=env, stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
-            links_trace = CpuTrace(links.pid)
+            links_trace = CpuTrace(links.pid, tree=True)  # with its extract worker process
             t0 = time.monotonic()
             cpu0 = _children_cpu()
             with open(workdir / "dispatcher.log", "w") as err:
