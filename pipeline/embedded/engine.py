@@ -3,7 +3,7 @@ asyncio loop. Ctrl-C: ``pipeline.embedded.interrupt``. With ``store.warc`` the f
 the exchanges happen (``pipeline.storage.warcwire``), one set of files per fetcher process.
 
 The fetcher is one long-lived object with one connection pool; the dispatcher sees it as
-``slots`` virtual fetchers (``local-0`` ...), so S3's batch sizing and the host leases work exactly
+``slots`` virtual fetchers (``local#0`` ...: node ``local``, as a fleet node's ``n1#0``), so S3's batch sizing and the host leases work exactly
 as in the fleet, where each virtual fetcher is a Celery worker. On a machine with spare cores the
 fetcher runs in child processes (``pipeline.embedded.fetchproc``, ``fetch.processes``), slots spread over them;
 with ``fetch.processes = 0`` everything runs in this process.
@@ -75,6 +75,7 @@ class EmbeddedCrawl:
         self._procs: list[ProcessFetcher] = []
         self._warc: WarcWriter | None = None
         self.abandoned: list[str] = []
+        self.last_beat: dict[str, float] | None = None  # the last S1 heartbeat of this one node
 
     def stop(self) -> None:
         """A stop signal (SIGINT/SIGTERM): the first stops new requests (see ``pipeline.embedded.interrupt``),
@@ -165,6 +166,8 @@ class EmbeddedCrawl:
             summary["interrupted"] = self._stop.is_set() and not core.done()
             if self.abandoned:
                 summary["abandoned"] = self.abandoned
+            if self.last_beat is not None:  # the one node's S1 figures, as the fleet's summary has its nodes'
+                summary["fleet"] = {"node_heartbeats": {"local": self.last_beat}}
             summary["fetcher"] = self.request.fetcher
             if warc_dir is not None:
                 summary["warc_files"] = sorted(p.name for p in warc_dir.glob("*.warc*"))
@@ -175,7 +178,7 @@ class EmbeddedCrawl:
         return summary
 
     async def _loop(self, core: CrawlCore, fetchers: list[Fetcher], resolver: CachingResolver, out: Path) -> None:
-        slots = [f"local-{i}" for i in range(local_slots(self.settings) * len(fetchers))]
+        slots = [f"local#{i}" for i in range(local_slots(self.settings) * len(fetchers))]
         fetcher_of = {fid: fetchers[i % len(fetchers)] for i, fid in enumerate(slots)}
         for fid in slots:
             core.register_fetcher(fid)
@@ -229,6 +232,7 @@ class EmbeddedCrawl:
                     last_tick = now
                     self._tick(core, _dns_of(resolver, fetchers), stats_file)
             self._tick(core, _dns_of(resolver, fetchers), stats_file)
+            self._heartbeat(core, slots, sum(f.free_slots for f in fetchers))  # the summary's last figures
         finally:
             stats_file.close()
 
@@ -247,6 +251,8 @@ class EmbeddedCrawl:
         elapsed = max(1e-6, now - stats.started_at)
         rate = (stats.pages + stats.failed) / elapsed / max(1, len(slots))
         free = free_slots // max(1, len(slots))
+        self.last_beat = {"successes": stats.pages, "failures": stats.failed, "rate": rate * len(slots),
+                          "free_slots": free_slots}  # fmt: skip
         for fid in slots:
             core.on_heartbeat(
                 Heartbeat(fid, sent_at=now, successes=stats.pages, failures=stats.failed, rate=rate, free_slots=free)

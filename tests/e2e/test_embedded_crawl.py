@@ -105,6 +105,9 @@ def test_trap_is_bounded_and_crawl_summary_is_complete(crawled: tuple[TestbedPro
     for field in ("pages_fetched", "pages_failed", "urls_discovered", "robots_blocked", "elapsed_s", "pages_per_s"):
         assert field in summary
     assert summary["pages_fetched"] >= len(truth["pages"])
+    # S1's heartbeat figures of the crawl's one node, as a fleet summary has its nodes' (the report's nodes).
+    local = summary["fleet"]["node_heartbeats"]["local"]
+    assert local["successes"] == summary["pages_fetched"] and local["rate"] > 0 and local["free_slots"] >= 0
 
 
 def test_warc_output_reads_back(tmp_path: Path) -> None:
