@@ -6,7 +6,7 @@ testbed. The embedded default (``crawlfleet crawl``) crawls a fresh copy of the 
 the same settings. Both use bench politeness (as ``bench local``): 8 connections per host, no minimum
 gap, Crawl-delay capped to 0, and the slow/big pages left out.
 
-Reported: pages/s of each and their ratio (goal: fleet >= 40% of embedded), the crawl window of the
+Reported: pages/s of each and their ratio (goal: fleet >= 60% of embedded, #18), the crawl window of the
 fleet (first batch issued to last report, i.e. without worker start-up) next to its wall time,
 broker messages per page and bytes per page (batches out, result packs and heartbeats in).
 The dispatcher's CPU is given three ways: over its whole life, over the steady window (first batch
@@ -33,7 +33,7 @@ from pipeline.harness.bench.cputrace import CpuRates, CpuTrace, bucket_series, f
 from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.settings import load_settings
 
-GOAL = 0.40
+GOAL = 0.60  # issue #18 (issue #6 asked for 0.40 with bodies on the broker)
 FIT_BUCKET_S = 2.0  # CPU samples every 0.2 s; a bucket holds ~10, and several batch replies
 
 
