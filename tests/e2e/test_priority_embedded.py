@@ -12,7 +12,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -21,6 +20,7 @@ from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.storage.base import UrlRecord
 from pipeline.storage.sqlite import SqliteStore
 from tests.e2e.test_cli_resume import summary_of
+from tests.integration.test_priority_fleet import _pages, _path
 
 pytestmark = pytest.mark.e2e
 
@@ -35,20 +35,6 @@ def crawl(priority: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CRAWLFLEET_DISPATCH_PRIORITY": priority}
     return subprocess.run([BIN, "crawl", "--no-progress", "--json", *args], capture_output=True, text=True,
                           timeout=240, check=False, env=env)  # fmt: skip
-
-
-def _path(url: str) -> str:
-    parts = urlsplit(url)
-    return parts.path + (f"?{parts.query}" if parts.query else "")
-
-
-def _pages(log: list[dict[str, Any]]) -> list[str]:
-    """Paths fetched, in order, first fetch of each (robots.txt left out)."""
-    seen: dict[str, None] = {}
-    for e in log:
-        if e["path"] != "/robots.txt":
-            seen.setdefault(e["path"], None)
-    return list(seen)
 
 
 def _pending(out: Path, host: str) -> list[UrlRecord]:
