@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -60,7 +61,7 @@ def run_json(cmd: list[str], *, timeout: float = 240) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def crawled(tmp_path_factory: pytest.TempPathFactory) -> tuple[TestbedProcess, dict[str, Any], dict[str, Any]]:
+def crawled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestbedProcess, dict[str, Any], dict[str, Any]]]:
     tb = TestbedProcess(20, 50, seed=3, workdir=tmp_path_factory.mktemp("tb-e2e")).start()
     out = tmp_path_factory.mktemp("crawl-e2e") / "out"
     summary = run_json(crawl_cmd(tb, out))
