@@ -52,6 +52,16 @@ def reference(segs: list[Path], tmp_path: Path) -> dict[str, int]:
     return inlinks(db)
 
 
+def crawl_dirs(tmp_path: Path, n: int) -> tuple[Path, list[Path], dict[str, int], Path, str]:
+    """``n`` closed segments under ``tmp_path/segs``, the reference crawl db's in-links, and the service's
+    own store (path and spec)."""
+    root = tmp_path / "segs"
+    segs = segments(root, n)
+    want = reference(segs, tmp_path)
+    db = tmp_path / "svc.db"
+    return root, segs, want, db, store_with_rules(db)
+
+
 def serve(
     root: Path, spec: str, work: Path, *, max_segments: int
 ) -> tuple[LinkJobsService, list[LinksReport]]:
@@ -63,11 +73,8 @@ def serve(
 
 
 def test_pipelined_rounds_give_the_crawl_db_of_one_pass(tmp_path: Path) -> None:
-    root = tmp_path / "segs"
-    segs = segments(root, 6)
-    want = reference(segs, tmp_path)
-    db = tmp_path / "svc.db"
-    svc, published = serve(root, store_with_rules(db), tmp_path / "work", max_segments=2)
+    root, segs, want, db, spec = crawl_dirs(tmp_path, 6)
+    svc, published = serve(root, spec, tmp_path / "work", max_segments=2)
     assert (
         svc.rounds >= 3 and svc.failures == 0
     )  # micro-batches of two segments, extract and merge overlapped
@@ -78,11 +85,7 @@ def test_pipelined_rounds_give_the_crawl_db_of_one_pass(tmp_path: Path) -> None:
 
 
 def test_a_round_killed_in_its_merge_counts_each_inlink_once(tmp_path: Path) -> None:
-    root = tmp_path / "segs"
-    segs = segments(root, 4)
-    want = reference(segs, tmp_path)
-    db = tmp_path / "svc.db"
-    spec = store_with_rules(db)
+    root, segs, want, db, spec = crawl_dirs(tmp_path, 4)
     # The killed service's round: written down, extracted, and half of its merge in the store.
     rnd = RoundBook(root).open(segs[:3])
     pipe = LinkPipeline(RunnerConfig(work_dir=tmp_path / "killed"), RULES.job_args(store=spec, batch_size=50,
@@ -115,11 +118,7 @@ class MergeDiesOnce(LinkPipeline):
 
 
 def test_a_failed_merge_runs_again_before_any_later_round_merges(tmp_path: Path) -> None:
-    root = tmp_path / "segs"
-    segs = segments(root, 6)
-    want = reference(segs, tmp_path)
-    db = tmp_path / "svc.db"
-    spec = store_with_rules(db)
+    root, _segs, want, db, spec = crawl_dirs(tmp_path, 6)
     published: list[LinksReport] = []
     svc = LinkJobsService(segments=root, store=spec, runner=RunnerConfig(work_dir=tmp_path / "work"),
                           publish=published.append, max_segments=2, batch_size=50, lru_size=1000, poll_s=0.05)  # fmt: skip
