@@ -26,7 +26,9 @@ optimal schedule that knows every page's true rate: what any schedule could reac
 Conditional GET (``freshweb.conditional_figures``, from the access log and the truth): of the re-fetches
 whose bytes had not changed, the share answered 304 without a body, on the hosts that honour validators
 (the goal, >= 80 %) and overall (one host in six ignores validators, so at most ~83 %), and the body bytes
-that saved (304s x the mean body of 200 re-fetches in the same run). Requests per second are counted from
+that saved: measured (``wirecost``: after each run, each 304'd URL's real 200 and 304 answers, headers
+included, with the crawler's request headers; minus the validators' request bytes), and the old estimate
+(304s x the mean body of 200 re-fetches, ``body_bytes_saved_est``). Requests per second are counted from
 the access log in the measured window, to show both runs spent the same budget.
 """
 
@@ -45,6 +47,7 @@ from typing import Any
 
 from pipeline.harness.bench.freshweb import MixedTestbed, conditional_figures, oracle
 from pipeline.harness.bench.jobs import machine
+from pipeline.harness.bench.wirecost import log_url, probe_costs, saved_figures
 from pipeline.harness.testbed.livetruth import page_version
 from pipeline.harness.testbed.living import CLASSIC, CONTENT_CLASSES, MEASURED, MIXES
 from pipeline.harness.testbed.model import Web
@@ -199,6 +202,8 @@ def _run_mode(
     log = [e for e in tb.read_access_log() if float(e["t"]) >= started]
     window = [e for e in log if measure_from <= float(e["t"]) <= end]
     mean_body = rc.get("refetch_body_bytes", 0) / max(1, rc.get("refetch_200", 0))
+    # Measured after the run, the testbed still up: each 304'd URL's real 200 and 304 sizes (wirecost).
+    costs = probe_costs(web, [log_url(web, e) for e in log if e["status"] == 304])
     byte_same = rc.get("not_modified", 0) + rc.get("same_digest", 0)
     return {
         "mean_freshness": round(statistics.fmean(samples), 4) if samples else 0.0,
@@ -213,7 +218,7 @@ def _run_mode(
         else None,
         "conditional": conditional_figures(web, log, since=measure_from, until=end),
         "body_bytes_saved_est": int(rc.get("not_modified", 0) * mean_body),
-        "not_modified_wire_bytes": rc.get("not_modified_wire_bytes", 0),
+        "conditional_wire": saved_figures(web, log, costs, conditional_sent=rc.get("conditional_sent", 0)),
         "mean_refetch_body_bytes": int(mean_body),
         "recrawl": rc,
         "pages_fetched": summary.get("pages_fetched"),
