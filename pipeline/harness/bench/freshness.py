@@ -48,7 +48,7 @@ from typing import Any
 from pipeline.harness.bench.freshweb import MixedTestbed, conditional_figures, oracle
 from pipeline.harness.bench.jobs import machine
 from pipeline.harness.bench.wirecost import log_url, probe_costs, saved_figures
-from pipeline.harness.testbed.livetruth import page_version
+from pipeline.harness.testbed.livetruth import locate, page_version
 from pipeline.harness.testbed.living import CLASSIC, CONTENT_CLASSES, MEASURED, MIXES
 from pipeline.harness.testbed.model import Web
 
@@ -203,7 +203,7 @@ def _run_mode(
     window = [e for e in log if measure_from <= float(e["t"]) <= end]
     mean_body = rc.get("refetch_body_bytes", 0) / max(1, rc.get("refetch_200", 0))
     # Measured after the run, the testbed still up: each 304'd URL's real 200 and 304 sizes (wirecost).
-    costs = probe_costs(web, [log_url(web, e) for e in log if e["status"] == 304])
+    costs = probe_costs(web, [u for e in log if e["status"] == 304 and locate(web, u := log_url(web, e))])
     byte_same = rc.get("not_modified", 0) + rc.get("same_digest", 0)
     return {
         "mean_freshness": round(statistics.fmean(samples), 4) if samples else 0.0,
