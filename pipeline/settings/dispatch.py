@@ -13,6 +13,9 @@ class DispatchSettings:
     n_min: int = 8
     n_max: int = 512
     history_window: int = 16  # S3 vertical comparison: mean of the last N rounds
+    # t_i weighs a batch 0.5 ** (age / half-life) (in batches) within the window, so it forgets the start
+    # and follows a node that changes speed (sizing.py); 0 = every batch in the window alike.
+    history_halflife: float = 2.0
     heartbeat_s: float = 2.0
     missed_heartbeats: int = 2  # S1
     lease_s: float = 120.0
