@@ -91,7 +91,7 @@ class Dispatcher:
         now = self._clock()
         f = self._fetchers.get(fetcher_id)
         if f is None:
-            f = FetcherState(fetcher_id, k or self.settings.k, PageTimeHistory(self.settings.history_window))
+            f = FetcherState(fetcher_id, k or self.settings.k, PageTimeHistory.of(self.settings))
             self._fetchers[fetcher_id] = f
         else:
             for serial in sorted(f.outstanding):
@@ -219,7 +219,7 @@ class Dispatcher:
         f.outstanding.discard(serial)
         self._liveness.touch(fetcher_id, now)
         if pages > 0 and elapsed_s > 0 and math.isfinite(elapsed_s):
-            f.history.add(elapsed_s / pages)
+            f.history.add(elapsed_s / pages, pages=pages)
             self._sync_avg(f)
         f.count += 1
         if unfinished:
