@@ -338,7 +338,7 @@ class FleetDispatcher(CrawlOpening, Periodic):
             self._busy[vfid] = batch.serial
             self.serials.issue(batch.serial, vfid)  # before it is sent: its node may ask at once
             self._event("issue", serial=batch.serial, node=node.name, vfid=vfid, n=len(batch.tasks),
-                        u=round(choice.u, 1) if choice else None, p=node.p, q=node.q)  # fmt: skip
+                        u=round(choice.u, 1) if choice else None, p=node.p, q=node.q, want=d.batch_size(vfid))  # fmt: skip
             self._send(batch.serial)
 
     def _send(self, serial: int) -> None:
