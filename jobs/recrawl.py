@@ -2,28 +2,40 @@
 
 In the fleet a fetch node records each outcome itself (no re-crawl state), so the crawl-db update job,
 which reads the round's segments as well as its link records, computes each fetched URL's next fetch with
-the same schedule and observation rule as the embedded crawl (``pipeline.frontier``), reading the crawl's
-recrawl settings from the store's meta. The dispatcher's core then moves due URLs back to pending.
+the same functions as the embedded crawl: ``observe`` (with the same simhash when ``simhash_bits`` asks for
+it) and ``pipeline.frontier.hostrates.plan``, reading the crawl's recrawl settings from the store's meta
+(the dispatcher writes them, with the host budget resolved). The dispatcher's core then moves due URLs
+back to pending.
 
-Under ``recrawl.policy = "poisson"`` the job schedules with the policy's default marginal value
-(``Schedule.default_mu``: a page changing once per ``initial_interval_s`` comes back after about that
-long): it sees one round's results, not each host's whole collection, so it does not solve a per-host
-``mu`` from the host's budget as the embedded crawl's ``pipeline.crawl.revisits`` does.
+Under ``recrawl.policy = "poisson"`` each host's ``mu`` comes from the host's histogram of estimated change
+rates (``hostrates.HostRates``), which lives in the crawl db: ``HostBook`` loads the hosts of a batch,
+the batch is planned in order exactly as the embedded crawl plans its results, and the book writes back
+what changed. On HBase the counts are counters in the meta table (``hbase_revisits.add_host_rates``), so
+two map tasks of one round add their moves rather than overwrite each other; any other store keeps one
+JSON value per host in its meta (read, add the batch's moves, write: right with one writer, as the SQLite
+store's fleet has). A batch's revisits are written before its moves: a task killed in between leaves the
+host's histogram a few URLs short (the replay skips results already scheduled), never double-counted.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from fetchers.records import FetchResult
 from fetchers.report import RETRY_LATER
+from pipeline.frontier import hostrates
+from pipeline.frontier.hostrates import HostRates, decode_key, encode_key
 from pipeline.frontier.observation import observe
 from pipeline.frontier.schedule import RECRAWL_META, Schedule
 from pipeline.settings.recrawl import RecrawlSettings
+from pipeline.storage import hbase_revisits
 from pipeline.storage.base import Revisit, Store
+from pipeline.storage.hbase import HBaseStore
 from pipeline.urls import host_of, normalize
+
+HOST_META = "hostrates:"  # + host: a non-HBase store's per-host histogram (JSON)
 
 
 def recrawl_schedule(store: Store) -> Schedule | None:
@@ -36,18 +48,119 @@ def recrawl_schedule(store: Store) -> Schedule | None:
     return Schedule(RecrawlSettings(**values))  # type: ignore[arg-type]
 
 
+def simhash_of(schedule: Schedule) -> Callable[[bytes, str], int] | None:
+    """The near-duplicate signature the embedded crawl uses for these settings (None: digest only)."""
+    if schedule.cfg.simhash_bits <= 0:
+        return None
+    from pipeline.links.change import text_simhash  # numpy and the HTML parser only when asked for
+
+    return text_simhash
+
+
+class HostBook:
+    """The per-host histograms of one batch's hosts, loaded from and saved to the store."""
+
+    __slots__ = ("store", "hosts", "_loaded")
+
+    def __init__(self, store: Store, hosts: Iterable[str]) -> None:
+        self.store = store
+        self.hosts: dict[str, HostRates] = {}
+        self._loaded: dict[str, dict[hostrates.Key, int]] = {}
+        names = list(dict.fromkeys(hosts))
+        if isinstance(store, HBaseStore):
+            rows = hbase_revisits.get_host_rates(store, names)
+        else:
+            rows = {h: _json_row(store.get_meta(HOST_META + h)) for h in names}
+        for h in names:
+            counts_text, mu, at, dirty = rows.get(h) or ({}, None, None, False)
+            counts: dict[hostrates.Key, int] = {}
+            for text, n in counts_text.items():
+                key = decode_key(text)
+                if not isinstance(key, str) and n > 0:
+                    counts[key] = n
+            self._loaded[h] = dict(counts)
+            solved = at if at is not None else float("-inf")
+            self.hosts[h] = HostRates(counts=counts, mu=mu, solved_at=solved, dirty=dirty)
+
+    def rates(self, host: str) -> HostRates:
+        got = self.hosts.get(host)
+        if got is None:
+            got = self.hosts[host] = HostRates()
+            self._loaded[host] = {}
+        return got
+
+    def save(self) -> None:
+        """Write the moves made since loading (counts as deltas) and each host's solve state."""
+        deltas: dict[str, dict[str, int]] = {}
+        for h, rates in self.hosts.items():
+            before = self._loaded.get(h, {})
+            moved = {
+                encode_key(k): rates.counts.get(k, 0) - before.get(k, 0)
+                for k in set(before) | set(rates.counts)
+                if rates.counts.get(k, 0) != before.get(k, 0)
+            }
+            if moved:
+                deltas[h] = moved
+        solved = {h: (r.mu, r.solved_at, r.dirty) for h, r in self.hosts.items()}
+        if isinstance(self.store, HBaseStore):
+            hbase_revisits.add_host_rates(self.store, deltas, solved)
+        else:
+            for h, (mu, at, dirty) in solved.items():
+                counts, _, _, _ = _json_row(self.store.get_meta(HOST_META + h))
+                for k, n in deltas.get(h, {}).items():
+                    counts[k] = max(0, counts.get(k, 0) + n)
+                value = {"counts": {k: n for k, n in counts.items() if n}, "mu": mu, "dirty": dirty,
+                         "at": at if at != float("-inf") else None}  # fmt: skip
+                self.store.put_meta(HOST_META + h, json.dumps(value, sort_keys=True))
+        self._loaded = {h: dict(r.counts) for h, r in self.hosts.items()}
+
+
+def _json_row(raw: str | None) -> tuple[dict[str, int], float | None, float | None, bool]:
+    """A non-HBase store's host row; anything unreadable is an empty histogram (the next save rewrites)."""
+    try:
+        obj = json.loads(raw) if raw else {}
+    except ValueError:
+        obj = {}
+    if not isinstance(obj, dict):
+        obj = {}
+    counts = obj.get("counts")
+    counts = (
+        {str(k): int(n) for k, n in counts.items() if isinstance(n, int)} if isinstance(counts, dict) else {}
+    )
+    mu, at = obj.get("mu"), obj.get("at")
+    return (
+        counts,
+        float(mu) if isinstance(mu, int | float) else None,
+        float(at) if isinstance(at, int | float) else None,
+        obj.get("dirty") is True,
+    )
+
+
 def schedule_results(store: Store, schedule: Schedule, results: Iterable[FetchResult]) -> int:
     """The crawl-db update's other half on the fleet: each final fetch result's URL gets its next fetch
-    (``pipeline.frontier.schedule``) from the store's previous state; robots refusals and retry-later
-    results are not scheduled. Idempotent: a result not newer than the stored state's fetch is skipped
-    (a replayed segment, or a URL the dispatcher already scheduled). Returns how many were written."""
+    (``hostrates.plan``, the embedded crawl's function) from the store's previous state; robots refusals
+    and retry-later results are not scheduled. Idempotent: a result not newer than the stored state's fetch
+    is skipped (a replayed segment, or a URL the dispatcher already scheduled). Returns how many were
+    written."""
+    todo: Sequence[FetchResult] = [
+        r for r in results if r.error_class not in RETRY_LATER and r.error_class != "robots_blocked"
+    ]
+    if not todo:
+        return 0
+    simhash = simhash_of(schedule)
+    book = HostBook(store, (host_of(r.url) for r in todo)) if schedule.poisson else None
+    budget = schedule.cfg.host_budget_rps
     out: dict[str, Revisit] = {}
-    for result in results:
-        if result.error_class in RETRY_LATER or result.error_class == "robots_blocked":
-            continue
+    for result in todo:
         url = normalize(result.url) or result.url
         prev = out.get(url) or store.get_revisit(url)
         if prev is not None and prev.fetched_at >= result.fetched_at:
             continue
-        _, out[url] = schedule.plan(prev, observe(result), url=url, host=host_of(url))
-    return store.put_revisits(list(out.items())) if out else 0
+        host = host_of(url)
+        rates = book.rates(host) if book is not None else HostRates()
+        obs = observe(result, simhash=simhash)
+        _, out[url] = hostrates.plan(schedule, rates, prev, obs, url=url, host=host, budget_rps=budget)
+    written = store.put_revisits(list(out.items())) if out else 0
+    if book is not None:
+        book.save()
+    return written

@@ -8,9 +8,10 @@
 - ``due``: at most every ``check_interval_s``, due URLs are moved back to the pending set by the store;
   the core adds them to the frontier. With ``work_conserving``, when fewer than ``WORK_AHEAD`` URLs per
   known host are pending, the URLs due soonest come back early, so the whole fetch budget is spent.
-- the Poisson policy's per-host marginal value ``mu`` (``HostRates``): the estimated change rate of each
-  scheduled URL of a host, and the ``mu`` that makes the host's intervals spend its fetch budget
-  (``schedule.solve_mu``), solved again at most every ``MU_EVERY_S`` of result time.
+- the Poisson policy's per-host marginal value ``mu`` (``pipeline.frontier.hostrates``: a histogram of each
+  host's URLs by estimated change rate, and the ``mu`` that makes the host's intervals spend its fetch
+  budget, solved again at most every ``MU_EVERY_S`` of result time). Kept in memory here; the fleet's
+  crawl-db update job keeps the same histogram in the crawl db and plans with the same function.
 - ``stopped``: the continuous crawl's stop file exists.
 
 Everything but ``due`` and ``stopped`` is a function of its arguments and the remembered revisits; the
@@ -22,15 +23,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fetchers.records import FetchResult, UrlTask
 from pipeline.crawl.sitemapfeed import SitemapFeed
+from pipeline.frontier import hostrates
+from pipeline.frontier.hostrates import HostRates
 from pipeline.frontier.observation import observe
-from pipeline.frontier.schedule import RECRAWL_META, Change, Schedule, revisit_rate, solve_mu
+from pipeline.frontier.schedule import RECRAWL_META, Change, Schedule
 from pipeline.settings import Settings
 from pipeline.settings.recrawl import RecrawlSettings
 from pipeline.storage.base import Outcome, Revisit, Store, UrlRecord, UrlState
@@ -61,33 +63,6 @@ class RevisitStats:
 
 
 WORK_AHEAD = 3  # work-conserving: pending URLs kept per known host (a host's batch takes several at once)
-MU_EVERY_S = 2.0  # Poisson policy: a host's mu is solved again at most this often (result time)
-_BUCKETS_PER_E = 8  # change rates are kept in log buckets of 1/8 (13 %): a host's solve costs O(buckets)
-
-
-@dataclass(slots=True)
-class HostRates:
-    """One host's URLs under the Poisson policy: each URL's change-rate bucket (None: not estimated yet),
-    and the host's current ``mu`` (None: the schedule's default) with the result time it was solved at."""
-
-    buckets: dict[int, int | None] = dataclasses.field(default_factory=dict)
-    mu: float | None = None
-    solved_at: float = -math.inf
-    dirty: bool = False
-
-    def histogram(self, prior_rate: float) -> list[tuple[float, int]]:
-        """((bucket rate, URLs), ...): URLs not estimated yet count at ``prior_rate``, so that a host whose
-        URLs are all new solves to the schedule's default mu (each back after initial_interval_s)."""
-        counts: dict[int, int] = {}
-        prior = rate_bucket(prior_rate)
-        for b in self.buckets.values():
-            b = prior if b is None else b
-            counts[b] = counts.get(b, 0) + 1
-        return [(math.exp(b / _BUCKETS_PER_E), n) for b, n in counts.items()]
-
-
-def rate_bucket(rate: float) -> int:
-    return round(math.log(rate) * _BUCKETS_PER_E)
 
 
 class Recrawler:
@@ -116,8 +91,10 @@ class Recrawler:
         self._prev: dict[int, Revisit] = {}  # url_id -> stored revisit, for URLs in the frontier or in flight
         self._checked = float("-inf")
         self.stats = RevisitStats()
-        # The fleet's crawl-db update job schedules what fetch nodes recorded by these same settings.
-        store.put_meta(RECRAWL_META, json.dumps(dataclasses.asdict(cfg)))
+        # The fleet's crawl-db update job schedules what fetch nodes recorded by these same settings, with
+        # the host budget resolved (politeness gives it when the section does not): the same per-host mu.
+        resolved = dataclasses.replace(cfg, host_budget_rps=self.host_budget_rps)
+        store.put_meta(RECRAWL_META, json.dumps(dataclasses.asdict(resolved)))
 
     @classmethod
     def of(
@@ -212,12 +189,9 @@ class Recrawler:
         rates = self._hosts.get(host)
         if rates is None:
             rates = self._hosts[host] = HostRates()
-        mu = self._mu(rates, obs.fetched_at) if self.schedule.poisson else None
-        change, revisit = self.schedule.plan(prev, obs, url=result.url, host=host, mu=mu)
-        if self.schedule.poisson and change is not Change.FAILED:
-            known = revisit.fetches - 1 >= max(self.cfg.min_observations, 1) and revisit_rate(revisit) > 0
-            rates.buckets[result.url_id] = rate_bucket(revisit_rate(revisit)) if known else None
-            rates.dirty = True
+        change, revisit = hostrates.plan(
+            self.schedule, rates, prev, obs, url=result.url, host=host, budget_rps=self.host_budget_rps
+        )
         self._count(change, result, prev)
         page = outcome.page
         same_bytes = change is Change.UNCHANGED and prev is not None and obs.digest == prev.digest
@@ -229,19 +203,6 @@ class Recrawler:
         if change is Change.NOT_MODIFIED:
             state = UrlState.DONE
         return replace(outcome, page=page, state=state, revisit=revisit), change
-
-    def _mu(self, rates: HostRates, now: float) -> float | None:
-        """The host's ``mu``: solved from its URLs' change rates so that their intervals spend
-        ``host_budget_rps`` (URLs not yet estimated count as changing once per initial_interval_s), at most every
-        ``MU_EVERY_S``; None (the schedule's default) when the budget is unknown."""
-        if self.host_budget_rps <= 0:
-            return None
-        if rates.dirty and now - rates.solved_at >= MU_EVERY_S:
-            cfg = self.cfg
-            hist = rates.histogram(1.0 / cfg.initial_interval_s)
-            rates.mu = solve_mu(hist, self.host_budget_rps, low=cfg.min_interval_s, high=cfg.max_interval_s)
-            rates.solved_at, rates.dirty = now, False
-        return rates.mu
 
     def host_mu(self, host: str) -> float | None:
         """The host's current ``mu`` (for the summary and tests)."""
@@ -262,6 +223,6 @@ class Recrawler:
 def _text_simhash(body: bytes, content_type: str) -> int:
     """The near-duplicate signature of a page's visible text (``pipeline.links.change``), imported only
     when ``recrawl.simhash_bits`` asks for it."""
-    from pipeline.links.change import simhash, visible_text
+    from pipeline.links.change import text_simhash
 
-    return simhash(visible_text(body, content_type))
+    return text_simhash(body, content_type)

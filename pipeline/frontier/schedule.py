@@ -274,8 +274,11 @@ class Schedule:
         if change is Change.FAILED:
             keep = prev or Revisit(0.0, interval)
             nxt = obs.fetched_at + min(max(cfg.failed_interval_s, low), high)
+            # Poisson: ``interval`` is the estimator's mean exposure, which a failure tells nothing about
+            # (clamping it would also move the URL to another bucket of its host's histogram).
+            kept = interval if self.poisson else _clamp(interval, low, high)
             return change, Revisit(
-                nxt, _clamp(interval, low, high), keep.etag, keep.last_modified, keep.digest, keep.simhash,
+                nxt, kept, keep.etag, keep.last_modified, keep.digest, keep.simhash,
                 keep.changes, keep.fetches, keep.fetched_at,
             )  # fmt: skip
         if not cfg.adaptive:

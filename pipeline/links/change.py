@@ -102,6 +102,12 @@ def simhash(text: str, *, shingle: int = SHINGLE) -> int:
     return int(np.packbits(majority, bitorder="little").view(np.uint64)[0])
 
 
+def text_simhash(body: bytes, content_type: str = "") -> int:
+    """The re-crawl schedule's near-duplicate signature of a page: ``simhash`` of its visible text (the
+    embedded crawl and the fleet's crawl-db update job both use this one)."""
+    return simhash(visible_text(body, content_type))
+
+
 def fingerprint(body: bytes, content_type: str = "") -> Fingerprint:
     text = visible_text(body, content_type)
     return Fingerprint(content_digest(body), simhash(text), len(text.split()))

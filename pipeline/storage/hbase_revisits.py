@@ -2,17 +2,19 @@
 
 The due index is its own table, ``{prefix}_due``: key = next fetch (8-byte big-endian double) | row key,
 so ``requeue_due`` is one bounded scan from the start of the table; the URL's state lives in the crawl db's
-``m:R`` cell. See :class:`pipeline.storage.base.Store` for the contracts.
+``m:R`` cell. The Poisson policy's per-host histograms live in the meta table (``get_host_rates``,
+``add_host_rates``: ``jobs/recrawl.py`` calls them with the store). See :class:`pipeline.storage.base.Store` for the contracts.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 from pipeline.storage.base import Revisit, UrlState
-from pipeline.storage.hbase_cells import _I, due_key, pending_key, revisit_cell, revisit_from
+from pipeline.storage.hbase_cells import _D, _I, due_key, pending_key, revisit_cell, revisit_from
 from pipeline.storage.rowkey import row_key
 
 
@@ -81,3 +83,49 @@ def put_revisits(self: HBaseStore, items: Sequence[tuple[str, Revisit]]) -> int:
 def get_revisit(self: HBaseStore, url: str) -> Revisit | None:
     row = self._call(lambda c: c.table("crawldb").row(row_key(url), columns=[b"m:R"]))
     return revisit_from(row.get(b"m:R")) if row else None
+
+
+# --- the Poisson policy's per-host histograms (pipeline.frontier.hostrates), for the fleet's update job ----
+# One meta row per host, b"hr:" + host: counters c:<key> (URLs per rate bucket, key "p" = not estimated yet),
+# added with increments so that concurrent map tasks add up; the solve state m:mu, m:at (doubles) and m:dirty
+# (b"1"/b"0"), last write wins (any writer's solve is a valid one for the histogram it read).
+_HOST_ROW = b"hr:"
+
+
+def get_host_rates(
+    self: HBaseStore, hosts: Sequence[str]
+) -> dict[str, tuple[dict[str, int], float | None, float | None, bool]]:
+    """Per host that has a row: (counts by key text, mu or None, solved-at or None, dirty)."""
+    rows = self._rows("meta", [_HOST_ROW + h.encode() for h in dict.fromkeys(hosts)])
+    out = {}
+    for key, row in rows.items():
+        counts = {c[2:].decode(): _long(v) for c, v in row.items() if c.startswith(b"c:")}
+        mu = _D.unpack(row[b"m:mu"])[0] if len(row.get(b"m:mu", b"")) == 8 else None
+        at = _D.unpack(row[b"m:at"])[0] if len(row.get(b"m:at", b"")) == 8 else None
+        out[key[len(_HOST_ROW) :].decode()] = (counts, mu, at, row.get(b"m:dirty") == b"1")
+    return out
+
+
+def add_host_rates(
+    self: HBaseStore,
+    deltas: dict[str, dict[str, int]],
+    solved: dict[str, tuple[float | None, float, bool]],
+) -> None:
+    """Adds ``deltas`` (host -> key text -> URLs) to the counters and writes each host's (mu, solved-at,
+    dirty); a mu of None deletes nothing and writes no m:mu (the default mu stays)."""
+    self._increment(
+        ("meta", _HOST_ROW + h.encode(), b"c:" + k.encode(), n)
+        for h, ks in deltas.items()
+        for k, n in ks.items()
+    )
+    puts = []
+    for h, (mu, at, dirty) in solved.items():
+        cells = {b"m:dirty": b"1" if dirty else b"0"}
+        if mu is not None and math.isfinite(at):
+            cells[b"m:mu"], cells[b"m:at"] = _D.pack(mu), _D.pack(at)
+        puts.append((_HOST_ROW + h.encode(), cells))
+    self._put("meta", puts)
+
+
+def _long(value: bytes) -> int:
+    return int.from_bytes(value, "big", signed=True) if len(value) == 8 else 0

@@ -1,11 +1,11 @@
 """An idealised, offline simulation of the freshness bench (#23 point 8): no crawler, no HTTP.
 
 Each host fetches one URL every hosts/budget seconds (exactly the bench's per-host budget), always the URL
-with the earliest next fetch (work-conserving), and the schedule is the crawler's own: ``Schedule.plan``
-for each fetch and, under the Poisson policy, each host's ``mu`` solved as ``pipeline.crawl.revisits``
-does. What a fetch sees comes from the living web's change function (``living.state``): a content change
-is a new digest, a cosmetic one is not (as with the bench's simhash), Last-Modified is the last byte change
-truncated to the second. Freshness is sampled after every fetch once ``warmup`` wall seconds have passed.
+with the earliest next fetch (work-conserving), and the schedule is the crawler's own:
+``pipeline.frontier.hostrates.plan`` for each fetch (``Schedule.plan`` with, under the Poisson policy, the
+host's ``mu``), as both crawl scales do. What a fetch sees comes from the living web's change function
+(``living.state``): a content change is a new digest, a cosmetic one is not (as with the bench's
+simhash), Last-Modified is the last byte change truncated to the second. Freshness is sampled after every fetch once ``warmup`` wall seconds have passed.
 
     python -m pipeline.harness.bench.freshsim [measured|classic] [WARMUP_S END_S]
 
@@ -19,8 +19,9 @@ import math
 import statistics
 import sys
 
-from pipeline.crawl.revisits import MU_EVERY_S, HostRates, rate_bucket
-from pipeline.frontier.schedule import Observation, Schedule, revisit_rate, solve_mu
+from pipeline.frontier import hostrates
+from pipeline.frontier.hostrates import HostRates
+from pipeline.frontier.schedule import Observation, Schedule
 from pipeline.harness.testbed.living import CONTENT_CLASSES, MEASURED, Living, state
 from pipeline.settings.recrawl import RecrawlSettings
 from pipeline.storage.base import Revisit
@@ -52,20 +53,9 @@ def simulate(policy: str, living: Living, *, warmup: float, end: float) -> float
                 fetched_at=t, status=200, digest=str(s.version) if s.cls in CONTENT_CLASSES else "same",
                 modified_at=math.floor(living.wall_time(s.modified_at)),
             )  # fmt: skip
-            mu = None
-            if schedule.poisson:
-                if rates.dirty and t - rates.solved_at >= MU_EVERY_S:
-                    hist = rates.histogram(1 / cycle)
-                    rates.mu, rates.solved_at, rates.dirty = (
-                        solve_mu(hist, BUDGET / HOSTS, low=LOW, high=HIGH),
-                        t,
-                        False,
-                    )
-                mu = rates.mu
-            _, rv = schedule.plan(revisits.get(m), obs, url=f"u{m}", host="h", mu=mu)
-            if schedule.poisson:
-                known = rv.fetches - 1 >= cfg.min_observations and revisit_rate(rv) > 0
-                rates.buckets[m], rates.dirty = (rate_bucket(revisit_rate(rv)) if known else None), True
+            _, rv = hostrates.plan(
+                schedule, rates, revisits.get(m), obs, url=f"u{m}", host="h", budget_rps=BUDGET / HOSTS
+            )
             revisits[m], due[m], copy[m] = rv, rv.next_fetch, s.version
             t += HOSTS / BUDGET
             if t >= warmup:
