@@ -17,9 +17,13 @@ The crawl runs twice on the same web:
 - **n_i**: S3's sizing (``dispatch.n_min``/``n_max`` wide open), and
 - **equal batches**: every batch k URLs (``n_min = n_max = k``), the baseline.
 
-Round r is the r-th batch of every node (the first ``--warmup-rounds`` left out: n(0) = k while the
-nodes have no history). Its spread is max/min of the three batches' completion times (``elapsed_s``
-of the nodes' reports, as the dispatcher journals them in fleet-events.jsonl). S3's goal: batches of
+Round r is the r-th batch of every node. Its spread is max/min of the three batches' completion times
+(``elapsed_s`` of the nodes' reports, as the dispatcher journals them in fleet-events.jsonl). The
+warm-up ends when every node's batch size has settled (``s3rounds.py``: >= ``--settle-min-batches``
+batches behind it and its sizes as issued within ``--settle-tolerance`` over its last ``--settle-span``
+rounds; a batch the frontier cut short keeps it going), by the same rule for n_i and for equal batches;
+the JSON lists every round, warm-up included, with its sizes, times and why it did not count.
+``--warmup-rounds N`` brings back session 10's fixed warm-up (to repeat its runs). S3's goal: batches of
 nodes of different speed finish at about the same time; ours: median spread <= 1.25 with n_i and at
 least 2x better than equal batches. The simulation (``bench dispatch``) stays a unit check.
 """
@@ -28,7 +32,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import statistics
+import os
 import tempfile
 import time
 from collections import defaultdict
@@ -37,6 +41,7 @@ from typing import Any
 
 from pipeline.harness.bench.amqp import private_vhost
 from pipeline.harness.bench.jobs import machine
+from pipeline.harness.bench.s3rounds import WarmupRule, finished, judge, node_batches
 from pipeline.harness.bench.throttle import Paths
 from pipeline.harness.faults.bed import Bed
 from pipeline.harness.faults.fleet import FleetRig
@@ -53,7 +58,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--rounds", type=int, default=12, help="rounds counted per configuration (after the warm-up)"
     )
     p.add_argument(
-        "--warmup-rounds", type=int, default=6, help="first rounds left out (n(0) = k, no history yet)"
+        "--warmup-rounds",
+        type=int,
+        default=None,
+        help="a fixed warm-up of this many rounds (session 10's rule) instead of waiting until settled",
+    )
+    p.add_argument(
+        "--settle-min-batches", type=int, default=3, help="batches behind every node before a round counts"
+    )
+    p.add_argument(
+        "--settle-span", type=int, default=3, help="rounds over which a node's batch size must hold"
+    )
+    p.add_argument(
+        "--settle-tolerance", type=float, default=0.10, help="how far sizes may differ then (max/min - 1)"
+    )
+    p.add_argument(
+        "--max-warmup-rounds", type=int, default=40, help="warm-up cap; later rounds count, flagged"
     )
     p.add_argument("--timeout-s", type=float, default=600.0, help="longest a configuration may run")
     p.add_argument("--hosts", type=int, default=120, help="testbed hosts")
@@ -118,24 +138,9 @@ class CpuGroup:
             pass
 
 
-def spreads(done: list[dict[str, Any]], nodes: list[str], *, skip: int,
-            issued: dict[int, float] | None = None) -> list[float]:  # fmt: skip
-    """max/min completion time of the r-th batch of every node, for each round r >= ``skip`` all nodes
-    reached. The time is the node's ``elapsed_s`` (its fetch), or with ``issued`` (serial -> issue
-    time) the dispatcher's wall time from issue to report (queueing, fetch, storing and reply)."""
-    by_node: dict[str, list[float]] = defaultdict(list)
-    for ev in done:
-        took = (
-            float(ev["t"]) - issued[ev["serial"]]
-            if issued and ev.get("serial") in issued
-            else ev.get("elapsed_s", 0)
-        )
-        if ev.get("pages", 0) > 0 and took > 0:
-            by_node[ev["node"]].append(float(took))
-    rounds = min((len(by_node[n]) for n in nodes), default=0)
-    return [
-        max(by_node[n][r] for n in nodes) / min(by_node[n][r] for n in nodes) for r in range(skip, rounds)
-    ]
+def warmup_rule(args: argparse.Namespace) -> WarmupRule:
+    return WarmupRule(min_batches=args.settle_min_batches, span=args.settle_span, tolerance=args.settle_tolerance,
+                      max_rounds=args.max_warmup_rounds, fixed=args.warmup_rounds)  # fmt: skip
 
 
 def _crawl(bed: Bed, broker: str, workdir: Path, args: argparse.Namespace, *, equal: bool) -> dict[str, Any]:
@@ -169,10 +174,9 @@ def _crawl(bed: Bed, broker: str, workdir: Path, args: argparse.Namespace, *, eq
         rig.env = base_env
         start = time.time()
         rig.start_dispatcher()
-        want = args.rounds + args.warmup_rounds
+        rule = warmup_rule(args)
         while time.time() - start < args.timeout_s and rig.dispatcher.running:
-            done = [ev for ev in rig.events() if ev["ev"] == "done"]
-            if len(spreads(done, nodes, skip=0)) >= want:
+            if finished(judge(node_batches(rig.events(), nodes), nodes, rule), rounds=args.rounds, rule=rule):
                 break
             for g in groups:
                 g.adopt()  # the worker's children (Celery's pool) join their node's cgroup
@@ -185,20 +189,22 @@ def _crawl(bed: Bed, broker: str, workdir: Path, args: argparse.Namespace, *, eq
         if paths is not None:
             paths.close()
     events = rig.events()
-    done = [ev for ev in events if ev["ev"] == "done"]
-    issued = {int(ev["serial"]): float(ev["t"]) for ev in events if ev["ev"] == "issue"}
-    per_round = spreads(done, nodes, skip=args.warmup_rounds)
-    per_round_wall = spreads(done, nodes, skip=args.warmup_rounds, issued=issued)
+    j = judge(node_batches(events, nodes), nodes, warmup_rule(args))
+    counted = j.counted
+    med, med_wall = j.median(), j.median(wall=True)
     sizes: dict[str, list[int]] = defaultdict(list)
-    for ev in rig.events():
+    for ev in events:
         if ev["ev"] == "issue":
             sizes[ev["node"]].append(int(ev["n"]))
     return {
-        "equal_batches": equal, "wall_s": round(end - start, 1), "rounds": len(per_round),
-        "median_spread": round(statistics.median(per_round), 3) if per_round else None,
-        "spreads": [round(x, 3) for x in per_round],
-        "median_spread_wall": round(statistics.median(per_round_wall), 3) if per_round_wall else None,
-        "spreads_wall": [round(x, 3) for x in per_round_wall],
+        "equal_batches": equal, "wall_s": round(end - start, 1), "rounds": len(counted),
+        "warmup_rounds": j.warmup, "settled": j.settled, "warmup_reason": j.reason,
+        "median_spread": round(med, 3) if med is not None else None,
+        "spreads": [round(r.spread, 3) for r in counted],
+        "median_spread_wall": round(med_wall, 3) if med_wall is not None else None,
+        "spreads_wall": [round(r.spread_wall, 3) for r in counted if r.spread_wall is not None],
+        "all_rounds": [r.as_json() for r in j.rounds],
+        "node_order": nodes,
         "nodes": {n: {"speed": s, "means": args.means,
                       "limit": {"cpu": f"{args.cpu_pct * s:g}% of a core", "sockets": args.sockets * s,
                                 "delay": args.delay_s * max(SPEEDS) / s,
@@ -210,6 +216,7 @@ def _crawl(bed: Bed, broker: str, workdir: Path, args: argparse.Namespace, *, eq
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    load_start = [round(x, 2) for x in os.getloadavg()]
     with tempfile.TemporaryDirectory(prefix="cf-bench-s3-") as tmp, private_vhost(args.broker) as broker:
         bed = Bed.start(args.hosts, args.pages, seed=args.seed, workdir=Path(tmp) / "tb")
         try:
@@ -223,6 +230,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "bench": "s3", "machine": machine(), "k": args.k, "delay_s": args.delay_s, "speeds": list(SPEEDS),
         "means": args.means, "kbps_1x": args.kbps if args.means == "bandwidth" else None,
+        "warmup_rule": {"fixed_rounds": args.warmup_rounds, "min_batches": args.settle_min_batches,
+                        "span": args.settle_span, "tolerance": args.settle_tolerance,
+                        "max_rounds": args.max_warmup_rounds},
+        "load_avg_1_5_15": {"start": load_start, "end": [round(x, 2) for x in os.getloadavg()]},
         "n_i": ni, "equal": eq, "median_spread_n_i": m_ni, "median_spread_equal": m_eq,
         "times_better_than_equal": better,
         "median_spread_wall_n_i": w_ni, "median_spread_wall_equal": w_eq,
