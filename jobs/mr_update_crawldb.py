@@ -9,7 +9,9 @@ Output: JSON lines of the URLs that became PENDING.
 
 Re-crawling (issue #23): when the store's meta holds the crawl's recrawl settings, the runner also passes
 the round's segments; their fetch results (lines with ``timings``) give each fetched URL its next fetch
-(``jobs/recrawl.py``), written with ``Store.put_revisits`` in batches of ``--batch-size``.
+(``jobs/recrawl.py``: the embedded crawl's planning function, each host's rate histogram in the store),
+written with ``Store.put_revisits`` in batches of ``--batch-size``; a sitemap among them makes the known pages
+whose ``lastmod`` is newer than their stored copy due (``recrawl.apply_lastmods``).
 
 Idempotent rounds (#18 point 6): ``--round-id`` tags every in-link count the mappers write with the round
 (``Store.set_link_round``: HBase ``m:L``, SQLite ``link_rounds``), so a round killed inside its merge and run
@@ -105,6 +107,10 @@ class MRUpdateCrawlDb(MRJob):
         if self.schedule is not None and batch:
             self.increment_counter(
                 "recrawl", "scheduled", recrawl.schedule_results(self.store, self.schedule, batch)
+            )
+            # after the batch's own fetches are scheduled: a page fetched after its sitemap stays as it is
+            self.increment_counter(
+                "recrawl", "lastmod_due", recrawl.apply_lastmods(self.store, self.schedule, batch)
             )
 
     def merger_final(self) -> Iterator[tuple[None, dict[str, Any]]]:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from fetchers.records import FetchResult
 from fetchers.report import RETRY_LATER
+from jobs.sitemap_links import sitemap_lastmods
 from pipeline.frontier import hostrates
 from pipeline.frontier.hostrates import HostRates, decode_key, encode_key
 from pipeline.frontier.observation import observe
@@ -164,3 +165,20 @@ def schedule_results(store: Store, schedule: Schedule, results: Iterable[FetchRe
     if book is not None:
         book.save()
     return written
+
+
+def apply_lastmods(store: Store, schedule: Schedule, results: Iterable[FetchResult]) -> int:
+    """Sitemap ``lastmod`` into the schedule (issue #23 point 4): for each sitemap result among
+    ``results``, every known URL it lists whose lastmod is after its stored copy's fetch becomes due at the
+    sitemap's fetch time (``Schedule.on_lastmod``; not already due, else left). Idempotent: a replayed
+    sitemap finds those URLs due already. Returns how many states were written."""
+    due: dict[str, Revisit] = {}
+    for result in results:
+        for url, lastmod in sitemap_lastmods(result):
+            prev = due.get(url) or store.get_revisit(url)
+            if prev is None:
+                continue  # not in the crawl db yet: the link job adds it as a new URL
+            moved = schedule.on_lastmod(prev, lastmod, now=result.fetched_at)
+            if moved is not None:
+                due[url] = moved
+    return store.put_revisits(list(due.items())) if due else 0

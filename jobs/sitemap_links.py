@@ -17,7 +17,11 @@ extraction. Stateless, so the walk's limits become rules on single results:
 
 Returns None for any other result (the caller goes on with HTML extraction). A hostile file gives what was
 read before the problem and one counted error per file in ``stats`` (``sitemap_<error>``); nothing raises.
-Sitemap ``lastmod`` does not reach the fleet's schedule here (the embedded feed applies it).
+
+Sitemap ``lastmod`` reaches the fleet's schedule through the crawl-db update job, which reads the same
+segments: ``sitemap_lastmods`` gives a urlset's (page, lastmod) pairs on the sitemap's own site, and
+``jobs.recrawl.apply_lastmods`` makes each known page whose stored copy is older than its lastmod due at
+the sitemap's fetch time (``Schedule.on_lastmod``, as the embedded feed does).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import Protocol
 from fetchers.records import FetchResult
 from pipeline.links.filtering import Candidate
 from pipeline.links.sitemaps import SitemapLimits, parse_sitemap, robots_sitemaps, same_site
-from pipeline.urls import Scope, TrapRules, fingerprint, host_of, trap_reason
+from pipeline.urls import Scope, TrapRules, fingerprint, host_of, normalize, trap_reason
 
 
 class LinkRules(Protocol):
@@ -113,4 +117,21 @@ def _keep(
         if allowed(u) and not trap_reason(u, traps):
             out.append(Candidate(u, fingerprint(u), host_of(u), depth, source))
     _count(stats, "sitemap_urls", len(out))
+    return out
+
+
+def sitemap_lastmods(
+    result: FetchResult, *, stats: MutableMapping[str, int] | None = None
+) -> list[tuple[str, float]]:
+    """(normalized page URL, lastmod epoch s) of the entries with a ``lastmod`` of a urlset sitemap result,
+    on the sitemap's own site (another site's pages get no say from this file); [] for robots.txt, an
+    index, a non-sitemap or a failed result. A broken file gives what was read before the problem."""
+    if not result.ok or not result.body or result.status != 200 or not is_sitemap_like(result):
+        return []
+    if _path(result.url).lower() == "/robots.txt":
+        return []
+    url = result.final_url or result.url
+    parsed = parse_sitemap(result.body, url=url, in_scope=same_site(url))
+    out = [(normalize(e.loc) or e.loc, e.lastmod) for e in parsed.entries if e.lastmod is not None]
+    _count(stats, "sitemap_lastmods", len(out))
     return out

@@ -67,3 +67,22 @@ def test_other_results_fall_through_to_html_extraction() -> None:
     not_sitemap = _result("/feed.xml", b"<html><body>hi</body></html>", ctype="application/xml")
     assert sitemap_candidates(not_sitemap, RULES) is None
     assert sitemap_candidates(_result("/robots.txt", b"", ctype="text/plain", status=404), RULES) is None
+
+
+def test_lastmods_of_a_urlset_on_its_own_site_only() -> None:
+    from jobs.sitemap_links import sitemap_lastmods
+
+    body = _urlset("/p/0", "/p/1").replace(
+        b"</urlset>", b"<url><loc>http://other.test/x</loc><lastmod>2026-01-03</lastmod></url>"
+        b"<url><loc>" + SITE.encode() + b"/p/2</loc></url></urlset>"
+    )  # fmt: skip
+    stats: dict[str, int] = {}
+    got = sitemap_lastmods(_result("/sitemap.xml", body, ctype="application/xml"), stats=stats)
+    assert [u for u, _ in got] == [f"{SITE}/p/0", f"{SITE}/p/1"]  # no lastmod for /p/2; other.test ignored
+    assert {lm for _, lm in got} == {1767312000.0} and stats["sitemap_lastmods"] == 2  # 2026-01-02T00:00Z
+    gz = _result("/s.xml.gz", gzip.compress(_urlset("/p/3")), ctype="application/gzip")
+    assert [u for u, _ in sitemap_lastmods(gz)] == [f"{SITE}/p/3"]
+    robots = f"Sitemap: {SITE}/sitemap.xml\n".encode()
+    assert sitemap_lastmods(_result("/robots.txt", robots, ctype="text/plain")) == []
+    assert sitemap_lastmods(_result("/sitemap.xml", body, ctype="application/xml", status=404)) == []
+    assert sitemap_lastmods(_result("/sitemap.xml", b"<html>not xml", ctype="application/xml")) == []
