@@ -31,6 +31,7 @@ from pipeline.crawl.discoveries import Discoveries
 from pipeline.crawl.durable import Durable
 from pipeline.crawl.opening import frontier_limits, rebuild_from_store, store_seeds
 from pipeline.crawl.outcome import is_final, outcome_of, state_of
+from pipeline.crawl.refills import Refills
 from pipeline.crawl.revisits import Recrawler
 from pipeline.dispatch.dispatcher import Dispatcher
 from pipeline.dispatch.protocols import Heartbeat, Refusal
@@ -77,6 +78,7 @@ class CrawlCore:
         quotas: Quotas | None = None,
         write_behind: bool = False,
         outcomes_by_nodes: bool = False,
+        background_refills: bool = False,
     ) -> None:
         self.settings = settings
         self.durable = Durable(settings, store, out_dir, write_behind=write_behind)
@@ -116,9 +118,12 @@ class CrawlCore:
         self._outcomes: list[Outcome] = []
         self._issued = 0
         self.dropped_results = 0
-        self.refills = [0, 0]  # store reads of a host's pending URLs: [all fitted the window, more than it]
         # Re-crawling and sitemaps (issue #23, pipeline/crawl/revisits.py); None in a one-shot crawl.
         self.recrawl = Recrawler.of(settings, self.store, self.scope, clock)
+        # Refills read on a thread of their own when asked and the store can (pipeline/crawl/refills.py); a
+        # re-crawl reads in line (its reads note validators).
+        many = getattr(store, "pending_many", None) if background_refills and self.recrawl is None else None
+        self.refiller = Refills(self.frontier, (self.recrawl or self.store).pending, read_many=many)
         if resume:
             self._resume()
         self._add_seeds(seeds)
@@ -192,19 +197,9 @@ class CrawlCore:
         return offered
 
     def _refill(self) -> None:
-        wanted = self.frontier.wants_refill()
-        if not wanted:
-            return
-        # A released host's finished URLs must be DONE in the store before its pending rows are read.
-        self._flush_store()
-        # Outcomes still on the writer's queue: the store shows those URLs PENDING, but they are done.
-        # Taken before the reads (see WriteBehind.unapplied_ids).
-        done = self.durable.unapplied_ids()
-        window = self.frontier.limits.window_per_host
-        for host in wanted:
-            records = (self.recrawl or self.store).pending(host, window + 1)  # a re-fetch's validators noted
-            self.refills[len(records) > window] += 1  # [within the window, spilled past it]
-            self.frontier.refill(host, records, done=done)
+        # A released host's finished URLs must be DONE in the store before its pending rows are read, and
+        # outcomes still on the writer's queue are skipped (the store shows those URLs PENDING).
+        self.refiller.run(flush=self._flush_store, done_ids=self.durable.unapplied_ids)
 
     # --- results -----------------------------------------------------------------------------------
     def on_result(self, result: FetchResult, *, stored: bool = False) -> None:
@@ -387,11 +382,12 @@ class CrawlCore:
             out.update(self.recrawl.summary())
         out["store"] = self.store.counts()
         out["dedup"] = dataclasses.asdict(self.seen.stats)
-        out["frontier"] = {"refills": sum(self.refills), "refills_past_window": self.refills[1],
+        out["frontier"] = {"refills": sum(self.refiller.counts), "refills_past_window": self.refiller.counts[1],
                            "activations": self.frontier.at_work.activations}  # fmt: skip
         return out
 
     def close(self) -> None:
+        self.refiller.close()
         self.seen.flush()  # buffered in-link increments: advisory (priority), so after the last links
         self.flush()
         self.durable.close()

@@ -87,6 +87,7 @@ class Frontier:
             if self.limits.max_pages_per_host and hs.issued >= self.limits.max_pages_per_host:
                 continue  # host capped: the URL stays PENDING in the store, never leased
             hs.pending += 1
+            hs.epoch += 1
             self._pending_total += 1
             if not hs.active:
                 self.at_work.enlist(hs)
@@ -108,6 +109,7 @@ class Frontier:
         if self.limits.max_pages_per_host and hs.issued >= self.limits.max_pages_per_host:
             return  # host capped: the URLs stay PENDING in the store, never leased
         hs.pending += count
+        hs.epoch += 1
         self._pending_total += count
         hs.complete = False
         if not hs.active:
@@ -119,28 +121,46 @@ class Frontier:
         hs = self._state(host)
         self._pending_total += pending - hs.pending
         hs.pending = pending
+        hs.epoch += 1
         hs.window.clear()
         hs.complete = pending == 0
         if pending and not hs.active:
             self.at_work.enlist(hs)
         self._push(hs)
 
-    def wants_refill(self, limit: int = 64) -> list[str]:
-        """Active hosts whose window is empty but which still have pending URLs in the store."""
+    def wants_refill(self, limit: int = 64, *, skip: Container[str] = frozenset()) -> list[str]:
+        """Active hosts whose window is empty but which still have pending URLs in the store (not those
+        in ``skip``: reads already asked for)."""
         out = []
         for hs in self.at_work:
-            if not hs.window and not hs.complete and not hs.leased_to and hs.pending > 0:
+            if (
+                not hs.window
+                and not hs.complete
+                and not hs.leased_to
+                and hs.pending > 0
+                and hs.host not in skip
+            ):
                 out.append(hs.host)
                 if len(out) >= limit:
                     break
         return out
 
-    def refill(self, host: str, records: Sequence[UrlRecord], *, done: Container[int] = frozenset()) -> None:
+    def refill(
+        self,
+        host: str,
+        records: Sequence[UrlRecord],
+        *,
+        done: Container[int] = frozenset(),
+        epoch: int | None = None,
+    ) -> None:
         """Load the host's shallowest pending URLs (``store.pending(host, window_per_host + 1)``).
 
         ``done``: URL ids the store may still show PENDING although their outcome is on its way to it
         (a write-behind queue); they are skipped, but still count when deciding whether ``records``
         held every pending URL of the host.
+        ``epoch``: the host's ``HostState.epoch`` when the read was asked for (a read on another thread,
+        ``pipeline.crawl.refills``). If URLs joined the host since, the read may not hold them: the URLs
+        read are loaded, but the window stays incomplete (the next refill reads the rest).
         """
         hs = self._hosts[host]
         if hs.leased_to or hs.window or not hs.active:
@@ -151,7 +171,7 @@ class Frontier:
             keep = sorted(keep, key=_score)
         for r in keep:
             hs.window.append(r.url, r.url_id, r.depth)
-        hs.complete = len(records) <= self.limits.window_per_host
+        hs.complete = len(records) <= self.limits.window_per_host and (epoch is None or epoch == hs.epoch)
         # The store is the truth: fix a drifted count (e.g. URLs finished by a replayed journal).
         if hs.complete:
             self._pending_total += len(keep) - hs.pending
@@ -248,6 +268,7 @@ class Frontier:
         for t in reversed(tasks):  # appendleft in reverse keeps the original order
             hs = self._state(host_of(t.url))
             hs.pending += 1
+            hs.epoch += 1
             self._pending_total += 1
             if not hs.active:
                 self.at_work.enlist(hs)

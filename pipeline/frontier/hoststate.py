@@ -26,6 +26,9 @@ class HostState:
     active: bool = False  # holds a window and may be leased (pipeline.frontier.activehosts)
     session: int = 0  # URLs leased since the host was last activated
     waiting: bool = False  # queued for activation
+    # Bumped whenever URLs join the host's pending set (add, add_pending, requeue, restore): a refill
+    # read before a bump may miss them, so it must not mark the window complete (Frontier.refill).
+    epoch: int = 0
 
     def __post_init__(self) -> None:
         self.window = HostQueue(self.host)

@@ -42,7 +42,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 import happybase
-from Hbase_thrift import AlreadyExists, IllegalArgument, TIncrement
+from Hbase_thrift import AlreadyExists, IllegalArgument, TIncrement, TScan
 from tenacity import Retrying, before_sleep_log, retry_if_exception, stop_after_delay, wait_exponential_jitter
 from thriftpy2.thrift import TException
 
@@ -53,12 +53,14 @@ from pipeline.storage.hbase_cells import (
     _I,
     _Q,
     LINK_ROUND,
+    REFILL_COLS,
     URL_COLS,
     _long,
     due_key,
     page_cells,
     page_record,
     pending_key,
+    refill_record,
     revisit_cell,
     url_cells,
     url_record,
@@ -249,6 +251,56 @@ class HBaseStore(Store):
             if len(keys) < want:
                 break
             start = keys[-1] + b"\x00"
+        return out
+
+    def pending_many(self, hosts: Sequence[str], limit: int) -> dict[str, list[UrlRecord]]:
+        """``pending(host, limit)`` for several hosts in few round trips, for the frontier's refills.
+
+        Per host one scanner (open, one read of ``limit`` rows, close: a read that returns fewer rows
+        than asked ends the scan, so no empty read follows), then one multi-get of the crawl-db rows of
+        every host's keys. The records carry what a refill uses (URL, id, host, depth, in-links), not a
+        re-crawl state (a re-crawl reads ``pending``). A host with a stale pending row in a full read is
+        read again with ``pending``, which skips and removes such rows.
+        """
+        table = self._names["pending"]
+
+        def scan(c: happybase.Connection) -> dict[str, list[bytes]]:
+            out: dict[str, list[bytes]] = {}
+            for host in hosts:
+                prefix = authority_key(host) + b"|"
+                spec = TScan(startRow=prefix, stopRow=_stop_key(prefix), columns=[b"p:x"], caching=limit)
+                sid = c.client.scannerOpenWithScan(table, spec, {})
+                try:
+                    out[host] = [r.row for r in c.client.scannerGetList(sid, limit)]
+                finally:
+                    c.client.scannerClose(sid)
+            return out
+
+        keys_of = self._call(scan)
+        url_keys = {pkey: pkey[pkey.index(b"|") + 3 :] for keys in keys_of.values() for pkey in keys}
+        crawldb = self._names["crawldb"]
+        rows: dict[bytes, dict[bytes, bytes]] = {}
+        chunk = list(url_keys.values())
+        for i in range(0, len(chunk), 5000):
+            part = chunk[i : i + 5000]
+            got = self._call(lambda c, k=part: c.client.getRowsWithColumns(crawldb, k, REFILL_COLS, {}))  # type: ignore[misc]
+            rows.update((r.row, {col: cell.value for col, cell in r.columns.items()}) for r in got)
+        out: dict[str, list[UrlRecord]] = {}
+        stale: list[bytes] = []
+        again: list[str] = []
+        for host, keys in keys_of.items():
+            records = out[host] = []
+            for pkey in keys:
+                row = rows.get(url_keys[pkey])
+                if row and row[b"m:s"][0] == UrlState.PENDING:
+                    records.append(refill_record(row))
+                elif row:  # done already (a crash between the state write and the pending row's delete)
+                    stale.append(pkey)
+            if len(keys) >= limit and len(records) < len(keys):
+                again.append(host)  # more rows may follow the stale ones
+        self._delete("pending", stale)
+        for host in again:
+            out[host] = self.pending(host, limit)
         return out
 
     def pending_hosts(self, limit: int = 1_000_000) -> list[tuple[str, int]]:

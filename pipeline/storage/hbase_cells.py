@@ -29,6 +29,8 @@ URL_COLS = [
     b"m:e",
     b"m:R",
 ]
+# What a frontier refill reads of a pending URL's crawl-db row (``HBaseStore.pending_many``).
+REFILL_COLS = [b"m:u", b"m:i", b"m:h", b"m:d", b"m:s", b"m:n"]
 _REVISIT_FIELDS = ("next_fetch", "interval", "etag", "last_modified", "digest", "simhash", "changes", "fetches",
                    "fetched_at")  # fmt: skip
 
@@ -58,6 +60,12 @@ def url_record(row: dict[bytes, bytes]) -> UrlRecord:
         _I.unpack(row[b"m:c"])[0], g(b"m:g", b"").decode(), _I.unpack(row[b"m:r"])[0], g(b"m:e", b"").decode(),
         revisit_from(g(b"m:R")),
     )  # fmt: skip
+
+
+def refill_record(row: dict[bytes, bytes]) -> UrlRecord:
+    """A PENDING URL from the ``REFILL_COLS`` of its crawl-db row (what a frontier window holds)."""
+    return UrlRecord(row[b"m:u"].decode(), _long(row.get(b"m:i")), row.get(b"m:h", b"").decode(),
+                     _I.unpack(row[b"m:d"])[0], UrlState.PENDING, inlinks=_long(row.get(b"m:n")))  # fmt: skip
 
 
 def page_cells(p: PageRecord, url_id: int) -> dict[bytes, bytes]:

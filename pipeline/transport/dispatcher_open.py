@@ -77,7 +77,7 @@ class CrawlOpening:
         if self._stopping:
             return []
         self.core = CrawlCore(self.settings, store, seeds=self.seeds, out_dir=self.out_dir, clock=self.clock,
-                              resume=self.resume, outcomes_by_nodes=True,
+                              resume=self.resume, outcomes_by_nodes=True, background_refills=True,
                               quotas=Quotas.from_settings_file(self.settings.dispatch.quotas_file))  # fmt: skip
         if self.resume:  # S1: what the predecessor granted this minute still counts
             for vfid, n in granted_this_minute(self.out_dir / "fleet-events.jsonl", self.clock()).items():

@@ -1,4 +1,5 @@
 """The fleet dispatcher's periodic work, every ``tick_s`` of its loop (a quarter heartbeat period, at most 0.5 s): a mixin of ``FleetDispatcher``.
+It also says when the loop runs its next dispatch round without a message (``_retry_after``).
 
 Contract of ``_tick``: the core's liveness sweep and lease expiry (its stats row to stats.jsonl), our
 side of every batch the core expired closed (``_forget_fetcher``), S1's serial table made equal to
@@ -15,12 +16,18 @@ from typing import IO, Any
 
 from pipeline.crawl.core import CrawlCore
 from pipeline.observe.metrics import LatestSnapshot, MetricsServer
+from pipeline.settings import Settings
 from pipeline.transport.fleet_nodes import FleetNodes
 from pipeline.transport.fleet_state import FleetCounters, Issued
 from pipeline.transport.linkprogress import LinkProgress
 from pipeline.transport.serialcheck import SerialTable
 
 log = logging.getLogger(__name__)
+
+# With idle slots, a dispatch round that issued nothing is tried again without a message only when
+# something may free work by then (``_retry_after``): a refill read in flight (checked every RETRY_S),
+# the frontier's next ready host (a politeness delay ending), or S1's next second (its u grows with s).
+RETRY_S = 0.02
 
 
 class Periodic:
@@ -35,6 +42,8 @@ class Periodic:
     fleet: FleetNodes
     links: LinkProgress
     serials: SerialTable
+    settings: Settings
+    tick_s: float
     _issued: dict[int, Issued]
     _busy: dict[str, int]
     _metrics: MetricsServer | None
@@ -82,3 +91,21 @@ class Periodic:
         fields = self.links.warn_if_silent(service=self.service, out_dir=str(self.out_dir))
         if fields is not None:
             self._event("links_silent", **fields)
+
+    def _retry_after(self, *, s1_said_no: bool) -> float:
+        """Seconds until a dispatch round may issue what this one could not, with no message between:
+        RETRY_S while refill reads are in flight, the wait for the frontier's next ready host, the rest
+        of the second when S1 or a quota said no (both change with the second), else a tick (only a
+        message, a reply releasing hosts or a links report adding URLs, can free work then)."""
+        core = self.core
+        assert core is not None
+        if core.refiller.in_flight:
+            return RETRY_S
+        clock = self.clock()
+        to_next_second = 1.0 - (clock % 1.0) + 0.001
+        if s1_said_no or self.settings.dispatch.quotas_file:
+            return to_next_second
+        ready = core.frontier.next_ready_at()
+        if ready is not None:
+            return max(RETRY_S, ready - clock)  # a host already ready but not leased (per-IP cap): poll
+        return self.tick_s
