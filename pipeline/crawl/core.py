@@ -383,7 +383,8 @@ class CrawlCore:
         out["store"] = self.store.counts()
         out["dedup"] = dataclasses.asdict(self.seen.stats)
         out["frontier"] = {"refills": sum(self.refiller.counts), "refills_past_window": self.refiller.counts[1],
-                           "activations": self.frontier.at_work.activations}  # fmt: skip
+                           "activations": self.frontier.at_work.activations,
+                           "background_reads": self.refiller.reader.reads if self.refiller.reader else 0}  # fmt: skip
         return out
 
     def close(self) -> None:

@@ -57,7 +57,7 @@ class RefillReader:
         self.in_flight: dict[str, int] = {}  # host -> epoch of its outstanding request
         self._requests: queue.SimpleQueue[_Request | None] = queue.SimpleQueue()
         self._results: queue.SimpleQueue[list[Read] | BaseException] = queue.SimpleQueue()
-        self.reads = 0  # requests answered (each one covers several hosts)
+        self.reads = 0  # reads made (each covers every host asked for since the last one)
         self._thread = threading.Thread(target=self._run, name="refill-reader", daemon=True)
         self._thread.start()
 
@@ -106,6 +106,7 @@ class RefillReader:
             try:
                 hosts = [h for r in batch for h, _ in r.hosts]
                 got = self._read(hosts, self._limit)
+                self.reads += 1
                 self._results.put(
                     [Read(h, e, list(got.get(h, ())), r.done) for r in batch for h, e in r.hosts]
                 )

@@ -57,6 +57,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the crawl store of both runs (hbase: settings' Thrift server, a throwaway prefix)",
     )
     p.add_argument("--runner", default="inline", help="mrjob runner of the link jobs (crawlfleet links)")
+    p.add_argument("--link-max-segments", type=int, default=0,
+                   help="segments per link-jobs micro-batch (crawlfleet links --max-segments; 0 = its default)")  # fmt: skip
 
 
 def _env(tb: TestbedProcess, broker_url: str, service: str, store: str) -> dict[str, str]:
@@ -178,9 +180,11 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str) -> dict[str
             _wait_heartbeats(broker_url, set(nodes), timeout_s=120)
             out = workdir / "fleet"
             log = open(workdir / "links.log", "wb")  # noqa: SIM115 - owned by the process
-            links = subprocess.Popen(_cli("links", "--out", str(out), "--runner", args.runner, "--work-dir",
-                                          str(workdir / "jobs-work"), "--log-level", "INFO"),
-                                     env=env, stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+            link_cmd = _cli("links", "--out", str(out), "--runner", args.runner, "--work-dir",
+                            str(workdir / "jobs-work"), "--log-level", "INFO")  # fmt: skip
+            if args.link_max_segments:
+                link_cmd += ["--max-segments", str(args.link_max_segments)]
+            links = subprocess.Popen(link_cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
             links_trace = CpuTrace(links.pid, tree=True)  # with its extract worker process
             t0 = time.monotonic()
             cpu0 = _children_cpu()
@@ -249,6 +253,8 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str) -> dict[str
         "links_cpu_s": round(links_cpu, 2),
         "links_cpu_ms_per_page": round(1000 * links_cpu / max(1, pages), 4),
         "link_lag_s": _link_lag(events),
+        "link_max_segments": args.link_max_segments or "default",
+        "frontier": summary.get("frontier", {}),
         "idle": _idle_stats(events, f, window),
     }  # fmt: skip
 
