@@ -29,8 +29,9 @@ URL_COLS = [
     b"m:e",
     b"m:R",
 ]
-# What a frontier refill reads of a pending URL's crawl-db row (``HBaseStore.pending_many``).
-REFILL_COLS = [b"m:u", b"m:i", b"m:h", b"m:d", b"m:s", b"m:n"]
+# What a frontier refill reads of a pending URL's crawl-db row (``HBaseStore.pending_many``): the host and
+# the depth are in the pending row's key already, and every cell read costs its decoding.
+REFILL_COLS = [b"m:u", b"m:i", b"m:s", b"m:n"]
 _REVISIT_FIELDS = ("next_fetch", "interval", "etag", "last_modified", "digest", "simhash", "changes", "fetches",
                    "fetched_at")  # fmt: skip
 
@@ -62,10 +63,10 @@ def url_record(row: dict[bytes, bytes]) -> UrlRecord:
     )  # fmt: skip
 
 
-def refill_record(row: dict[bytes, bytes]) -> UrlRecord:
-    """A PENDING URL from the ``REFILL_COLS`` of its crawl-db row (what a frontier window holds)."""
-    return UrlRecord(row[b"m:u"].decode(), _long(row.get(b"m:i")), row.get(b"m:h", b"").decode(),
-                     _I.unpack(row[b"m:d"])[0], UrlState.PENDING, inlinks=_long(row.get(b"m:n")))  # fmt: skip
+def refill_record(row: dict[bytes, bytes], host: str, depth: int) -> UrlRecord:
+    """A PENDING URL of ``host`` at ``depth`` from the ``REFILL_COLS`` of its crawl-db row."""
+    return UrlRecord(row[b"m:u"].decode(), _long(row.get(b"m:i")), host, depth, UrlState.PENDING,
+                     inlinks=_long(row.get(b"m:n")))  # fmt: skip
 
 
 def page_cells(p: PageRecord, url_id: int) -> dict[bytes, bytes]:
