@@ -151,29 +151,44 @@ class Settled:
 
 
 def settled_round(
-    sizes: Sequence[Sequence[int]], *, min_batches: int, span: int, tolerance: float
+    sizes: Sequence[Sequence[int]],
+    *,
+    min_batches: int,
+    span: int,
+    tolerance: float,
+    wanted: Sequence[Sequence[int]] | None = None,
 ) -> Settled:
     """When the batch sizes of every fetcher have stopped moving.
 
     ``sizes[i][r]`` is the size of fetcher i's r-th batch (as issued). Fetcher i is settled at round r
     when it had completed at least ``min_batches`` batches before it (r >= min_batches: t_i has that
     many samples) and its sizes over rounds r - span + 1 .. r are within ``tolerance`` of each other
-    (max / min - 1 <= tolerance). The answer is the first round at which *all* fetchers are settled at
-    once; only rounds every fetcher reached are considered. Nothing after that round is judged again:
-    the caller counts every later round, whatever it looks like.
+    (max / min - 1 <= tolerance). With ``wanted`` (the size n_i asked for each batch, same shape), a
+    batch the frontier cut to less than ``wanted / (1 + tolerance)`` also keeps its span unsettled: a
+    node held at 4 URLs a batch by a short frontier has steady sizes, but not the ones its sizing
+    chose. The answer is the first round at which *all* fetchers are settled at once; only rounds every
+    fetcher reached are considered. Nothing after that round is judged again: the caller counts every
+    later round, whatever it looks like.
     """
     if min_batches < 0 or span < 1 or not tolerance >= 0.0:
         raise ValueError(
             f"need min_batches >= 0, span >= 1, tolerance >= 0; got {min_batches}, {span}, {tolerance}"
         )
+    eps = 1e-12
 
-    def ok(seq: Sequence[int], r: int) -> bool:
+    def ok(i: int, r: int) -> bool:
+        seq = sizes[i]
         if r < min_batches or r + 1 < span:
             return False
         tail = seq[r - span + 1 : r + 1]
-        return min(tail) > 0 and max(tail) / min(tail) - 1.0 <= tolerance + 1e-12
+        if wanted is not None and any(
+            n * (1.0 + tolerance) + eps < w
+            for n, w in zip(tail, wanted[i][r - span + 1 : r + 1], strict=True)
+        ):
+            return False
+        return min(tail) > 0 and max(tail) / min(tail) - 1.0 <= tolerance + eps
 
     rounds = min((len(s) for s in sizes), default=0)
-    per = tuple(next((r for r in range(len(s)) if ok(s, r)), None) for s in sizes)
-    first = next((r for r in range(rounds) if all(ok(s, r) for s in sizes)), None)
+    per = tuple(next((r for r in range(len(s)) if ok(i, r)), None) for i, s in enumerate(sizes))
+    first = next((r for r in range(rounds) if all(ok(i, r) for i in range(len(sizes)))), None)
     return Settled(first, per)

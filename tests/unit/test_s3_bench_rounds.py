@@ -88,3 +88,10 @@ def test_batches_without_pages_or_time_and_unknown_nodes_are_left_out() -> None:
     got = node_batches(events, NODES)
     assert [len(got[n]) for n in NODES] == [1, 1, 1]
     assert got["a"][0].want == 4 and got["a"][0].wall_s == pytest.approx(1.1)
+
+
+def test_equal_batches_held_short_by_the_frontier_stay_warm_up() -> None:
+    """Steady 4-URL batches where 32 were asked do not end the warm-up (the dev run's equal side)."""
+    cut = {(r, "b"): 4 for r in range(6)}
+    j = judge(node_batches(rounds_of([(32, 32, 32)] * 12, cut=cut), NODES), NODES, RULE)
+    assert j.warmup == 8 and j.rounds[7].why == "b: frontier cut 4 of 32"

@@ -3,8 +3,8 @@
 Round r is the r-th completed batch of every node. Its spread is max/min of those batches' times: the
 nodes' own fetch time (``elapsed_s`` in the ``done`` event) and, beside it, the dispatcher's wall time
 from issue to report. The warm-up is the prefix of rounds before every node's batch size has settled
-(``pipeline.dispatch.sizing.settled_round`` over the sizes as issued: a batch the frontier cut short, or
-an n_i still moving, keeps the warm-up going); the same rule judges n_i and equal batches. Every round,
+(``pipeline.dispatch.sizing.settled_round`` over the sizes as issued and as asked: a batch the frontier
+cut short, or an n_i still moving, keeps the warm-up going); the same rule judges n_i and equal batches. Every round,
 warm-up or not, is returned with its figures and, for a warm-up round, why it did not count.
 """
 
@@ -103,7 +103,7 @@ def _why(seq: Sequence[Done], r: int, rule: WarmupRule) -> str:
     if r < rule.min_batches:
         return f"{r} batch(es) behind it (t_i needs {rule.min_batches})"
     tail = seq[max(0, r - rule.span + 1) : r + 1]
-    cut = [d for d in tail if d.n < d.want]
+    cut = [d for d in tail if d.n * (1.0 + rule.tolerance) + 1e-12 < d.want]
     if cut:
         return "frontier cut " + ", ".join(f"{d.n} of {d.want}" for d in cut)
     sizes = [d.n for d in tail]
@@ -121,7 +121,7 @@ def judge(batches: Mapping[str, Sequence[Done]], nodes: Sequence[str], rule: War
         reason = f"fixed: the first {rule.fixed} rounds (--warmup-rounds)"
     else:
         got = settled_round([[d.n for d in s] for s in seqs], min_batches=rule.min_batches, span=rule.span,
-                            tolerance=rule.tolerance)  # fmt: skip
+                            tolerance=rule.tolerance, wanted=[[d.want for d in s] for s in seqs])  # fmt: skip
         per = ", ".join(f"{n} at {r}" for n, r in zip(nodes, got.per_fetcher, strict=True))
         if got.round is not None and got.round <= rule.max_rounds:
             warmup, settled = got.round, True
