@@ -133,12 +133,13 @@ class Frontier:
         in ``skip``: reads already asked for)."""
         out = []
         for hs in self.at_work:
+            # Cheapest tests first: this walks every active host at each dispatch attempt.
             if (
-                not hs.window
+                hs.pending > 0
                 and not hs.complete
                 and not hs.leased_to
-                and hs.pending > 0
                 and hs.host not in skip
+                and not hs.window
             ):
                 out.append(hs.host)
                 if len(out) >= limit:

@@ -68,7 +68,7 @@ class HostQueue:
         return len(self._ids) - self._head + (len(self._front) if self._front else 0)
 
     def __bool__(self) -> bool:
-        return len(self) > 0
+        return self._head < len(self._ids) or bool(self._front)  # no __len__ call: asked per host per round
 
     def nbytes(self) -> int:
         """Bytes held for queued URLs (buffers, not the fixed object headers)."""
