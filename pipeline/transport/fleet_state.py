@@ -51,7 +51,8 @@ class FleetCounters:
     resends: int = 0
     serial_checks: int = 0  # S1 serial-id checks the nodes asked and the responder answered
     # Where the dispatcher's fixed CPU goes (bench fleet): turns of its loop, and the dispatch rounds
-    # it ran (woken by a message or a tick, or retried every RETRY_S) and how many issued nothing.
+    # it ran (woken by a message or a tick, or retried when work may free: dispatcher_tick._retry_after)
+    # and how many issued nothing.
     loop_turns: int = 0
     dispatch_rounds: int = 0
     empty_rounds: int = 0
