@@ -118,6 +118,14 @@ def test_runner_config_args() -> None:
         RunnerConfig(runner="nope").args()
 
 
+def test_spark_args_start_a_lean_driver_jvm_on_loopback() -> None:
+    """The driver JVM gets the start-up options (C1 only, serial GC) and binds to loopback only."""
+    args = RunnerConfig(runner="spark").args()
+    confs = [args[i + 1] for i, a in enumerate(args) if a == "-D"]
+    assert "spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 -XX:+UseSerialGC" in confs
+    assert {"spark.ui.enabled=false", "spark.driver.bindAddress=127.0.0.1"} <= set(confs)
+
+
 def test_closed_segments_and_watch(tmp_path: Path) -> None:
     for i in range(3):
         (tmp_path / f"segment-{i:05d}.jsonl").write_text("")
