@@ -67,7 +67,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="measured mix: the uniform revisit cycle in test seconds (sets --rate)",
     )  # fmt: skip
     p.add_argument(
-        "--policy", choices=("poisson", "nutch"), default="poisson", help="the adaptive run's policy"
+        "--policy",
+        choices=("nutch", "poisson"),
+        default="nutch",
+        help="the adaptive run's policy (default: the crawler's default, recrawl.policy)",
     )
     p.add_argument(
         "--no-work-conserving", action="store_true", help="runs fetch only due URLs (budget may go unspent)"
