@@ -152,9 +152,10 @@ def schedule_results(store: Store, schedule: Schedule, results: Iterable[FetchRe
     book = HostBook(store, (host_of(r.url) for r in todo)) if schedule.poisson else None
     budget = schedule.cfg.host_budget_rps
     out: dict[str, Revisit] = {}
+    stored = _revisits(store, [normalize(r.url) or r.url for r in todo])
     for result in todo:
         url = normalize(result.url) or result.url
-        prev = out.get(url) or store.get_revisit(url)
+        prev = out.get(url) or stored.get(url)
         if prev is not None and prev.fetched_at >= result.fetched_at:
             continue
         host = host_of(url)
@@ -174,11 +175,20 @@ def apply_lastmods(store: Store, schedule: Schedule, results: Iterable[FetchResu
     sitemap finds those URLs due already. Returns how many states were written."""
     due: dict[str, Revisit] = {}
     for result in results:
-        for url, lastmod in sitemap_lastmods(result):
-            prev = due.get(url) or store.get_revisit(url)
+        found = sitemap_lastmods(result)
+        stored = _revisits(store, [url for url, _ in found]) if found else {}
+        for url, lastmod in found:
+            prev = due.get(url) or stored.get(url)
             if prev is None:
                 continue  # not in the crawl db yet: the link job adds it as a new URL
             moved = schedule.on_lastmod(prev, lastmod, now=result.fetched_at)
             if moved is not None:
                 due[url] = moved
     return store.put_revisits(list(due.items())) if due else 0
+
+
+def _revisits(store: Store, urls: Sequence[str]) -> dict[str, Revisit]:
+    """The stored states of ``urls``: one round trip on HBase, one lookup per URL elsewhere."""
+    if isinstance(store, HBaseStore):
+        return hbase_revisits.get_revisits(store, urls)
+    return {u: rv for u in dict.fromkeys(urls) if (rv := store.get_revisit(u)) is not None}

@@ -129,3 +129,16 @@ def add_host_rates(
 
 def _long(value: bytes) -> int:
     return int.from_bytes(value, "big", signed=True) if len(value) == 8 else 0
+
+
+def get_revisits(self: HBaseStore, urls: Sequence[str]) -> dict[str, Revisit]:
+    """``get_revisit`` for many URLs, a round trip per 1,000 (the fleet's update job reads a batch's states,
+    or a sitemap's up to 50,000 entries)."""
+    keys = {row_key(u): u for u in dict.fromkeys(urls)}
+    order = list(keys)
+    out: dict[str, Revisit] = {}
+    for i in range(0, len(order), 1000):
+        for k, row in self._rows("crawldb", order[i : i + 1000], [b"m:R"]).items():
+            if k in keys and (rv := revisit_from(row.get(b"m:R"))) is not None:
+                out[keys[k]] = rv
+    return out
