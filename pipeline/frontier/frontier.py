@@ -130,10 +130,9 @@ class Frontier:
 
     def wants_refill(self, limit: int = 64, *, skip: Container[str] = frozenset()) -> list[str]:
         """Active hosts whose window is empty but which still have pending URLs in the store (not those
-        in ``skip``: reads already asked for)."""
+        in ``skip``: reads already asked for). Cheapest tests first: this runs at each dispatch attempt."""
         out = []
         for hs in self.at_work:
-            # Cheapest tests first: this walks every active host at each dispatch attempt.
             if (
                 hs.pending > 0
                 and not hs.complete
@@ -159,9 +158,8 @@ class Frontier:
         ``done``: URL ids the store may still show PENDING although their outcome is on its way to it
         (a write-behind queue); they are skipped, but still count when deciding whether ``records``
         held every pending URL of the host.
-        ``epoch``: the host's ``HostState.epoch`` when the read was asked for (a read on another thread,
-        ``pipeline.crawl.refills``). If URLs joined the host since, the read may not hold them: the URLs
-        read are loaded, but the window stays incomplete (the next refill reads the rest).
+        ``epoch``: the host's ``HostState.epoch`` when the read was asked for (``pipeline.crawl.refills``).
+        If URLs joined the host since, the read may miss them: its URLs load, the window stays incomplete.
         """
         hs = self._hosts[host]
         if hs.leased_to or hs.window or not hs.active:
