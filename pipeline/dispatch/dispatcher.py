@@ -23,30 +23,30 @@ Signs of life: ``register`` and ``heartbeat`` make a fetcher live (and bring bac
 every fetcher silent for missed_heartbeats * heartbeat_s, expires its batches and re-queues their URLs;
 it also expires any batch outstanding for longer than lease_s (lease_s <= 0 disables that).
 Completions for unknown, expired or already-completed serials return False and are counted, which is
-how a re-delivered or duplicated batch never stores a page twice."""
+how a re-delivered or duplicated batch never stores a page twice.
+
+Who the fetchers are, whether they are live and how S1 ranks them: roster.py. The batches out and the
+serials closed (the duplicate check): ledger.py. This module decides; those two keep the state."""
 
 from __future__ import annotations
 
 import logging
 import math
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 
 from fetchers.records import Batch, UrlTask
 from pipeline.dispatch import protocols as P
-from pipeline.dispatch.admission import Admission, capacity, second_of_minute
-from pipeline.dispatch.candidates import CandidateIndex
+from pipeline.dispatch.admission import Admission, second_of_minute
 from pipeline.dispatch.fetcherstate import FetcherState
-from pipeline.dispatch.liveness import Liveness
+from pipeline.dispatch.ledger import BatchLedger
 from pipeline.dispatch.protocols import DispatcherStats, FrontierLike, Heartbeat, Refusal
 from pipeline.dispatch.protocols import ServiceStats as _ServiceStats
 from pipeline.dispatch.quotas import Quotas
+from pipeline.dispatch.roster import Roster
 from pipeline.dispatch.serials import SerialAllocator
-from pipeline.dispatch.sizing import AverageTracker, PageTimeHistory, batch_size
 from pipeline.settings import DispatchSettings
 
 log = logging.getLogger(__name__)
-CLOSED_MEMORY = 200_000  # completed/expired serials remembered to tell "duplicate" from "unknown"
 
 
 class Dispatcher:
@@ -72,27 +72,19 @@ class Dispatcher:
         self.max_outstanding = max_outstanding
         self._admission = Admission(quotas, shrink=settings.quota_shrink)
         self._warned_unknown: set[str] = set()
-        self._index = CandidateIndex()
-        self._liveness = Liveness(settings.heartbeat_s, settings.missed_heartbeats)
-        self._fetchers: dict[str, FetcherState] = {}
-        self._avg = AverageTracker()
-        self._outstanding: dict[int, Batch] = {}  # insertion order == issue order (for lease expiry)
-        self._closed: OrderedDict[int, str] = OrderedDict()
+        self._roster = Roster(settings, max_outstanding=max_outstanding, r=self._admission.r)
+        self._ledger = BatchLedger()
         self._services: dict[str, _ServiceStats] = {}
         self._refusals: dict[str, int] = {}
-        self._dropped: dict[str, int] = {}
-        self._expired_total = 0
-        self._requeued_urls = 0
 
     # --- fetchers --------------------------------------------------------------------------------
     def register(self, fetcher_id: str, *, k: int | None = None, address: str = "") -> None:
         """Add a fetcher, or re-add one that restarted: its outstanding batches (which it has forgotten)
         are expired and re-queued. Its page-time history is kept. Registration makes it live."""
         now = self._clock()
-        f = self._fetchers.get(fetcher_id)
+        f = self._roster.get(fetcher_id)
         if f is None:
-            f = FetcherState(fetcher_id, k or self.settings.k, PageTimeHistory.of(self.settings))
-            self._fetchers[fetcher_id] = f
+            f = self._roster.add(fetcher_id, k)
         else:
             for serial in sorted(f.outstanding):
                 self._expire(serial, now)
@@ -100,27 +92,22 @@ class Dispatcher:
                 f.k = k
         f.address = address or f.address
         f.last_sent_at = None  # a restarted fetcher's clock may restart too
-        self._liveness.revive(fetcher_id, now)
-        self._sync_avg(f)
-        self._index_sync(f, now)
+        self._roster.revive(f, now)
 
     def heartbeat(self, hb: Heartbeat) -> None:
         """Record p, q and counters. Unknown fetchers are registered with the default k. A heartbeat
         older (by ``sent_at``) than the last one seen from that fetcher is ignored entirely."""
-        f = self._fetchers.get(hb.fetcher_id)
+        f = self._roster.get(hb.fetcher_id)
         if f is None:
             self.register(hb.fetcher_id, address=hb.address)
-            f = self._fetchers[hb.fetcher_id]
+            f = self._roster[hb.fetcher_id]
         if f.last_sent_at is not None and hb.sent_at <= f.last_sent_at:
             return
         f.last_sent_at = hb.sent_at
         f.p, f.q = max(0.0, float(hb.rate)), max(0, int(hb.free_slots))
         f.successes, f.failures = hb.successes, hb.failures
         f.address = hb.address or f.address
-        now = self._clock()
-        self._liveness.revive(hb.fetcher_id, now)
-        self._sync_avg(f)
-        self._index_sync(f, now)
+        self._roster.revive(f, self._clock())
 
     # --- work ------------------------------------------------------------------------------------
     def next_batch(self, service: str) -> Batch | Refusal:
@@ -131,30 +118,31 @@ class Dispatcher:
             return budget
         if self._frontier.available(now) <= 0:
             return self._refuse(service, P.EMPTY, 1.0)
-        self._index_ready(now)
+        roster = self._roster
+        roster.ready(now)
         adm = self._admission
         over_quota: list[int] = []
 
         def accept(fetcher_id: str, u: float) -> str:
-            f = self._fetchers[fetcher_id]
-            if len(f.outstanding) >= self.max_outstanding or not self._liveness.is_live(fetcher_id, now):
+            f = roster[fetcher_id]
+            if not roster.may_take(f, now):
                 return "drop"  # re-added by the event that changes this (complete, heartbeat)
-            asked = adm.request(service, self._size(f))
+            asked = adm.request(service, roster.size(f))
             t = adm.admitted(asked, budget)
             if t < 1:
                 over_quota.append(asked)
             return "yes" if t >= 1 and u > t else "retry"
 
-        found = self._index.choose(accept)
+        found = roster.index.choose(accept)
         if found is None:
-            if not any(self._liveness.is_live(fid, now) for fid in self._fetchers):
+            if not roster.any_live(now):
                 return self._refuse(service, P.NOT_LIVE, self.settings.heartbeat_s)
             if over_quota:  # t + n > s*m for some live fetcher: S1 answers no, the client asks again
                 return self._refuse(service, P.QUOTA, adm.wait_s(service, now, t=min(over_quota)))
             return self._refuse(service, P.NO_CANDIDATE, 1.0)
-        f = self._fetchers[found[0]]
-        result = self._lease(f, service, adm.admitted(adm.request(service, self._size(f)), budget), now)
-        self._index_sync(f, now)
+        f = roster[found[0]]
+        result = self._lease(f, service, adm.admitted(adm.request(service, roster.size(f)), budget), now)
+        roster.sync(f, now)
         return result
 
     def offer(self, fetcher_id: str, service: str, *, limit: int | None = None) -> Batch | Refusal:
@@ -166,24 +154,23 @@ class Dispatcher:
         budget = self._budget_or_refusal(service, now)
         if isinstance(budget, Refusal):
             return budget
-        f = self._fetchers.get(fetcher_id)
+        f = self._roster.get(fetcher_id)
         if f is None:
             return self._refuse(service, P.UNKNOWN_FETCHER, 0.0)
-        if not self._liveness.is_live(fetcher_id, now):
+        if not self._roster.is_live(fetcher_id, now):
             return self._refuse(service, P.NOT_LIVE, 0.0, detail="heartbeat or register again")
-        self._liveness.touch(fetcher_id, now)
+        self._roster.touch(fetcher_id, now)
         if len(f.outstanding) >= self.max_outstanding:
             return self._refuse(service, P.BUSY, 0.0, detail=f"{len(f.outstanding)} batch(es) outstanding")
-        asked = self._admission.request(
-            service, self._size(f) if limit is None else min(self._size(f), limit)
-        )
+        n = self._roster.size(f)
+        asked = self._admission.request(service, n if limit is None else min(n, limit))
         t = self._admission.admitted(asked, budget)
         if asked >= 1 and t < 1:  # S1 rule 2: t + n > s*m -> no (not a smaller batch)
             return self._refuse(service, P.QUOTA, self._admission.wait_s(service, now, t=asked))
         if t < 1 or self._frontier.available(now) <= 0:
             return self._refuse(service, P.EMPTY, 1.0)
         result = self._lease(f, service, t, now)
-        self._index_sync(f, now)
+        self._roster.sync(f, now)
         return result
 
     def complete(
@@ -204,35 +191,27 @@ class Dispatcher:
         for an unknown, expired, already-completed or wrong-fetcher serial (nothing else changes).
         """
         now = self._clock()
-        batch = self._outstanding.get(serial)
+        batch = self._ledger.take(serial, fetcher_id)
         if batch is None:
-            closed = self._closed.get(serial)
-            reason = P.DROP_UNKNOWN if closed is None else closed
-            self._dropped[reason] = self._dropped.get(reason, 0) + 1
             return False
-        if batch.fetcher_id != fetcher_id:
-            self._dropped[P.DROP_WRONG_FETCHER] = self._dropped.get(P.DROP_WRONG_FETCHER, 0) + 1
-            return False
-        del self._outstanding[serial]
-        self._close(serial, P.DROP_DUPLICATE)
-        f = self._fetchers[fetcher_id]
+        f = self._roster[fetcher_id]
         f.outstanding.discard(serial)
-        self._liveness.touch(fetcher_id, now)
+        self._roster.touch(fetcher_id, now)
         if pages > 0 and elapsed_s > 0 and math.isfinite(elapsed_s):
             f.history.add(elapsed_s / pages, pages=pages)
-            self._sync_avg(f)
+            self._roster.sync_avg(f)
         f.count += 1
         if unfinished:
             in_batch = {(t.url_id, t.url): t for t in batch.tasks}
             back = [in_batch.pop(key) for key in ((t.url_id, t.url) for t in unfinished) if key in in_batch]
             if back:
                 self._frontier.requeue(fetcher_id, back)
-                self._requeued_urls += len(back)
+                self._ledger.requeued_urls += len(back)
         for host, delay in host_delays.items():
             f.pending_delays[host] = max(delay, f.pending_delays.get(host, 0.0))
         if not f.outstanding:
             self._release(f, now)
-        self._index_sync(f, now)
+        self._roster.sync(f, now)
         return True
 
     def tick(self) -> list[int]:
@@ -240,22 +219,12 @@ class Dispatcher:
         now = self._clock()
         self._admission.roll(now)
         expired: list[int] = []
-        for fid in self._liveness.sweep(now):
-            f = self._fetchers.get(fid)
-            if f is None:
-                continue
-            f.deaths += 1
-            self._avg.remove(fid)
+        for f in self._roster.sweep(now):
             for serial in sorted(f.outstanding):
                 self._expire(serial, now)
                 expired.append(serial)
         if self.settings.lease_s > 0:
-            limit = now - self.settings.lease_s
-            late = []
-            for serial, batch in self._outstanding.items():  # oldest first
-                if batch.issued_at > limit:
-                    break
-                late.append(serial)
+            late = self._ledger.issued_by(now - self.settings.lease_s)
             for serial in late:
                 self._expire(serial, now)
             expired.extend(late)
@@ -270,8 +239,9 @@ class Dispatcher:
         now = self._clock()
         self._admission.roll(now)
         s = second_of_minute(now)
-        fetchers = {fid: f.stats(n=self._size(f), r=self._admission.r(fid), s=s, live=self._liveness.is_live(fid, now))
-                    for fid, f in self._fetchers.items()}  # fmt: skip
+        roster, ledger = self._roster, self._ledger
+        fetchers = {fid: f.stats(n=roster.size(f), r=self._admission.r(fid), s=s, live=roster.is_live(fid, now))
+                    for fid, f in roster.fetchers.items()}  # fmt: skip
         services = {}
         for name, st in self._services.items():
             m = self._quotas.quota(name)
@@ -281,26 +251,25 @@ class Dispatcher:
                 batches_total=st.batches_total, refusals=dict(st.refusals),
             )  # fmt: skip
         return DispatcherStats(
-            now=now, second=s, fetchers=fetchers, services=services, avg_t=self._avg.avg,
-            in_flight=len(self._outstanding),
-            in_flight_urls=sum(len(b.tasks) for b in self._outstanding.values()),
-            refusals=dict(self._refusals), dropped=dict(self._dropped),
-            duplicates_dropped=sum(self._dropped.values()), expired_total=self._expired_total,
-            requeued_urls=self._requeued_urls, last_serial=self._serials.last,
+            now=now, second=s, fetchers=fetchers, services=services, avg_t=roster.avg.avg,
+            in_flight=len(ledger), in_flight_urls=ledger.urls(),
+            refusals=dict(self._refusals), dropped=dict(ledger.dropped),
+            duplicates_dropped=sum(ledger.dropped.values()), expired_total=ledger.expired_total,
+            requeued_urls=ledger.requeued_urls, last_serial=self._serials.last,
         )  # fmt: skip
 
     def quota_of(self, service: str) -> float | None:  # m; None when unknown or unlimited
         return None if (m := self._quotas.quota(service)) is None or math.isinf(m) else m
 
     def is_live(self, fetcher_id: str) -> bool:  # may be given work now
-        return self._liveness.is_live(fetcher_id, self._clock())
+        return self._roster.is_live(fetcher_id, self._clock())
 
     def batch_size(self, fetcher_id: str) -> int:
         """n_i for a known fetcher (S3), before admission."""
-        return self._size(self._fetchers[fetcher_id])
+        return self._roster.size(self._roster[fetcher_id])
 
     def request_size(self, fetcher_id: str, service: str) -> int:  # t: n_i, at most one second's quota
-        return self._admission.request(service, self._size(self._fetchers[fetcher_id]))
+        return self._admission.request(service, self._roster.size(self._roster[fetcher_id]))
 
     def given_this_minute(self, fetcher_id: str) -> int:  # S1's r (0 once the minute rolled)
         self._admission.roll(self._clock())
@@ -308,35 +277,9 @@ class Dispatcher:
 
     def outstanding(self) -> list[Batch]:
         """Batches issued and not yet completed or expired, oldest first."""
-        return list(self._outstanding.values())
+        return self._ledger.batches()
 
     # --- internals -------------------------------------------------------------------------------
-    def _size(self, f: FetcherState) -> int:
-        st = self.settings
-        return batch_size(k=f.k, t_i=f.history.mean, avg=self._avg.avg, n_min=st.n_min, n_max=st.n_max)
-
-    def _index_ready(self, now: float) -> None:
-        """Make the candidate index valid for this second (u = p*s + q - r changes with s)."""
-        second = math.floor(now)
-        if self._index.second == second:
-            return
-        s = second_of_minute(now)
-        r = self._admission.r
-        self._index.rebuild(second, (
-            (fid, capacity(p=f.p, q=f.q, r=r(fid), s=s)) for fid, f in self._fetchers.items()
-            if len(f.outstanding) < self.max_outstanding and self._liveness.is_live(fid, now)
-        ))  # fmt: skip
-
-    def _index_sync(self, f: FetcherState, now: float) -> None:
-        """Re-key one fetcher after its p, q, r, outstanding or liveness changed."""
-        if self._index.second != math.floor(now):
-            return  # the next decision rebuilds the whole index anyway
-        if len(f.outstanding) < self.max_outstanding and self._liveness.is_live(f.fetcher_id, now):
-            r = self._admission.r(f.fetcher_id)
-            self._index.put(f.fetcher_id, capacity(p=f.p, q=f.q, r=r, s=second_of_minute(now)))
-        else:
-            self._index.discard(f.fetcher_id)
-
     def _budget_or_refusal(self, service: str, now: float) -> float | Refusal:
         budget = self._admission.budget(service, now)
         if budget is None:
@@ -359,7 +302,7 @@ class Dispatcher:
             return self._refuse(service, P.EMPTY, 1.0)
         batch = Batch(serial=self._serials.next(), fetcher_id=f.fetcher_id, tasks=tasks,
                       service=service, issued_at=now)  # fmt: skip
-        self._outstanding[batch.serial] = Batch(batch.serial, f.fetcher_id, list(tasks), service, now)
+        self._ledger.issue(Batch(batch.serial, f.fetcher_id, list(tasks), service, now))
         f.outstanding.add(batch.serial)
         self._admission.grant(service, f.fetcher_id, len(tasks), now)
         st = self._services[service]
@@ -368,29 +311,17 @@ class Dispatcher:
         return batch
 
     def _expire(self, serial: int, now: float) -> None:
-        batch = self._outstanding.pop(serial)
-        self._close(serial, P.DROP_EXPIRED)
-        self._expired_total += 1
-        f = self._fetchers[batch.fetcher_id]
+        batch = self._ledger.expire(serial)
+        f = self._roster[batch.fetcher_id]
         f.outstanding.discard(serial)
         self._frontier.requeue(batch.fetcher_id, batch.tasks)
-        self._requeued_urls += len(batch.tasks)
+        self._ledger.requeued_urls += len(batch.tasks)
         if not f.outstanding:
             self._release(f, now)
 
     def _release(self, f: FetcherState, now: float) -> None:
         delays, f.pending_delays = f.pending_delays, {}
         self._frontier.release(f.fetcher_id, now, host_delays=delays)
-
-    def _close(self, serial: int, reason: str) -> None:
-        self._closed[serial] = reason
-        if len(self._closed) > CLOSED_MEMORY:
-            self._closed.popitem(last=False)
-
-    def _sync_avg(self, f: FetcherState) -> None:
-        t = f.history.mean
-        if t is not None and not self._liveness.is_dead(f.fetcher_id):
-            self._avg.set(f.fetcher_id, t)
 
     def _refuse(self, service: str | None, reason: str, retry_after_s: float, *, detail: str = "") -> Refusal:
         self._refusals[reason] = self._refusals.get(reason, 0) + 1
