@@ -37,8 +37,9 @@ from pipeline.dispatch.dispatcher import Dispatcher
 from pipeline.dispatch.protocols import Heartbeat, Refusal
 from pipeline.dispatch.quotas import Quotas, quota_line
 from pipeline.dispatch.serials import SerialAllocator
+from pipeline.frontier.answered import AnsweredFilter
 from pipeline.frontier.dedup import SeenFilter
-from pipeline.frontier.frontier import AnsweredFilter, Frontier
+from pipeline.frontier.frontier import Frontier
 from pipeline.frontier.seentable import FingerprintTable
 from pipeline.observe.stats import CrawlStats
 from pipeline.settings import Settings

@@ -8,7 +8,8 @@ import json
 from collections.abc import Sequence
 
 from pipeline.frontier.dedup import SeenFilter
-from pipeline.frontier.frontier import Frontier, FrontierLimits
+from pipeline.frontier.frontier import Frontier
+from pipeline.frontier.limits import FrontierLimits
 from pipeline.settings import Settings
 from pipeline.storage.base import Store
 from pipeline.urls import normalize

@@ -16,53 +16,28 @@ a window is only refilled while its host is *not* leased and after every result 
 has been written to the store. The store's PENDING rows are then exactly the URLs not yet done.
 The frontier never performs I/O; ``wants_refill`` names the hosts and the caller feeds ``refill``.
 
-Priority (issue #23 point 5, ``FrontierLimits.priority``): a refill orders the URLs it loads into a host's
-window by score = the URL's in-link count as the crawl db knows it (``UrlRecord.inlinks``; the fleet's link
-jobs count them in their crawl-db update step), highest first, depth as the tie-break, then the store's
-order (one stable sort per refill, O(log window) per URL; the window stays the compact ``HostQueue``, so
-RAM per URL is unchanged). The store hands a refill the host's shallowest ``window_per_host + 1`` pending
-URLs (``Store.pending``'s contract), so the score orders exactly a host whose pending set fits its window,
-and within that look-ahead otherwise. URLs ``add`` appends to an open window (new links, one in-link each)
-queue behind it in arrival order; scores are re-read at the next refill. Priority picks *which* of a
-host's URLs a lease takes, never *when*: the host's politeness clock, its single lease, per-IP limits and
-the active-host set are the same as without it.
-
-How priority composes with the re-crawl budget rule (``pipeline.crawl.revisits.Revisits.due``): that rule
-decides how many due URLs come back to the pending set per check (``recrawl_share`` of ``requeue_batch``
-while new URLs wait); once pending, a due URL is one more URL of its host and takes its place in the window
-by the same score as a new one (a re-fetched page keeps its in-link count, so an important page is
-re-fetched before an unimportant new one of the same host, and new URLs of other hosts are not delayed).
+Priority: a refill loads a host's URLs in ``limits.refill_order`` (in-links first, then depth) when
+``FrontierLimits.priority`` is set; limits.py says how that composes with the politeness clock and the
+re-crawl budget. ``AnsweredFilter`` (answered.py) is the frontier as a crawl's dispatcher sees it.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Container, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Container, Iterable, Mapping, Sequence
 
 from fetchers.records import UrlTask
 from pipeline.frontier.activehosts import ActiveHosts
 from pipeline.frontier.hoststate import HostState
+from pipeline.frontier.limits import DEFAULT_LIMITS, FrontierLimits, refill_order
 from pipeline.storage.base import UrlRecord
 from pipeline.urls import host_of
-
-
-@dataclass(frozen=True, slots=True)
-class FrontierLimits:
-    window_per_host: int = 256  # URLs of one host kept in RAM
-    max_urls_per_host_batch: int = 64  # a batch takes at most this many URLs from one host
-    hosts_per_ip: int = 4  # hosts of one IP leased at once (per-IP politeness)
-    max_pages_per_host: int = 0  # 0 = unlimited
-    active_hosts: int = 0  # hosts worked on at once, at least (more when none is ready); 0 = all
-    session_urls: int = 0  # an active host with others waiting yields its place after this many; 0 = never
-    # A refill orders a host's window by in-link count, then depth (False: the store's order).
-    priority: bool = True
 
 
 class Frontier:
     """Per-host queues with next-allowed times and leases (satisfies dispatch's FrontierLike)."""
 
-    def __init__(self, limits: FrontierLimits = FrontierLimits()) -> None:
+    def __init__(self, limits: FrontierLimits = DEFAULT_LIMITS) -> None:
         self.limits = limits
         self._hosts: dict[str, HostState] = {}
         self._ready: list[tuple[float, int, str]] = []  # (next_allowed, seq, host), lazily invalidated
@@ -167,7 +142,7 @@ class Frontier:
         usable = [r for r in records if r.url_id not in done] if done else records
         keep = usable[: self.limits.window_per_host]
         if self.limits.priority:  # stable: equal scores keep the store's (depth, URL) order
-            keep = sorted(keep, key=_score)
+            keep = sorted(keep, key=refill_order)
         for r in keep:
             hs.window.append(r.url, r.url_id, r.depth)
         hs.complete = len(records) <= self.limits.window_per_host and (epoch is None or epoch == hs.epoch)
@@ -357,42 +332,3 @@ class Frontier:
         hs.window.clear()
         hs.complete = True
         self.at_work.settle(hs)
-
-
-def _score(r: UrlRecord) -> tuple[int, int]:
-    """The refill's sort key: more in-links first, then shallower."""
-    return (-r.inlinks, r.depth)
-
-
-class AnsweredFilter:
-    """The frontier as the dispatcher sees it: a re-queue never brings back a URL that already has a
-    result (an expired batch's answered URLs must not be fetched a second time)."""
-
-    def __init__(
-        self,
-        frontier: Frontier,
-        answered: set[int],
-        *,
-        settled: Callable[[Sequence[UrlTask]], set[int]] | None = None,
-    ) -> None:
-        self._frontier = frontier
-        self._answered = answered
-        # Where results can be recorded without the dispatcher hearing of them (fleet nodes store their
-        # own outcomes): the URL ids of a re-queue the store shows settled already.
-        self._settled = settled
-
-    def lease(self, fetcher_id: str, n: int, now: float) -> list[UrlTask]:
-        return self._frontier.lease(fetcher_id, n, now)
-
-    def release(self, fetcher_id: str, now: float, *, host_delays: Mapping[str, float] | None = None) -> None:
-        self._frontier.release(fetcher_id, now, host_delays=host_delays)
-
-    def requeue(self, fetcher_id: str, tasks: Sequence[UrlTask]) -> None:
-        back = [t for t in tasks if t.url_id not in self._answered]
-        if back and self._settled is not None:
-            done = self._settled(back)
-            back = [t for t in back if t.url_id not in done]
-        self._frontier.requeue(fetcher_id, back)
-
-    def available(self, now: float) -> int:
-        return self._frontier.available(now)

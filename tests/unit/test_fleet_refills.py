@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from pipeline.crawl.refills import RefillReader, Refills
-from pipeline.frontier.frontier import Frontier, FrontierLimits
+from pipeline.frontier.frontier import Frontier
+from pipeline.frontier.limits import FrontierLimits
 from pipeline.storage.base import UrlRecord
 from pipeline.storage.sqlite import SqliteStore
 from pipeline.transport.dispatcher_tick import RETRY_S, Periodic

@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.frontier.frontier import Frontier, FrontierLimits
+from pipeline.frontier.frontier import Frontier
+from pipeline.frontier.limits import FrontierLimits
 from pipeline.storage.base import UrlRecord
 from pipeline.urls import fingerprint, host_of
 

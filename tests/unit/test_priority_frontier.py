@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from pipeline.frontier.frontier import Frontier, FrontierLimits
+from pipeline.frontier.frontier import Frontier
+from pipeline.frontier.limits import FrontierLimits
 from pipeline.storage.base import UrlRecord
 from pipeline.urls import fingerprint
 
