@@ -14,6 +14,9 @@ Exactly-once, end to end:
 4. With write-behind (``store.write_behind``), outcomes and checkpoints are applied in order on a writer
    thread: the checkpoint never passes an unapplied outcome, and refills skip URLs whose outcome is
    still queued (the store shows them PENDING until it is applied).
+
+The batches in flight and their answered URLs: inflight.py. URLs that join the pending set other than
+as links of results (seeds, submits, the link jobs' reports): inputs.py, a mixin of ``CrawlCore``.
 """
 
 from __future__ import annotations
@@ -21,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,8 @@ from fetchers.records import Batch, FetchResult, UrlTask
 from fetchers.report import LEASE_LAPSED
 from pipeline.crawl.discoveries import Discoveries
 from pipeline.crawl.durable import Durable
+from pipeline.crawl.inflight import InFlight
+from pipeline.crawl.inputs import PendingInputs
 from pipeline.crawl.opening import frontier_limits, rebuild_from_store, store_seeds
 from pipeline.crawl.outcome import is_final, outcome_of, state_of
 from pipeline.crawl.refills import Refills
@@ -43,27 +47,16 @@ from pipeline.frontier.frontier import Frontier
 from pipeline.frontier.seentable import FingerprintTable
 from pipeline.observe.stats import CrawlStats
 from pipeline.settings import Settings
-from pipeline.storage.base import Outcome, Store, UrlRecord, UrlState
+from pipeline.storage.base import Outcome, Store, UrlState
 from pipeline.storage.journal import journal_parts, replay
-from pipeline.urls import Scope, TrapRules, fingerprint, host_of, normalize
+from pipeline.urls import Scope, TrapRules
 
 log = logging.getLogger(__name__)
 
-# A retry-later result (pipeline.crawl.outcome.NOT_FINAL) hands its URL back to be tried again after a
-# back-off. After _MAX_RETRY_LATER such results a URL is recorded as FAILED, so a host that stays
-# unreachable (robots 5xx, DNS outage) cannot keep the crawl from ending.
-_MAX_RETRY_LATER = 5
 _FLUSH_EVERY = 256
 
 
-@dataclass(slots=True)
-class _InFlight:
-    batch: Batch
-    urls: frozenset[int]
-    answered: set[int]
-
-
-class CrawlCore:
+class CrawlCore(PendingInputs):
     """Crawl state for one crawl directory. See the module docstring for the guarantees."""
 
     def __init__(
@@ -94,14 +87,13 @@ class CrawlCore:
         )
         self.traps = TrapRules(sc.max_url_length, sc.max_path_depth, sc.max_repeated_segments)
         self.frontier = Frontier(frontier_limits(settings))
-        self._answered: set[int] = set()  # url_ids with a result, among in-flight batches
-        self._retry_later: dict[int, int] = {}  # url_id -> retry-later results so far
+        self.flights = InFlight()  # batches out, their answered URLs, retry-later counts (inflight.py)
+        # With fleet nodes recording outcomes themselves, a node may die after storing a batch and
+        # before its reply arrives: the re-queue of that batch checks the store first.
+        settled = self.durable.settled if outcomes_by_nodes else None
         self.dispatcher = Dispatcher(
             settings.dispatch,
-            # With fleet nodes recording outcomes themselves, a node may die after storing a batch and
-            # before its reply arrives: the re-queue of that batch checks the store first.
-            frontier=AnsweredFilter(self.frontier, self._answered,
-                                    settled=self.durable.settled if outcomes_by_nodes else None),
+            frontier=AnsweredFilter(self.frontier, self.flights.answered, settled=settled),
             quotas=quotas or Quotas.unlimited(),
             serials=SerialAllocator(store.reserve_serials),
             clock=clock,
@@ -113,11 +105,9 @@ class CrawlCore:
                                track_inlinks=settings.dispatch.priority == "inlinks")  # fmt: skip
         # What results add besides their outcomes: links, and the URLs of redirect chains, whose targets
         # go through the seen-set and scope like links (pipeline/crawl/discoveries.py, redirects.py).
-        self.found = Discoveries(settings, store, self.seen, self.frontier, self.stats, self.scope, self.traps)
+        self.found = Discoveries(settings, store, self.seen, self.frontier, self.stats, self.scope, self.traps)  # fmt: skip
         self.redirects = self.found.redirects
-        self._inflight: dict[int, _InFlight] = {}
         self._outcomes: list[Outcome] = []
-        self._issued = 0
         self.dropped_results = 0
         # Re-crawling and sitemaps (issue #23, pipeline/crawl/revisits.py); None in a one-shot crawl.
         self.recrawl = Recrawler.of(settings, self.store, self.scope, clock)
@@ -130,14 +120,6 @@ class CrawlCore:
         self._add_seeds(seeds)
 
     # --- start-up ----------------------------------------------------------------------------------
-    def _add_seeds(self, seeds: Sequence[str]) -> None:
-        records = [UrlRecord(u, fingerprint(u), host_of(u), 0) for u in seeds]
-        if self.recrawl is not None:
-            records += self.recrawl.roots(seeds)
-        new = self.seen.add_new(records)
-        self.frontier.add(new)
-        self.stats.on_discovered(len(new))
-
     def _resume(self) -> None:
         """Replay the journal past the last checkpoint, then rebuild the frontier from the store."""
         since = self.durable.since()
@@ -159,42 +141,30 @@ class CrawlCore:
         self.dispatcher.register(fetcher_id, address=address)
         self._sync_inflight()
 
-    def add_seeds(self, urls: Sequence[str]) -> int:
-        """Add URLs submitted by a client (the scope stays as the crawl's first seeds set it)."""
-        records = [UrlRecord(u, fingerprint(u), host_of(u), 0) for u in (normalize(x) for x in urls) if u]
-        new = self.seen.add_new([r for r in records if self.scope.allows(r.url)])
-        self.frontier.add(new)
-        self.stats.on_discovered(len(new))
-        return len(new)
-
     def _sync_inflight(self) -> None:
         """Forget batches the dispatcher no longer has outstanding (expired by death, lease or restart)."""
         live = {b.serial for b in self.dispatcher.outstanding()}
-        for serial in [s for s in self._inflight if s not in live]:
-            gone = self._inflight.pop(serial)
-            self._issued -= len(gone.urls) - len(gone.answered)  # the unanswered ones were re-queued
-            self.redirects.release(gone.urls - gone.answered)
-            self._answered.difference_update(gone.answered)
+        self.redirects.release(self.flights.keep_only(live))  # the unanswered ones were re-queued
 
     def next_batch(self, fetcher_id: str) -> Batch | None:
         """A batch for an idle fetcher, or None when nothing may be dispatched to it now."""
         limit = self.settings.scope.max_pages
-        if limit and self._issued >= limit:
+        if limit and self.flights.issued >= limit:
             return None
         if self.recrawl is not None and self.recrawl.halted():
             return None  # the stop file: no new batch, the crawl ends once those in flight are back
         if self.found.buffered and self.frontier.pending == 0:
             self._flush_store()  # the frontier is starved: publish buffered discoveries now
         self._refill()
-        offered = self.dispatcher.offer(fetcher_id, self.service, limit=limit - self._issued if limit else None)
+        left = limit - self.flights.issued if limit else None
+        offered = self.dispatcher.offer(fetcher_id, self.service, limit=left)
         if isinstance(offered, Refusal):
             if offered.reason == "quota":
                 self.stats.on_quota_refusal(self.service, offered.reason)
             return None
         if self.recrawl is not None:
             self.recrawl.decorate(offered.tasks)  # conditional GET for re-fetches
-        self._issued += len(offered.tasks)
-        self._inflight[offered.serial] = _InFlight(offered, frozenset(t.url_id for t in offered.tasks), set())
+        self.flights.open(offered)
         return offered
 
     def _refill(self) -> None:
@@ -210,13 +180,13 @@ class CrawlCore:
         replying, and its links reach the store through the link jobs. A final stored result is only
         counted and settled here: no journal line, no outcome, no link extraction.
         """
-        flight = self._inflight.get(result.serial)
-        if flight is None or result.url_id not in flight.urls:
+        flight = self.flights.owning(result)
+        if flight is None:
             self.dropped_results += 1
             return
         self.redirects.release((result.url_id,))  # its chain ended: what it requested is settled below
         if stored and is_final(result):
-            self._settle(flight, result.url_id)
+            self.flights.settle(flight, result.url_id)
             self._count(result)
             return
         packed = b""
@@ -228,20 +198,12 @@ class CrawlCore:
             self.journal.append_line(line)
         final = is_final(result)
         if not final and result.error_class != LEASE_LAPSED:  # never attempted: not a try against the host
-            tries = self._retry_later.get(result.url_id, 0) + 1
-            final = tries > _MAX_RETRY_LATER
-            self._retry_later[result.url_id] = tries
+            final = self.flights.retry_later(result.url_id)
         if final:
-            self._settle(flight, result.url_id)
+            self.flights.settle(flight, result.url_id)
         self._apply(result, final=final, packed=packed)
         if len(self._outcomes) >= _FLUSH_EVERY:
             self.flush()
-
-    def _settle(self, flight: _InFlight, url_id: int) -> None:
-        """``url_id`` has its final result: the batch's re-queue must not bring it back."""
-        self._retry_later.pop(url_id, None)
-        flight.answered.add(url_id)
-        self._answered.add(url_id)
 
     def _count(self, result: FetchResult) -> None:
         self.stats.on_result(result)
@@ -274,11 +236,7 @@ class CrawlCore:
             host_delays=dict(host_delays or {}),
             unfinished=list(unfinished),
         )
-        if accepted:
-            self._issued -= len(unfinished)
-        flight = self._inflight.pop(serial, None)
-        if flight is not None:
-            self._answered.difference_update(flight.answered)
+        self.flights.close(serial, given_back=len(unfinished) if accepted else 0)
         return accepted
 
     def on_host_done(self, serial: int, *, fetcher_id: str, host: str, delay_s: float, ip: str = "") -> bool:
@@ -289,30 +247,10 @@ class CrawlCore:
         The refill contract holds as at the batch's end: a refill flushes first, and the writer's
         unapplied outcomes are skipped (see ``_refill``).
         """
-        flight = self._inflight.get(serial)
+        flight = self.flights.get(serial)
         if flight is None or flight.batch.fetcher_id != fetcher_id:
             return False
         return self.frontier.release_host(fetcher_id, host, self.clock(), delay_s=delay_s, ip=ip)
-
-    def on_links(self, hosts: Mapping[str, int]) -> None:
-        """The link jobs added ``hosts[h]`` new PENDING URLs of each host to the store."""
-        total = 0
-        for host, count in hosts.items():
-            self.frontier.add_pending(host, count)
-            total += max(0, count)
-        self.stats.on_discovered(total)
-
-    def restore_pending(self) -> int:
-        """Re-read every host's pending count from the store (the frontier then refills from it).
-        For a dispatcher that may have missed a link-jobs report; a full key scan, so not per batch."""
-        found = 0
-        for host, count in self.store.pending_hosts():
-            hs = self.frontier.host(host)
-            if hs is not None and (hs.leased_to or hs.pending >= count):
-                continue  # known (or leased: its refill waits for the lease to end anyway)
-            self.frontier.restore(host, count)
-            found += count
-        return found
 
     def on_heartbeat(self, hb: Heartbeat) -> None:
         self.dispatcher.heartbeat(hb)
@@ -360,20 +298,21 @@ class CrawlCore:
     # --- status ------------------------------------------------------------------------------------
     def done(self) -> bool:
         """True when nothing is pending, leased or in flight (or the page limit is reached)."""
-        if self._inflight:
+        if self.flights:
             return False
         if self.found.buffered or self._outcomes:
             self._flush_store()  # buffered discoveries may still hold work
         limit = self.settings.scope.max_pages
-        if limit and self._issued >= limit:
+        if limit and self.flights.issued >= limit:
             return True
         if self.recrawl is not None and self.recrawl.continuous:
-            return self.recrawl.stopped()  # waits for due URLs until stopped; what is pending stays for --resume
+            # Waits for due URLs until stopped; what is pending stays for --resume.
+            return self.recrawl.stopped()
         return self.frontier.pending == 0 and self.frontier.leased == 0 and not self.frontier.wants_refill(1)
 
     @property
     def in_flight(self) -> int:
-        return len(self._inflight)
+        return len(self.flights)
 
     def summary(self) -> dict[str, Any]:
         out = dict(self.stats.summary())
