@@ -18,7 +18,9 @@ journals whatever its predecessor's batches still bring (``recovery.drain_previo
 Time the dispatcher could not hear the fleet (broker down or stalled, the dispatcher itself stopped)
 pauses its clock (``BrokerSession.paused_s``) instead of killing every fetcher at once.
 ``fleet-events.jsonl`` records issues, completions, expiries and node changes. How the crawl is opened
-before the loop (recovery, seeds, the core, link rules, encoder, serial responder) is dispatcher_open.py.
+before the loop (recovery, seeds, the core, link rules, encoder, serial responder) is dispatcher_open.py;
+what it does with each message it hears (replies, links reports, heartbeats, submits) is dispatcher_inbox.py;
+its periodic work (liveness, leases, the serial table) is dispatcher_tick.py.
 """
 
 from __future__ import annotations
@@ -36,22 +38,13 @@ from pipeline.observe.metrics import LatestSnapshot, MetricsServer
 from pipeline.settings import Settings
 from pipeline.storage.factory import from_settings
 from pipeline.transport.batchsend import BatchEncoder
+from pipeline.transport.dispatcher_inbox import Inbound
 from pipeline.transport.dispatcher_open import CrawlOpening
 from pipeline.transport.dispatcher_tick import Periodic
 from pipeline.transport.fleet_nodes import FleetNodes
 from pipeline.transport.fleet_state import FleetCounters, Issued, fleet_summary, quota_line
-from pipeline.transport.linkjobs import segment_key
 from pipeline.transport.linkprogress import LinkProgress
-from pipeline.transport.messages import (
-    BadMessage,
-    NodeHeartbeat,
-    decode,
-    parse_heartbeat,
-    parse_results,
-    parse_submit,
-)
 from pipeline.transport.pika_session import make_session, send_task, take_unconfirmed
-from pipeline.transport.replies import parse_links
 from pipeline.transport.serialcheck import SerialResponder, SerialTable
 
 log = logging.getLogger(__name__)
@@ -61,7 +54,7 @@ log = logging.getLogger(__name__)
 TICK_S = 0.5
 
 
-class FleetDispatcher(CrawlOpening, Periodic):
+class FleetDispatcher(CrawlOpening, Periodic, Inbound):
     """One crawl (one service) dispatched over RabbitMQ. ``run()`` returns the summary dict."""
 
     def __init__(
@@ -193,74 +186,7 @@ class FleetDispatcher(CrawlOpening, Periodic):
                 break
         self._tick()
 
-    # --- inbound -----------------------------------------------------------------------------------
-    def _decode(self, message: Any) -> dict[str, Any]:
-        return decode(message.body, content_type=message.content_type, content_encoding=message.content_encoding,
-                      max_bytes=self.settings.fleet.max_message_bytes)  # fmt: skip
-
-    def _process_inbox(self) -> None:
-        items, self.session.inbox = self.session.inbox, []
-        for item in items:
-            size = len(item.message.body or b"")
-            try:
-                obj = self._decode(item.message)
-                if item.kind == "results" and obj.get("kind") == "links":
-                    self._on_links(obj)
-                elif item.kind == "results":
-                    self.counters.results_messages += 1
-                    self.counters.results_bytes += size
-                    self._on_results(obj)
-                elif item.kind == "heartbeat":
-                    self.counters.heartbeats += 1
-                    self.counters.heartbeat_bytes += size
-                    self._on_heartbeat(parse_heartbeat(obj))
-                else:
-                    self._on_submit(*parse_submit(obj))
-            except BadMessage as exc:
-                self.counters.dead_lettered += 1
-                self.session.dead_letter(item, str(exc))
-        if items:
-            self.session.ack_through(items[-1].message)
-
-    def _on_results(self, obj: dict[str, Any]) -> None:
-        core = self.core
-        assert core is not None
-        pack = parse_results(obj, max_body_bytes=self.settings.fleet.max_message_bytes)
-        if pack.segment:
-            self.links.on_reply(segment_key(pack.segment))
-        for result in pack.results:
-            issued = self._issued.get(result.serial)
-            if issued is not None:
-                if result.url_id in issued.received:
-                    self.counters.duplicate_results += 1
-                    continue
-                issued.received.add(result.url_id)
-            core.on_result(result, stored=pack.stored)  # the core drops serials it did not issue (or expired)
-        for rep in pack.reports:
-            issued = self._issued.pop(rep.serial, None)
-            if issued is None:
-                self.counters.late_reports += 1
-                continue
-            self._serials_version += 1
-            self._busy.pop(issued.vfid, None)
-            # S3's t_i is the node's time per page for the whole batch: issue to report on our clock (the
-            # node's fetch, storing its pages, its reply), not only the fetch the node reports (bench s3).
-            took = max(rep.elapsed_s, self.clock() - issued.batch.issued_at)
-            core.on_batch_done(rep.serial, fetcher_id=issued.vfid, pages=rep.pages, elapsed_s=took,
-                               host_delays=rep.host_delays, host_ips=rep.host_ips, unfinished=rep.unfinished)  # fmt: skip
-            segment = {"segment": segment_key(pack.segment)} if pack.segment else {}
-            self._event("done", serial=rep.serial, node=issued.node, pages=rep.pages, unfinished=len(rep.unfinished),
-                        elapsed_s=round(rep.elapsed_s, 3), **segment)  # fmt: skip
-
-    def _on_links(self, obj: dict[str, Any]) -> None:
-        core = self.core
-        assert core is not None
-        report = parse_links(obj)
-        self.links.on_report(report.segments)
-        core.on_links(report.hosts)
-        self._event("links", segments=len(report.segments), hosts=len(report.hosts), new=sum(report.hosts.values()),
-                    names=list(report.segments))  # fmt: skip
-
+    # --- batches -----------------------------------------------------------------------------------
     def _links_settled(self) -> bool:
         return self.links.settled(self._restore_pending)
 
@@ -270,32 +196,6 @@ class FleetDispatcher(CrawlOpening, Periodic):
         if found:
             self._event("pending_restored", urls=found)
         return found
-
-    def _on_heartbeat(self, hb: NodeHeartbeat) -> None:
-        core = self.core
-        assert core is not None
-        heard = self.fleet.heard(hb, self.clock())
-        node = heard.node
-        if heard.event == "node_up":
-            if heard.restarted:
-                self.counters.purged_messages += self.session.purge_fetch_queue(hb.node)
-            self.session.declare_fetch_queue(hb.node)
-            for vfid in heard.reregister:
-                core.register_fetcher(vfid, address=hb.address)  # expires what the old incarnation held
-                self._forget_fetcher(vfid, reason="restarted")
-            self._event("node_up", node=hb.node, incarnation=hb.incarnation, slots=hb.slots)
-        elif heard.event == "node_back":
-            self._event("node_back", node=hb.node)
-        for vfid in node.vfids:
-            core.on_heartbeat(hb.for_fetcher(vfid, share=len(node.vfids)))
-
-    def _on_submit(self, service: str, urls: list[str]) -> None:
-        core = self.core
-        assert core is not None
-        if service != self.service:
-            raise BadMessage(f"submit for service {service!r} reached the queue of {self.service!r}")
-        core.add_seeds(urls)
-        self._event("submit", urls=len(urls))
 
     def _forget_fetcher(self, vfid: str, *, reason: str) -> None:
         """Close our side of a batch the core has expired or is about to (node restart)."""
