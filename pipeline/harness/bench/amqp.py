@@ -23,7 +23,8 @@
   queue is purged after every chunk (untimed).
 
 Variants alternate chunk by chunk, so a neighbour's load falls on all of them alike; each figure is
-also given as a ratio to the kombu baseline (``celery`` for publishing) of the same run.
+also given as a ratio to the kombu baseline (``celery`` for publishing) of the same run. The consumer
+clients themselves are in amqpclients.py.
 """
 
 from __future__ import annotations
@@ -41,10 +42,17 @@ from pathlib import Path
 from typing import Any
 
 import pika
-from kombu import Consumer, Producer, Queue
+from kombu import Producer
 
 from fetchers.records import Batch, FetchResult, Timings, UrlTask
 from fetchers.report import BatchReport
+from pipeline.harness.bench.amqpclients import (
+    KombuConsumer,
+    PikaConsumer,
+    pika_reads,
+    read_size,
+    session_consumers,
+)
 from pipeline.settings import FleetSettings
 from pipeline.transport import topology
 from pipeline.transport.amqp import connection
@@ -58,8 +66,12 @@ NODE = "benchnode"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--broker", default="amqp://guest:guest@127.0.0.1:5672", help="broker URL without vhost")
     p.add_argument("--messages", type=int, default=20_000, help="reply messages consumed per client and size")
-    p.add_argument("--pages", default="1,50,100,200", help="pages per reply, comma-separated (1: heartbeat-sized)")
-    p.add_argument("--max-mb", type=float, default=500.0, help="at most this many MB consumed per client and size")
+    p.add_argument(
+        "--pages", default="1,50,100,200", help="pages per reply, comma-separated (1: heartbeat-sized)"
+    )
+    p.add_argument(
+        "--max-mb", type=float, default=500.0, help="at most this many MB consumed per client and size"
+    )
     p.add_argument("--chunk-mb", type=float, default=16.0, help="MB loaded per timed phase")
     p.add_argument("--prefetch", type=int, default=512, help="consumer prefetch (the dispatcher's is 512)")
     p.add_argument("--batches", type=int, default=20_000, help="task messages published per client")
@@ -118,7 +130,7 @@ def batches(n_urls: int, *, variants: int = 8) -> list[Batch]:
             for v in range(variants)]  # fmt: skip
 
 
-# --- consumers ----------------------------------------------------------------------------------------
+# --- timing: messages per CPU-second ------------------------------------------------------------------
 @dataclass(slots=True)
 class Tally:
     messages: int = 0
@@ -126,134 +138,17 @@ class Tally:
     wall_s: float = 0.0
 
     def add(self, messages: int, cpu: float, wall: float) -> None:
-        self.messages, self.cpu_s, self.wall_s = self.messages + messages, self.cpu_s + cpu, self.wall_s + wall
+        self.messages, self.cpu_s, self.wall_s = (
+            self.messages + messages,
+            self.cpu_s + cpu,
+            self.wall_s + wall,
+        )
 
     def rate(self) -> float:
         return self.messages / self.cpu_s if self.cpu_s else 0.0
 
 
-class KombuConsumer:
-    """py-amqp through kombu, set up and pumped as session.BrokerSession does."""
-
-    def __init__(self, url: str, queue: Queue, prefetch: int) -> None:
-        self.conn = connection(url, confirm=True)
-        self.conn.connect()
-        ch = self.conn.channel()
-        ch.basic_qos(0, prefetch, False)
-        self.inbox: list[Any] = []
-        Consumer(ch, queues=[queue(ch)], on_message=self.inbox.append, no_ack=False).consume()
-
-    def pump(self, timeout: float, max_messages: int = 2000) -> None:
-        try:
-            self.conn.drain_events(timeout=timeout)
-            while len(self.inbox) < max_messages:
-                self.conn.drain_events(timeout=0)
-        except TimeoutError:
-            pass
-
-    def take(self) -> int:
-        items, self.inbox[:] = list(self.inbox), []
-        for m in items:  # the dispatcher reads these of each message
-            _ = (m.body, m.content_type, m.content_encoding)
-        if items:
-            items[-1].ack(multiple=True)
-        return len(items)
-
-    def close(self) -> None:
-        self.conn.release()
-
-
-class PikaConsumer:
-    """pika's BlockingConnection, pumped the same way (wait, then take what is there, ack multiple)."""
-
-    def __init__(self, url: str, queue: Queue, prefetch: int) -> None:
-        self.conn = pika.BlockingConnection(pika.URLParameters(url))
-        self.ch = self.conn.channel()
-        self.ch.basic_qos(prefetch_count=prefetch)
-        self.inbox: list[tuple[int, Any, bytes]] = []
-        self.ch.basic_consume(queue.name, self._on_message, auto_ack=False)
-
-    def _on_message(self, _ch: Any, method: Any, props: Any, body: bytes) -> None:
-        self.inbox.append((method.delivery_tag, props, body))
-
-    def pump(self, timeout: float, max_messages: int = 2000) -> None:
-        self.conn.process_data_events(time_limit=timeout)
-        before = -1
-        while before != len(self.inbox) and len(self.inbox) < max_messages:
-            before = len(self.inbox)
-            self.conn.process_data_events(time_limit=0)
-
-    def take(self) -> int:
-        items, self.inbox[:] = list(self.inbox), []
-        for _tag, props, body in items:
-            _ = (body, props.content_type, props.content_encoding)
-        if items:
-            self.ch.basic_ack(items[-1][0], multiple=True)
-        return len(items)
-
-    def close(self) -> None:
-        self.conn.close()
-
-
-class SessionConsumer:
-    """The dispatcher's session classes themselves (BrokerSession or PikaSession)."""
-
-    def __init__(self, session: Any) -> None:
-        self.s = session
-        assert self.s.connect()
-
-    def pump(self, timeout: float, max_messages: int = 2000) -> None:
-        self.s.pump(timeout, max_messages=max_messages)
-
-    def take(self) -> int:
-        items, self.s.inbox = self.s.inbox, []
-        for item in items:
-            _ = (item.message.body, item.message.content_type, item.message.content_encoding)
-        if items:
-            self.s.ack_through(items[-1].message)
-        return len(items)
-
-    def close(self) -> None:
-        self.s.close()
-
-
-def _sessions(url: str, prefetch: int) -> dict[str, Callable[[], Any]]:
-    from pipeline.transport.session import BrokerSession
-
-    fleet = FleetSettings(broker_url=url)
-    quiet: dict[str, Any] = {"heartbeat_ttl_s": 10.0, "prefetch": prefetch, "stall_s": 1e9, "probe_after_s": 1e9}  # no probes
-    out: dict[str, Callable[[], Any]] = {
-        "session-kombu": lambda: SessionConsumer(BrokerSession(fleet, service=SERVICE, **quiet))}
-    try:
-        from pipeline.transport.pika_session import PikaSession
-    except ImportError:  # not written yet
-        return out
-    out["session-pika"] = lambda: SessionConsumer(PikaSession(fleet, service=SERVICE, **quiet))
-    return out
-
-
-PIKA_SHIPPED_READ = 4096  # pika 1.x's socket read size (``_AsyncTransportBase._MAX_RECV_BYTES``)
-BIG_READ = 256 * 1024  # what pika_session sets
-
-
-@contextlib.contextmanager
-def pika_reads(size: int) -> Iterator[None]:
-    """pika reads its socket 4 KB at a time and appends each read to its frame buffer (a copy of the whole
-    buffer), so a 50 KB reply costs ~13 reads and ~13 copies. A class attribute: set for one variant."""
-    from pika.adapters.utils.io_services_utils import _AsyncTransportBase as T
-
-    saved = T._MAX_RECV_BYTES, T._MAX_CONSUME_BYTES
-    T._MAX_RECV_BYTES, T._MAX_CONSUME_BYTES = size, max(size * 4, 100 * 1024)
-    try:
-        yield
-    finally:
-        T._MAX_RECV_BYTES, T._MAX_CONSUME_BYTES = saved
-
-
-def _reads(name: str) -> int:
-    return PIKA_SHIPPED_READ if name == "pika" else BIG_READ
-
-
+# --- consumers (the clients: amqpclients.py) -----------------------------------------------------------
 def bench_consume(url: str, args: argparse.Namespace, pages: int) -> dict[str, Any]:
     fleet = FleetSettings(broker_url=url)
     queue = topology.results_queue(fleet, SERVICE)
@@ -265,7 +160,7 @@ def bench_consume(url: str, args: argparse.Namespace, pages: int) -> dict[str, A
         "kombu": lambda: KombuConsumer(url, queue, args.prefetch),
         "pika": lambda: PikaConsumer(url, queue, args.prefetch),
         "pika-256k": lambda: PikaConsumer(url, queue, args.prefetch),
-        **_sessions(url, args.prefetch),
+        **session_consumers(url, args.prefetch, service=SERVICE),
     }
     loader = pika.BlockingConnection(pika.URLParameters(url))
     lch = loader.channel()
@@ -278,12 +173,12 @@ def bench_consume(url: str, args: argparse.Namespace, pages: int) -> dict[str, A
         for name, make in makers.items():  # one consumer at a time; alternate every chunk
             # Connected first (to an empty queue), loaded after: every delivery is read inside the timed
             # pumps (a consumer started on a full queue receives during its own set-up).
-            with pika_reads(_reads(name)):
+            with pika_reads(read_size(name)):
                 consumer = make()
             for i in range(chunk):
                 lch.basic_publish(fleet.results_exchange, SERVICE, bodies[(r + i) % len(bodies)], props)
             lch.queue_declare(queue.name, passive=True)  # a barrier: the broker has routed them all
-            with pika_reads(_reads(name)):
+            with pika_reads(read_size(name)):
                 got, cpu0, wall0 = 0, time.process_time(), time.perf_counter()
                 while got < chunk:
                     consumer.pump(0.05)
@@ -305,7 +200,12 @@ def bench_publish(url: str, args: argparse.Namespace) -> dict[str, Any]:
     fleet = FleetSettings(broker_url=url)
     app = make_app(Settings(fleet=fleet))
     scope_json = {"domains": [f"site{i}.test" for i in range(40)], "allow": [], "deny": [r"/slow$", r"/big$"]}
-    sink_json = {"store": "hbase://127.0.0.1:9090/crawl", "segments": "/srv/crawl/segments", "warc": "", "keep_body": False}
+    sink_json = {
+        "store": "hbase://127.0.0.1:9090/crawl",
+        "segments": "/srv/crawl/segments",
+        "warc": "",
+        "keep_body": False,
+    }
     queue = topology.fetch_queue(NODE)
     kconn = connection(url, confirm=True)
     kconn.connect()
@@ -348,7 +248,11 @@ def bench_publish(url: str, args: argparse.Namespace) -> dict[str, Any]:
         assert not session.take_unconfirmed()
 
     variants: dict[str, Callable[[list[Batch]], None]] = {
-        "celery": celery, "kombu": kombu, "pika": pika_, "session-pika": session_pika}
+        "celery": celery,
+        "kombu": kombu,
+        "pika": pika_,
+        "session-pika": session_pika,
+    }
     tallies = {name: Tally() for name in variants}
     per = 250
     for r in range(max(1, args.batches // per)):
@@ -379,7 +283,14 @@ def _figures(tallies: dict[str, Tally], *, base: str, per: int, unit: str) -> di
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    model = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("model name")), "?")
+    model = next(
+        (
+            ln.split(":", 1)[1].strip()
+            for ln in Path("/proc/cpuinfo").read_text().splitlines()
+            if ln.startswith("model name")
+        ),
+        "?",
+    )
     out: dict[str, Any] = {
         "machine": {"nproc": os.cpu_count(), "cpu": model, "python": platform.python_version(),
                     "load_avg_start": os.getloadavg()[0]},
