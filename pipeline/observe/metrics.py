@@ -1,12 +1,12 @@
 """Live visibility for the fleet dispatcher: Prometheus ``/metrics`` and a small HTML ``/status`` page.
 
 ``MetricsServer(stats, fleet=...)`` is an aiohttp app the dispatcher starts on a port of its event
-loop. Nothing is counted twice: a custom collector reads ``CrawlStats`` (and, when given, the
+loop. Nothing is counted twice: a custom collector (collector.py) reads ``CrawlStats`` (and, when given, the
 dispatcher's snapshot) at scrape time, so the crawl's hot path never touches prometheus-client.
 
 ``fleet`` is a zero-argument callable returning the dispatcher's snapshot (``Dispatcher.snapshot``,
 a ``pipeline.dispatch.protocols.DispatcherStats``); only the attributes in ``FleetView`` and
-``FetcherView`` are read, plus ``last_seen`` (heartbeat time) per fetcher when it exists. Without a
+``FetcherView`` (fleetview.py) are read, plus ``last_seen`` (heartbeat time) per fetcher when it exists. Without a
 fleet the fetchers come from ``CrawlStats.set_fetchers``.
 
 The fleet dispatcher runs a blocking loop, so ``start_in_thread`` serves the app from its own event
@@ -26,57 +26,19 @@ import contextlib
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from pipeline.observe.stats import LATENCY_BOUNDS_S, CrawlStats, dns_hit_rate
+from pipeline.observe.collector import StatsCollector
+from pipeline.observe.fleetview import FleetView, fetcher_rows
+from pipeline.observe.stats import CrawlStats, dns_hit_rate
 from pipeline.observe.status_page import render_status
 
-NS = "crawlfleet"
 RATE_WINDOW_S = 10.0
-
-
-class FetcherView(Protocol):
-    """The per-fetcher fields read from the dispatcher snapshot (``FetcherStats``)."""
-
-    fetcher_id: str
-    address: str
-    n: int
-    t: float | None
-    live: bool
-    p: float
-    q: int
-    r: int
-    outstanding: int
-    successes: int
-    failures: int
-    deaths: int
-
-
-class FleetView(Protocol):
-    """The fleet-wide fields read from the dispatcher snapshot (``DispatcherStats``)."""
-
-    now: float
-    in_flight: int
-    in_flight_urls: int
-    last_serial: int
-
-    @property
-    def fetchers(self) -> Mapping[str, FetcherView]: ...
-
-    @property
-    def refusals(self) -> Mapping[str, int]: ...
-
-    @property
-    def dropped(self) -> Mapping[str, int]: ...
-
-
-FleetSource = Callable[[], FleetView]
 
 
 class LatestSnapshot:
@@ -99,7 +61,9 @@ class LatestSnapshot:
 class RateMeter:
     """Pages/s and bytes/s over the last ``window_s``, from periodic samples of the cumulative counters."""
 
-    def __init__(self, stats: CrawlStats, *, window_s: float = RATE_WINDOW_S, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, stats: CrawlStats, *, window_s: float = RATE_WINDOW_S, clock: Callable[[], float]
+    ) -> None:
         self._stats = stats
         self._clock = clock
         self._window = window_s
@@ -120,151 +84,6 @@ class RateMeter:
         if dt <= 0:
             return {"pages_per_s": 0.0, "bytes_per_s": 0.0, "errors_per_s": 0.0}
         return {"pages_per_s": (p1 - p0) / dt, "bytes_per_s": (b1 - b0) / dt, "errors_per_s": (e1 - e0) / dt}
-
-
-def fetcher_rows(stats: CrawlStats, fleet: FleetView | None, now: float) -> list[dict[str, Any]]:
-    """One dict per fetcher for /status: from the dispatcher snapshot if given, else ``set_fetchers``."""
-    results = stats.fetcher_pages()
-    rows: list[dict[str, Any]] = []
-    if fleet is not None:
-        for fid, f in sorted(fleet.fetchers.items()):
-            seen = getattr(f, "last_seen", None)
-            rows.append(
-                {
-                    "fetcher": fid,
-                    "address": f.address,
-                    "live": bool(f.live),
-                    "heartbeat_age_s": None if seen is None else round(max(now - float(seen), 0.0), 1),
-                    "n_i": f.n,
-                    "t_i": f.t,
-                    "p": f.p,
-                    "q": f.q,
-                    "r": f.r,
-                    "batches_out": f.outstanding,
-                    "successes": f.successes,
-                    "failures": f.failures,
-                    "deaths": f.deaths,
-                    "results": results.get(fid, 0),
-                }
-            )
-        return rows
-    for fid, g in sorted(stats.fetchers().items()):
-        seen = g.get("last_heartbeat")
-        rows.append(
-            {
-                "fetcher": fid,
-                "address": "",
-                "live": bool(g.get("live", 1)),
-                "heartbeat_age_s": None if seen is None else round(max(now - float(seen), 0.0), 1),
-                "n_i": g.get("n_i"),
-                "t_i": g.get("t_i"),
-                "p": g.get("p"),
-                "q": g.get("q"),
-                "r": g.get("r"),
-                "batches_out": g.get("inflight"),
-                "successes": None,
-                "failures": None,
-                "deaths": None,
-                "results": results.get(fid, 0),
-            }
-        )
-    return rows
-
-
-class StatsCollector:
-    """A prometheus-client collector that reads the live stats at scrape time."""
-
-    def __init__(
-        self, stats: CrawlStats, fleet: Callable[[], FleetView | None] | None, clock: Callable[[], float]
-    ) -> None:
-        self._stats = stats
-        self._fleet = fleet
-        self._clock = clock
-
-    def collect(self) -> Iterator[Metric]:
-        s = self._stats
-        yield _counter("pages", "Results with an HTTP response", s.pages)
-        yield _counter("bytes", "Bytes fetched (wire bytes when measured)", s.bytes)
-        yield _counter("urls_discovered", "New URLs discovered", s.discovered)
-        yield _counter("robots_blocked", "URLs not fetched because robots.txt forbids them", s.robots_blocked)
-        failures = CounterMetricFamily(f"{NS}_fetch_failures", "Results without a response, by class", labels=["class"])
-        for cls, n in sorted(s.errors_by_class().items()):
-            failures.add_metric([cls], n)
-        yield failures
-        status = CounterMetricFamily(f"{NS}_responses", "HTTP responses by status code", labels=["code"])
-        for code, n in sorted(s.status_mix().items()):
-            status.add_metric([str(code)], n)
-        yield status
-        quota = CounterMetricFamily(f"{NS}_quota_refusals", "Admission refusals (S1)", labels=["service", "reason"])
-        for (service, reason), n in sorted(s.quota_refusals_by().items()):
-            quota.add_metric([service, reason], n)
-        yield quota
-        yield GaugeMetricFamily(f"{NS}_queue_urls", "URLs pending in the frontier", value=s.queue)
-        yield GaugeMetricFamily(f"{NS}_uptime_seconds", "Seconds since the stats started", value=self._clock() - s.started_at)
-        yield from self._latency()
-        yield from self._dns()
-        yield from self._fetchers()
-
-    def _latency(self) -> Iterator[Metric]:
-        hist = HistogramMetricFamily(f"{NS}_fetch_phase_seconds", "Fetch latency by phase", labels=["phase"])
-        sums = self._stats.latency_sums()
-        for phase, counts in self._stats.latency_histograms().items():
-            buckets, acc = [], 0
-            for bound, c in zip((*LATENCY_BOUNDS_S, float("inf")), counts, strict=True):
-                acc += c
-                buckets.append(("+Inf" if bound == float("inf") else repr(bound), acc))
-            hist.add_metric([phase], buckets, sums[phase])
-        yield hist
-
-    def _dns(self) -> Iterator[Metric]:
-        dns = self._stats.dns()
-        events = CounterMetricFamily(f"{NS}_dns_cache_events", "DNS cache counters", labels=["event"])
-        for key, n in sorted(dns.items()):
-            events.add_metric([key], n)
-        yield events
-        rate = dns_hit_rate(dns)
-        if rate is not None:
-            yield GaugeMetricFamily(f"{NS}_dns_cache_hit_ratio", "Cumulative DNS cache hit ratio", value=rate)
-
-    def _fetchers(self) -> Iterator[Metric]:
-        fleet = self._fleet() if self._fleet is not None else None
-        rows = fetcher_rows(self._stats, fleet, self._clock())
-        gauges = {
-            "n_i": ("fetcher_batch_size", "S3 batch size n_i"),
-            "t_i": ("fetcher_seconds_per_page", "S3 running mean seconds per page t_i"),
-            "live": ("fetcher_live", "1 while the fetcher's heartbeats are current (S1)"),
-            "p": ("fetcher_rate", "Download rate p from the last heartbeat (URLs/s)"),
-            "q": ("fetcher_free_slots", "Free download slots q from the last heartbeat"),
-            "batches_out": ("fetcher_batches_in_flight", "Batches issued and not completed"),
-            "heartbeat_age_s": ("fetcher_heartbeat_age_seconds", "Seconds since the last heartbeat"),
-        }
-        for key, (name, doc) in gauges.items():
-            fam = GaugeMetricFamily(f"{NS}_{name}", doc, labels=["fetcher"])
-            for row in rows:
-                value = row.get(key)
-                if isinstance(value, int | float):
-                    fam.add_metric([row["fetcher"]], float(value))
-            yield fam
-        results = CounterMetricFamily(f"{NS}_fetcher_results", "Results received per fetcher", labels=["fetcher"])
-        for row in rows:
-            results.add_metric([row["fetcher"]], row["results"])
-        yield results
-        if fleet is not None:
-            yield GaugeMetricFamily(f"{NS}_batches_in_flight", "Batches outstanding", value=fleet.in_flight)
-            yield GaugeMetricFamily(f"{NS}_urls_in_flight", "URLs in outstanding batches", value=fleet.in_flight_urls)
-            yield GaugeMetricFamily(f"{NS}_last_serial", "Last download serial id issued (S1)", value=fleet.last_serial)
-            ref = CounterMetricFamily(f"{NS}_dispatch_refusals", "Dispatcher refusals by reason", labels=["reason"])
-            for reason, n in sorted(fleet.refusals.items()):
-                ref.add_metric([reason], n)
-            yield ref
-            drop = CounterMetricFamily(f"{NS}_completions_dropped", "Completions dropped by reason", labels=["reason"])
-            for reason, n in sorted(fleet.dropped.items()):
-                drop.add_metric([reason], n)
-            yield drop
-
-
-def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
-    return CounterMetricFamily(f"{NS}_{name}", doc, value=value)
 
 
 class MetricsServer:
