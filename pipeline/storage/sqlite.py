@@ -56,7 +56,7 @@ from pipeline.storage.sqlite_schema import (  # noqa: F401 (CHUNK, SCHEMA_VERSIO
     revisit_of,
     revisit_row,
 )
-from pipeline.storage.sqlite_tx import LINK_ROUNDS_DDL, Transaction, claim_round, is_locked
+from pipeline.storage.sqlite_tx import BUSY_TIMEOUT_S, LINK_ROUNDS_DDL, Transaction, claim_round, is_locked
 from pipeline.storage.sqlite_wal import Checkpointer
 from pipeline.urls import fingerprint
 
@@ -83,7 +83,7 @@ class SqliteStore(Store):
         # timeout= sets the busy handler before the first PRAGMA: switching to WAL takes a lock, and a
         # second opener (two Spark tasks of one job) must wait for it rather than fail at once.
         self._db = sqlite3.connect(
-            str(self.path), isolation_level=None, check_same_thread=False, timeout=10.0
+            str(self.path), isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_S
         )
         # Openers that race on a new file can still get "database is locked" at once: SQLite skips the
         # busy handler where waiting could deadlock (a shared lock that must grow while another opener
@@ -117,7 +117,7 @@ class SqliteStore(Store):
             "synchronous=NORMAL",
             "temp_store=MEMORY",
             "cache_size=-65536",  # 64 MiB page cache: the pending index and hot url rows stay resident
-            "busy_timeout=10000",
+            f"busy_timeout={int(BUSY_TIMEOUT_S * 1000)}",
             # The background checkpointer keeps the WAL short; this is only the backstop (64 MiB).
             "wal_autocheckpoint=16384",
             "journal_size_limit=67108864",

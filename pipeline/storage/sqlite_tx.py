@@ -7,6 +7,12 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
+# How long a writer waits for the write lock before "database is locked". In fleet mode every node's sink
+# threads, the link jobs and the dispatcher write one file; SQLite's busy handler is not a queue, so on a
+# loaded box one writer can lose the race for well over 10 s (a fleet dispatcher died of it mid-crawl in a loaded make test).
+# Waiting costs nothing when the lock is free; failing kills the process that holds the crawl's state.
+BUSY_TIMEOUT_S = 60.0
+
 
 def is_locked(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
