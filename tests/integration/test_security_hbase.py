@@ -99,12 +99,15 @@ def test_thrift_bound_to_the_fleets_address_serves_that_network_only(
     )
     thrift.start()
     try:
+        # Wait for the bridge address to appear, then say what else listens (a stricter wait condition
+        # timed out once in a loaded make test without telling which addresses it saw).
         wait_until(
-            lambda: listen_addresses(port) == {namespace.host},
+            lambda: namespace.host in listen_addresses(port),
             timeout_s=180,
             every_s=1.0,
-            what="Thrift on the bridge",
+            what=f"Thrift on the bridge ({namespace.host}:{port}; log {tmp_path / 'thrift.log'})",
         )
+        assert listen_addresses(port) == {namespace.host}, listen_addresses(port)
         code = ("import happybase,sys\nc=happybase.Connection(sys.argv[1],int(sys.argv[2]),timeout=20000)\n"
                 "print(type(c.tables()).__name__)")  # fmt: skip
         out = subprocess.run(["ip", "netns", "exec", namespace.name, sys.executable, "-c", code, namespace.host, str(port)],
