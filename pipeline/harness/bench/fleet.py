@@ -29,6 +29,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from pipeline.harness.bench import jvmcpu
 from pipeline.harness.bench.cputrace import CpuRates, CpuTrace, bucket_series, fit_rates
 from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.settings import load_settings
@@ -109,6 +110,7 @@ def _embedded(args: argparse.Namespace, workdir: Path, broker_url: str) -> dict[
     with TestbedProcess(args.hosts, args.pages, seed=args.seed, workdir=workdir / "tb-embedded") as tb:
         out = workdir / "embedded"
         t0 = time.monotonic()
+        jvm0 = jvmcpu.sample()
         try:
             proc = subprocess.run(_cli("crawl", *tb.seeds, "--out", str(out), "--json", "--no-progress"),
                                   env=_env(tb, broker_url, service, args.store), capture_output=True, text=True,
@@ -117,9 +119,11 @@ def _embedded(args: argparse.Namespace, workdir: Path, broker_url: str) -> dict[
             if args.store == "hbase":
                 _drop_hbase(service)
         wall = time.monotonic() - t0
+        jvm = jvmcpu.delta(jvm0, jvmcpu.sample())
     summary = _last_json(proc.stdout)
     return {"pages": summary["pages_fetched"], "pages_per_s": summary["pages_per_s"],
-            "elapsed_s": summary["elapsed_s"], "wall_s": round(wall, 2)}  # fmt: skip
+            "elapsed_s": summary["elapsed_s"], "wall_s": round(wall, 2),
+            "store_jvm": jvm.to_json(summary["pages_fetched"])}  # fmt: skip
 
 
 def _wait_heartbeats(broker_url: str, nodes: set[str], timeout_s: float) -> None:
@@ -188,6 +192,7 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str) -> dict[str
             links_trace = CpuTrace(links.pid, tree=True)  # with its extract worker process
             t0 = time.monotonic()
             cpu0 = _children_cpu()
+            jvm0 = jvmcpu.sample()
             with open(workdir / "dispatcher.log", "w") as err:
                 dproc = subprocess.Popen(_cli("dispatcher", *tb.seeds, "--out", str(out), "--json", "--no-progress"),
                                          env=env, stdout=subprocess.PIPE, stderr=err, text=True)  # fmt: skip
@@ -201,6 +206,7 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str) -> dict[str
                     raise subprocess.CalledProcessError(dproc.returncode, dproc.args, stdout)
             dispatcher_cpu = _children_cpu() - cpu0  # the only child reaped in between
             wall = time.monotonic() - t0
+            jvm = jvmcpu.delta(jvm0, jvmcpu.sample())
             if links is not None:
                 links.terminate()
                 links.wait(60)
@@ -253,6 +259,8 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str) -> dict[str
         "links_cpu_s": round(links_cpu, 2),
         "links_cpu_ms_per_page": round(1000 * links_cpu / max(1, pages), 4),
         "link_lag_s": _link_lag(events),
+        # The store's JVMs over the same span as the embedded half's figure (dispatcher start to exit).
+        "store_jvm": jvm.to_json(pages),
         "link_max_segments": args.link_max_segments or "default",
         "frontier": summary.get("frontier", {}),
         "idle": _idle_stats(events, f, window),
