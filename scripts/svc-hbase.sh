@@ -28,7 +28,7 @@
 #   CRAWLFLEET_HBASE_ZK_PORT     ZooKeeper client port           (12181; avoids a system ZooKeeper)
 #   CRAWLFLEET_HBASE_MASTER_PORT / CRAWLFLEET_HBASE_RS_PORT  RPC ports (16000 / 16020)
 #   CRAWLFLEET_HBASE_TIMEOUT     seconds to wait for readiness   (240)
-#   CRAWLFLEET_HBASE_HEAP        master heap                     (1g)
+#   CRAWLFLEET_HBASE_HEAP        master (and region server) heap (2g)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -51,7 +51,10 @@ ZK_PORT="${CRAWLFLEET_HBASE_ZK_PORT:-12181}"
 MASTER_PORT="${CRAWLFLEET_HBASE_MASTER_PORT:-16000}"
 RS_PORT="${CRAWLFLEET_HBASE_RS_PORT:-16020}"
 TIMEOUT="${CRAWLFLEET_HBASE_TIMEOUT:-240}"
-HEAP="${CRAWLFLEET_HBASE_HEAP:-1g}"
+# 2g, not 1g: the standalone JVM holds the region server, whose block cache and memstores take 0.4 + 0.4 of the
+# heap by default. At 1g a long crawl kept the old generation ~80% full: G1 marked concurrently all the time
+# (712 cycles, 12 full GCs) and GC threads were a third of HBase's CPU in a 100k-page fleet run (docs/bench/fleet.md).
+HEAP="${CRAWLFLEET_HBASE_HEAP:-2g}"
 CONF="$DATA/conf"
 LOGS="$DATA/logs"
 MASTER_PID="$DATA/master.pid"
