@@ -13,6 +13,9 @@ the round's segments; their fetch results (lines with ``timings``) give each fet
 written with ``Store.put_revisits`` in batches of ``--batch-size``; a sitemap among them makes the known pages
 whose ``lastmod`` is newer than their stored copy due (``recrawl.apply_lastmods``).
 
+In-links: with ``--no-inlinks`` (the crawl's ``dispatch.priority`` is not ``inlinks``) known URLs are only
+looked up, as the embedded crawl does then; new URLs still start with the round's in-link count.
+
 Idempotent rounds (#18 point 6): ``--round-id`` tags every in-link count the mappers write with the round
 (``Store.set_link_round``: HBase ``m:L``, SQLite ``link_rounds``), so a round killed inside its merge and run
 again under the same id from the same segments counts each URL's in-links once.
@@ -53,6 +56,10 @@ class MRUpdateCrawlDb(MRJob):
         self.add_passthru_arg(
             "--round-id", default="", help="the round's id: a re-run under it counts no in-link twice"
         )
+        self.add_passthru_arg(
+            "--no-inlinks", dest="count_inlinks", action="store_false",
+            help="known URLs keep their in-link counts (a crawl whose frontier does not order by them)",
+        )  # fmt: skip
 
     def steps(self) -> list[MRStep]:
         return [MRStep(mapper_init=self.merger_init, mapper=self.merger_map, mapper_final=self.merger_final)]
@@ -63,7 +70,9 @@ class MRUpdateCrawlDb(MRJob):
             self.increment_counter(
                 "update", "round_not_tagged"
             )  # a store without round tags: counts as before
-        self.seen = SeenFilter(self.store, lru_size=self.options.lru_size, track_inlinks=True)
+        self.seen = SeenFilter(
+            self.store, lru_size=self.options.lru_size, track_inlinks=self.options.count_inlinks
+        )
         if self.options.seen_snapshot:
             token, ids = snapshot.read(self.options.seen_snapshot)
             if token and token == snapshot.store_token(self.store, create=False):

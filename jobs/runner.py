@@ -177,6 +177,7 @@ class JobArgs:
     allow_regex: tuple[str, ...] = ()
     deny_regex: tuple[str, ...] = ()
     traps: str = ""  # logic.traps_arg(...); "" = the defaults
+    count_inlinks: bool = True  # False: known URLs keep their in-link counts (dispatch.priority = "depth")
 
     def extract(self) -> list[str]:
         out = ["--max-depth", str(self.max_depth), "--max-links", str(self.max_links)]
@@ -190,7 +191,8 @@ class JobArgs:
         return out
 
     def update(self) -> list[str]:
-        return ["--store", self.store, "--batch-size", str(self.batch_size), "--lru-size", str(self.lru_size)]
+        out = ["--store", self.store, "--batch-size", str(self.batch_size), "--lru-size", str(self.lru_size)]
+        return out if self.count_inlinks else [*out, "--no-inlinks"]
 
 
 @dataclass(slots=True)

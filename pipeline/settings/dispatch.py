@@ -31,6 +31,6 @@ class DispatchSettings:
     # An active host yields its place to a waiting one after this many URLs (0 = only when drained).
     host_session_urls: int = 2048
     # The order of a host's pending URLs (#23 point 5): "inlinks" = most linked-to first, depth as the
-    # tie-break (the embedded crawl then counts in-links of known URLs; the fleet's link jobs always do);
+    # tie-break (both scales then count in-links of known URLs: the embedded core, the fleet's link jobs);
     # "depth" = shallowest first, the store's order. Politeness is the same either way.
     priority: str = "inlinks"

@@ -23,7 +23,7 @@ from pipeline.settings import Settings
 from pipeline.storage.base import Store
 from pipeline.transport.batchsend import BatchEncoder
 from pipeline.transport.grants import granted_this_minute
-from pipeline.transport.linkjobs import RULES_KEY, CrawlLinkRules
+from pipeline.transport.linkrules import RULES_KEY, CrawlLinkRules
 from pipeline.transport.messages import NodeHeartbeat
 from pipeline.transport.nodesink import crawl_sink
 from pipeline.transport.pikawire import fleet_parameters
@@ -83,7 +83,8 @@ class CrawlOpening:
             for vfid, n in granted_this_minute(self.out_dir / "fleet-events.jsonl", self.clock()).items():
                 self.core.dispatcher.restore_grant(self.service, vfid, n)
         self._scope_json = scope_to_json(self.core.scope)
-        rules = CrawlLinkRules.of_crawl(self.core.scope, self.core.traps, max_depth=self.settings.scope.max_depth)
+        rules = CrawlLinkRules.of_crawl(self.core.scope, self.core.traps, max_depth=self.settings.scope.max_depth,
+                                        count_inlinks=self.settings.dispatch.priority == "inlinks")  # fmt: skip
         store.put_meta(RULES_KEY, rules.to_json())
         self._sink_json = crawl_sink(self.settings, self.out_dir).to_json()
         self._encoder = BatchEncoder(scope_json=self._scope_json, sink_json=self._sink_json, wall=self._wall)

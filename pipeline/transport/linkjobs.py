@@ -41,53 +41,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobs.logic import open_store, traps_arg
-from jobs.runner import JobArgs, JobOutput, LinkPipeline, RoundResult, RunnerConfig, extract_links
-from pipeline.links.extract import DEFAULT_MAX_LINKS
+from jobs.logic import open_store
+from jobs.runner import JobOutput, LinkPipeline, RoundResult, RunnerConfig, extract_links
 from pipeline.settings import Settings
+from pipeline.transport.linkrules import RULES_KEY, CrawlLinkRules
 from pipeline.transport.nodesink import ABANDON_S, PART_SUFFIX, SEGMENT_SUFFIX, adopt_part
 from pipeline.transport.replies import LinksReport
-from pipeline.urls import Scope, TrapRules
 
 log = logging.getLogger(__name__)
 
-RULES_KEY = "fleet.link_rules"
 DONE_DIR = ".done"
 ROUNDS_DIR = ".rounds"
-
-
-@dataclass(frozen=True, slots=True)
-class CrawlLinkRules:
-    """What the link jobs need of the crawl: its scope (domains, empty = any; allow and deny patterns),
-    depth and per-page link limits, and trap rules as ``jobs.logic.traps_arg`` writes them."""
-
-    domains: tuple[str, ...]
-    max_depth: int
-    max_links: int
-    allow: tuple[str, ...] = ()
-    deny: tuple[str, ...] = ()
-    traps: str = ""
-
-    @classmethod
-    def of_crawl(cls, scope: Scope, traps: TrapRules, *, max_depth: int) -> CrawlLinkRules:
-        """The rules of a crawl with ``scope``, ``traps`` and ``max_depth`` (what its dispatcher publishes)."""
-        return cls(tuple(sorted(scope.domains)), max_depth, DEFAULT_MAX_LINKS, tuple(p.pattern for p in scope.allow),
-                   tuple(p.pattern for p in scope.deny), traps_arg(traps))  # fmt: skip
-
-    def to_json(self) -> str:
-        return json.dumps({"domains": list(self.domains), "max_depth": self.max_depth, "max_links": self.max_links,
-                           "allow": list(self.allow), "deny": list(self.deny), "traps": self.traps})  # fmt: skip
-
-    @classmethod
-    def from_json(cls, text: str) -> CrawlLinkRules:
-        obj = json.loads(text)
-        return cls(tuple(obj["domains"]), int(obj["max_depth"]), int(obj["max_links"]), tuple(obj.get("allow", ())),
-                   tuple(obj.get("deny", ())), str(obj.get("traps", "")))  # fmt: skip
-
-    def job_args(self, *, store: str, batch_size: int, lru_size: int) -> JobArgs:
-        return JobArgs(store=store, allowed_domains=self.domains, max_depth=self.max_depth, max_links=self.max_links,
-                       batch_size=batch_size, lru_size=lru_size, allow_regex=self.allow, deny_regex=self.deny,
-                       traps=self.traps)  # fmt: skip
 
 
 def segment_key(path: Path | str) -> str:

@@ -87,6 +87,26 @@ def test_second_round_finds_nothing_new_and_raises_inlinks(jobs_segment: Path, t
         assert store.get_url(url).inlinks > before  # type: ignore[union-attr]
 
 
+def test_without_inlink_counting_a_second_round_leaves_known_counts(
+    jobs_segment: Path, tmp_path: Path
+) -> None:
+    """``dispatch.priority = "depth"`` (CrawlLinkRules.count_inlinks False -> ``--no-inlinks``): known URLs are
+    only looked up, as the embedded crawl does then; new URLs still start with their round's count."""
+    db = tmp_path / "depth.db"
+    cfg = RunnerConfig(runner="inline", work_dir=tmp_path / "work")
+    args = JobArgs(store=f"sqlite:{db}", allowed_domains=("crawl.test",), max_depth=4, batch_size=50,
+                   count_inlinks=False)  # fmt: skip
+    first = LinkPipeline(cfg, args).process(jobs_segment)
+    assert first.new_pending
+    with SqliteStore(db) as store:
+        before = {r["url"]: store.get_url(r["url"]).inlinks for r in first.new_pending}  # type: ignore[union-attr]
+    assert min(before.values()) >= 1
+    again = LinkPipeline(cfg, args).process(jobs_segment)
+    assert again.new_pending == [] and again.counters["dedup"]["inlink_updates"] == 0
+    with SqliteStore(db) as store:
+        assert {u: store.get_url(u).inlinks for u in before} == before  # type: ignore[union-attr]
+
+
 def test_host_stats_local_matches_inline(jobs_segment: Path, tmp_path: Path) -> None:
     outs = [run_job(MRHostStats, [jobs_segment], [], RunnerConfig(runner=r, work_dir=tmp_path / r)).records
             for r in ("inline", "local")]

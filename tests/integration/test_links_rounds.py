@@ -11,7 +11,8 @@ import pytest
 from jobs.runner import JobOutput, LinkPipeline, RunnerConfig
 from jobs.synth import make_results, write_segment
 from pipeline.storage.sqlite import SqliteStore
-from pipeline.transport.linkjobs import RULES_KEY, CrawlLinkRules, LinkJobsService, RoundBook, closed_segments
+from pipeline.transport.linkjobs import LinkJobsService, RoundBook, closed_segments
+from pipeline.transport.linkrules import RULES_KEY, CrawlLinkRules
 from pipeline.transport.replies import LinksReport
 
 pytestmark = pytest.mark.integration
