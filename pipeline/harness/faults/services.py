@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -24,9 +25,37 @@ from pipeline.harness.faults.procs import ROOT, HarnessError, Managed, wait_unti
 
 
 def free_port(kind: int = socket.SOCK_STREAM) -> int:
-    with socket.socket(socket.AF_INET, kind) as s:
+    """A port free on every address now, for a server started *later* (the port is released in between).
+
+    Chosen below the kernel's ephemeral range, which ``bind(0)`` and outgoing connections draw from, so no
+    other process's ephemeral bind can take it meanwhile. (Seen in make test: a Thrift server told to bind
+    a bridge address shared its ephemeral port with another test's 127.0.0.1 listener, which is legal for
+    two different addresses.) Only another ``free_port`` caller can collide, at random over ~12,000 ports.
+    """
+    low = _ephemeral_low()
+    for _ in range(200):
+        port = random.randrange(max(1024, low - 12_000), low)
+        if port in _RESERVED:
+            continue
+        with socket.socket(socket.AF_INET, kind) as s:
+            try:
+                s.bind(("", port))  # the wildcard: fails if any address holds the port
+            except OSError:
+                continue
+            return port
+    with socket.socket(socket.AF_INET, kind) as s:  # a box with that range full: the old way
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+_RESERVED = frozenset({25672})  # the shared RabbitMQ's Erlang distribution port (AMQP + 20000)
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def port_open(port: int) -> bool:
