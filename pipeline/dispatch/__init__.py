@@ -1,7 +1,8 @@
 """The dispatcher (issue #5): S3 batch sizing, S1 quota admission, liveness, serial ids.
 
 ``Dispatcher`` (dispatcher.py) composes the pure rules in sizing.py, admission.py, liveness.py and
-serials.py over any ``FrontierLike`` (protocols.py). memfrontier.py is a reference frontier for tests
+serials.py over any ``FrontierLike`` (protocols.py); roster.py keeps the fetchers (state, liveness, the
+fleet average, S1's candidate index) and ledger.py the batches out and the closed serials. memfrontier.py is a reference frontier for tests
 and the simulation (sim.py).
 
 May import: pipeline.settings, fetchers (records). Pure: no I/O, clocks injected.

@@ -77,7 +77,7 @@ def stop_after_events(
 
 
 def test_expired_batch_requeues_only_unanswered_urls(tmp_path: Path) -> None:
-    """Was a known bug (EXPIRY_REQUEUES_ANSWERED); fixed in pipeline/crawl/core.py + frontier.AnsweredFilter. Regression test."""
+    """Was a known bug (EXPIRY_REQUEUES_ANSWERED); fixed in pipeline/crawl/core.py + pipeline/frontier/answered.py (AnsweredFilter). Regression test."""
     now = [1000.0]
     store = SqliteStore(tmp_path / "crawl.db")
     seeds = [f"http://a.crawl.test/p{i}" for i in range(6)]
