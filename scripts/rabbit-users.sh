@@ -46,8 +46,17 @@ exec 9>"$SECRETS/.lock"  # one run at a time: two would race on the files and th
 flock 9
 
 ctl() { rabbitmqctl -q "$@"; }
+# Secret files are written whole or not at all (a temporary file renamed over the old one): processes read
+# them while this runs (the dev stack starts its workers beside the broker, whose start runs this script),
+# and a reader must never see a truncated, empty key (seen: a worker refused to start on an empty node key).
+write_file() {  # write_file FILE: stdin into FILE, atomically, mode 600; empty input leaves FILE as it was
+  local tmp; tmp=$(mktemp "$1.XXXXXX")
+  if cat >"$tmp" && [ -s "$tmp" ] && chmod 600 "$tmp" && mv -f "$tmp" "$1"; then return 0; fi
+  rm -f "$tmp"
+  return 1
+}
 secret() {  # secret FILE: the file's text, made with 32 random bytes (hex) when missing
-  [ -s "$1" ] || "$PY" -c 'import secrets; print(secrets.token_hex(32))' >"$1"
+  [ -s "$1" ] || "$PY" -c 'import secrets; print(secrets.token_hex(32))' | write_file "$1"
   chmod 600 "$1"
   cat "$1"
 }
@@ -67,8 +76,7 @@ re_quote() { printf '%s' "$1" | sed 's/[.[\*^$()+?{}|-]/\\&/g'; }
 node_key_file() {  # DIR/node-NODE.key, derived from the fleet key (passed in the environment, never argv)
   FLEET_KEY="$(cat "$SECRETS/fleet.key")" "$PY" -c \
     'import os, sys; sys.path.insert(0, sys.argv[2]); from pipeline.transport.signing import node_key; print(node_key(os.environ["FLEET_KEY"], sys.argv[1]))' \
-    "$1" "$ROOT" >"$SECRETS/node-$1.key"
-  chmod 600 "$SECRETS/node-$1.key"
+    "$1" "$ROOT" | write_file "$SECRETS/node-$1.key"
 }
 secret "$SECRETS/fleet.key" >/dev/null
 secret "$SECRETS/crawlfleet-dispatcher.password" >/dev/null
