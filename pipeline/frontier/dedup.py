@@ -16,7 +16,10 @@ LRU hit, with a shared store too; a miss still asks the store.
 
 In-link counts: ``add_urls`` raises the count of known URLs. A URL answered by the LRU skips that
 call, so with ``track_inlinks=True`` its increment is kept in a small bounded buffer (one entry per
-URL, increments summed) and rides along with the next remote call, or goes out on ``flush()``.
+URL, increments summed) and rides along with the next remote call, or goes out on ``flush()``. A store
+that raises counts without reading (``Store.blind_inlinks``: HBase inside a link-jobs round) gets them
+apart, through ``Store.raise_inlinks``, when the buffer is full or on ``flush()``: a seen-cache hit then
+costs the store one blind put a round and no read.
 """
 
 from __future__ import annotations
@@ -171,11 +174,16 @@ class SeenFilter:
                     stats.table_hits += 1
                     if self._track_inlinks:
                         self._buffer_inlink(rec)
-        if not ask and len(self._inlinks) < self._max_buffered:
+        blind = self._track_inlinks and getattr(self._store, "blind_inlinks", False)
+        full = len(self._inlinks) >= self._max_buffered
+        if blind and full:
+            self.flush()
+        if not ask and (blind or not full):
             self._trim()
             return []
-        piggyback = [r for uid, r in self._inlinks.items() if uid not in ask]
-        self._inlinks.clear()
+        piggyback = [] if blind else [r for uid, r in self._inlinks.items() if uid not in ask]
+        if not blind:
+            self._inlinks.clear()
         new = self._remote(list(ask.values()), piggyback)
         if table is not None:  # the store holds every asked URL now: added, or known already
             table.add_many(ask)
@@ -197,7 +205,12 @@ class SeenFilter:
         if self._inlinks:
             pending = list(self._inlinks.values())
             self._inlinks.clear()
-            self._remote([], pending)
+            if getattr(self._store, "blind_inlinks", False):
+                self.stats.round_trips += 1
+                self.stats.inlink_updates += len(pending)
+                self._store.raise_inlinks(pending)
+            else:
+                self._remote([], pending)
 
     def _buffer_inlink(self, rec: UrlRecord) -> None:
         prior = self._inlinks.get(rec.url_id)

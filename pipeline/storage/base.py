@@ -120,6 +120,19 @@ class Store(ABC):
         Duplicates inside ``records`` count once. One round trip for the whole sequence.
         """
 
+    @property
+    def blind_inlinks(self) -> bool:
+        """True when ``raise_inlinks`` writes without reading, so callers may hold increments back and send
+        them once per URL (a store whose counts are tagged per link-jobs round: HBase)."""
+        return False
+
+    def raise_inlinks(self, records: Sequence[UrlRecord]) -> None:
+        """Raise the in-link counts of known URLs by each record's ``inlinks`` (at least 1).
+
+        For URLs the caller knows the store holds (a seen-cache hit). The default is ``add_urls``.
+        """
+        self.add_urls(records, count_inlinks=True)
+
     @abstractmethod
     def seen(self, urls: Sequence[str]) -> set[str]:
         """The subset of ``urls`` the crawl database knows, in one round trip."""

@@ -14,6 +14,11 @@ _Q, _I, _D, _H = struct.Struct(">q"), struct.Struct(">i"), struct.Struct(">d"), 
 # m:L is the last link-jobs round that counted the URL's in-links (m:n), absent outside the link jobs: a
 # round killed inside its merge is run again under the same id, and skips the URLs it already counted.
 LINK_ROUND = b"m:L"
+# Blind in-link counts (hbase_inlinks.py): family n holds one cell per link-jobs round (qualifier = the round's
+# id, value = the in-links that round found); m:W is the last round folded into m:n. Count = m:n + the n cells
+# of rounds after m:W.
+INLINKS = b"n"
+FOLDED = b"m:W"
 URL_COLS = [
     b"m:u",
     b"m:i",
@@ -28,10 +33,14 @@ URL_COLS = [
     b"m:r",
     b"m:e",
     b"m:R",
+    FOLDED,
+    INLINKS,
 ]
 # What a frontier refill reads of a pending URL's crawl-db row (``HBaseStore.pending_many``): the host and
 # the depth are in the pending row's key already, and every cell read costs its decoding.
-REFILL_COLS = [b"m:u", b"m:i", b"m:s", b"m:n"]
+REFILL_COLS = [b"m:u", b"m:i", b"m:s", b"m:n", FOLDED, INLINKS]
+# The same reads of a crawl db made before family n existed (``HBaseStore`` falls back to read-then-put counts).
+LEGACY = {INLINKS, FOLDED}
 _REVISIT_FIELDS = ("next_fetch", "interval", "etag", "last_modified", "digest", "simhash", "changes", "fetches",
                    "fetched_at")  # fmt: skip
 
@@ -40,8 +49,19 @@ def _long(value: bytes | None) -> int:
     return _Q.unpack(value)[0] if value else 0
 
 
-def url_cells(r: UrlRecord, *, link_round: bytes = b"") -> dict[bytes, bytes]:
-    """A crawl-db row; ``link_round`` (``LINK_ROUND``) names the link-jobs round whose in-links it holds."""
+def inlinks_of(row: dict[bytes, bytes]) -> int:
+    """A crawl-db row's in-link count: the folded base ``m:n`` plus the blind cells of rounds after ``m:W``."""
+    total = _long(row.get(b"m:n"))
+    upto = b"n:" + row.get(FOLDED, b"")
+    for col, value in row.items():
+        if col > upto and col.startswith(b"n:"):
+            total += _long(value)
+    return total
+
+
+def url_cells(r: UrlRecord, *, link_round: bytes = b"", blind: bool = False) -> dict[bytes, bytes]:
+    """A crawl-db row; ``link_round`` names the link-jobs round whose in-links it holds: as the folded round
+    (``FOLDED``) when the round counts ``blind``, else as ``LINK_ROUND`` (read-then-put counts)."""
     cells = {
         b"m:u": r.url.encode(), b"m:i": _Q.pack(r.url_id), b"m:h": r.host.encode(), b"m:d": _I.pack(r.depth),
         b"m:s": bytes([UrlState.PENDING]), b"m:f": r.discovered_from.encode(), b"m:n": _Q.pack(r.inlinks),
@@ -49,7 +69,7 @@ def url_cells(r: UrlRecord, *, link_round: bytes = b"") -> dict[bytes, bytes]:
         b"m:r": _I.pack(r.retries), b"m:e": r.error.encode(),
     }  # fmt: skip
     if link_round:
-        cells[LINK_ROUND] = link_round
+        cells[FOLDED if blind else LINK_ROUND] = link_round
     return cells
 
 
@@ -57,7 +77,7 @@ def url_record(row: dict[bytes, bytes]) -> UrlRecord:
     g = row.get
     return UrlRecord(
         g(b"m:u", b"").decode(), _long(g(b"m:i")), g(b"m:h", b"").decode(), _I.unpack(row[b"m:d"])[0],
-        UrlState(row[b"m:s"][0]), g(b"m:f", b"").decode(), _long(g(b"m:n")), _D.unpack(row[b"m:t"])[0],
+        UrlState(row[b"m:s"][0]), g(b"m:f", b"").decode(), inlinks_of(row), _D.unpack(row[b"m:t"])[0],
         _I.unpack(row[b"m:c"])[0], g(b"m:g", b"").decode(), _I.unpack(row[b"m:r"])[0], g(b"m:e", b"").decode(),
         revisit_from(g(b"m:R")),
     )  # fmt: skip
@@ -66,7 +86,7 @@ def url_record(row: dict[bytes, bytes]) -> UrlRecord:
 def refill_record(row: dict[bytes, bytes], host: str, depth: int) -> UrlRecord:
     """A PENDING URL of ``host`` at ``depth`` from the ``REFILL_COLS`` of its crawl-db row."""
     return UrlRecord(row[b"m:u"].decode(), _long(row.get(b"m:i")), host, depth, UrlState.PENDING,
-                     inlinks=_long(row.get(b"m:n")))  # fmt: skip
+                     inlinks=inlinks_of(row))  # fmt: skip
 
 
 def page_cells(p: PageRecord, url_id: int) -> dict[bytes, bytes]:

@@ -12,7 +12,7 @@ from Hbase_thrift import IOError as IOError_
 from thriftpy2.thrift import TApplicationException, TMessageType
 
 from pipeline.storage.base import UrlRecord, UrlState
-from pipeline.storage.hbase_cells import REFILL_COLS, refill_record
+from pipeline.storage.hbase_cells import refill_record
 from pipeline.storage.rowkey import authority_key
 
 
@@ -20,6 +20,7 @@ class HBaseStore(Protocol):
     """What ``pending_many`` uses of ``pipeline.storage.hbase.HBaseStore`` (a protocol: no import cycle)."""
 
     _names: dict[str, bytes]
+    refill_cols: list[bytes]
 
     def _call(self, fn: Any) -> Any: ...
     def _delete(self, table: str, keys: Sequence[bytes]) -> None: ...
@@ -64,7 +65,7 @@ def pending_many(store: HBaseStore, hosts: Sequence[str], limit: int) -> dict[st
     chunk = list(url_keys.values())
     for i in range(0, len(chunk), 5000):
         part = chunk[i : i + 5000]
-        got = store._call(lambda c, k=part: c.client.getRowsWithColumns(crawldb, k, REFILL_COLS, {}))  # type: ignore[misc]
+        got = store._call(lambda c, k=part: c.client.getRowsWithColumns(crawldb, k, store.refill_cols, {}))  # type: ignore[misc]
         rows.update((r.row, {col: cell.value for col, cell in r.columns.items()}) for r in got)
     out: dict[str, list[UrlRecord]] = {}
     stale: list[bytes] = []

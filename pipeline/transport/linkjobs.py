@@ -90,9 +90,16 @@ class RoundBook:
 
     def __init__(self, root: Path) -> None:
         self.dir = root / ROUNDS_DIR
+        self._last = 0
 
     def open(self, segments: list[Path]) -> Round:
-        rnd = Round(uuid.uuid4().hex, tuple(segment_key(s) for s in segments))
+        """Write a new round down. Ids sort in the order rounds open (and so merge): the store's blind in-link
+        cells need that (``hbase_inlinks``). They are the wall clock in ns, past every id this book holds or
+        made, so a clock stepped back cannot sort a round before an earlier one; a random tail keeps two
+        books' ids apart. The form is ``hbase_inlinks.ordered``'s."""
+        held = [int(p.stem[1:21]) for p in self.dir.glob("r*.json") if p.stem[1:21].isdigit()] if self.dir.is_dir() else []
+        self._last = max(time.time_ns(), self._last + 1, *(t + 1 for t in held))
+        rnd = Round(f"r{self._last:020d}{uuid.uuid4().hex[:8]}", tuple(segment_key(s) for s in segments))
         self.dir.mkdir(parents=True, exist_ok=True)
         tmp = self.dir / f"{rnd.id}.tmp"
         with open(tmp, "w", encoding="utf-8") as fh:

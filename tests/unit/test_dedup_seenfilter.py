@@ -182,3 +182,40 @@ def test_table_hits_still_count_inlinks() -> None:
     f.add_new([rec(1), rec(1)])
     f.flush()
     assert store.rows[rec(1).url_id].inlinks == 3
+
+
+class BlindStore(FakeStore):
+    """A store that raises in-links without reading (``Store.blind_inlinks``, HBase in a link-jobs round)."""
+
+    blind_inlinks = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.raised: list[list[tuple[int, int]]] = []
+
+    def raise_inlinks(self, records: Sequence[UrlRecord]) -> None:
+        self.raised.append(sorted((r.url_id, r.inlinks) for r in records))
+        for r in records:
+            self.rows[r.url_id].inlinks += max(r.inlinks, 1)
+
+
+def test_a_blind_store_gets_local_hits_apart_once_per_url_at_flush() -> None:
+    store = BlindStore()
+    f = SeenFilter(store, lru_size=100, track_inlinks=True)  # type: ignore[arg-type]
+    f.add_new([rec(1), rec(2)])
+    f.add_new([rec(1), rec(1)])  # local hits: buffered, summed
+    f.add_new([rec(3)])  # a look-up: the buffered increments do not ride along with it
+    assert store.calls == [2, 1] and store.raised == []
+    f.flush()
+    assert store.raised == [[(rec(1).url_id, 2)]] and store.rows[rec(1).url_id].inlinks == 3
+    assert f.stats.inlink_updates == 1 and f.round_trips == 3
+
+
+def test_a_blind_store_gets_a_full_buffer_at_once() -> None:
+    store = BlindStore()
+    f = SeenFilter(store, lru_size=100, track_inlinks=True, max_buffered_inlinks=2)  # type: ignore[arg-type]
+    f.add_new([rec(i) for i in range(5)])
+    f.add_new([rec(0)])
+    assert store.raised == []
+    f.add_new([rec(1)])  # the buffer is full now: it goes out in this call, without a look-up
+    assert store.raised == [sorted([(rec(0).url_id, 1), (rec(1).url_id, 1)])] and store.calls == [5]

@@ -32,6 +32,7 @@ from pipeline.harness.faults.fleet_trials import Struck, run_fleet_trial
 from pipeline.harness.faults.jobs_trial import crawl_db, jobs_cmd, seed_db
 from pipeline.harness.faults.procs import HarnessError, wait_until
 from pipeline.settings import StoreSettings
+from pipeline.storage.hbase_cells import FOLDED, INLINKS, inlinks_of
 
 EXTRACT_S = {"local": 1.0, "spark": 8.0}  # about how long an extract job runs on this machine
 PHASES = ("extract", "merge")
@@ -55,8 +56,8 @@ def hbase_inlinks(store: StoreSettings) -> dict[str, int]:
 
     conn = happybase.Connection(store.hbase_host, store.hbase_port, table_prefix=store.hbase_prefix, timeout=20000)
     try:
-        rows = conn.table("crawldb").scan(columns=[b"m:u", b"m:n"], batch_size=5000)
-        return {row[b"m:u"].decode(): int.from_bytes(row.get(b"m:n", b""), "big") for _, row in rows}
+        rows = conn.table("crawldb").scan(columns=[b"m:u", b"m:n", FOLDED, INLINKS], batch_size=5000)
+        return {row[b"m:u"].decode(): inlinks_of(row) for _, row in rows}
     finally:
         conn.close()
 
