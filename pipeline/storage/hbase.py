@@ -38,7 +38,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import happybase
 from Hbase_thrift import AlreadyExists, IllegalArgument, TIncrement
@@ -50,6 +50,7 @@ from pipeline.storage.base import Outcome, PageRecord, Revisit, Store, UrlRecord
 from pipeline.storage.hbase_cells import (
     _D,
     _I,
+    FAMILIES,
     INLINKS,
     LEGACY,
     LINK_ROUND,
@@ -71,14 +72,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _STATE_NAMES = {s: s.name.lower() for s in UrlState}
-FAMILIES: dict[str, dict[str, dict[str, Any]]] = {
-    "crawldb": {"m": {"max_versions": 1, "bloom_filter_type": "ROW"}, "n": {"max_versions": 1}},
-    "pending": {"p": {"max_versions": 1, "bloom_filter_type": "NONE"}},
-    "pages": {"m": {"max_versions": 1, "bloom_filter_type": "ROW"}, "b": {"max_versions": 1}},
-    "meta": {"m": {"max_versions": 1}, "c": {"max_versions": 1}},
-    # Re-crawl due index (issue #23): key = next fetch (8-byte big-endian double) | row_key(url).
-    "due": {"d": {"max_versions": 1, "bloom_filter_type": "NONE"}},
-}
 
 
 def _transient(exc: BaseException) -> bool:

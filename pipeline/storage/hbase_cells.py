@@ -1,13 +1,27 @@
-"""The HBase store's cells: how a URL, a page and a re-crawl state are laid out in rows (``hbase.py`` holds
-the store's behaviour). Numbers are big-endian, so that keys sort as the numbers do."""
+"""The HBase store's layout: its tables' families, and how a URL, a page and a re-crawl state are laid out in
+rows (``hbase.py`` holds the store's behaviour). Numbers are big-endian, so that keys sort as the numbers do."""
 
 from __future__ import annotations
 
 import json
 import struct
+from typing import Any
 
 from pipeline.storage.base import PageRecord, Revisit, UrlRecord, UrlState
 from pipeline.storage.rowkey import authority_key
+
+# Thrift1's column descriptor turns the block cache off unless asked (HBase's own default is on): without
+# it every read of a flushed row decodes its file block again. Bodies (pages:b) are written once and
+# rarely read, so they stay out of it.
+_CACHED = {"max_versions": 1, "block_cache_enabled": True}
+FAMILIES: dict[str, dict[str, dict[str, Any]]] = {
+    "crawldb": {"m": {**_CACHED, "bloom_filter_type": "ROW"}, "n": _CACHED},
+    "pending": {"p": {**_CACHED, "bloom_filter_type": "NONE"}},
+    "pages": {"m": {**_CACHED, "bloom_filter_type": "ROW"}, "b": {"max_versions": 1}},
+    "meta": {"m": {"max_versions": 1}, "c": {"max_versions": 1}},
+    # Re-crawl due index (issue #23): key = next fetch (8-byte big-endian double) | row_key(url).
+    "due": {"d": {"max_versions": 1, "bloom_filter_type": "NONE"}},
+}
 
 _Q, _I, _D, _H = struct.Struct(">q"), struct.Struct(">i"), struct.Struct(">d"), struct.Struct(">H")
 # m:R is the URL's re-crawl state (JSON), absent for URLs never scheduled.

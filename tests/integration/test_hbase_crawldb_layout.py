@@ -1,4 +1,5 @@
-"""Blind per-round in-link cells on the real HBase store (``pipeline/storage/hbase_inlinks.py``): counts across
+"""The HBase store's table layout on the real server. The block cache serves the hot families (Thrift1 turns
+it off unless asked). Blind per-round in-link cells (``pipeline/storage/hbase_inlinks.py``): counts across
 many rounds equal the sum of what each round found, whether a row folded or not; a round run again under its
 id (after a kill) adds nothing, in every order of fold and blind put; the refill and get paths read the same
 counts; a round id of another form, and a crawl db made before family n, count read-then-put."""
@@ -139,3 +140,15 @@ def test_a_crawl_db_made_before_family_n_keeps_read_then_put(hbase_thrift: tuple
     finally:
         st.close()
         drop_prefix(prefix)
+
+
+def test_the_hot_families_use_the_block_cache_and_bodies_do_not(store: HBaseStore,
+                                                                 hbase_thrift: tuple[str, int]) -> None:
+    conn = happybase.Connection(*hbase_thrift, table_prefix=store.prefix)
+    try:
+        cached = {(t, f): d["block_cache_enabled"] for t in ("crawldb", "pending", "pages")
+                  for f, d in conn.table(t).families().items()}  # fmt: skip
+    finally:
+        conn.close()
+    assert cached == {("crawldb", b"m"): True, ("crawldb", b"n"): True, ("pending", b"p"): True,
+                      ("pages", b"m"): True, ("pages", b"b"): False}  # fmt: skip
