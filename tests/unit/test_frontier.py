@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.frontier.frontier import Frontier
+from pipeline.frontier.hoststate import HostState
 from pipeline.frontier.limits import FrontierLimits
 from pipeline.storage.base import UrlRecord
 from pipeline.urls import fingerprint, host_of
@@ -13,6 +14,12 @@ from pipeline.urls import fingerprint, host_of
 
 def rec(url: str, depth: int = 0) -> UrlRecord:
     return UrlRecord(url, fingerprint(url), host_of(url), depth)
+
+
+def host(f: Frontier, name: str) -> HostState:
+    state = f.host(name)
+    assert state is not None, name
+    return state
 
 
 def urls(host: str, n: int) -> list[UrlRecord]:
@@ -72,11 +79,11 @@ def test_window_spills_and_refills_from_store() -> None:
     assert f.wants_refill() == ["a.test"]
     # the store answers with what is still pending, shallowest first
     f.refill("a.test", all_urls[4:9])
-    assert f.in_ram() == 4 and f.host("a.test").complete is False
+    assert f.in_ram() == 4 and host(f, "a.test").complete is False
     assert len(f.lease("f1", 100, now=0.0)) == 4
     f.release("f1", 0.0)
     f.refill("a.test", all_urls[8:])
-    assert f.host("a.test").complete is True
+    assert host(f, "a.test").complete is True
     assert len(f.lease("f1", 100, now=0.0)) == 2
     f.release("f1", 0.0)
     assert f.pending == 0 and f.wants_refill() == []
@@ -165,7 +172,7 @@ def test_refill_skips_done_ids_but_judges_completeness_on_every_row() -> None:
     f.release("f1", 0.0)
     stale = {t.url_id for t in got}
     f.refill("a.test", all_urls[:5], done=stale)  # 4 stale rows + 1 real: not complete
-    assert f.host("a.test").complete is False and f.in_ram() == 1
+    assert host(f, "a.test").complete is False and f.in_ram() == 1
     assert [t.url for t in f.lease("f1", 100, now=0.0)] == [all_urls[4].url]
 
 
@@ -210,12 +217,12 @@ def test_release_host_ends_one_lease_of_a_batch_early() -> None:
     assert f.release_host("f2", "a.test", 0.0) is False  # not f2's lease
     assert f.release_host("f1", "a.test", 1.0, delay_s=2.0, ip="10.0.0.1") is True
     assert f.release_host("f1", "a.test", 1.0) is False  # already released
-    assert f.host("a.test").leased_to == "" and f.host("b.test").leased_to == "f1"
+    assert host(f, "a.test").leased_to == "" and host(f, "b.test").leased_to == "f1"
     assert f.lease("f2", 4, now=2.9) == []  # its delay holds
     got = f.lease("f2", 4, now=3.0)  # its IP's lease count was returned too
     assert {host_of(t.url) for t in got} == {"a.test"}
     f.release("f1", 3.0)  # the batch ends: only b.test was still f1's
-    assert f.host("a.test").leased_to == "f2" and f.host("b.test").leased_to == ""
+    assert host(f, "a.test").leased_to == "f2" and host(f, "b.test").leased_to == ""
     assert f.leased == 2
 
 
@@ -263,7 +270,7 @@ def test_a_waiting_host_gets_requeued_urls_in_the_store_only() -> None:
     f.add(urls("a.test", 2))
     got = f.lease("f", 100, 0.0)
     f.add(urls("b.test", 2))  # waits: a is still active (leased)
-    assert f.active == 1 and f.host("b.test").complete is False and f.in_ram() == 0
+    assert f.active == 1 and host(f, "b.test").complete is False and f.in_ram() == 0
     f.requeue("f", got)  # a's URLs come back into a's window
     f.release("f", 0.0)
     assert f.in_ram() == 2 and f.pending == 4
