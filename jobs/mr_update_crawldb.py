@@ -17,8 +17,9 @@ In-links: with ``--no-inlinks`` (the crawl's ``dispatch.priority`` is not ``inli
 looked up, as the embedded crawl does then; new URLs still start with the round's in-link count.
 
 Idempotent rounds (#18 point 6): ``--round-id`` tags every in-link count the mappers write with the round
-(``Store.set_link_round``: HBase ``m:L``, SQLite ``link_rounds``), so a round killed inside its merge and run
-again under the same id from the same segments counts each URL's in-links once.
+(``Store.set_link_round``: HBase one blind cell per URL and round, or ``m:L`` for ids that do not sort in merge
+order (``pipeline/storage/hbase_inlinks.py``); SQLite ``link_rounds``), so a round killed inside its merge and
+run again under the same id from the same segments counts each URL's in-links once.
 
 Map tasks are short-lived, so the driver carries the cache from round to round: ``--seen-snapshot``
 ships the fingerprints the previous rounds saw (jobs/snapshot.py) and each task preloads its LRU.

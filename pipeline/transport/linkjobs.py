@@ -84,6 +84,12 @@ class Round:
     segments: tuple[str, ...]
 
 
+def round_id(ns: int) -> str:
+    """A round id that sorts by ``ns`` (wall-clock nanoseconds), in the form ``hbase_inlinks.ordered`` takes
+    for ids that sort in merge order; a random tail keeps two services' ids apart."""
+    return f"r{ns:020d}{uuid.uuid4().hex[:8]}"
+
+
 class RoundBook:
     """Rounds written down before they run (``ROOT/.rounds/ID.json``), so a killed service runs each again
     under the same id and with the same segments; ``close`` forgets a round once its segments are done."""
@@ -99,7 +105,7 @@ class RoundBook:
         books' ids apart. The form is ``hbase_inlinks.ordered``'s."""
         held = [int(p.stem[1:21]) for p in self.dir.glob("r*.json") if p.stem[1:21].isdigit()] if self.dir.is_dir() else []
         self._last = max(time.time_ns(), self._last + 1, *(t + 1 for t in held))
-        rnd = Round(f"r{self._last:020d}{uuid.uuid4().hex[:8]}", tuple(segment_key(s) for s in segments))
+        rnd = Round(round_id(self._last), tuple(segment_key(s) for s in segments))
         self.dir.mkdir(parents=True, exist_ok=True)
         tmp = self.dir / f"{rnd.id}.tmp"
         with open(tmp, "w", encoding="utf-8") as fh:

@@ -39,7 +39,7 @@ from pipeline.harness.bench.jobs import machine
 from pipeline.harness.faults.netproxy import ProxyProcess, Route
 from pipeline.settings import StoreSettings, load_settings
 from pipeline.storage.hbase import HBaseStore
-from pipeline.transport.linkjobs import DONE_DIR
+from pipeline.transport.linkjobs import DONE_DIR, round_id
 from pipeline.transport.linkrules import RULES_KEY, CrawlLinkRules
 
 S5_CLAIM = "~4x throughput with the local dedup cache + large-granularity transfer (3 nodes, 10 ms latency)"
@@ -158,7 +158,8 @@ def measure(rounds: list[list[Path]], rules: CrawlLinkRules, pages: int, *, host
                                            lru_size=lru_size))  # fmt: skip
         cpu0, t0 = time.process_time(), time.perf_counter()
         for i, segs in enumerate(rounds):
-            res = pipe.process_many(segs, name=f"round-{i}")
+            # Round ids in merge order, as `crawlfleet links` gives them: the store then counts in-links blind.
+            res = pipe.process_many(segs, name=f"round-{i}", round_id=round_id(time.time_ns()))
             candidates += res.candidates
             most = max(most, res.candidates)
             new.update(rec["url"] for rec in res.new_pending)
