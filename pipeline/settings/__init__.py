@@ -213,6 +213,10 @@ def check_value(key: str, value: Any) -> str | None:
         return f"expected {bad[0][1]}, got {bad[0][0]!r}" if bad else None
     if key in _CHOICES and value not in _CHOICES[key]:
         return f"expected one of {', '.join(_CHOICES[key])}, got {value!r}"
+    if key == "scope.sort_query" and value is True:
+        # Refused rather than ignored: seeds, links, redirects and sitemaps would all have to sort alike, on
+        # both scales, or one page would be fetched under two URLs.
+        return "expected false (sorting query parameters is not implemented yet), got True"
     if isinstance(value, int | float) and not isinstance(value, bool):
         what = "an integer" if isinstance(value, int) else "a number"
         if key in _POSITIVE and not value > 0:

@@ -42,6 +42,7 @@ def test_each_value_says_which_layer_set_it(tmp_path: Path) -> None:
         ("[security]\nallow_networks = ['10.0.0.0/40']\n", ["security.allow_networks", "10.0.0.0/40"]),
         ("[scope]\ndeny_regex = ['(']\n", ["scope.deny_regex", "regular expression"]),
         ("[store]\nkind = 'mysql'\n", ["store.kind", "sqlite, hbase"]),
+        ("[scope]\nsort_query = true\n", ["scope.sort_query", "not implemented"]),
         ("[dispatch]\nn_min = 64\nn_max = 8\n", ["dispatch.n_max", "64"]),
         ("fetch = 3\n", ["[fetch] must be a table"]),
     ],
