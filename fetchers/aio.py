@@ -30,6 +30,7 @@ from fetchers.guard import GuardedResolver, SsrfBlocked
 from fetchers.records import Batch, FetchResult
 from fetchers.redirects import RedirectGate, follow_all
 from fetchers.report import BatchReport
+from fetchers.robots import RobotsShare
 from fetchers.wire import Archive, WireRecord, status_line
 from pipeline.settings import FetchSettings, Settings
 from pipeline.urls import Scope
@@ -240,9 +241,12 @@ class AioFetcher:
         clock: Callable[[], float] = time.monotonic,
         archive: Archive | None = None,
         redirect_gate: RedirectGate = follow_all,
+        robots_share: RobotsShare | None = None,
     ) -> None:
-        """``archive``: called with every exchange as sent and received (``fetchers.wire``), e.g. a WARC writer."""
+        """``archive``: called with every exchange as sent and received (``fetchers.wire``), e.g. a WARC writer.
+        ``robots_share``: robots.txt answers shared with the fleet's other nodes (``fetchers.robots``)."""
         self.settings = settings
+        self.robots_share = robots_share
         self.fetcher_id = fetcher_id
         self._given_resolver = resolver
         self.scope = scope
@@ -285,6 +289,7 @@ class AioFetcher:
         self.engine = Engine(
             self.settings, fetcher_id=self.fetcher_id, transport=transport, resolver=guarded,
             scope=self.scope, clock=self.clock, archive=self.archive, redirect_gate=self.redirect_gate,
+            robots_share=self.robots_share,
         )  # fmt: skip
 
     async def close(self) -> None:

@@ -13,6 +13,7 @@ from aiohttp.abc import AbstractResolver
 
 from fetchers.protocol import Fetcher
 from fetchers.redirects import RedirectGate, follow_all, stop_at_redirects
+from fetchers.robots import RobotsShare
 from fetchers.wire import Archive
 from pipeline.settings import Settings
 from pipeline.urls import Scope
@@ -38,18 +39,20 @@ def make_fetcher(
     archive: Archive | None = None,
     clock: Callable[[], float] = time.monotonic,
     redirect_gate: RedirectGate = follow_all,
+    robots_share: RobotsShare | None = None,
 ) -> Fetcher:
     """A fetcher of ``kind`` (see ``KINDS``); ``resolver`` is wrapped in the SSRF guard by either.
-    ``redirect_gate``: asked before each redirect hop (``fetchers.redirects``)."""
+    ``redirect_gate``: asked before each redirect hop (``fetchers.redirects``). ``robots_share``: robots.txt
+    answers shared with the fleet's other nodes (``fetchers.robots``)."""
     if check_kind(kind) == "threaded":
         from fetchers.threaded import ThreadedFetcher
 
         return ThreadedFetcher(settings, fetcher_id=fetcher_id, resolver=resolver, scope=scope, archive=archive, clock=clock,
-                          redirect_gate=redirect_gate)  # fmt: skip
+                          redirect_gate=redirect_gate, robots_share=robots_share)  # fmt: skip
     from fetchers.aio import AioFetcher
 
     return AioFetcher(settings, fetcher_id=fetcher_id, resolver=resolver, scope=scope, archive=archive, clock=clock,
-                          redirect_gate=redirect_gate)  # fmt: skip
+                          redirect_gate=redirect_gate, robots_share=robots_share)  # fmt: skip
 
 
 def worker_factory(kind: str) -> Callable[[Settings, str, Scope | None, dict[str, Any]], Fetcher]:
@@ -67,6 +70,7 @@ def worker_factory(kind: str) -> Callable[[Settings, str, Scope | None, dict[str
             shared["resolver"] = AiohttpResolver(shared["caching"])
         # A node has no seen-set: it stops at a redirect and the link jobs take the target as a link.
         return make_fetcher(kind, settings, fetcher_id=node, resolver=shared["resolver"], scope=scope,
-                            archive=shared.get("archive"), redirect_gate=stop_at_redirects)
+                            archive=shared.get("archive"), redirect_gate=stop_at_redirects,
+                            robots_share=shared.get("robots_share"))
 
     return make

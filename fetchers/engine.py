@@ -48,6 +48,7 @@ from fetchers.robots import (
     MAX_ROBOTS_BYTES,
     MAX_ROBOTS_REDIRECTS,
     RobotsCache,
+    RobotsShare,
     origin_of,
     robots_url,
     x_robots_tag,
@@ -78,9 +79,11 @@ class Engine:
         clock: Callable[[], float],
         archive: Archive | None = None,
         redirect_gate: RedirectGate = follow_all,
+        robots_share: RobotsShare | None = None,
     ) -> None:
         """``archive`` gets every exchange the transport captured (each hop, retry and robots.txt).
-        ``redirect_gate`` is asked before each redirect hop is requested (``fetchers.redirects``)."""
+        ``redirect_gate`` is asked before each redirect hop is requested (``fetchers.redirects``).
+        ``robots_share``: robots.txt answers shared with other nodes (``fetchers.robots``)."""
         self.settings = settings
         self.archive = archive
         self.redirect_gate = redirect_gate
@@ -91,7 +94,7 @@ class Engine:
         self.clock = clock
         f, p = settings.fetch, settings.politeness
         self.pacer = Pacer(p, concurrency=f.concurrency, clock=clock)
-        self.robots = RobotsCache(p, agent=f.robots_agent, clock=clock)
+        self.robots = RobotsCache(p, agent=f.robots_agent, clock=clock, share=robots_share)
         self._ips: dict[str, tuple[str, float]] = {}
         self._pending = 0
         self._max_body = f.max_body_bytes

@@ -38,6 +38,7 @@ from fetchers.guard import GuardedResolver, SsrfBlocked
 from fetchers.records import Batch, FetchResult
 from fetchers.redirects import RedirectGate, follow_all
 from fetchers.report import BatchReport
+from fetchers.robots import RobotsShare
 from fetchers.wire import Archive, WireRecord, status_line
 from pipeline.settings import FetchSettings, Settings
 from pipeline.urls import Scope
@@ -288,6 +289,7 @@ class ThreadedFetcher:
         threads: int | None = None,
         archive: Archive | None = None,
         redirect_gate: RedirectGate = follow_all,
+        robots_share: RobotsShare | None = None,
     ) -> None:
         """``archive``: called with every exchange as sent and received (``fetchers.wire``)."""
         self.settings = settings
@@ -296,6 +298,7 @@ class ThreadedFetcher:
         self._given_resolver = resolver
         self.scope = scope
         self.redirect_gate = redirect_gate  # asked before each redirect hop (fetchers.redirects)
+        self.robots_share = robots_share  # robots.txt answers shared with other nodes (fetchers.robots)
         self.clock = clock
         self.threads = threads or settings.fetch.concurrency
         self._own_resolver: AbstractResolver | None = None
@@ -315,6 +318,7 @@ class ThreadedFetcher:
         self.engine = Engine(
             self.settings, fetcher_id=self.fetcher_id, transport=self._transport, resolver=guarded,
             scope=self.scope, clock=self.clock, archive=self.archive, redirect_gate=self.redirect_gate,
+            robots_share=self.robots_share,
         )  # fmt: skip
 
     async def close(self) -> None:

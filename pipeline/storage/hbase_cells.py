@@ -21,6 +21,8 @@ FAMILIES: dict[str, dict[str, dict[str, Any]]] = {
     "meta": {"m": {"max_versions": 1}, "c": {"max_versions": 1}},
     # Re-crawl due index (issue #23): key = next fetch (8-byte big-endian double) | row_key(url).
     "due": {"d": {"max_versions": 1, "bloom_filter_type": "NONE"}},
+    # robots.txt answers shared by the fleet's nodes (hbase_robots.py): key = origin.
+    "robots": {"r": {"max_versions": 1}},
 }
 
 _Q, _I, _D, _H = struct.Struct(">q"), struct.Struct(">i"), struct.Struct(">d"), struct.Struct(">H")

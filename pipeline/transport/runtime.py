@@ -35,6 +35,7 @@ from fetchers.protocol import Fetcher
 from fetchers.records import Batch, FetchResult
 from fetchers.report import BatchReport
 from pipeline.settings import Settings
+from pipeline.storage.factory import from_spec
 from pipeline.storage.warc import WarcWriter, live_writer
 from pipeline.transport.amqp import Outbox
 from pipeline.transport.lease import LeaseGuard
@@ -69,7 +70,8 @@ def aio_fetcher_factory(
         shared["caching"] = CachingResolver.from_settings(settings.dns)
         shared["resolver"] = AiohttpResolver(shared["caching"])
     return AioFetcher(
-        settings, fetcher_id=node, resolver=shared["resolver"], scope=scope, archive=shared.get("archive")
+        settings, fetcher_id=node, resolver=shared["resolver"], scope=scope, archive=shared.get("archive"),
+        robots_share=shared.get("robots_share"),
     )
 
 
@@ -139,6 +141,7 @@ class FetchRuntime:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"fetch-loop-{node}", daemon=True)
         self._shared: dict[str, Any] = {}
+        self._robots_shares: dict[str, Any] = {}  # store spec -> HBaseRobotsShare
         self._fetchers: dict[str, Fetcher] = {}
         self._warcs: dict[str, WarcWriter] = {}  # WARC directory -> this node's exchange writer there
         self._lock = threading.Lock()
@@ -190,6 +193,8 @@ class FetchRuntime:
                 await caching.aclose()
             for writer in self._warcs.values():  # after the fetchers: none writes to it any more
                 writer.close()
+            for share in self._robots_shares.values():
+                share.close()
 
         if self._thread.is_alive():
             try:
@@ -267,7 +272,8 @@ class FetchRuntime:
     async def _fetch(
         self, batch: Batch, scope: Scope | None, sink: SinkSpec, *, revoked: bool = False
     ) -> tuple[BatchReport, threading.Event]:
-        fetcher = await self._fetcher_for(scope, warc=sink.warc)
+        fetcher = await self._fetcher_for(scope, warc=sink.warc,
+                                          store=sink.overridden(store=self.settings.fleet.node_store).store)
         service = batch.service
         counters = self._counters
         held: list[FetchResult] = []
@@ -317,10 +323,11 @@ class FetchRuntime:
                 self._all_sinks.append(sink)
         return sink.write_batch(batch, results)
 
-    async def _fetcher_for(self, scope: Scope | None, *, warc: str = "") -> Fetcher:
+    async def _fetcher_for(self, scope: Scope | None, *, warc: str = "", store: str = "") -> Fetcher:
         """The fetcher for ``scope``, recording its exchanges as WARC under ``warc``/NODE when the
-        dispatcher asks for WARC (the wire's bytes: requests as sent, heads as received)."""
-        key = hashlib.sha1(json.dumps([scope_to_json(scope), warc], sort_keys=True).encode()).hexdigest()
+        dispatcher asks for WARC (the wire's bytes: requests as sent, heads as received), and sharing
+        robots.txt answers with the other nodes through the crawl's ``store`` when it is HBase."""
+        key = hashlib.sha1(json.dumps([scope_to_json(scope), warc, store], sort_keys=True).encode()).hexdigest()
         fetcher = self._fetchers.get(key)
         if fetcher is None:
             archive = None
@@ -330,12 +337,30 @@ class FetchRuntime:
                     writer = self._warcs[warc] = live_writer(self.settings, Path(warc) / self.node, self.node)
                 archive = writer.write_exchange
             self._shared["archive"] = archive  # read by the factory now (this loop thread only)
+            self._shared["robots_share"] = await self._robots_share(store)
             fetcher = self._factory(self.settings, self.node, scope, self._shared)
             await fetcher.start()
             self._fetchers[key] = fetcher
             log.info("node %s: %s for a new scope (%d in this process)", self.node, type(fetcher).__name__,
                      len(self._fetchers))  # fmt: skip
         return fetcher
+
+    async def _robots_share(self, store: str) -> Any:
+        """The crawl's robots share for an HBase ``store`` spec (opened once, off the loop), else None. A store
+        that cannot be opened now only means this node fetches robots.txt itself."""
+        if not (store == "hbase" or store.startswith("hbase://")):
+            return None
+        if store not in self._robots_shares:
+            from pipeline.storage.hbase_robots import HBaseRobotsShare
+
+            try:
+                opened = await asyncio.to_thread(from_spec, store)
+            except Exception as exc:
+                log.warning("node %s: robots share on %s unavailable: %s", self.node, store, exc)
+                return None
+            self._robots_shares[store] = HBaseRobotsShare(opened)  # type: ignore[arg-type]
+            log.info("node %s: robots.txt answers shared through %s", self.node, store)
+        return self._robots_shares[store]
 
     # --- heartbeat (outbox thread) ---------------------------------------------------------------
     def heartbeat(self) -> NodeHeartbeat:

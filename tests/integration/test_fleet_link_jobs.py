@@ -22,7 +22,7 @@ import pytest
 from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.storage.hbase import HBaseStore
 from tests.fixtures.hbase import HOST, PORT
-from tests.fixtures.rabbitmq import MAX_DEPTH, check_store_exactly_once, check_truth
+from tests.fixtures.rabbitmq import MAX_DEPTH, check_store_exactly_once, check_truth, fetch_counts
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -69,6 +69,10 @@ def test_nodes_store_pages_and_the_link_jobs_feed_the_frontier(
         check_truth(tb, truth, nodes=2)
         if store == "hbase":
             check_hbase_exactly_once(prefix, truth)
+            # The nodes share robots.txt answers through the store (fetchers.robots, hbase_robots.py): a host
+            # whose URLs both nodes fetched still had its robots.txt fetched once (without the share: 2 each).
+            robots = {h: n for (h, p), n in fetch_counts(tb).items() if p == "/robots.txt"}
+            assert robots and max(robots.values()) == 1, sorted(robots.items())
         else:
             check_store_exactly_once(f.out, truth)
             assert summary["store"]["pending"] == 0
