@@ -174,7 +174,7 @@ class SeenFilter:
                     stats.table_hits += 1
                     if self._track_inlinks:
                         self._buffer_inlink(rec)
-        blind = self._track_inlinks and getattr(self._store, "blind_inlinks", False)
+        blind = self._track_inlinks and self._blind_store()
         full = len(self._inlinks) >= self._max_buffered
         if blind and full:
             self.flush()
@@ -205,12 +205,17 @@ class SeenFilter:
         if self._inlinks:
             pending = list(self._inlinks.values())
             self._inlinks.clear()
-            if getattr(self._store, "blind_inlinks", False):
+            if self._blind_store():
                 self.stats.round_trips += 1
                 self.stats.inlink_updates += len(pending)
                 self._store.raise_inlinks(pending)
             else:
                 self._remote([], pending)
+
+    def _blind_store(self) -> bool:
+        """``Store.blind_inlinks`` of the store (read each time: a link round tags the store after this filter
+        is built); False for a stand-in without it."""
+        return bool(getattr(self._store, "blind_inlinks", False))
 
     def _buffer_inlink(self, rec: UrlRecord) -> None:
         prior = self._inlinks.get(rec.url_id)

@@ -36,12 +36,17 @@ def from_settings(settings: StoreSettings, path: str | Path) -> Store:
     raise ValueError(f"unknown store kind {settings.kind!r} (sqlite | hbase)")
 
 
+def is_hbase_spec(spec: str) -> bool:
+    """Whether a spec string names an HBase store (``hbase`` or ``hbase://...``)."""
+    return spec == "hbase" or spec.startswith("hbase://")
+
+
 def from_spec(spec: str, settings: StoreSettings | None = None) -> Store:
     """Open the store a spec string names (see the module docstring); ``settings`` fills the gaps."""
     base = settings or StoreSettings()
     if spec.startswith("sqlite:"):
         return from_settings(StoreSettings(kind="sqlite"), spec.removeprefix("sqlite:"))
-    if spec == "hbase" or spec.startswith("hbase://"):
+    if is_hbase_spec(spec):
         parts = urlsplit(spec) if spec != "hbase" else None
         host = (parts.hostname if parts else None) or base.hbase_host
         port = (parts.port if parts else None) or base.hbase_port

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 
 from fetchers.robots import MAX_ROBOTS_BYTES, SharedAnswer
+from pipeline.storage.factory import from_spec, is_hbase_spec
 from pipeline.storage.hbase import HBaseStore
 from pipeline.storage.hbase_cells import _D, _I
 
@@ -38,3 +39,13 @@ class HBaseRobotsShare:
 
     def close(self) -> None:
         self.store.close()
+
+
+def open_share(spec: str) -> HBaseRobotsShare | None:
+    """A share over a store of its own for an HBase store ``spec``; None for any other store (a SQLite fleet
+    keeps per-node caches). Blocking: opening waits out a Thrift outage as the store does."""
+    if not is_hbase_spec(spec):
+        return None
+    store = from_spec(spec)
+    assert isinstance(store, HBaseStore), spec
+    return HBaseRobotsShare(store)

@@ -29,13 +29,13 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fetchers.protocol import Fetcher
 from fetchers.records import Batch, FetchResult
 from fetchers.report import BatchReport
 from pipeline.settings import Settings
-from pipeline.storage.factory import from_spec
+from pipeline.storage.factory import is_hbase_spec
 from pipeline.storage.warc import WarcWriter, live_writer
 from pipeline.transport.amqp import Outbox
 from pipeline.transport.lease import LeaseGuard
@@ -45,6 +45,9 @@ from pipeline.transport.pikawire import fleet_parameters
 from pipeline.transport.replies import reply_text
 from pipeline.transport.serialcheck import REVOKED, SerialChecker
 from pipeline.urls import Scope
+
+if TYPE_CHECKING:  # the HBase client is imported by nodes whose crawl uses HBase only
+    from pipeline.storage.hbase_robots import HBaseRobotsShare
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +144,7 @@ class FetchRuntime:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"fetch-loop-{node}", daemon=True)
         self._shared: dict[str, Any] = {}
-        self._robots_shares: dict[str, Any] = {}  # store spec -> HBaseRobotsShare
+        self._robots_shares: dict[str, HBaseRobotsShare | None] = {}  # store spec -> its share (None: not HBase)
         self._fetchers: dict[str, Fetcher] = {}
         self._warcs: dict[str, WarcWriter] = {}  # WARC directory -> this node's exchange writer there
         self._lock = threading.Lock()
@@ -194,7 +197,8 @@ class FetchRuntime:
             for writer in self._warcs.values():  # after the fetchers: none writes to it any more
                 writer.close()
             for share in self._robots_shares.values():
-                share.close()
+                if share is not None:
+                    share.close()
 
         if self._thread.is_alive():
             try:
@@ -345,21 +349,22 @@ class FetchRuntime:
                      len(self._fetchers))  # fmt: skip
         return fetcher
 
-    async def _robots_share(self, store: str) -> Any:
+    async def _robots_share(self, store: str) -> HBaseRobotsShare | None:
         """The crawl's robots share for an HBase ``store`` spec (opened once, off the loop), else None. A store
         that cannot be opened now only means this node fetches robots.txt itself."""
-        if not (store == "hbase" or store.startswith("hbase://")):
+        if not is_hbase_spec(store):
             return None
         if store not in self._robots_shares:
-            from pipeline.storage.hbase_robots import HBaseRobotsShare
+            from pipeline.storage.hbase_robots import open_share
 
             try:
-                opened = await asyncio.to_thread(from_spec, store)
+                share = await asyncio.to_thread(open_share, store)
             except Exception as exc:
                 log.warning("node %s: robots share on %s unavailable: %s", self.node, store, exc)
                 return None
-            self._robots_shares[store] = HBaseRobotsShare(opened)  # type: ignore[arg-type]
-            log.info("node %s: robots.txt answers shared through %s", self.node, store)
+            self._robots_shares[store] = share
+            if share is not None:
+                log.info("node %s: robots.txt answers shared through %s", self.node, store)
         return self._robots_shares[store]
 
     # --- heartbeat (outbox thread) ---------------------------------------------------------------
