@@ -122,6 +122,9 @@ class Prepared:
     # None: not computed. The core filters and builds candidates from these when ``links`` is None.
     found: list[tuple[str, int]] | None = None
     packed: bytes = b""  # the body LZ4-packed as in the journal line (``PageRecord.body_lz4``); b'': not kept
+    # Why the page has no links although it is HTML: its parse killed parser processes (the page's
+    # row records it; ``pipeline.embedded.parseproc``). "": parsed, or not parseable.
+    parse_error: str = ""
 
 
 @_pickled_by_fields

@@ -275,6 +275,9 @@ class CrawlCore(PendingInputs):
             return  # comes back through the batch's unfinished list
         self._count(result)
         outcome = outcome_of(result, keep_body=self.settings.fetch.keep_body, packed=packed)
+        if result.prepared is not None and result.prepared.parse_error and outcome.state is UrlState.DONE:
+            outcome.error = result.prepared.parse_error  # a DONE row's error: the page stands, its links do not
+            self.stats.on_parse_failed()
         if self.recrawl is not None:  # the next fetch (a 304 keeps the stored copy); sitemap finds first
             outcome, found = self.recrawl.after(result, outcome)
             self.frontier.add(self.seen.add_new(found))

@@ -184,7 +184,9 @@ class Recrawler:
         prev = self._prev.pop(result.url_id, None)
         if outcome.state not in (UrlState.DONE, UrlState.FAILED):
             return outcome, None
-        obs = observe(result, simhash=self._simhash)
+        # A page whose parse killed parser processes is not parsed here either: exact digest only.
+        hostile = result.prepared is not None and bool(result.prepared.parse_error)
+        obs = observe(result, simhash=None if hostile else self._simhash)
         host = host_of(result.url)
         rates = self._hosts.get(host)
         if rates is None:

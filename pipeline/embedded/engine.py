@@ -34,7 +34,8 @@ from pipeline.dns.aiohttp_resolver import AiohttpResolver
 from pipeline.dns.cache_resolver import CachingResolver, dns_counters
 from pipeline.embedded.fetchproc import FetchProcessGaveUp, ProcessFetcher, processes_for
 from pipeline.embedded.interrupt import EXTRA_GRACE_S, Interrupt
-from pipeline.embedded.parseproc import ParsedFetcher, ParsePool, parse_processes_for
+from pipeline.embedded.parsedfetcher import ParsedFetcher
+from pipeline.embedded.parseproc import ParsePool, parse_processes_for
 from pipeline.observe.stats import CrawlStats
 from pipeline.settings import Settings
 from pipeline.storage.factory import from_settings as open_store

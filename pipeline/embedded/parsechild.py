@@ -3,7 +3,9 @@
 The child (``python -m pipeline.embedded.parsechild FD``) reads bundles of ``FetchResult`` from its end of a
 socket pair and answers each bundle with ``pipeline.links.prepare.prepare_found`` of every result in it, or
 None for one it could not prepare (the crawl's process then prepares it itself). It holds no crawl
-state: killing it at any moment costs the crawl nothing but the work it had in hand.
+state: killing it at any moment costs the crawl nothing but the work it had in hand. Each page is
+parsed under a ``pipeline.links.guard.ParseGuard`` (its marker file names the page in hand; a page past
+``fetch.parse_cpu_limit_s`` of CPU ends the process), so the parent learns which page killed it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import socket
 import struct
 import subprocess
 import sys
+import time
+from collections import deque
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
@@ -29,6 +33,10 @@ log = logging.getLogger(__name__)
 
 _FRAME = struct.Struct("!i")  # multiprocessing.Connection's frame header
 _SOCKET_BUFFER = 4 << 20  # capped by net.core.wmem_max / rmem_max
+# A child that died this often within the window is not started again (a broken install, not a page:
+# a hostile page costs at most two deaths, see ParsePool), and its share goes to the others.
+_DEATHS_WINDOW_S = 60.0
+_MAX_DEATHS_IN_WINDOW = 6
 
 
 class Pipe(asyncio.Protocol):
@@ -73,14 +81,28 @@ class Pipe(asyncio.Protocol):
 class ChildProcess:
     """One parse process and its pipe."""
 
-    def __init__(self, index: int) -> None:
+    def __init__(self, index: int, marker: str) -> None:
         self.index = index
+        self.marker = marker  # the child's ParseGuard file: which page it had in hand when it died
         self.proc: subprocess.Popen[bytes] | None = None
         self.sock: socket.socket | None = None
         self.pipe: Pipe | None = None
         self.ready = False  # imports done: it answers at once from now on
         self.outbox: list[tuple[int, FetchResult]] = []
         self.restarts = 0
+        self._deaths: deque[float] = deque()
+
+    def died(self, now: float | None = None) -> None:
+        """Count a death (for ``may_restart``)."""
+        self.restarts += 1
+        self._deaths.append(time.monotonic() if now is None else now)
+
+    def may_restart(self, now: float | None = None) -> bool:
+        """False once the child died ``_MAX_DEATHS_IN_WINDOW`` times within ``_DEATHS_WINDOW_S``."""
+        now = time.monotonic() if now is None else now
+        while self._deaths and now - self._deaths[0] > _DEATHS_WINDOW_S:
+            self._deaths.popleft()
+        return len(self._deaths) < _MAX_DEATHS_IN_WINDOW
 
     def launch(self) -> None:
         # Buffers of a few MB: the parent's loop writes once per turn, and a ~200 KB default buffer
@@ -115,10 +137,12 @@ def _child_main(fd: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides how the crawl stops
     conn = Connection(fd)
     from pipeline.crawl import gcpolicy
+    from pipeline.links.guard import ParseGuard
     from pipeline.links.prepare import prepare_found
 
     try:
-        settings = conn.recv()
+        settings, marker = conn.recv()
+        guard = ParseGuard(marker, cpu_limit_s=settings.fetch.parse_cpu_limit_s)
         gcpolicy.tune_for_crawl()
         conn.send(("ready", []))
         while True:
@@ -128,7 +152,8 @@ def _child_main(fd: int) -> None:
             out: list[tuple[int, Prepared | None]] = []
             for seq, result in items:
                 try:
-                    out.append((seq, prepare_found(result, settings)))
+                    with guard.page(seq, result.url):
+                        out.append((seq, prepare_found(result, settings)))
                 except Exception:  # the crawl's process prepares it then
                     log.exception("preparing %s failed", result.url)
                     out.append((seq, None))

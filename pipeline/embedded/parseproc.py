@@ -17,6 +17,13 @@ Guarantees, on which ``CrawlCore``'s exactly-once rules rely:
 A result waits in a child for a few milliseconds before it is journaled; a crash in that window
 re-fetches it on resume, as for any request in flight at a crash.
 
+Hostile pages (``pipeline.links.guard``): a child that dies, or is killed for holding a result too long,
+names the page it had in hand in its marker file. That page gets a strike; the other results it held go
+to a child again (never to this process, which a page that kills a parser would kill too). A page with
+two strikes is delivered without links, its body kept, with ``Prepared.parse_error`` saying why: the
+core records that on the page's row. Only when no child can be started any more does this process
+prepare results itself, and never one with a strike.
+
 Results go to a child whenever one is ready; the running batches bound how many are out (about a
 thousand). ``MAX_OUTSTANDING`` is only a memory guard past which the crawl's process prepares results
 itself: doing so whenever a child lags would lengthen this process's loop turns, which delays reading
@@ -28,24 +35,28 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from fetchers.protocol import Fetcher
-from fetchers.records import Batch, FetchResult, Prepared
-from fetchers.report import BatchReport
+from fetchers.records import FetchResult, Prepared
 from pipeline.embedded.parsechild import ChildProcess, Pipe
+from pipeline.links import guard
 from pipeline.links.prepare import followable
 from pipeline.settings import Settings
+from pipeline.storage.journal import journal_parts
 
 log = logging.getLogger(__name__)
 
 MAX_OUTSTANDING = 2048  # results in the children at once; past it, prepare here (a memory guard)
-_MAX_RESTARTS = 3
-STALL_S = 10.0  # a child holding a result this long is replaced (see ParsePool._watch)
+STALL_S = 10.0  # a child holding a result this long (wall time) is replaced, at least (ParsePool._watch)
+STRIKES = 2  # deaths of a child while parsing one page that make it a hostile page (one may be bad luck)
+NO_CHILD = -1  # _Waiting.child of a result waiting for a child to take it
 
 
 def parse_processes_for(settings: Settings, *, fetch_processes: int) -> int:
@@ -64,8 +75,10 @@ def parse_processes_for(settings: Settings, *, fetch_processes: int) -> int:
 class _Waiting:
     result: FetchResult
     deliver: Callable[[FetchResult], None]
-    child: int
+    child: int  # NO_CHILD: waiting for one
     sent_at: float
+    strikes: int = 0  # children that died while parsing it
+    why: str = ""  # how the last of them died
 
 
 class ParsePool:
@@ -76,7 +89,14 @@ class ParsePool:
     ) -> None:
         self.settings = settings
         self.clock = clock
-        self._children: list[ChildProcess] = [ChildProcess(i) for i in range(processes)]
+        self.cpu_limit_s = settings.fetch.parse_cpu_limit_s
+        # Wall time a child may hold a result: the CPU limit ends a runaway parse first; this catches
+        # a child that stopped without dying, with room for a loaded machine.
+        self.stall_s = max(STALL_S, 3 * self.cpu_limit_s)
+        self._markers = tempfile.mkdtemp(prefix="crawlfleet-parse-") if processes > 0 else ""
+        self._children: list[ChildProcess] = [
+            ChildProcess(i, os.path.join(self._markers, f"child-{i}.marker")) for i in range(processes)
+        ]
         self._loop: asyncio.AbstractEventLoop | None = None
         self._seq = 0
         self._waiting: dict[int, _Waiting] = {}  # seq -> result in a child; insertion order = seq order
@@ -87,6 +107,8 @@ class ParsePool:
         self._restarting: set[asyncio.Task[None]] = set()  # held so that the loop does not drop them
         self.offloaded = 0  # results prepared by a child
         self.local = 0  # results delivered as they came (not parseable, or no child free)
+        self.quarantined = 0  # pages delivered without links after STRIKES deaths (see the docstring)
+        self.deaths = 0
 
     def launch(self) -> None:
         """Start the children now: they import their modules while the crawl opens its store."""
@@ -103,7 +125,8 @@ class ParsePool:
         """Connect to a launched child (launching it first after a death). Never raises: a child that
         cannot be started leaves its share to the others, or to this process."""
         if child.sock is None:
-            if child.restarts > _MAX_RESTARTS or self._closing:
+            if not child.may_restart() or self._closing:
+                self._settle_orphans()
                 return
             child.launch()
         assert self._loop is not None and child.sock is not None
@@ -116,28 +139,67 @@ class ParsePool:
             child.close()
             return
         child.pipe = proto
-        proto.send(self.settings)
+        proto.send((self.settings, child.marker))
 
     # --- submitting --------------------------------------------------------------------------------
     def submit(self, result: FetchResult, deliver: Callable[[FetchResult], None]) -> None:
         """Deliver ``result`` to ``deliver``, prepared by a child when one is free, else at once."""
+        if not followable(result, self.settings) or len(self._waiting) >= MAX_OUTSTANDING:
+            self.local += 1
+            deliver(result)
+            return
         child = self._pick()
-        if child is None or not followable(result, self.settings):
+        if child is None and not self._any_child_alive():
             self.local += 1
             deliver(result)
             return
         self._seq += 1
-        self._waiting[self._seq] = _Waiting(result, deliver, child.index, self.clock())
-        child.outbox.append((self._seq, result))
+        waiting = _Waiting(result, deliver, NO_CHILD, self.clock())
+        self._waiting[self._seq] = waiting
+        if child is None:  # a child is starting: it takes the result when it is ready
+            return
+        self._hand(child, self._seq, waiting)
+
+    def _hand(self, child: ChildProcess, seq: int, waiting: _Waiting) -> None:
+        waiting.child, waiting.sent_at = child.index, self.clock()
+        child.outbox.append((seq, waiting.result))
         self.offloaded += 1
         if not self._flush_scheduled:
             self._flush_scheduled = True
             assert self._loop is not None
             self._loop.call_soon(self._flush)
 
+    def _any_child_alive(self) -> bool:
+        """True while some child runs or may still be started."""
+        return any(c.sock is not None or c.may_restart() for c in self._children) and not self._closing
+
+    def _take_orphans(self) -> None:
+        """Hand the results that wait for a child to the children that are ready."""
+        for seq, waiting in self._waiting.items():
+            if waiting.child != NO_CHILD:
+                continue
+            child = self._pick()
+            if child is None:
+                return
+            self._hand(child, seq, waiting)
+
+    def _settle_orphans(self) -> None:
+        """No child will take them: deliver the waiting results here, a page with a strike without links."""
+        if not self._any_child_alive():
+            self._orphans_here()
+
+    def _orphans_here(self) -> None:
+        """Deliver every result waiting for a child unprepared (the core prepares it), except that a
+        page with a strike is delivered without links: this process must not parse it."""
+        for seq in [s for s, w in self._waiting.items() if w.child == NO_CHILD]:
+            waiting = self._waiting[seq]
+            if waiting.strikes:
+                self._quarantine(seq, waiting)
+            else:
+                self._deliver(seq, None)
+        self._run_deferred()
+
     def _pick(self) -> ChildProcess | None:
-        if len(self._waiting) >= MAX_OUTSTANDING:
-            return None
         n = len(self._children)
         for k in range(n):
             child = self._children[(self._next_child + k) % n]
@@ -180,6 +242,7 @@ class ParsePool:
         kind, items = msg
         if kind == "ready":
             child.ready = True
+            self._take_orphans()
         elif kind == "done":
             for seq, prepared in items:
                 self._deliver(seq, prepared)
@@ -207,88 +270,72 @@ class ParsePool:
             except Exception:  # one callback's bug must not stop the others or the pipe
                 log.exception("deferred callback failed")
 
+    def _quarantine(self, seq: int, waiting: _Waiting) -> None:
+        """Deliver a page that killed parsers: its journal line and body, no links, and why."""
+        result = waiting.result
+        line, packed = journal_parts(result)
+        error = f"parse_failed: {waiting.why}, {waiting.strikes} times; its links were not extracted"
+        log.error("quarantined %s: %s", result.url, error)
+        self.quarantined += 1
+        self._deliver(seq, Prepared(line, packed=packed, links=[], parse_error=error))
+
     def _watch(self) -> None:
-        """Once a second: a child that has held a result for ``STALL_S`` (stopped, hung, starved) is
-        killed, and what it held is delivered unprepared, so a batch never waits on it for long."""
+        """Once a second: a child that has held a result for ``stall_s`` (stopped, hung, starved) is
+        killed (``_died`` then blames the page it had in hand), so a batch never waits on it for long;
+        results waiting that long for any child are delivered here."""
         if self._closing or self._loop is None:
             return
-        if self._waiting:
-            oldest = next(iter(self._waiting.values()))
-            if self.clock() - oldest.sent_at > STALL_S:
+        now = self.clock()
+        held = [w for w in self._waiting.values() if w.child != NO_CHILD]
+        if held:
+            oldest = min(held, key=lambda w: w.sent_at)
+            if now - oldest.sent_at > self.stall_s:
                 child = self._children[oldest.child]
-                log.error("parse process %d has not answered for %.0f s; replacing it", child.index, STALL_S)
+                log.error("parse process %d has not answered for %.0f s; replacing it", child.index, self.stall_s)
                 self._died(child)
+        if any(w.child == NO_CHILD and now - w.sent_at > self.stall_s for w in self._waiting.values()):
+            log.error("no parse process took results for %.0f s; preparing them here", self.stall_s)
+            self._orphans_here()
         self._loop.call_later(1.0, self._watch)
 
     def _died(self, child: ChildProcess) -> None:
-        """A child is gone: what it held is delivered unprepared (the core prepares it), in order."""
+        """A child is gone. The page it had in hand (its marker) gets a strike: with ``STRIKES`` it is
+        delivered without links. What else it held waits for a child again, in order."""
         if child.pipe is None:
             return
         code = child.close()
-        child.restarts += 1
+        child.died()
+        self.deaths += 1
+        culprit = guard.culprit(child.marker)
+        with contextlib.suppress(OSError):  # a successor dying before its first page must not blame this one
+            os.unlink(child.marker)
         if not self._closing:
-            log.error("parse process %d died (exit code %s); its results are prepared here", child.index, code)
+            log.error("parse process %d died (exit code %s) parsing %s", child.index, code,
+                      culprit.url if culprit else "no page")  # fmt: skip
         for seq in [s for s, w in self._waiting.items() if w.child == child.index]:
-            self._deliver(seq, None)
+            waiting = self._waiting[seq]
+            waiting.child, waiting.sent_at = NO_CHILD, self.clock()  # its wait for a child starts now
+            if culprit is not None and culprit.key == seq:
+                waiting.strikes += 1
+                waiting.why = guard.describe_death(code, cpu_limit_s=self.cpu_limit_s)
+                if waiting.strikes >= STRIKES:
+                    self._quarantine(seq, waiting)
         self._run_deferred()
+        self._take_orphans()
         if not self._closing and self._loop is not None and not self._loop.is_closed():
             task = self._loop.create_task(self._start_child(child))
             self._restarting.add(task)
             task.add_done_callback(self._restarting.discard)
+        else:
+            self._settle_orphans()
 
     async def close(self) -> None:
         """Deliver what is still out, then stop the children."""
         await self.barrier()
-        log.info("parse pool: %d results prepared in parse processes, %d here", self.offloaded, self.local)
+        log.info("parse pool: %d results prepared in parse processes, %d here; %d child deaths, %d pages "
+                 "quarantined", self.offloaded, self.local, self.deaths, self.quarantined)  # fmt: skip
         self._closing = True
         for child in self._children:
             child.stop()
-
-
-class ParsedFetcher:
-    """A fetcher whose results reach the crawl through a ``ParsePool`` (the ``Fetcher`` protocol).
-
-    Results go through the pool; the early release of a host and the end of the batch wait for the
-    results before them, so the core sees the same order of events as without the pool."""
-
-    def __init__(self, inner: Fetcher, pool: ParsePool) -> None:
-        self.inner = inner
-        self.pool = pool
-
-    async def start(self) -> None:
-        await self.inner.start()
-
-    async def close(self) -> None:
-        await self.inner.close()
-
-    @property
-    def free_slots(self) -> int:
-        return int(self.inner.free_slots)
-
-    async def fetch_batch(
-        self,
-        batch: Batch,
-        on_result: Callable[[FetchResult], None],
-        *,
-        fence: Callable[[], bool] | None = None,
-        on_host_done: Callable[[str, float, str], None] | None = None,
-    ) -> BatchReport:
-        pool = self.pool
-
-        def result(res: FetchResult) -> None:
-            pool.submit(res, on_result)
-
-        host_done = None
-        if on_host_done is not None:
-            done_cb = on_host_done
-
-            def host_done(host: str, delay_s: float, ip: str) -> None:
-                pool.defer(lambda: done_cb(host, delay_s, ip))
-
-        try:
-            report: BatchReport = await self.inner.fetch_batch(batch, result, fence=fence, on_host_done=host_done)
-        except Exception:
-            await pool.barrier()  # what it delivered before failing reaches the core before the batch ends
-            raise
-        await pool.barrier()
-        return report
+        if self._markers:
+            shutil.rmtree(self._markers, ignore_errors=True)

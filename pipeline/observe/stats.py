@@ -54,6 +54,7 @@ class CrawlStats:
         "_bytes",
         "_discovered",
         "_robots",
+        "_parse_failed",
         "_quota_total",
         "_errors",
         "_status",
@@ -84,6 +85,7 @@ class CrawlStats:
         self._bytes = 0
         self._discovered = 0
         self._robots = 0
+        self._parse_failed = 0
         self._quota_total = 0
         self._errors: dict[str, int] = {}
         self._status: dict[int, int] = {}
@@ -146,6 +148,10 @@ class CrawlStats:
 
     def on_robots_blocked(self, n: int = 1) -> None:
         self._robots += n
+
+    def on_parse_failed(self) -> None:
+        """A page kept without its links: its parse killed parser processes (``Prepared.parse_error``)."""
+        self._parse_failed += 1
 
     def on_quota_refusal(self, service: str, reason: str) -> None:
         self._quota_total += 1
@@ -282,6 +288,7 @@ class CrawlStats:
             "pages_failed": self._failed,
             "urls_discovered": self._discovered,
             "robots_blocked": self._robots,
+            "parse_failed": self._parse_failed,
             "bytes": self._bytes,
             "errors_by_class": dict(sorted(self._errors.items())),
             "status_mix": {str(k): v for k, v in sorted(self._status.items())},

@@ -25,6 +25,9 @@ class FetchSettings:
     processes: int = 0  # embedded crawl: fetch processes (pipeline/embedded/fetchproc.py); 0 = fetch in the crawl process, -1 = one per spare core
     parse_processes: int = -1  # embedded crawl without fetch processes: link/journal-line processes (pipeline/embedded/parseproc.py); -1 = one per spare core (max 2)
     parse_content_types: tuple[str, ...] = ("text/html", "application/xhtml+xml")
+    # CPU seconds one page's parse may take in a parse process or the link job (pipeline/links/guard.py);
+    # past it the page keeps its body, loses its links and records why. 0 = no limit.
+    parse_cpu_limit_s: float = 10.0
     keep_body: bool = True
 
 

@@ -1,6 +1,8 @@
 """The embedded crawler against hostile.crawl.test: every misbehaving path ends as a clean outcome in
 the store (an error class, or a page capped at max_body_bytes), the crawl finishes, the normal web on
 the same testbed is still crawled in full, and the crawler's peak RSS stays bounded (1 GiB bombs).
+/nested (100,000 nested <div>, about 8 s of lexbor CPU, quadratic in depth) runs past this test's
+parse CPU limit: the page is kept, without its links, and its row says parse_failed.
 
 Each input's outcome is recorded (pipeline.harness.faults.results) for RELIABILITY.md.
 """
@@ -29,6 +31,7 @@ pytestmark = pytest.mark.integration
 
 MAX_DEPTH = 6
 MAX_BODY = 2 * 1024 * 1024
+PARSE_CPU_S = 1.5  # /nested needs about 8 s of CPU; every other page well under 0.5 s
 RSS_LIMIT_MB = 512  # the bombs inflate to 1 GiB each; capped decoding must keep far below that
 CONFIG = f"""
 [fetch]
@@ -37,6 +40,7 @@ read_timeout_s = 3.0
 retries = 1
 retry_backoff_s = 0.1
 max_body_bytes = {MAX_BODY}
+parse_cpu_limit_s = {PARSE_CPU_S}
 [scope]
 max_pages_per_host = 60
 deny_regex = ["/m/[0-9]+$"]  # the 1M-link page's targets: extracted (capped), not worth 10k fetches
@@ -44,7 +48,7 @@ deny_regex = ["/m/[0-9]+$"]  # the 1M-link page's targets: extracted (capped), n
 # What each path must end as: (state, error class or "" for a page).
 EXPECTED = {
     "/bomb": ("DONE", ""), "/brbomb": ("DONE", ""), "/endless": ("DONE", ""), "/manylinks": ("DONE", ""),
-    "/nested": ("DONE", ""), "/badutf8": ("DONE", ""), "/trickle": ("FAILED", "timeout"),
+    "/nested": ("DONE", "parse_failed"), "/badutf8": ("DONE", ""), "/trickle": ("FAILED", "timeout"),
     "/deep-redirect/0": ("FAILED", "too_many_redirects"), "/badlen": ("FAILED", "incomplete_body"),
     "/hugeheaders": ("FAILED", "headers_too_large"), "/ssrf-redirect": ("FAILED", "ssrf_blocked"),
     "/ip-redirect": ("FAILED", "out_of_scope"), "/rawbad/status": ("FAILED", "bad_status_line"),
@@ -104,6 +108,21 @@ def test_crawl_survives_and_records_each_hostile_path(crawl: dict[str, Any]) -> 
     assert {p: got[p][:2] for p in EXPECTED} == EXPECTED
     for path in ("/bomb", "/brbomb", "/endless", "/manylinks"):
         assert got[path][3], f"{path} must be kept truncated at max_body_bytes"
+    assert crawl["summary"]["parse_failed"] == 1, crawl["summary"]
+
+
+def test_a_page_that_kills_parsers_is_kept_with_why(crawl: dict[str, Any]) -> None:
+    """/nested ended two parse processes (SIGPROF at the CPU limit); its body is stored whole."""
+    store = SqliteStore(crawl["out"] / "crawl.db")
+    try:
+        rec = store.get_url(crawl["tb"].hostile_url("/nested"))
+        page = store.get_page(crawl["tb"].hostile_url("/nested"))
+    finally:
+        store.close()
+    assert rec is not None and page is not None
+    assert rec.error == (f"parse_failed: the parse used more than {PARSE_CPU_S:g} s of CPU, 2 times; "
+                         "its links were not extracted")  # fmt: skip
+    assert page.body.count(b"<div>") == 100_000 and not page.truncated
 
 
 def test_rest_of_the_web_is_crawled(crawl: dict[str, Any]) -> None:

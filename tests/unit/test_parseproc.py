@@ -1,6 +1,6 @@
 """ParsePool against a real parse process: every result delivered once, prepared as the crawl's own
-process would prepare it, deferred callbacks after the results before them, and a dead or stalled
-child costing nothing but its speed."""
+process would prepare it, deferred callbacks after the results before them, a dead or stalled child
+costing nothing but its speed, and a page that kills parsers kept without its links."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from collections.abc import Callable
 import pytest
 
 from fetchers.records import FetchResult
-from pipeline.embedded.parseproc import STALL_S, ParsePool, parse_processes_for
+from pipeline.embedded.parseproc import ParsePool, parse_processes_for
 from pipeline.harness.testbed.model import Web
 from pipeline.harness.testbed.render import Renderer
-from pipeline.links import prepare
-from pipeline.settings import load_settings
+from pipeline.links import guard, prepare
+from pipeline.settings import Settings, load_settings
 from pipeline.storage.journal import journal_parts
 from pipeline.urls import fingerprint
 
@@ -52,9 +52,11 @@ async def _ready(pool: ParsePool) -> None:
     raise AssertionError("the parse process never said it was ready")
 
 
-def _run(body: Callable[[ParsePool], object], *, clock: Callable[[], float] | None = None) -> None:
+def _run(
+    body: Callable[[ParsePool], object], *, clock: Callable[[], float] | None = None, settings: Settings = SETTINGS
+) -> None:
     async def main() -> None:
-        pool = ParsePool(SETTINGS, processes=1, clock=clock or time.monotonic)
+        pool = ParsePool(settings, processes=1, clock=clock or time.monotonic)
         pool.launch()
         await pool.start()
         await _ready(pool)
@@ -116,18 +118,18 @@ def test_a_killed_child_loses_nothing_and_is_replaced() -> None:
         for r in results[:20]:
             pool.submit(r, got.append)
         await asyncio.sleep(0.1)
-        os.kill(pid, signal.SIGKILL)  # ... and dies holding it
-        await asyncio.wait_for(pool.barrier(), 10)
-        assert len(got) == 20 and all(r.prepared is None for r in got)  # delivered unprepared, once
-        await _ready(pool)  # a new child took its place
-        assert _child_pid(pool) != pid
+        os.kill(pid, signal.SIGKILL)  # ... and dies holding it, between pages
+        await asyncio.wait_for(pool.barrier(), 20)
+        assert _child_pid(pool) != pid  # a new child took its place, and what the dead one held
         for r in results[20:]:
             pool.submit(r, got.append)
         await asyncio.wait_for(pool.barrier(), 10)
+        assert pool.deaths == 1 and pool.quarantined == 0
 
     _run(body)
     assert sorted(id(r) for r in got) == sorted(id(r) for r in results)
-    assert all(r.prepared is not None for r in got[20:])
+    assert all(r.prepared is not None and r.prepared.found is not None for r in got)  # none prepared here
+    assert not any(r.prepared.parse_error for r in got if r.prepared is not None)
 
 
 def test_a_stalled_child_is_replaced_after_the_stall_limit() -> None:
@@ -142,11 +144,87 @@ def test_a_stalled_child_is_replaced_after_the_stall_limit() -> None:
             pool.submit(r, got.append)
         await asyncio.sleep(1.5)  # the watchdog looks once a second; the stall limit is not reached
         assert got == []
-        now[0] += STALL_S + 1
-        await asyncio.wait_for(pool.barrier(), 5)
-        assert len(got) == 10 and all(r.prepared is None for r in got)
+        now[0] += pool.stall_s + 1
+        await asyncio.wait_for(pool.barrier(), 20)
+        assert len(got) == 10 and _child_pid(pool) != pid
 
     _run(body, clock=lambda: now[0])
+    assert all(r.prepared is not None and r.prepared.found is not None for r in got)  # by the new child
+
+
+def _bomb(depth: int) -> FetchResult:
+    """A page whose parse costs the square of its depth (pipeline/links/guard.py): seconds of CPU."""
+    url = "http://bomb.test/nested"
+    body = b"<html><body>" + b"<div>" * depth + b'<a href="/x">x</a>' + b"</div>" * depth
+    return FetchResult(url=url, url_id=fingerprint(url), depth=0, final_url=url, status=200,
+                       headers={"content-type": "text/html"}, content_type="text/html", body=body)  # fmt: skip
+
+
+def test_a_page_past_the_cpu_limit_is_kept_without_links_after_two_deaths() -> None:
+    """A parse past ``fetch.parse_cpu_limit_s`` ends its child (SIGPROF); the page is tried once more
+    in a new child, then delivered with its journal line and body, no links, and the reason. The pages
+    sent with it come back prepared."""
+    settings = SETTINGS.with_overrides({"fetch": {"parse_cpu_limit_s": 0.3}})
+    bomb, pages = _bomb(60_000), _pages(12)  # 60,000 nested <div>: about 2 s of CPU here
+    got: list[FetchResult] = []
+
+    async def body(pool: ParsePool) -> None:
+        for r in [*pages[:6], bomb, *pages[6:]]:
+            pool.submit(r, got.append)
+        await asyncio.wait_for(pool.barrier(), 60)
+        assert pool.deaths == 2 and pool.quarantined == 1
+
+    _run(body, settings=settings)
+    assert sorted(id(r) for r in got) == sorted(id(r) for r in [bomb, *pages])
+    assert bomb.prepared is not None and bomb.prepared.links == [] and bomb.prepared.found is None
+    assert bomb.prepared.parse_error.startswith("parse_failed: the parse used more than 0.3 s of CPU, 2 times")
+    line, packed = journal_parts(bomb)
+    assert bomb.prepared.journal_line == line and bomb.prepared.packed == packed  # the page itself is kept
+    for r in pages:
+        assert r.prepared is not None and r.prepared.found == prepare.found_links(r, SETTINGS)
+
+
+async def _in_hand(pool: ParsePool, url: str, *, not_pid: int) -> int:
+    """The child's pid once its marker says it is parsing ``url`` (a child other than ``not_pid``)."""
+    for _ in range(1000):
+        hand = guard.culprit(pool._children[0].marker)
+        proc = pool._children[0].proc
+        if hand is not None and hand.url == url and proc is not None and proc.pid != not_pid:
+            return proc.pid
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"the child never started parsing {url}")
+
+
+@pytest.mark.parametrize("crashes", [1, 2])
+def test_a_child_crashing_on_a_page_blames_that_page_only(crashes: int) -> None:
+    """A child that dies of SIGSEGV while its marker names a page (as lexbor's crashes do) gives that
+    page a strike: one strike is bad luck (the page is parsed again, in a new child), two make it a
+    hostile page. The CPU limit is off, so the deaths are the signals only."""
+    settings = SETTINGS.with_overrides({"fetch": {"parse_cpu_limit_s": 0.0}})
+    bomb, pages = _bomb(40_000), _pages(8)  # long enough a parse to be caught in it
+    got: list[FetchResult] = []
+
+    async def body(pool: ParsePool) -> None:
+        for r in [*pages[:4], bomb, *pages[4:]]:
+            pool.submit(r, got.append)
+        pid = 0
+        for _ in range(crashes):
+            pid = await _in_hand(pool, bomb.url, not_pid=pid)
+            os.kill(pid, signal.SIGSEGV)
+        await asyncio.wait_for(pool.barrier(), 60)
+        assert pool.deaths == crashes and pool.quarantined == crashes - 1
+
+    _run(body, settings=settings)
+    assert sorted(id(r) for r in got) == sorted(id(r) for r in [bomb, *pages])
+    assert all(r.prepared is not None and r.prepared.found is not None for r in pages)
+    assert bomb.prepared is not None
+    if crashes == 1:
+        assert bomb.prepared.found == [("http://bomb.test/x", fingerprint("http://bomb.test/x"))]
+        assert bomb.prepared.parse_error == ""
+    else:
+        assert bomb.prepared.links == [] and bomb.prepared.parse_error == (
+            "parse_failed: the parser process died of SIGSEGV, 2 times; its links were not extracted"
+        )
 
 
 @pytest.mark.parametrize(("wanted", "fetch_processes", "cores", "expected"),
