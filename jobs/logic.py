@@ -10,6 +10,7 @@ Hadoop) give the same output for the same input, whatever the partitioning.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections import Counter
@@ -108,6 +109,21 @@ def decode_result(line: str | bytes) -> FetchResult | None:
         return FetchResult.from_json(json.loads(line))
     except (ValueError, SchemaError):
         return None
+
+
+def quarantined_urls(path: str) -> frozenset[str]:
+    """The URLs of a quarantine file (JSON lines with a "url"; ``pipeline.transport.linkquarantine``): pages
+    whose parse killed extract tasks, which the extract job keeps but does not parse. Unreadable lines
+    and a missing file name nothing."""
+    urls: set[str] = set()
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                with contextlib.suppress(ValueError, TypeError, KeyError):
+                    urls.add(str(json.loads(line)["url"]))
+    except OSError:
+        pass
+    return frozenset(urls)
 
 
 def page_candidates(

@@ -16,11 +16,21 @@ Output: JSON lines, one per target URL:
 The mapper combines in memory (``logic.LinkCombiner``): it emits one partial per target URL it saw,
 not one value per link, so the shuffle carries about one record per distinct URL and mapper.
 The mapper and reducer bodies are ``jobs.logic`` functions, shared with the embedded crawl engine.
+
+Hostile pages (``pipeline.links.guard``): with ``--guard-dir`` each page is parsed under a guard, so a task
+that dies inside the parser (a crash, or ``--parse-cpu-limit`` seconds of CPU on one page) leaves a marker
+naming the page; the link service counts those deaths and lists a page that killed two tasks in the
+``--quarantine`` file. A listed page is not parsed (counter ``extract/quarantined``): its links are lost,
+the other pages of its segment are not.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import socket
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from mrjob.job import MRJob
@@ -28,6 +38,7 @@ from mrjob.protocol import JSONProtocol, JSONValueProtocol, RawValueProtocol
 from mrjob.step import MRStep
 
 from jobs import logic
+from pipeline.links.guard import ParseGuard
 
 
 class MRExtractLinks(MRJob):
@@ -49,6 +60,9 @@ class MRExtractLinks(MRJob):
         self.add_passthru_arg(
             "--traps", default="", help="MAX_URL_LENGTH,MAX_PATH_DEPTH,MAX_REPEATED_SEGMENTS"
         )
+        self.add_passthru_arg("--guard-dir", default="", help="markers of the page each task parses")
+        self.add_passthru_arg("--parse-cpu-limit", type=float, default=10.0, help="CPU s per page; 0 = none")
+        self.add_passthru_arg("--quarantine", default="", help="JSON lines of URLs not to parse")
 
     def steps(self) -> list[MRStep]:
         return [
@@ -71,8 +85,14 @@ class MRExtractLinks(MRJob):
         )
         self.drops: dict[str, int] = {}
         # counted here, reported once (a counter costs a write to stderr)
-        self.lines = {"results": 0, "bad_lines": 0, "segments": 0}
+        self.lines = {"results": 0, "bad_lines": 0, "segments": 0, "quarantined": 0}
         self.combiner = logic.LinkCombiner()
+        self.skip = logic.quarantined_urls(self.options.quarantine) if self.options.quarantine else frozenset()
+        self.guard: ParseGuard | None = None
+        if self.options.guard_dir:
+            Path(self.options.guard_dir).mkdir(parents=True, exist_ok=True)
+            marker = Path(self.options.guard_dir) / f"extract-{socket.gethostname()}-{os.getpid()}.marker"
+            self.guard = ParseGuard(marker, cpu_limit_s=self.options.parse_cpu_limit)
 
     def extractor_map(self, _: None, line: str) -> Iterator[tuple[str, list[Any]]]:
         segment = logic.segment_ref(line)
@@ -89,12 +109,24 @@ class MRExtractLinks(MRJob):
             self.lines["bad_lines"] += 1
             return
         self.lines["results"] += 1
+        if result.url in self.skip:
+            self.lines["quarantined"] += 1
+            return
+        if self.guard is None:
+            cands = logic.page_candidates(result, self.rules, stats=self.drops)
+        else:
+            with self.guard.page(0, result.url):
+                cands = logic.page_candidates(result, self.rules, stats=self.drops)
         add = self.combiner.add
-        for cand in logic.page_candidates(result, self.rules, stats=self.drops):
+        for cand in cands:
             if add(cand):
                 yield from self.combiner.drain()
 
     def extractor_final(self) -> Iterator[tuple[str, list[Any]]]:
+        if self.guard is not None:  # a task that ends well leaves no marker behind
+            self.guard.close()
+            with contextlib.suppress(OSError):
+                self.guard.path.unlink()
         yield from self.combiner.drain()
         for name, n in self.lines.items():
             if n:

@@ -178,6 +178,11 @@ class JobArgs:
     deny_regex: tuple[str, ...] = ()
     traps: str = ""  # logic.traps_arg(...); "" = the defaults
     count_inlinks: bool = True  # False: known URLs keep their in-link counts (dispatch.priority = "depth")
+    # The parse guard of the extract job (pipeline/links/guard.py; the link service's linkquarantine.py):
+    # where its tasks keep their markers, the pages it must not parse, and the CPU limit per page.
+    guard_dir: str = ""
+    quarantine: str = ""
+    parse_cpu_limit_s: float = 10.0
 
     def extract(self) -> list[str]:
         out = ["--max-depth", str(self.max_depth), "--max-links", str(self.max_links)]
@@ -188,6 +193,10 @@ class JobArgs:
                 out += [flag, pattern]
         if self.traps:
             out += ["--traps", self.traps]
+        if self.guard_dir:
+            out += ["--guard-dir", self.guard_dir, "--parse-cpu-limit", str(self.parse_cpu_limit_s)]
+        if self.quarantine:
+            out += ["--quarantine", self.quarantine]
         return out
 
     def update(self) -> list[str]:

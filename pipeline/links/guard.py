@@ -52,8 +52,10 @@ class ParseGuard:
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
         os.pwrite(self._fd, _HEAD.pack(0, 0), 0)
         # Default action, whatever an embedding program installed: a Python handler would only run
-        # once the native parse returned, which is what the timer exists to not wait for.
-        signal.signal(signal.SIGPROF, signal.SIG_DFL)
+        # once the native parse returned, which is what the timer exists to not wait for. (Only the
+        # main thread may set it; elsewhere the process's disposition stands.)
+        with contextlib.suppress(ValueError):
+            signal.signal(signal.SIGPROF, signal.SIG_DFL)
 
     @contextlib.contextmanager
     def page(self, key: int, url: str) -> Iterator[None]:

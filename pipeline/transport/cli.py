@@ -276,7 +276,8 @@ def _cmd_links(args: argparse.Namespace) -> int:
                           conf_path=args.conf_path)  # fmt: skip
     service = LinkJobsService(segments=Path(sink.segments), store=sink.store, runner=runner,
                               publish=amqp_publisher(settings, settings.dispatch.service),
-                              max_segments=args.max_segments)  # fmt: skip
+                              max_segments=args.max_segments,
+                              parse_cpu_limit_s=settings.fetch.parse_cpu_limit_s)  # fmt: skip
     stopping: list[int] = []
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda signum, _frame: stopping.append(signum))

@@ -44,6 +44,7 @@ from typing import Any
 from jobs.logic import open_store
 from jobs.runner import JobOutput, LinkPipeline, RoundResult, RunnerConfig, extract_links
 from pipeline.settings import Settings
+from pipeline.transport.linkquarantine import GUARD_DIR, LinkQuarantine
 from pipeline.transport.linkrules import RULES_KEY, CrawlLinkRules
 from pipeline.transport.nodesink import ABANDON_S, PART_SUFFIX, SEGMENT_SUFFIX, adopt_part
 from pipeline.transport.replies import LinksReport
@@ -70,7 +71,7 @@ def closed_segments(root: Path, *, now: float | None = None) -> list[Path]:
     found = [
         seg
         for node in root.iterdir()
-        if node.is_dir() and node.name not in (DONE_DIR, ROUNDS_DIR)
+        if node.is_dir() and node.name not in (DONE_DIR, ROUNDS_DIR, GUARD_DIR)
         for seg in node.glob(f"*{SEGMENT_SUFFIX}")
     ] if root.is_dir() else []  # fmt: skip
     return sorted(found, key=lambda p: (p.stat().st_mtime, p.name))
@@ -153,8 +154,10 @@ class LinkJobsService:
         lru_size: int = 200_000,
         batch_size: int = 500,
         sleep: Callable[[float], None] = time.sleep,
+        parse_cpu_limit_s: float = 10.0,  # fetch.parse_cpu_limit_s: see linkquarantine.py
     ) -> None:
         self.segments = segments
+        self.quarantine = LinkQuarantine(segments, store=store, cpu_limit_s=parse_cpu_limit_s)
         self.store_spec = store
         self.runner = runner
         self.publish = publish
@@ -199,12 +202,14 @@ class LinkJobsService:
                 except Exception:
                     log.exception("links: round failed; trying again in %.1fs", backoff)
                     self.failures += 1
+                    if self._next is None:  # no extract task running: markers left are dead tasks'
+                        self.quarantine.blame()
                     self.sleep(backoff)
                     backoff = min(30.0, backoff * 2)
         finally:
             self.close()
         return {"rounds": self.rounds, "segments": self.segments_done, "new_pending": self.new_pending,
-                "failures": self.failures}  # fmt: skip
+                "failures": self.failures, "quarantined": self.quarantine.quarantined}  # fmt: skip
 
     def _step(self) -> None:
         if self._pipeline is None:
@@ -212,7 +217,8 @@ class LinkJobsService:
             if rules is None:  # the dispatcher has not started this crawl yet
                 self.sleep(self.poll_s)
                 return
-            args = rules.job_args(store=self.store_spec, batch_size=self.batch_size, lru_size=self.lru_size)
+            args = self.quarantine.job_args(
+                rules.job_args(store=self.store_spec, batch_size=self.batch_size, lru_size=self.lru_size))
             self._pipeline = LinkPipeline(self.runner, args)
         done = self.pipelined_round() if isinstance(self._pipeline, LinkPipeline) else self.round()
         if not done:

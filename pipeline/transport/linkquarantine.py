@@ -1,0 +1,97 @@
+"""Pages that kill the fleet's extract job: found, counted and set aside, so the link path goes on.
+
+A hostile page in a segment (a parser crash, or a parse past ``fetch.parse_cpu_limit_s`` of CPU:
+``pipeline.links.guard``) ends the extract task that parses it. Without this the round fails, is run
+again on the same segments, fails again, and no link of the crawl reaches the store any more.
+
+The extract job's tasks write markers under ``SEGMENTS/.guard/`` (``jobs.mr_extract_links``); a task
+that finishes removes its own. After a failed round the service calls ``LinkQuarantine.blame``: each
+marker left names the page its task died on, and gives that page a strike. A page with ``STRIKES``
+strikes goes into ``SEGMENTS/.quarantine.jsonl``, which every later extract job reads and does not parse
+(its body stays stored; only its links are lost). The crawl's store records it too, as meta
+``parse_failed:URL``. Strikes are counted in this process: a restarted service may need two more
+deaths of a page to set it aside. Markers only tell where a task ran, so this works on every runner whose
+tasks share the segments' file system (inline, local, Spark and Hadoop on one box or a shared mount), not
+on EMR's task nodes, where a failed round is still only retried.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+from jobs.logic import open_store, quarantined_urls
+from jobs.runner import JobArgs
+from pipeline.links.guard import culprit
+
+log = logging.getLogger(__name__)
+
+GUARD_DIR = ".guard"
+QUARANTINE_FILE = ".quarantine.jsonl"
+STRIKES = 2  # one death while parsing a page may be bad luck (a task killed for another reason)
+META_PREFIX = "parse_failed:"
+
+
+class LinkQuarantine:
+    """The link service's side of the extract job's parse guard, for one segments directory."""
+
+    def __init__(self, segments: Path, *, store: str, cpu_limit_s: float) -> None:
+        self.guard_dir = segments / GUARD_DIR
+        self.file = segments / QUARANTINE_FILE
+        self.store = store
+        self.cpu_limit_s = cpu_limit_s
+        self.strikes: Counter[str] = Counter()
+        self.quarantined = 0  # pages this process set aside
+
+    def job_args(self, args: JobArgs) -> JobArgs:
+        """``args`` with the guard on: the extract job's tasks mark their pages and skip the quarantined."""
+        return replace(args, guard_dir=str(self.guard_dir), quarantine=str(self.file),
+                       parse_cpu_limit_s=self.cpu_limit_s)  # fmt: skip
+
+    def blame(self) -> list[str]:
+        """After a failed round: a strike for each page a dead task had in hand; returns the pages that
+        reached ``STRIKES`` now (written to the quarantine file and the store). Markers are removed."""
+        if not self.guard_dir.is_dir():
+            return []
+        named: list[str] = []
+        for marker in sorted(self.guard_dir.glob("*.marker")):
+            hand = culprit(marker)
+            with contextlib.suppress(OSError):
+                marker.unlink()
+            if hand is not None:
+                named.append(hand.url)
+        already = quarantined_urls(str(self.file))
+        out: list[str] = []
+        for url in named:
+            self.strikes[url] += 1
+            log.error("links: an extract task died parsing %s (strike %d)", url, self.strikes[url])
+            if self.strikes[url] >= STRIKES and url not in already and url not in out:
+                out.append(url)
+        if out:
+            self._set_aside(out)
+        return out
+
+    def _set_aside(self, urls: list[str]) -> None:
+        error = (f"parse_failed: an extract task died parsing it (a parser crash, or more than "
+                 f"{self.cpu_limit_s:g} s of CPU), {STRIKES} times; its links were not extracted")  # fmt: skip
+        with open(self.file, "a", encoding="utf-8") as fh:  # before the store: the jobs read this file
+            for url in urls:
+                fh.write(json.dumps({"url": url, "error": error, "t": time.time()}) + "\n")
+            fh.flush()
+        self.quarantined += len(urls)
+        for url in urls:
+            log.error("links: quarantined %s: %s", url, error)
+        try:
+            store = open_store(self.store)
+            try:
+                for url in urls:
+                    store.put_meta(META_PREFIX + url, error)
+            finally:
+                store.close()
+        except Exception:  # the file holds it; the store's copy is for the crawl's record only
+            log.exception("links: could not record the quarantined pages in the store")
