@@ -238,9 +238,11 @@ class Frontier:
             self._push(hs)
 
     def requeue(self, fetcher_id: str, tasks: Sequence[UrlTask]) -> None:
-        """Give back URLs a fetcher did not finish (still PENDING in the store)."""
+        """Give back URLs a fetcher did not finish (still PENDING in the store). They no longer count as
+        issued: the host's page cap counts pages, not attempts."""
         for t in reversed(tasks):  # appendleft in reverse keeps the original order
             hs = self._state(host_of(t.url))
+            hs.issued = max(0, hs.issued - 1)
             hs.pending += 1
             hs.epoch += 1
             self._pending_total += 1

@@ -109,6 +109,22 @@ def test_max_pages_per_host() -> None:
     assert f.pending == 0
 
 
+def test_urls_given_back_do_not_count_against_the_host_cap() -> None:
+    """A batch that comes back unfinished (a dead fetch process or node, an expired lease, a 503 with
+    Retry-After) gives its URLs back: they are fetched later within the cap, not lost to it. Before,
+    each return counted as a page, so a host ended short of its cap with URLs left PENDING."""
+    f = Frontier(FrontierLimits(max_pages_per_host=3))
+    f.add(urls("a.test", 10))
+    first = f.lease("f1", 100, now=0.0)
+    assert len(first) == 3
+    f.requeue("f1", first[1:])  # one page done, two back
+    f.release("f1", 0.0)
+    again = f.lease("f1", 100, now=0.0)
+    assert [t.url for t in again] == [t.url for t in first[1:]]
+    f.release("f1", 0.0)
+    assert f.lease("f1", 100, now=0.0) == []  # three pages in all
+
+
 def _model(spec: list[tuple[int, int]], active: int = 0) -> tuple[Frontier, dict[str, UrlRecord]]:
     """A small-window frontier and the store it mirrors (url -> record), from (host, page) pairs. With
     active hosts, a host yields its place after 4 URLs (the session budget) when others wait."""
