@@ -11,6 +11,8 @@ import contextlib
 import socket
 import subprocess
 import sys
+import time
+from collections import deque
 
 
 def spawn_module(module: str, *, buffer_bytes: int = 0) -> tuple[subprocess.Popen[bytes], socket.socket]:
@@ -30,3 +32,24 @@ def spawn_module(module: str, *, buffer_bytes: int = 0) -> tuple[subprocess.Pope
     finally:
         theirs.close()
     return proc, ours
+
+
+class RestartBudget:
+    """How often a crawl helper may die and be started again: at most ``deaths`` deaths within
+    ``window_s``. Per minute, not per crawl: a hostile page costs a helper two deaths at most
+    (``pipeline.links.guard``), and a long crawl meets many; a helper that dies in a loop is broken."""
+
+    def __init__(self, *, deaths: int = 6, window_s: float = 60.0) -> None:
+        self.deaths, self.window_s = deaths, window_s
+        self.total = 0
+        self._at: deque[float] = deque()
+
+    def died(self, now: float | None = None) -> None:
+        self.total += 1
+        self._at.append(time.monotonic() if now is None else now)
+
+    def may_restart(self, now: float | None = None) -> bool:
+        now = time.monotonic() if now is None else now
+        while self._at and now - self._at[0] > self.window_s:
+            self._at.popleft()
+        return len(self._at) < self.deaths

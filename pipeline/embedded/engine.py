@@ -32,7 +32,7 @@ from pipeline.dispatch.quotas import Quotas
 from pipeline.dispatch.sizing import local_slots
 from pipeline.dns.aiohttp_resolver import AiohttpResolver
 from pipeline.dns.cache_resolver import CachingResolver, dns_counters
-from pipeline.embedded.fetchproc import FetchProcessGaveUp, ProcessFetcher, processes_for
+from pipeline.embedded.fetchproc import FetchProcessGaveUp, HostilePages, ProcessFetcher, processes_for
 from pipeline.embedded.interrupt import EXTRA_GRACE_S, Interrupt
 from pipeline.embedded.parsedfetcher import ParsedFetcher
 from pipeline.embedded.parseproc import ParsePool, parse_processes_for
@@ -100,9 +100,10 @@ class EmbeddedCrawl:
         # extracts links is a balance of CPU: without it a fetch process does less work per page than
         # this process, so one fetch process leaves extraction here and two or more take it along.
         warc_dir = out / "warc" if self.settings.store.warc else None
+        hostile = HostilePages()  # one book: a page's strikes add up over every fetch process
         procs = [
             ProcessFetcher(self.settings, fetcher_id=f"local-p{i}", parse_links=n_proc >= 2,
-                           fetcher=self.request.fetcher, warc_dir=warc_dir)
+                           fetcher=self.request.fetcher, warc_dir=warc_dir, hostile=hostile)
             for i in range(n_proc)
         ]  # fmt: skip
         self._procs = procs

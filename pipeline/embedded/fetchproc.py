@@ -14,6 +14,12 @@ process, on its loop), then the batch's report. If the child dies, each batch it
 no result) and the next batch starts a new child. A child whose parent dies sees its pipe close and
 exits at once, so no orphan goes on fetching.
 
+Hostile pages (``pipeline.links.guard``): a child that extracts links parses each page under a guard.
+When it dies, the page its marker names gets a strike; with two, the URL is sent to every child it
+starts afterwards, which then hands its result back with its journal line, its body and no links
+(``Prepared.parse_error``) instead of parsing it. The batches of the dead child go back as for any
+death, so the page is requested again once per strike (a request in flight on the killed process).
+
 Politeness holds across processes for the same reason it holds across fleet nodes: the dispatcher
 leases a host to one batch at a time and paces it with the delays each report returns. What is per
 process is the robots.txt cache (a host served by two children has its robots.txt fetched twice).
@@ -25,9 +31,9 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
+import shutil
 import subprocess
-import sys
+import tempfile
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -35,15 +41,14 @@ from typing import Any
 
 from fetchers.records import Batch, FetchResult
 from fetchers.report import BatchReport
-from pipeline.embedded.childproc import spawn_module
+from pipeline.embedded.childproc import RestartBudget, spawn_module
+from pipeline.links import guard
 from pipeline.settings import Settings
 from pipeline.urls import Scope, TrapRules
 
 log = logging.getLogger(__name__)
 
-_SEND_EVERY = 32  # results per message at most; fewer when the loop goes idle first
-_LINGER_S = 0.002
-_MAX_RESTARTS = 5
+STRIKES = 2  # deaths while parsing one page that make it hostile (as pipeline.embedded.parseproc)
 
 
 class FetchProcessDied(RuntimeError):
@@ -62,6 +67,23 @@ def processes_for(settings: Settings) -> int:
     return max(0, min(4, (os.cpu_count() or 1) - 1))
 
 
+class HostilePages:
+    """Strikes of the pages fetch processes died parsing, shared by every fetch process of a crawl, so
+    that a page is set aside after ``STRIKES`` deaths in all, whichever processes they were."""
+
+    def __init__(self) -> None:
+        self.strikes: dict[str, int] = {}
+        self.errors: dict[str, str] = {}  # URL -> parse_error: pages the children must not parse
+        self.version = 0  # bumped when ``errors`` grows: running children are told before their next batch
+
+    def blame(self, url: str, why: str) -> int:
+        n = self.strikes[url] = self.strikes.get(url, 0) + 1
+        if n >= STRIKES and url not in self.errors:
+            self.errors[url] = f"parse_failed: {why}, {n} times; its links were not extracted"
+            self.version += 1
+        return n
+
+
 class ProcessFetcher:
     """The parent's side of one fetch process. Use from one event loop."""
 
@@ -75,10 +97,12 @@ class ProcessFetcher:
         traps: TrapRules | None = None,
         fetcher: str = "aio",
         warc_dir: Path | None = None,
+        hostile: HostilePages | None = None,
     ) -> None:
         """``scope`` and ``traps`` (the crawl's) may be set after ``launch`` but before ``start``. ``fetcher``:
         which fetcher the child runs (``fetchers.choice``); ``warc_dir``: the child archives every exchange
-        there, in WARC files of its own."""
+        there, in WARC files of its own; ``hostile``: the crawl's book of pages that killed fetch processes
+        (one for all of them)."""
         self.settings = settings
         self.fetcher = fetcher
         self.warc_dir = warc_dir
@@ -93,7 +117,15 @@ class ProcessFetcher:
         self._pending = 0
         self._started = False
         self.dns: dict[str, int] = {}  # the child's DNS cache counters, as of its last report
-        self.restarts = 0
+        self.budget = RestartBudget()
+        self._markers = tempfile.mkdtemp(prefix="crawlfleet-fetch-")
+        self.marker = os.path.join(self._markers, "child.marker")
+        self.hostile = hostile if hostile is not None else HostilePages()
+        self._told = 0  # the book's version the child knows
+
+    @property
+    def restarts(self) -> int:
+        return self.budget.total
 
     @property
     def free_slots(self) -> int:
@@ -104,9 +136,10 @@ class ProcessFetcher:
         ``start`` then hands it the crawl's settings and scope."""
         if self._proc is not None:
             return
-        if self.restarts > _MAX_RESTARTS:
-            raise FetchProcessGaveUp(f"fetch process {self.fetcher_id} died {self.restarts} times; giving up")
-        self._proc, ours = spawn_module("pipeline.embedded.fetchproc")  # see pipeline/embedded/childproc.py for why not spawn
+        if not self.budget.may_restart():
+            raise FetchProcessGaveUp(f"fetch process {self.fetcher_id} died {self.budget.deaths} times in "
+                                     f"{self.budget.window_s:g} s; giving up")  # fmt: skip
+        self._proc, ours = spawn_module("pipeline.embedded.fetchchild")  # see pipeline/embedded/childproc.py for why not spawn
         self._conn = Connection(ours.detach())
         self._started = False
 
@@ -118,7 +151,9 @@ class ProcessFetcher:
         assert self._conn is not None and self.scope is not None and self.traps is not None
         self._loop = asyncio.get_running_loop()
         warc = str(self.warc_dir) if self.warc_dir is not None else ""
-        self._conn.send((self.settings, self.fetcher_id, self.scope, self.traps, self.parse_links, self.fetcher, warc))
+        self._conn.send((self.settings, self.fetcher_id, self.scope, self.traps, self.parse_links, self.fetcher, warc,
+                         self.marker, dict(self.hostile.errors)))  # fmt: skip
+        self._told = self.hostile.version
         self._loop.add_reader(self._conn.fileno(), self._readable)
         self._started = True
 
@@ -139,6 +174,9 @@ class ProcessFetcher:
         self._batches[batch.serial] = (on_result, future)
         self._pending += len(batch.tasks)
         try:
+            if self._told != self.hostile.version:  # a page became hostile in another process since
+                self._conn.send(("hostile", dict(self.hostile.errors)))
+                self._told = self.hostile.version
             self._conn.send(("batch", batch))
         except OSError:
             self._died()
@@ -189,18 +227,34 @@ class ProcessFetcher:
         if self._conn is not None and self._loop is not None:
             self._loop.remove_reader(self._conn.fileno())
             self._conn.close()
-        code = self._proc.poll() if self._proc is not None else None
+        code = None
+        if self._proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):  # its pipe closed: it is exiting
+                code = self._proc.wait(1)
         log.error("fetch process %s died (exit code %s); its %d batches go back", self.fetcher_id, code,
                   len(self._batches))  # fmt: skip
+        self._blame(code)
         self._proc, self._conn, self._started = None, None, False
-        self.restarts += 1
+        self.budget.died()
         self._pending = 0
         batches, self._batches = self._batches, {}
         for _, future in batches.values():
             if not future.done():
                 future.set_exception(FetchProcessDied(f"fetch process {self.fetcher_id} died"))
 
+    def _blame(self, code: int | None) -> None:
+        """A strike for the page the dead child was parsing; with ``STRIKES`` it is not parsed again."""
+        hand = guard.culprit(self.marker)
+        with contextlib.suppress(OSError):  # a successor dying before its first page must not blame this one
+            os.unlink(self.marker)
+        if hand is None:
+            return
+        why = guard.describe_death(code, cpu_limit_s=self.settings.fetch.parse_cpu_limit_s)
+        n = self.hostile.blame(hand.url, why)
+        log.error("fetch process %s died parsing %s (%s; strike %d)", self.fetcher_id, hand.url, why, n)
+
     async def close(self) -> None:
+        shutil.rmtree(self._markers, ignore_errors=True)
         proc, conn = self._proc, self._conn
         if proc is None or conn is None:
             return
@@ -217,132 +271,3 @@ class ProcessFetcher:
             proc.wait(5)
         conn.close()
         self._proc, self._conn, self._started = None, None, False
-
-
-# --- the child ----------------------------------------------------------------------------------------
-def _child_main(fd: int) -> None:
-    """Entry point of a fetch process: ``python -m pipeline.embedded.fetchproc FD`` (FD: its end of the socket pair)."""
-    # Ctrl-C reaches the whole process group; the parent decides how the crawl stops and tells us.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    conn = Connection(fd)
-    import fetchers.aio  # noqa: F401 - the slow imports, while the parent opens its store
-    import pipeline.links.prepare  # noqa: F401
-
-    try:
-        settings, fetcher_id, scope, traps, parse_links, kind, warc = conn.recv()
-        asyncio.run(_serve(conn, settings, fetcher_id, scope, traps, parse_links=parse_links, kind=kind, warc=warc))
-    except EOFError:
-        pass
-    finally:
-        os._exit(0)  # the parent's pipe is our only output; nothing else to flush
-
-
-class _Outbox:
-    """Results go to the parent in small bundles: one pipe message per loop turn, not per page."""
-
-    def __init__(self, conn: Connection, loop: asyncio.AbstractEventLoop, *, gone: Callable[[], None]) -> None:
-        self.conn, self.loop, self.gone = conn, loop, gone
-        self.items: list[FetchResult] = []
-        self.timer: asyncio.TimerHandle | None = None
-
-    def result(self, res: FetchResult) -> None:
-        self.items.append(res)
-        if len(self.items) >= _SEND_EVERY:
-            self.flush()
-        elif self.timer is None:
-            self.timer = self.loop.call_later(_LINGER_S, self.flush)
-
-    def flush(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-        if self.items:
-            items, self.items = self.items, []
-            self.send(("results", items))
-
-    def send(self, msg: tuple[Any, ...]) -> None:
-        try:
-            self.conn.send(msg)
-        except OSError:  # the parent is gone
-            self.gone()
-
-
-async def _serve(
-    conn: Connection, settings: Settings, fetcher_id: str, scope: Scope, traps: TrapRules, *, parse_links: bool,
-    kind: str, warc: str,
-) -> None:  # fmt: skip
-    from fetchers.choice import make_fetcher
-    from fetchers.redirects import stop_at_redirects
-    from pipeline.dns.aiohttp_resolver import AiohttpResolver
-    from pipeline.dns.cache_resolver import CachingResolver, dns_counters
-    from pipeline.links.prepare import prepare
-    from pipeline.storage.warc import live_writer
-
-    loop = asyncio.get_running_loop()
-    caching = CachingResolver.from_settings(settings.dns)
-    writer = live_writer(settings, warc, fetcher_id) if warc else None
-    fetcher = make_fetcher(kind, settings, fetcher_id=fetcher_id, resolver=AiohttpResolver(caching), scope=scope,
-                           archive=writer.write_exchange if writer is not None else None,
-                           redirect_gate=stop_at_redirects)  # no seen-set here: targets go back as links
-
-    def gone() -> None:
-        """The parent died (or quit at a second Ctrl-C): stop fetching now (its in-flight batches are
-        re-issued on resume), keeping the WARC records written so far whole."""
-        if writer is not None:
-            writer.close()
-        os._exit(0)
-
-    await fetcher.start()
-    out = _Outbox(conn, loop, gone=gone)
-    stop = asyncio.Event()
-    running: set[asyncio.Task[None]] = set()
-    halted = [False]  # the crawl is stopping: send no more requests
-
-    def fence() -> bool:
-        return not halted[0]
-
-    def on_result(res: FetchResult) -> None:
-        try:
-            res.prepared = prepare(res, scope=scope, traps=traps, settings=settings, with_links=parse_links)
-        except Exception:  # the crawl's process does it itself then
-            log.exception("preparing %s failed", res.url)
-        out.result(res)
-
-    async def run(batch: Batch) -> None:
-        try:
-            report = await fetcher.fetch_batch(batch, on_result, fence=fence)
-        except Exception as exc:
-            out.flush()
-            out.send(("failed", batch.serial, f"{type(exc).__name__}: {exc}"[:300]))
-            return
-        out.flush()  # the batch's results before its report
-        out.send(("report", batch.serial, report, dns_counters(caching)))
-
-    def readable() -> None:
-        try:
-            while conn.poll():
-                msg = conn.recv()
-                if msg[0] == "batch":
-                    task = loop.create_task(run(msg[1]))
-                    running.add(task)
-                    task.add_done_callback(running.discard)
-                elif msg[0] == "halt":
-                    halted[0] = True
-                else:
-                    stop.set()
-        except (EOFError, OSError):
-            gone()
-
-    loop.add_reader(conn.fileno(), readable)
-    await stop.wait()
-    loop.remove_reader(conn.fileno())
-    for task in running:
-        task.cancel()
-    await fetcher.close()
-    await caching.aclose()
-    if writer is not None:
-        writer.close()
-
-
-if __name__ == "__main__":
-    _child_main(int(sys.argv[1]))

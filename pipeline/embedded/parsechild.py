@@ -20,23 +20,17 @@ import socket
 import struct
 import subprocess
 import sys
-import time
-from collections import deque
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
 from fetchers.records import FetchResult, Prepared
-from pipeline.embedded.childproc import spawn_module
+from pipeline.embedded.childproc import RestartBudget, spawn_module
 
 log = logging.getLogger(__name__)
 
 _FRAME = struct.Struct("!i")  # multiprocessing.Connection's frame header
 _SOCKET_BUFFER = 4 << 20  # capped by net.core.wmem_max / rmem_max
-# A child that died this often within the window is not started again (a broken install, not a page:
-# a hostile page costs at most two deaths, see ParsePool), and its share goes to the others.
-_DEATHS_WINDOW_S = 60.0
-_MAX_DEATHS_IN_WINDOW = 6
 
 
 class Pipe(asyncio.Protocol):
@@ -89,20 +83,13 @@ class ChildProcess:
         self.pipe: Pipe | None = None
         self.ready = False  # imports done: it answers at once from now on
         self.outbox: list[tuple[int, FetchResult]] = []
-        self.restarts = 0
-        self._deaths: deque[float] = deque()
+        self.budget = RestartBudget()  # spent: its share goes to the other children
 
-    def died(self, now: float | None = None) -> None:
-        """Count a death (for ``may_restart``)."""
-        self.restarts += 1
-        self._deaths.append(time.monotonic() if now is None else now)
+    def died(self) -> None:
+        self.budget.died()
 
-    def may_restart(self, now: float | None = None) -> bool:
-        """False once the child died ``_MAX_DEATHS_IN_WINDOW`` times within ``_DEATHS_WINDOW_S``."""
-        now = time.monotonic() if now is None else now
-        while self._deaths and now - self._deaths[0] > _DEATHS_WINDOW_S:
-            self._deaths.popleft()
-        return len(self._deaths) < _MAX_DEATHS_IN_WINDOW
+    def may_restart(self) -> bool:
+        return self.budget.may_restart()
 
     def launch(self) -> None:
         # Buffers of a few MB: the parent's loop writes once per turn, and a ~200 KB default buffer

@@ -63,7 +63,7 @@ def test_a_killed_fetch_process_is_replaced_and_loses_nothing(tmp_path: Path) ->
         children = [
             c
             for c in psutil.Process(proc.pid).children()
-            if "pipeline.embedded.fetchproc" in " ".join(c.cmdline())
+            if "pipeline.embedded.fetchchild" in " ".join(c.cmdline())
         ]
         assert len(children) == 1
         children[0].send_signal(signal.SIGKILL)

@@ -46,7 +46,7 @@ def _helpers(proc: psutil.Process) -> list[psutil.Process]:
     out = []
     for child in proc.children():
         try:
-            if any(m in " ".join(child.cmdline()) for m in ("pipeline.embedded.parsechild", "pipeline.embedded.fetchproc")):
+            if any(m in " ".join(child.cmdline()) for m in ("pipeline.embedded.parsechild", "pipeline.embedded.fetchchild")):
                 out.append(child)
         except psutil.Error:
             continue
