@@ -91,8 +91,17 @@ class Frontier:
             self.at_work.enlist(hs)
         self._push(hs)
 
+    def capped(self, host: str) -> bool:
+        """True when ``host`` has taken ``max_pages_per_host`` URLs: the rest stay PENDING in the store."""
+        cap = self.limits.max_pages_per_host
+        hs = self._hosts.get(host)
+        return bool(cap) and hs is not None and hs.issued >= cap
+
     def restore(self, host: str, pending: int) -> None:
-        """Rebuild a host from the store after a restart: ``pending`` URLs, none in RAM yet."""
+        """Rebuild a host from the store after a restart: ``pending`` URLs, none in RAM yet (none for a
+        capped host, as ``add`` and ``add_pending`` do)."""
+        if self.capped(host):
+            return
         hs = self._state(host)
         self._pending_total += pending - hs.pending
         hs.pending = pending

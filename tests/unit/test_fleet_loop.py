@@ -14,6 +14,7 @@ from fetchers.records import Batch, FetchResult, UrlTask
 from fetchers.report import BatchReport
 from jobs.logic import traps_arg, traps_from_arg
 from jobs.runner import RoundResult, RunnerConfig
+from pipeline.crawl.core import CrawlCore
 from pipeline.crawl.outcome import outcome_of
 from pipeline.frontier.frontier import Frontier
 from pipeline.settings import Settings
@@ -29,7 +30,7 @@ from pipeline.transport.linkjobs import (
 from pipeline.transport.messages import BadMessage, parse_results
 from pipeline.transport.nodesink import NodeSink, SinkSpec, crawl_sink
 from pipeline.transport.replies import LinksReport, parse_links, reply_text
-from pipeline.urls import TrapRules, fingerprint
+from pipeline.urls import TrapRules, fingerprint, host_of
 from tests.unit.test_core import PAGE, SEEDS, Clock, beat, make
 
 URL = "http://h0.test/"
@@ -165,6 +166,24 @@ def test_restore_pending_finds_what_a_lost_links_report_did_not_say(tmp_path: Pa
     extra = [UrlRecord(f"http://new.test/{i}", fingerprint(f"http://new.test/{i}"), "new.test", 1) for i in range(4)]
     core.store.add_urls(extra)  # the link jobs added them; their report never came
     assert core.restore_pending() == 4 and core.frontier.pending == len(SEEDS) + 4
+    assert core.restore_pending() == 0
+    core.close()
+
+
+def test_restore_pending_leaves_a_capped_host_alone(tmp_path: Path) -> None:
+    """A host at scope.max_pages_per_host keeps its other URLs PENDING in the store; re-reading them
+    before the crawl ends must not count them, or a fleet crawl with a cap never ends (found by the
+    fleet's hostile crawl: 9,964 URLs 'restored' every 2 s for ever)."""
+    clock = Clock()
+    settings = Settings().with_overrides({"scope": {"max_pages_per_host": 1}})
+    core = CrawlCore(settings, SqliteStore(tmp_path / "crawl.db"), seeds=SEEDS, out_dir=tmp_path, clock=clock)
+    extra = [UrlRecord(f"http://h0.test/x{i}", fingerprint(f"http://h0.test/x{i}"), "h0.test", 1) for i in range(4)]
+    core.store.add_urls(extra)
+    core.register_fetcher("f")
+    beat(core, "f", clock)
+    batch = core.next_batch("f")
+    assert batch is not None and {host_of(t.url) for t in batch.tasks} >= {"h0.test"}
+    assert core.frontier.capped("h0.test")
     assert core.restore_pending() == 0
     core.close()
 
