@@ -29,6 +29,7 @@ from pipeline.report.data import (
     iter_segment_records,
     iter_stats_rows,
     read_duplicates,
+    read_parse_failed,
     read_summary,
 )
 from pipeline.report.html import render_html
@@ -121,6 +122,8 @@ def report_json(stats: ReportStats, crawl_dir: Path, *, now: float | None = None
         "bad_lines": stats.bad_lines,
         # Which URLs share content (exact digest, near: simhash), when `crawlfleet duplicates --write` ran.
         "duplicates": read_duplicates(crawl_dir),
+        # Pages kept without their links: parsing them killed parser processes (pipeline/links/guard.py).
+        "parse_failed": read_parse_failed(crawl_dir),
     }
 
 

@@ -11,7 +11,9 @@ count them in ``ReadErrors`` rather than failing the whole report.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -143,3 +145,31 @@ def read_duplicates(crawl_dir: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return obj if isinstance(obj, dict) and isinstance(obj.get("exact"), list) else None
+
+
+PARSE_FAILED_FILE = ".quarantine.jsonl"  # pipeline/transport/linkquarantine.py, under NODE_SEGMENTS_DIR
+MAX_PARSE_FAILED = 1000
+
+
+def read_parse_failed(crawl_dir: Path) -> list[dict[str, str]]:
+    """Pages kept without their links because parsing them killed parser processes (``parse_failed``):
+    the rows of the crawl's SQLite db that say so (embedded crawls), and the link service's quarantine
+    file (fleet crawls). At most ``MAX_PARSE_FAILED``; [] when there are none or nothing to read."""
+    out: list[dict[str, str]] = []
+    db = crawl_dir / "crawl.db"
+    if db.exists():
+        with contextlib.suppress(sqlite3.Error):
+            conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1.0)
+            try:
+                rows = conn.execute("SELECT url, error FROM urls WHERE error LIKE 'parse_failed:%' LIMIT ?",
+                                    (MAX_PARSE_FAILED,)).fetchall()  # fmt: skip
+            finally:
+                conn.close()
+            out += [{"url": str(url), "error": str(error)} for url, error in rows]
+    with contextlib.suppress(OSError), open(crawl_dir / NODE_SEGMENTS_DIR / PARSE_FAILED_FILE, encoding="utf-8") as fh:
+        for line in fh:
+            with contextlib.suppress(ValueError, TypeError, KeyError):
+                obj = json.loads(line)
+                out.append({"url": str(obj["url"]), "error": str(obj["error"])})
+    return out[:MAX_PARSE_FAILED]
+

@@ -166,6 +166,11 @@ def render_html(
     dup = report.get("duplicates")
     if dup:
         parts.append(_duplicates(dup))
+    failed = report.get("parse_failed") or []
+    if failed:
+        parts.append(f"<div><b>Pages kept without links</b> ({len(failed)}: parsing them killed parser processes)"
+                     + _table(("URL", "why"), ((f["url"], f["error"].removeprefix("parse_failed: ")) for f in failed))
+                     + "</div>")  # fmt: skip
     if report.get("bad_lines"):
         parts.append(
             "<div><b>Skipped lines</b>" + _table(("file", "lines"), report["bad_lines"].items()) + "</div>"

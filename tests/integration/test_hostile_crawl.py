@@ -24,6 +24,7 @@ from pipeline.harness.faults.procs import Managed, peak_rss_mb
 from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.harness.testbed.hostile import PATHS
 from pipeline.links import extract
+from pipeline.report.build import build_report
 from pipeline.storage.base import UrlState
 from pipeline.storage.sqlite import SqliteStore
 
@@ -134,6 +135,10 @@ def test_a_page_that_kills_parsers_is_kept_with_why(crawl: dict[str, Any]) -> No
     assert rec.error == (f"parse_failed: the parse used more than {PARSE_CPU_S:g} s of CPU, 2 times; "
                          "its links were not extracted")  # fmt: skip
     assert page.body.count(b"<div>") == 100_000 and not page.truncated
+    report = build_report(crawl["out"], crawl["out"] / "report")  # the user's view lists it, with why
+    listed = json.loads((crawl["out"] / "report" / "report.json").read_text())["parse_failed"]
+    assert listed == [{"url": crawl["tb"].hostile_url("/nested"), "error": rec.error}]
+    assert "Pages kept without links" in report.html.read_text()
 
 
 def test_rest_of_the_web_is_crawled(crawl: dict[str, Any]) -> None:

@@ -21,6 +21,7 @@ import pytest
 from pipeline.harness.faults import results
 from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.harness.testbed.hostile import PATHS
+from pipeline.report.build import build_report
 from pipeline.storage.base import UrlState
 from pipeline.storage.sqlite import SqliteStore
 from pipeline.transport.linkquarantine import META_PREFIX, QUARANTINE_FILE
@@ -107,6 +108,9 @@ def test_the_page_that_kills_extract_tasks_is_set_aside(crawl: dict[str, Any]) -
         page = store.get_page(url)
     assert why is not None and why.startswith("parse_failed: an extract task died parsing it")
     assert page is not None and page.body.count(b"<div>") == 100_000  # the page itself is kept
+    build_report(crawl["out"], crawl["out"] / "report")  # the user's view lists it, with why
+    listed = json.loads((crawl["out"] / "report" / "report.json").read_text())["parse_failed"]
+    assert listed == [{"url": url, "error": why}]
 
 
 def test_the_ssrf_target_is_never_fetched(crawl: dict[str, Any]) -> None:
