@@ -111,19 +111,35 @@ def decode_result(line: str | bytes) -> FetchResult | None:
         return None
 
 
-def quarantined_urls(path: str) -> frozenset[str]:
-    """The URLs of a quarantine file (JSON lines with a "url"; ``pipeline.transport.linkquarantine``): pages
-    whose parse killed extract tasks, which the extract job keeps but does not parse. Unreadable lines
-    and a missing file name nothing."""
+@dataclass(frozen=True, slots=True)
+class Quarantined:
+    """What the extract job must not parse: pages whose parse killed extract tasks, and hosts with
+    ``fetch.parse_failed_per_host`` such pages (``pipeline.transport.linkquarantine``)."""
+
+    urls: frozenset[str] = frozenset()
+    hosts: frozenset[str] = frozenset()
+
+    def __contains__(self, url: str) -> bool:
+        return url in self.urls or (bool(self.hosts) and host_of(url) in self.hosts)
+
+
+def read_quarantine(path: str) -> Quarantined:
+    """A quarantine file's entries: JSON lines with a "url" or a "host". Unreadable lines and a missing
+    file name nothing."""
     urls: set[str] = set()
+    hosts: set[str] = set()
     try:
         with open(path, encoding="utf-8") as fh:
             for line in fh:
-                with contextlib.suppress(ValueError, TypeError, KeyError):
-                    urls.add(str(json.loads(line)["url"]))
+                with contextlib.suppress(ValueError, TypeError, AttributeError):
+                    obj = json.loads(line)
+                    if "url" in obj:
+                        urls.add(str(obj["url"]))
+                    elif "host" in obj:
+                        hosts.add(str(obj["host"]))
     except OSError:
         pass
-    return frozenset(urls)
+    return Quarantined(frozenset(urls), frozenset(hosts))
 
 
 def page_candidates(

@@ -20,8 +20,9 @@ The mapper and reducer bodies are ``jobs.logic`` functions, shared with the embe
 Hostile pages (``pipeline.links.guard``): with ``--guard-dir`` each page is parsed under a guard, so a task
 that dies inside the parser (a crash, or ``--parse-cpu-limit`` seconds of CPU on one page) leaves a marker
 naming the page; the link service counts those deaths and lists a page that killed two tasks in the
-``--quarantine`` file. A listed page is not parsed (counter ``extract/quarantined``): its links are lost,
-the other pages of its segment are not.
+``--quarantine`` file (and a host with ``fetch.parse_failed_per_host`` such pages). A listed page, or a
+page of a listed host, is not parsed (counter ``extract/quarantined``): its links are lost, the other
+pages of its segment are not.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ class MRExtractLinks(MRJob):
             "--traps", default="", help="MAX_URL_LENGTH,MAX_PATH_DEPTH,MAX_REPEATED_SEGMENTS"
         )
         self.add_passthru_arg("--guard-dir", default="", help="markers of the page each task parses")
-        self.add_passthru_arg("--parse-cpu-limit", type=float, default=10.0, help="CPU s per page; 0 = none")
+        self.add_passthru_arg("--parse-cpu-limit", type=float, default=3.0, help="CPU s per page; 0 = none")
         self.add_passthru_arg("--quarantine", default="", help="JSON lines of URLs not to parse")
 
     def steps(self) -> list[MRStep]:
@@ -87,7 +88,7 @@ class MRExtractLinks(MRJob):
         # counted here, reported once (a counter costs a write to stderr)
         self.lines = {"results": 0, "bad_lines": 0, "segments": 0, "quarantined": 0}
         self.combiner = logic.LinkCombiner()
-        self.skip = logic.quarantined_urls(self.options.quarantine) if self.options.quarantine else frozenset()
+        self.skip = logic.read_quarantine(self.options.quarantine) if self.options.quarantine else logic.Quarantined()
         self.guard: ParseGuard | None = None
         if self.options.guard_dir:
             Path(self.options.guard_dir).mkdir(parents=True, exist_ok=True)

@@ -182,7 +182,7 @@ class JobArgs:
     # where its tasks keep their markers, the pages it must not parse, and the CPU limit per page.
     guard_dir: str = ""
     quarantine: str = ""
-    parse_cpu_limit_s: float = 10.0
+    parse_cpu_limit_s: float = 3.0
 
     def extract(self) -> list[str]:
         out = ["--max-depth", str(self.max_depth), "--max-links", str(self.max_links)]

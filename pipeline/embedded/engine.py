@@ -100,7 +100,8 @@ class EmbeddedCrawl:
         # extracts links is a balance of CPU: without it a fetch process does less work per page than
         # this process, so one fetch process leaves extraction here and two or more take it along.
         warc_dir = out / "warc" if self.settings.store.warc else None
-        hostile = HostilePages()  # one book: a page's strikes add up over every fetch process
+        # One book: a page's strikes add up over every fetch process.
+        hostile = HostilePages(host_limit=self.settings.fetch.parse_failed_per_host)
         procs = [
             ProcessFetcher(self.settings, fetcher_id=f"local-p{i}", parse_links=n_proc >= 2,
                            fetcher=self.request.fetcher, warc_dir=warc_dir, hostile=hostile)

@@ -20,7 +20,7 @@ from typing import Any
 from fetchers.records import Batch, FetchResult, Prepared
 from pipeline.links import guard
 from pipeline.settings import Settings
-from pipeline.urls import Scope, TrapRules
+from pipeline.urls import Scope, TrapRules, host_of
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ class _Outbox:
 
 async def _serve(
     conn: Connection, settings: Settings, fetcher_id: str, scope: Scope, traps: TrapRules, *, parse_links: bool,
-    kind: str, warc: str, parse_guard: guard.ParseGuard, hostile: dict[str, str],
+    kind: str, warc: str, parse_guard: guard.ParseGuard, hostile: tuple[dict[str, str], dict[str, str]],
 ) -> None:  # fmt: skip
     from fetchers.choice import make_fetcher
     from fetchers.redirects import stop_at_redirects
@@ -114,9 +114,11 @@ async def _serve(
 
     def on_result(res: FetchResult) -> None:
         try:
-            if res.url in hostile:  # it killed children that parsed it: kept, not parsed
+            urls, hosts = hostile
+            error = (urls.get(res.url) or hosts.get(host_of(res.url), "")) if urls else ""
+            if error:  # it (or enough of its host's pages) killed children that parsed it: kept, not parsed
                 line, packed = journal_parts(res)
-                res.prepared = Prepared(line, packed=packed, links=[], parse_error=hostile[res.url])
+                res.prepared = Prepared(line, packed=packed, links=[], parse_error=error)
             elif parse_links:
                 with parse_guard.page(res.url_id, res.url):
                     res.prepared = prepare(res, scope=scope, traps=traps, settings=settings)
@@ -145,7 +147,8 @@ async def _serve(
                     running.add(task)
                     task.add_done_callback(running.discard)
                 elif msg[0] == "hostile":
-                    hostile.update(msg[1])
+                    hostile[0].update(msg[1][0])
+                    hostile[1].update(msg[1][1])
                 elif msg[0] == "halt":
                     halted[0] = True
                 else:

@@ -44,7 +44,7 @@ from fetchers.report import BatchReport
 from pipeline.embedded.childproc import RestartBudget, spawn_module
 from pipeline.links import guard
 from pipeline.settings import Settings
-from pipeline.urls import Scope, TrapRules
+from pipeline.urls import Scope, TrapRules, host_of
 
 log = logging.getLogger(__name__)
 
@@ -69,19 +69,31 @@ def processes_for(settings: Settings) -> int:
 
 class HostilePages:
     """Strikes of the pages fetch processes died parsing, shared by every fetch process of a crawl, so
-    that a page is set aside after ``STRIKES`` deaths in all, whichever processes they were."""
+    that a page is set aside after ``STRIKES`` deaths in all, whichever processes they were; and a host
+    once ``host_limit`` of its pages were (``fetch.parse_failed_per_host``, 0 = never)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, host_limit: int = 0) -> None:
+        self.host_limit = host_limit
         self.strikes: dict[str, int] = {}
         self.errors: dict[str, str] = {}  # URL -> parse_error: pages the children must not parse
-        self.version = 0  # bumped when ``errors`` grows: running children are told before their next batch
+        self.host_errors: dict[str, str] = {}  # host -> parse_error: hosts whose pages they must not parse
+        self._pages_by_host: dict[str, int] = {}
+        self.version = 0  # bumped when either grows: running children are told before their next batch
 
     def blame(self, url: str, why: str) -> int:
         n = self.strikes[url] = self.strikes.get(url, 0) + 1
         if n >= STRIKES and url not in self.errors:
             self.errors[url] = f"parse_failed: {why}, {n} times; its links were not extracted"
+            host = host_of(url)
+            pages = self._pages_by_host[host] = self._pages_by_host.get(host, 0) + 1
+            if self.host_limit and pages >= self.host_limit:
+                self.host_errors[host] = guard.host_error(pages)
             self.version += 1
         return n
+
+    def snapshot(self) -> tuple[dict[str, str], dict[str, str]]:
+        """What a child needs: (URL -> error, host -> error)."""
+        return dict(self.errors), dict(self.host_errors)
 
 
 class ProcessFetcher:
@@ -152,7 +164,7 @@ class ProcessFetcher:
         self._loop = asyncio.get_running_loop()
         warc = str(self.warc_dir) if self.warc_dir is not None else ""
         self._conn.send((self.settings, self.fetcher_id, self.scope, self.traps, self.parse_links, self.fetcher, warc,
-                         self.marker, dict(self.hostile.errors)))  # fmt: skip
+                         self.marker, self.hostile.snapshot()))  # fmt: skip
         self._told = self.hostile.version
         self._loop.add_reader(self._conn.fileno(), self._readable)
         self._started = True
@@ -175,7 +187,7 @@ class ProcessFetcher:
         self._pending += len(batch.tasks)
         try:
             if self._told != self.hostile.version:  # a page became hostile in another process since
-                self._conn.send(("hostile", dict(self.hostile.errors)))
+                self._conn.send(("hostile", self.hostile.snapshot()))
                 self._told = self.hostile.version
             self._conn.send(("batch", batch))
         except OSError:

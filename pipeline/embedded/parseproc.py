@@ -21,8 +21,11 @@ Hostile pages (``pipeline.links.guard``): a child that dies, or is killed for ho
 names the page it had in hand in its marker file. That page gets a strike; the other results it held go
 to a child again (never to this process, which a page that kills a parser would kill too). A page with
 two strikes is delivered without links, its body kept, with ``Prepared.parse_error`` saying why: the
-core records that on the page's row. Only when no child can be started any more does this process
-prepare results itself, and never one with a strike.
+core records that on the page's row. Once ``fetch.parse_failed_per_host`` pages of one host went that
+way, the host's later pages are delivered the same way without being parsed: each hostile page holds a
+child for up to twice ``fetch.parse_cpu_limit_s``, and a host serving many must not hold the crawl.
+Only when no child can be started any more does this process prepare results itself, and never one
+with a strike.
 
 Results go to a child whenever one is ready; the running batches bound how many are out (about a
 thousand). ``MAX_OUTSTANDING`` is only a memory guard past which the crawl's process prepares results
@@ -50,6 +53,7 @@ from pipeline.links import guard
 from pipeline.links.prepare import followable
 from pipeline.settings import Settings
 from pipeline.storage.journal import journal_parts
+from pipeline.urls import host_of
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +112,8 @@ class ParsePool:
         self.offloaded = 0  # results prepared by a child
         self.local = 0  # results delivered as they came (not parseable, or no child free)
         self.quarantined = 0  # pages delivered without links after STRIKES deaths (see the docstring)
+        self.host_limit = settings.fetch.parse_failed_per_host
+        self._failed_hosts: collections.Counter[str] = collections.Counter()  # host -> pages quarantined
         self.deaths = 0
 
     def launch(self) -> None:
@@ -146,6 +152,9 @@ class ParsePool:
         """Deliver ``result`` to ``deliver``, prepared by a child when one is free, else at once."""
         if not followable(result, self.settings) or len(self._waiting) >= MAX_OUTSTANDING:
             self.local += 1
+            deliver(result)
+            return
+        if self._failed_hosts and self._host_failed(result):
             deliver(result)
             return
         child = self._pick()
@@ -277,7 +286,18 @@ class ParsePool:
         error = f"parse_failed: {waiting.why}, {waiting.strikes} times; its links were not extracted"
         log.error("quarantined %s: %s", result.url, error)
         self.quarantined += 1
+        self._failed_hosts[host_of(result.url)] += 1
         self._deliver(seq, Prepared(line, packed=packed, links=[], parse_error=error))
+
+    def _host_failed(self, result: FetchResult) -> bool:
+        """True (and ``result`` prepared without links) when its host is past ``parse_failed_per_host``."""
+        pages = self._failed_hosts.get(host_of(result.url), 0)
+        if not self.host_limit or pages < self.host_limit:
+            return False
+        line, packed = journal_parts(result)
+        result.prepared = Prepared(line, packed=packed, links=[], parse_error=guard.host_error(pages))
+        self.quarantined += 1
+        return True
 
     def _watch(self) -> None:
         """Once a second: a child that has held a result for ``stall_s`` (stopped, hung, starved) is

@@ -32,7 +32,7 @@ from pathlib import Path
 
 _HEAD = struct.Struct("!qI")  # the page's key, the URL's length in bytes (0: no page in hand)
 _MAX_URL = 8192
-DEFAULT_CPU_LIMIT_S = 10.0  # a normal 2 MB page parses in about 0.1 s; see the module docstring
+DEFAULT_CPU_LIMIT_S = 3.0  # a dense 2 MB page parses in about 0.1 s; see the module docstring
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,3 +103,10 @@ def describe_death(returncode: int | None, *, cpu_limit_s: float) -> str:
     if returncode is None:
         return "the parser process stopped answering and was killed"
     return f"the parser process exited with code {returncode}"
+
+
+def host_error(pages: int) -> str:
+    """The recorded error of a page not parsed because ``pages`` pages of its host killed parsers."""
+    return (f"parse_failed: {pages} pages of this host killed parser processes; "
+            "its pages are kept without parsing")  # fmt: skip
+

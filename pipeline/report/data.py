@@ -170,6 +170,7 @@ def read_parse_failed(crawl_dir: Path) -> list[dict[str, str]]:
         for line in fh:
             with contextlib.suppress(ValueError, TypeError, KeyError):
                 obj = json.loads(line)
-                out.append({"url": str(obj["url"]), "error": str(obj["error"])})
+                what = str(obj["url"]) if "url" in obj else f"every page of {obj['host']}"
+                out.append({"url": what, "error": str(obj["error"])})
     return out[:MAX_PARSE_FAILED]
 

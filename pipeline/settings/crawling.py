@@ -26,8 +26,12 @@ class FetchSettings:
     parse_processes: int = -1  # embedded crawl without fetch processes: link/journal-line processes (pipeline/embedded/parseproc.py); -1 = one per spare core (max 2)
     parse_content_types: tuple[str, ...] = ("text/html", "application/xhtml+xml")
     # CPU seconds one page's parse may take in a parse process or the link job (pipeline/links/guard.py);
-    # past it the page keeps its body, loses its links and records why. 0 = no limit.
-    parse_cpu_limit_s: float = 10.0
+    # past it the page keeps its body, loses its links and records why. 0 = no limit. A dense 2 MB page
+    # takes about 0.1 s.
+    parse_cpu_limit_s: float = 3.0
+    # After this many of one host's pages were kept without links (parse_failed), its later pages are
+    # kept without being parsed: a host serving such pages must not hold the parsers. 0 = never.
+    parse_failed_per_host: int = 3
     keep_body: bool = True
 
 

@@ -277,7 +277,8 @@ def _cmd_links(args: argparse.Namespace) -> int:
     service = LinkJobsService(segments=Path(sink.segments), store=sink.store, runner=runner,
                               publish=amqp_publisher(settings, settings.dispatch.service),
                               max_segments=args.max_segments,
-                              parse_cpu_limit_s=settings.fetch.parse_cpu_limit_s)  # fmt: skip
+                              parse_cpu_limit_s=settings.fetch.parse_cpu_limit_s,
+                              parse_failed_per_host=settings.fetch.parse_failed_per_host)  # fmt: skip
     stopping: list[int] = []
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda signum, _frame: stopping.append(signum))

@@ -154,10 +154,12 @@ class LinkJobsService:
         lru_size: int = 200_000,
         batch_size: int = 500,
         sleep: Callable[[float], None] = time.sleep,
-        parse_cpu_limit_s: float = 10.0,  # fetch.parse_cpu_limit_s: see linkquarantine.py
+        parse_cpu_limit_s: float = 3.0,  # fetch.parse_cpu_limit_s: see linkquarantine.py
+        parse_failed_per_host: int = 3,  # fetch.parse_failed_per_host
     ) -> None:
         self.segments = segments
-        self.quarantine = LinkQuarantine(segments, store=store, cpu_limit_s=parse_cpu_limit_s)
+        self.quarantine = LinkQuarantine(segments, store=store, cpu_limit_s=parse_cpu_limit_s,
+                                         host_limit=parse_failed_per_host)  # fmt: skip
         self.store_spec = store
         self.runner = runner
         self.publish = publish

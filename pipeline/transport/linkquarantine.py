@@ -9,7 +9,8 @@ that finishes removes its own. After a failed round the service calls ``LinkQuar
 marker left names the page its task died on, and gives that page a strike. A page with ``STRIKES``
 strikes goes into ``SEGMENTS/.quarantine.jsonl``, which every later extract job reads and does not parse
 (its body stays stored; only its links are lost). The crawl's store records it too, as meta
-``parse_failed:URL``. Strikes are counted in this process: a restarted service may need two more
+``parse_failed:URL``. A host with ``fetch.parse_failed_per_host`` such pages is listed too: the jobs do
+not parse its pages any more (each hostile page costs the link path two failed rounds). Strikes are counted in this process: a restarted service may need two more
 deaths of a page to set it aside. Markers only tell where a task ran, so this works on every runner whose
 tasks share the segments' file system (inline, local, Spark and Hadoop on one box or a shared mount), not
 on EMR's task nodes, where a failed round is still only retried.
@@ -25,9 +26,10 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
-from jobs.logic import open_store, quarantined_urls
+from jobs.logic import open_store, read_quarantine
 from jobs.runner import JobArgs
-from pipeline.links.guard import culprit
+from pipeline.links.guard import culprit, host_error
+from pipeline.urls import host_of
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +42,12 @@ META_PREFIX = "parse_failed:"
 class LinkQuarantine:
     """The link service's side of the extract job's parse guard, for one segments directory."""
 
-    def __init__(self, segments: Path, *, store: str, cpu_limit_s: float) -> None:
+    def __init__(self, segments: Path, *, store: str, cpu_limit_s: float, host_limit: int = 3) -> None:
         self.guard_dir = segments / GUARD_DIR
         self.file = segments / QUARANTINE_FILE
         self.store = store
         self.cpu_limit_s = cpu_limit_s
+        self.host_limit = host_limit  # fetch.parse_failed_per_host
         self.strikes: Counter[str] = Counter()
         self.quarantined = 0  # pages this process set aside
 
@@ -65,7 +68,7 @@ class LinkQuarantine:
                 marker.unlink()
             if hand is not None:
                 named.append(hand.url)
-        already = quarantined_urls(str(self.file))
+        already = read_quarantine(str(self.file)).urls
         out: list[str] = []
         for url in named:
             self.strikes[url] += 1
@@ -79,9 +82,16 @@ class LinkQuarantine:
     def _set_aside(self, urls: list[str]) -> None:
         error = (f"parse_failed: an extract task died parsing it (a parser crash, or more than "
                  f"{self.cpu_limit_s:g} s of CPU), {STRIKES} times; its links were not extracted")  # fmt: skip
+        listed = read_quarantine(str(self.file))
+        by_host = Counter(host_of(u) for u in [*listed.urls, *urls])
+        hosts = [h for h, n in by_host.items() if self.host_limit and n >= self.host_limit and h not in listed.hosts]
         with open(self.file, "a", encoding="utf-8") as fh:  # before the store: the jobs read this file
             for url in urls:
                 fh.write(json.dumps({"url": url, "error": error, "t": time.time()}) + "\n")
+            for host in hosts:  # its later pages are not parsed at all
+                fh.write(json.dumps({"host": host, "error": host_error(by_host[host]), "t": time.time()}) + "\n")
+                log.error("links: %s: %d pages killed extract tasks; its pages are no longer parsed", host,
+                          by_host[host])  # fmt: skip
             fh.flush()
         self.quarantined += len(urls)
         for url in urls:

@@ -251,3 +251,31 @@ def test_results_and_what_children_return_pickle_by_their_fields() -> None:
     back = pickle.loads(pickle.dumps(res, protocol=pickle.HIGHEST_PROTOCOL))
     assert back == res and back.timings == res.timings
     assert isinstance(back.prepared, Prepared) and back.prepared == res.prepared  # compare=False: check it apart
+
+
+def test_a_host_past_its_parse_failed_pages_is_not_parsed_any_more() -> None:
+    """With fetch.parse_failed_per_host = 1, once one page of a host was quarantined, its host's later
+    pages are delivered at once, body kept, no links, with the host's reason; no child dies for them, and
+    other hosts' pages are parsed as before."""
+    settings = SETTINGS.with_overrides({"fetch": {"parse_cpu_limit_s": 0.3, "parse_failed_per_host": 1}})
+    bomb, other = _bomb(60_000), _pages(3)
+    same_host = FetchResult(url="http://bomb.test/plain", url_id=fingerprint("http://bomb.test/plain"), depth=0,
+                            final_url="http://bomb.test/plain", status=200, content_type="text/html",
+                            body=b'<a href="/y">y</a>')  # fmt: skip
+    got: list[FetchResult] = []
+
+    async def body(pool: ParsePool) -> None:
+        pool.submit(bomb, got.append)
+        await asyncio.wait_for(pool.barrier(), 60)
+        assert pool.deaths == 2
+        pool.submit(same_host, got.append)
+        assert got[-1] is same_host  # at once, not through a child
+        for r in other:
+            pool.submit(r, got.append)
+        await asyncio.wait_for(pool.barrier(), 20)
+        assert pool.deaths == 2 and pool.quarantined == 2
+
+    _run(body, settings=settings)
+    assert same_host.prepared is not None and same_host.prepared.links == []
+    assert same_host.prepared.parse_error == guard.host_error(1)
+    assert all(r.prepared is not None and r.prepared.found == prepare.found_links(r, SETTINGS) for r in other)

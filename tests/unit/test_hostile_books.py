@@ -1,0 +1,60 @@
+"""The books of pages (and hosts) whose parse killed parser processes, for fetch processes
+(pipeline/embedded/fetchproc.py) and for the fleet's extract job (pipeline/transport/linkquarantine.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from jobs.logic import Quarantined, read_quarantine
+from pipeline.embedded.fetchproc import HostilePages
+from pipeline.links import guard
+from pipeline.storage.sqlite import SqliteStore
+from pipeline.transport.linkquarantine import META_PREFIX, LinkQuarantine
+
+
+def test_fetch_processes_set_a_page_aside_at_two_strikes_and_a_host_at_its_limit() -> None:
+    book = HostilePages(host_limit=2)
+    assert book.blame("http://h.test/a", "x") == 1 and book.snapshot() == ({}, {}) and book.version == 0
+    book.blame("http://h.test/a", "x")
+    assert set(book.snapshot()[0]) == {"http://h.test/a"} and book.snapshot()[1] == {} and book.version == 1
+    book.blame("http://h.test/a", "x")  # a third death of a page already aside changes nothing
+    assert book.version == 1
+    book.blame("http://h.test/b", "x")
+    book.blame("http://h.test/b", "x")
+    assert book.snapshot()[1] == {"h.test": guard.host_error(2)} and book.version == 2
+    assert HostilePages(host_limit=0).host_limit == 0
+
+
+def test_the_quarantine_file_names_pages_and_hosts() -> None:
+    q = Quarantined(frozenset({"http://a.test/x"}), frozenset({"b.test"}))
+    assert "http://a.test/x" in q and "http://b.test/anything" in q and "http://a.test/y" not in q
+    assert "http://c.test/" not in Quarantined()
+
+
+def _dead_task(guard_dir: Path, name: str, url: str) -> None:
+    """What a task that died inside the parser leaves: its marker, naming the page in hand."""
+    guard_dir.mkdir(parents=True, exist_ok=True)
+    raw = url.encode()
+    (guard_dir / f"{name}.marker").write_bytes(guard._HEAD.pack(0, len(raw)) + raw)
+
+
+def test_the_link_service_lists_a_host_once_enough_of_its_pages_killed_tasks(tmp_path: Path) -> None:
+    segments = tmp_path / "segs"
+    db = tmp_path / "crawl.db"
+    SqliteStore(db).close()
+    q = LinkQuarantine(segments, store=f"sqlite:{db}", cpu_limit_s=1.0, host_limit=2)
+    for round_ in range(2):  # two failed rounds, each with two dead tasks on two pages of h.test
+        _dead_task(segments / ".guard", f"a{round_}", "http://h.test/a")
+        _dead_task(segments / ".guard", f"b{round_}", "http://h.test/b")
+        if round_ == 0:
+            _dead_task(segments / ".guard", "c0", "http://other.test/c")
+        got = q.blame()
+    assert sorted(got) == ["http://h.test/a", "http://h.test/b"] and q.quarantined == 2
+    lines = [json.loads(line) for line in (segments / ".quarantine.jsonl").read_text().splitlines()]
+    assert [x.get("url", x.get("host")) for x in lines] == ["http://h.test/a", "http://h.test/b", "h.test"]
+    listed = read_quarantine(str(segments / ".quarantine.jsonl"))
+    assert "http://h.test/new" in listed and "http://other.test/c" not in listed  # other.test: one strike
+    with SqliteStore(db) as store:
+        assert store.get_meta(META_PREFIX + "http://h.test/a") is not None
+    assert list((segments / ".guard").glob("*.marker")) == []
