@@ -83,7 +83,7 @@ class HostilePages:
     def blame(self, url: str, why: str) -> int:
         n = self.strikes[url] = self.strikes.get(url, 0) + 1
         if n >= STRIKES and url not in self.errors:
-            self.errors[url] = f"parse_failed: {why}, {n} times; its links were not extracted"
+            self.errors[url] = guard.page_error(why, n)
             host = host_of(url)
             pages = self._pages_by_host[host] = self._pages_by_host.get(host, 0) + 1
             if self.host_limit and pages >= self.host_limit:

@@ -283,7 +283,7 @@ class ParsePool:
         """Deliver a page that killed parsers: its journal line and body, no links, and why."""
         result = waiting.result
         line, packed = journal_parts(result)
-        error = f"parse_failed: {waiting.why}, {waiting.strikes} times; its links were not extracted"
+        error = guard.page_error(waiting.why, waiting.strikes)
         log.error("quarantined %s: %s", result.url, error)
         self.quarantined += 1
         self._failed_hosts[host_of(result.url)] += 1

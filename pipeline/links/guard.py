@@ -105,6 +105,11 @@ def describe_death(returncode: int | None, *, cpu_limit_s: float) -> str:
     return f"the parser process exited with code {returncode}"
 
 
+def page_error(why: str, deaths: int) -> str:
+    """The recorded error of a page kept without links after ``deaths`` parser deaths (``why``: the last)."""
+    return f"parse_failed: {why}, {deaths} times; its links were not extracted"
+
+
 def host_error(pages: int) -> str:
     """The recorded error of a page not parsed because ``pages`` pages of its host killed parsers."""
     return (f"parse_failed: {pages} pages of this host killed parser processes; "
