@@ -85,7 +85,8 @@ class Inbound:
         assert core is not None
         pack = parse_results(obj, max_body_bytes=self.settings.fleet.max_message_bytes)
         if pack.segment:
-            self.links.on_reply(segment_key(pack.segment))
+            late = bool(pack.reports) and all(rep.serial not in self._issued for rep in pack.reports)
+            self.links.on_reply(segment_key(pack.segment), late=late)
         for result in pack.results:
             issued = self._issued.get(result.serial)
             if issued is not None:

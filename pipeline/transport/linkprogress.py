@@ -29,7 +29,13 @@ class LinkProgress:
         self._heard = clock()
         self._warned = float("-inf")
 
-    def on_reply(self, segment: str) -> None:
+    def on_reply(self, segment: str, *, late: bool = False) -> None:
+        """A node's reply names ``segment``. ``late``: every batch it answers is closed already, so this is
+        a copy (a reply published again after a broker reconnect). A copy waits for nothing: its segment
+        was awaited when the first copy came, and its links report may be in already, which would leave
+        the segment awaited for ever (found by the RabbitMQ kill trial: the crawl never ended)."""
+        if late:
+            return
         self._settled = False
         if segment in self._early:
             self._early.discard(segment)

@@ -284,6 +284,22 @@ def test_link_progress_waits_for_every_replied_segment_then_checks_the_store() -
     assert not lp.settled(lambda: 0)
 
 
+def test_a_late_copy_of_a_reply_waits_for_nothing() -> None:
+    """After a broker reconnect a node may publish its reply again. If the links report for its segment
+    came between the two copies, counting the copy left the segment awaited for ever."""
+    from pipeline.transport.linkprogress import PENDING_CHECK_S, LinkProgress
+
+    now = [0.0]
+    lp = LinkProgress(clock=lambda: now[0])
+    lp.on_reply("n1/a")
+    lp.on_report(["n1/a"])
+    lp.on_reply("n1/a", late=True)  # the copy: its batch is closed
+    now[0] += PENDING_CHECK_S
+    assert lp.awaiting == set() and lp.settled(lambda: 0)
+    lp.on_reply("n1/b", late=False)
+    assert lp.awaiting == {"n1/b"}
+
+
 def test_a_part_left_by_a_killed_node_is_adopted_whole_lines_only(tmp_path: Path) -> None:
     import os
 
