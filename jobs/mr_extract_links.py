@@ -63,7 +63,7 @@ class MRExtractLinks(MRJob):
         )
         self.add_passthru_arg("--guard-dir", default="", help="markers of the page each task parses")
         self.add_passthru_arg("--parse-cpu-limit", type=float, default=3.0, help="CPU s per page; 0 = none")
-        self.add_passthru_arg("--quarantine", default="", help="JSON lines of URLs not to parse")
+        self.add_passthru_arg("--quarantine", default="", help="JSON lines of URLs and hosts not to parse")
 
     def steps(self) -> list[MRStep]:
         return [

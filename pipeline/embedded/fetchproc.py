@@ -48,7 +48,6 @@ from pipeline.urls import Scope, TrapRules, host_of
 
 log = logging.getLogger(__name__)
 
-STRIKES = 2  # deaths while parsing one page that make it hostile (as pipeline.embedded.parseproc)
 
 
 class FetchProcessDied(RuntimeError):
@@ -69,7 +68,7 @@ def processes_for(settings: Settings) -> int:
 
 class HostilePages:
     """Strikes of the pages fetch processes died parsing, shared by every fetch process of a crawl, so
-    that a page is set aside after ``STRIKES`` deaths in all, whichever processes they were; and a host
+    that a page is set aside after ``guard.STRIKES`` deaths in all, whichever processes they were; and a host
     once ``host_limit`` of its pages were (``fetch.parse_failed_per_host``, 0 = never)."""
 
     def __init__(self, *, host_limit: int = 0) -> None:
@@ -82,7 +81,7 @@ class HostilePages:
 
     def blame(self, url: str, why: str) -> int:
         n = self.strikes[url] = self.strikes.get(url, 0) + 1
-        if n >= STRIKES and url not in self.errors:
+        if n >= guard.STRIKES and url not in self.errors:
             self.errors[url] = guard.page_error(why, n)
             host = host_of(url)
             pages = self._pages_by_host[host] = self._pages_by_host.get(host, 0) + 1
@@ -255,7 +254,7 @@ class ProcessFetcher:
                 future.set_exception(FetchProcessDied(f"fetch process {self.fetcher_id} died"))
 
     def _blame(self, code: int | None) -> None:
-        """A strike for the page the dead child was parsing; with ``STRIKES`` it is not parsed again."""
+        """A strike for the page the dead child was parsing; with ``guard.STRIKES`` it is not parsed again."""
         hand = guard.culprit(self.marker)
         with contextlib.suppress(OSError):  # a successor dying before its first page must not blame this one
             os.unlink(self.marker)

@@ -59,7 +59,6 @@ log = logging.getLogger(__name__)
 
 MAX_OUTSTANDING = 2048  # results in the children at once; past it, prepare here (a memory guard)
 STALL_S = 10.0  # a child holding a result this long (wall time) is replaced, at least (ParsePool._watch)
-STRIKES = 2  # deaths of a child while parsing one page that make it a hostile page (one may be bad luck)
 NO_CHILD = -1  # _Waiting.child of a result waiting for a child to take it
 
 
@@ -111,7 +110,7 @@ class ParsePool:
         self._restarting: set[asyncio.Task[None]] = set()  # held so that the loop does not drop them
         self.offloaded = 0  # results prepared by a child
         self.local = 0  # results delivered as they came (not parseable, or no child free)
-        self.quarantined = 0  # pages delivered without links after STRIKES deaths (see the docstring)
+        self.quarantined = 0  # pages delivered without links after guard.STRIKES deaths (see the docstring)
         self.host_limit = settings.fetch.parse_failed_per_host
         self._failed_hosts: collections.Counter[str] = collections.Counter()  # host -> pages quarantined
         self.deaths = 0
@@ -319,7 +318,7 @@ class ParsePool:
         self._loop.call_later(1.0, self._watch)
 
     def _died(self, child: ChildProcess) -> None:
-        """A child is gone. The page it had in hand (its marker) gets a strike: with ``STRIKES`` it is
+        """A child is gone. The page it had in hand (its marker) gets a strike: with ``guard.STRIKES`` it is
         delivered without links. What else it held waits for a child again, in order."""
         if child.pipe is None:
             return
@@ -338,7 +337,7 @@ class ParsePool:
             if culprit is not None and culprit.key == seq:
                 waiting.strikes += 1
                 waiting.why = guard.describe_death(code, cpu_limit_s=self.cpu_limit_s)
-                if waiting.strikes >= STRIKES:
+                if waiting.strikes >= guard.STRIKES:
                     self._quarantine(seq, waiting)
         self._run_deferred()
         self._take_orphans()

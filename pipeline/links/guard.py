@@ -32,6 +32,10 @@ from pathlib import Path
 
 _HEAD = struct.Struct("!qI")  # the page's key, the URL's length in bytes (0: no page in hand)
 _MAX_URL = 8192
+# Deaths of a parsing process on one page that make the page hostile: one may be bad luck (a process
+# killed for another reason while it had the page in hand). Parse processes, fetch processes and the
+# fleet's link service all count to this.
+STRIKES = 2
 DEFAULT_CPU_LIMIT_S = 3.0  # a dense 2 MB page parses in about 0.1 s; see the module docstring
 
 

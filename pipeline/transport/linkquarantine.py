@@ -10,10 +10,11 @@ marker left names the page its task died on, and gives that page a strike. A pag
 strikes goes into ``SEGMENTS/.quarantine.jsonl``, which every later extract job reads and does not parse
 (its body stays stored; only its links are lost). The crawl's store records it too, as meta
 ``parse_failed:URL``. A host with ``fetch.parse_failed_per_host`` such pages is listed too: the jobs do
-not parse its pages any more (each hostile page costs the link path two failed rounds). Strikes are counted in this process: a restarted service may need two more
-deaths of a page to set it aside. Markers only tell where a task ran, so this works on every runner whose
-tasks share the segments' file system (inline, local, Spark and Hadoop on one box or a shared mount), not
-on EMR's task nodes, where a failed round is still only retried.
+not parse its pages any more (each hostile page costs the link path two failed rounds). Strikes are
+counted in this process: a restarted service may need two more deaths of a page to set it aside.
+Markers are files where a task ran, so this works on every runner whose tasks share the segments' file
+system (inline, local, Spark and Hadoop on one box or a shared mount), not on EMR's task nodes, where a
+failed round is still only retried.
 """
 
 from __future__ import annotations
@@ -28,14 +29,13 @@ from pathlib import Path
 
 from jobs.logic import open_store, read_quarantine
 from jobs.runner import JobArgs
-from pipeline.links.guard import culprit, host_error
+from pipeline.links.guard import STRIKES, culprit, host_error
 from pipeline.urls import host_of
 
 log = logging.getLogger(__name__)
 
 GUARD_DIR = ".guard"
 QUARANTINE_FILE = ".quarantine.jsonl"
-STRIKES = 2  # one death while parsing a page may be bad luck (a task killed for another reason)
 META_PREFIX = "parse_failed:"
 
 
