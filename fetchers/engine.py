@@ -175,6 +175,7 @@ class Engine:
         return FetchResult(
             task.url, task.url_id, task.depth, final_url=task.url, error_class=error_class,
             error_message=message, serial=ctx.batch.serial, fetcher_id=self.fetcher_id, fetched_at=time.time(),
+            redirect_hops=task.redirect_hops,
         )  # fmt: skip
 
     async def fetch_task(self, task: UrlTask, ctx: BatchCtx) -> FetchResult:
@@ -183,7 +184,7 @@ class Engine:
         chain: list[str] = []  # every URL of the chain that was requested and redirected
         dns_s = 0.0
         max_redirects = self.settings.fetch.max_redirects
-        hop = 0
+        hop = task.redirect_hops  # a chain that is a run of tasks counts its hops from the first one
         while True:
             res = None
             try:
@@ -265,7 +266,7 @@ class Engine:
             body_bytes=len(ex.body), timings=Timings(0.0, ex.connect_s, ex.ttfb_s, 0.0), ip=ex.ip,
             error_class=ex.error_class, error_message=ex.error_message, serial=ctx.batch.serial,
             fetcher_id=self.fetcher_id, fetched_at=time.time(), retry_after_s=retry_after,
-            noindex=noindex, nofollow=nofollow,
+            noindex=noindex, nofollow=nofollow, redirect_hops=task.redirect_hops,
         )  # fmt: skip
 
     async def ip_of(self, host: str, ctx: BatchCtx | None) -> str:

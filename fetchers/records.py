@@ -32,6 +32,34 @@ class UrlTask:
     # Validators of the stored copy, for a conditional re-fetch (fetchers/conditional.py); "" = none.
     etag: str = ""
     last_modified: str = ""
+    # Redirects that led here from a URL found as a link: where a fetcher stops at redirects (a fetch
+    # process, a fleet node) a chain is a run of tasks, each the target of the one before, and this
+    # count bounds it by ``fetch.max_redirects`` as one fetcher's hops are (fetchers/redirects.py).
+    redirect_hops: int = 0
+
+
+def task_json(t: UrlTask) -> list[Any]:
+    """A task on the wire: ``[url, id, depth]``, plus ``[etag, last_modified]`` for a conditional
+    re-fetch, plus ``[redirect_hops]`` inside a redirect chain (the short form for the common case)."""
+    if t.redirect_hops:
+        return [t.url, t.url_id, t.depth, t.etag, t.last_modified, t.redirect_hops]
+    if t.etag or t.last_modified:
+        return [t.url, t.url_id, t.depth, t.etag, t.last_modified]
+    return [t.url, t.url_id, t.depth]
+
+
+def task_from_json(item: Any) -> UrlTask:
+    """The inverse of ``task_json``; raises ``SchemaError`` on anything else."""
+    _require(isinstance(item, list) and len(item) in (3, 5, 6), "task must be [url, id, depth(, etag, lm(, hops))]")
+    url, url_id, depth = item[:3]
+    etag, lm = item[3:5] if len(item) >= 5 else ("", "")
+    hops = item[5] if len(item) == 6 else 0
+    _require(isinstance(url, str) and isinstance(url_id, int) and isinstance(depth, int), "task types")
+    _require(not isinstance(url_id, bool) and not isinstance(depth, bool), "task types")
+    _require(isinstance(hops, int) and not isinstance(hops, bool) and 0 <= hops < 1 << 15, "task redirect hops")
+    _require(isinstance(etag, str) and isinstance(lm, str), "task validators")
+    _require(_text_ok(url) and _text_ok(etag) and _text_ok(lm), "task url")
+    return UrlTask(url, url_id, depth, etag, lm, hops)
 
 
 @dataclass(slots=True)
@@ -51,12 +79,7 @@ class Batch:
             "fetcher_id": self.fetcher_id,
             "service": self.service,
             "issued_at": self.issued_at,
-            # [url, id, depth], plus [etag, last_modified] for a conditional re-fetch
-            "tasks": [
-                [t.url, t.url_id, t.depth, t.etag, t.last_modified] if t.etag or t.last_modified
-                else [t.url, t.url_id, t.depth]
-                for t in self.tasks
-            ],  # fmt: skip
+            "tasks": [task_json(t) for t in self.tasks],
         }
 
     @classmethod
@@ -64,16 +87,7 @@ class Batch:
         _require(isinstance(obj, dict), "batch must be an object")
         serial = _field(obj, "serial", int)
         tasks_raw = _field(obj, "tasks", list)
-        tasks = []
-        for item in tasks_raw:
-            _require(isinstance(item, list) and len(item) in (3, 5), "task must be [url, id, depth(, etag, lm)]")
-            url, url_id, depth = item[:3]
-            etag, lm = item[3:] if len(item) == 5 else ("", "")
-            _require(isinstance(url, str) and isinstance(url_id, int) and isinstance(depth, int), "task types")
-            _require(not isinstance(url_id, bool) and not isinstance(depth, bool), "task types")
-            _require(isinstance(etag, str) and isinstance(lm, str), "task validators")
-            _require(_text_ok(url) and _text_ok(etag) and _text_ok(lm), "task url")
-            tasks.append(UrlTask(url, url_id, depth, etag, lm))
+        tasks = [task_from_json(item) for item in tasks_raw]
         return cls(
             serial=serial,
             fetcher_id=_field(obj, "fetcher_id", str),
@@ -155,6 +169,7 @@ class FetchResult:
     # Robots/meta directives found by the fetcher's parser; links are extracted downstream.
     noindex: bool = False
     nofollow: bool = False
+    redirect_hops: int = 0  # the task's (UrlTask.redirect_hops): a stopped redirect's target gets one more
     # Work a fetch process did for the crawl core (pipeline/links/prepare.py); in memory only, never serialized.
     prepared: Prepared | None = field(default=None, compare=False, repr=False)
 
@@ -195,6 +210,7 @@ class FetchResult:
             "retry_after_s": self.retry_after_s,
             "noindex": self.noindex,
             "nofollow": self.nofollow,
+            **({"redirect_hops": self.redirect_hops} if self.redirect_hops else {}),
         }
 
     @classmethod
@@ -236,7 +252,15 @@ class FetchResult:
             retry_after_s=None if retry_after is None else _to_float(retry_after, "retry_after_s"),
             noindex=bool(obj.get("noindex", False)),
             nofollow=bool(obj.get("nofollow", False)),
+            redirect_hops=_redirect_hops(obj),
         )
+
+
+def _redirect_hops(obj: dict[str, Any]) -> int:
+    """A result's ``redirect_hops`` (absent: 0, as written by a node of an older crawlfleet)."""
+    hops = obj.get("redirect_hops", 0)
+    _require(isinstance(hops, int) and not isinstance(hops, bool) and 0 <= hops < 1 << 15, "redirect_hops")
+    return int(hops)
 
 
 def _decode_body(obj: dict[str, Any], max_body_bytes: int) -> bytes:

@@ -10,7 +10,8 @@ a ``RedirectGate`` before each hop:
 - ``stop_at_redirects``: no hop is followed (a fleet node, a fetch process: they have no seen-set
   at hand). The result is the 3xx itself, with ``final_url`` = the target; the crawl sends the target
   through its link path (scope, traps, seen-set) like any link, as Nutch does with redirects it does
-  not follow at once;
+  not follow at once. The target's task carries the hops so far (``target_hops``), so the chain is
+  bounded by ``fetch.max_redirects`` across tasks as within one;
 - a crawl's own gate (``pipeline.crawl.redirects``): follows a target the crawl has never seen and
   claims it, stops at one it knows.
 
@@ -88,3 +89,12 @@ def stopped_target(result: FetchResult) -> str:
     if result.error_class or result.status not in REDIRECT_STATUSES or not chain or not final:
         return ""
     return "" if final in chain else final
+
+
+def target_hops(result: FetchResult) -> int:
+    """The ``redirect_hops`` of the target ``result`` stopped at: the hops that led to the task's URL plus
+    the ones its own chain made (one, where the fetcher stops at every redirect). When that target
+    answers with a redirect in turn, ``next_hop`` counts on from there (the engine starts a task's
+    count at its ``redirect_hops``), so a chain spread over many tasks ends after
+    ``fetch.max_redirects`` hops, as one fetcher's chain does."""
+    return result.redirect_hops + len(result.redirects)

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from fetchers.records import SchemaError, UrlTask
+from fetchers.records import SchemaError, UrlTask, task_from_json, task_json
 
 # error_class values that mean "not done, try again later" rather than an outcome.
 ROBOTS_UNAVAILABLE = "robots_unavailable"  # robots.txt answered 5xx/429 or was unreachable
@@ -46,7 +46,7 @@ class BatchReport:
             "elapsed_s": self.elapsed_s,
             "host_delays": self.host_delays,
             "host_ips": self.host_ips,
-            "unfinished": [[t.url, t.url_id, t.depth] for t in self.unfinished],
+            "unfinished": [task_json(t) for t in self.unfinished],
         }
 
     @classmethod
@@ -60,12 +60,8 @@ class BatchReport:
             unfinished = obj.get("unfinished", [])
             if not isinstance(host_delays, dict) or not isinstance(host_ips, dict) or not isinstance(unfinished, list):
                 raise SchemaError("host_delays/host_ips must be objects, unfinished a list")
-            tasks = []
-            for item in unfinished:
-                if not (isinstance(item, list) and len(item) == 3):
-                    raise SchemaError("unfinished task must be [url, id, depth]")
-                url, url_id, depth = item
-                tasks.append(UrlTask(_str(url), _int(url_id), _int(depth)))
+            # as the batch sent them (validators, redirect hops): a task given back is fetched as it would have been
+            tasks = [task_from_json(item) for item in unfinished]
             return cls(
                 serial=_int(obj["serial"]),
                 fetcher_id=_str(obj["fetcher_id"]),

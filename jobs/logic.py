@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fetchers.records import FetchResult, SchemaError
-from fetchers.redirects import stopped_target
+from fetchers.redirects import stopped_target, target_hops
 from jobs import sitemap_links
 from pipeline.links import extract, filtering
 from pipeline.links.filtering import Candidate
@@ -152,9 +152,9 @@ def page_candidates(
     target = stopped_target(result)  # a redirect the node did not follow: its target is a link
     if target:
         ok = rules.scope.allows(target) and not trap_reason(target, rules.traps)
-        return (
-            [Candidate(target, fingerprint(target), host_of(target), result.depth, result.url)] if ok else []
-        )
+        hops = target_hops(result)  # the node stopped at the redirect: the chain goes on as this link
+        return [Candidate(target, fingerprint(target), host_of(target), result.depth, result.url,
+                          redirect_hops=hops)] if ok else []  # fmt: skip
     if not result.ok or not result.body or result.nofollow:
         return []
     if (listed := sitemap_links.sitemap_candidates(result, rules, stats=stats)) is not None:  # #23: sitemaps
@@ -187,7 +187,7 @@ def page_candidates(
 def link_value(c: Candidate) -> list[Any]:
     """The shuffle value for one candidate alone: a partial of one in-link (see ``LinkCombiner``)."""
     anchor = c.anchor[:MAX_ANCHOR_CHARS]
-    return [c.depth, c.source, 1, {anchor: 1} if anchor else {}]
+    return [c.depth, c.source, 1, {anchor: 1} if anchor else {}, c.redirect_hops]
 
 
 # A partial keeps at most this many anchor texts; past it, the rarest half is dropped. Only a URL
@@ -200,8 +200,9 @@ class LinkCombiner:
 
     Most links of a site repeat on every page (navigation), so a mapper sees each target URL many
     times; shuffling one value per candidate cost more CPU than extracting them (JSON out, sort,
-    JSON in). A partial is ``[depth, source, inlinks, {anchor: count}]`` with the smallest
-    ``(depth, source)`` seen, the number of in-linking pages and the anchor counts; ``merge_link_values``
+    JSON in). A partial is ``[depth, source, inlinks, {anchor: count}, redirect_hops]`` with the smallest
+    ``(depth, source)`` seen, the number of in-linking pages, the anchor counts and the fewest redirect
+    hops (0 once any page links to the URL: a chain is bounded by the hops that reach it); ``merge_link_values``
     folds partials from any number of mappers into the same record as from single candidates. At most
     ``max_urls`` partials are held: ``add`` returns True when the caller should ``drain``.
     """
@@ -219,10 +220,12 @@ class LinkCombiner:
         anchor = c.anchor[:MAX_ANCHOR_CHARS] if c.anchor else ""
         part = self._by_url.get(c.url)
         if part is None:
-            self._by_url[c.url] = [c.depth, c.source, 1, {anchor: 1} if anchor else {}]
+            self._by_url[c.url] = [c.depth, c.source, 1, {anchor: 1} if anchor else {}, c.redirect_hops]
             return len(self._by_url) >= self.max_urls
         if c.depth < part[0] or (c.depth == part[0] and c.source < part[1]):
             part[0], part[1] = c.depth, c.source
+        if c.redirect_hops < part[4]:
+            part[4] = c.redirect_hops
         part[2] += 1
         if anchor:
             anchors = part[3]
@@ -244,17 +247,21 @@ def _top_anchors(anchors: Mapping[str, int], keep: int) -> dict[str, int]:
 def merge_link_values(url: str, values: Iterable[Sequence[Any]]) -> dict[str, Any]:
     """One record per target URL from its partials (``link_value``, ``LinkCombiner``): min depth, its
     source (smallest at that depth), in-linking pages (one per page that links here: ``filtering``
-    keeps one candidate per target per page), and the most frequent anchor texts (ties by text).
+    keeps one candidate per target per page), the most frequent anchor texts (ties by text) and the
+    fewest redirect hops (key absent when 0).
     Order- and grouping-insensitive: any split of the candidates into partials gives the same record."""
     depth: int | None = None
     source = ""
     inlinks = 0
+    hops: int | None = None
     anchors: Counter[str] = Counter()
-    for d, src, n, counts in values:
+    for d, src, n, counts, *rest in values:  # rest: [redirect_hops], absent in an older crawlfleet's partial
         inlinks += n
         anchors.update(counts)
         if depth is None or d < depth or (d == depth and src < source):
             depth, source = d, src
+        h = int(rest[0]) if rest else 0
+        hops = h if hops is None else min(hops, h)
     top = sorted(anchors.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_ANCHORS]
     return {
         "url": url,
@@ -263,6 +270,7 @@ def merge_link_values(url: str, values: Iterable[Sequence[Any]]) -> dict[str, An
         "source": source,
         "inlinks": inlinks,
         "anchors": [a for a, _ in top],
+        **({"redirect_hops": hops} if hops else {}),
     }
 
 
@@ -277,6 +285,7 @@ def merged_to_record(merged: dict[str, Any]) -> UrlRecord:
         state=UrlState.PENDING,
         discovered_from=merged.get("source", ""),
         inlinks=max(1, int(merged.get("inlinks", 1))),
+        redirect_hops=max(0, int(merged.get("redirect_hops", 0))),
     )
 
 

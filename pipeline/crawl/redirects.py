@@ -8,6 +8,8 @@ Two ways a hop is decided (``fetchers.redirects``):
   as its URL's outcome with ``final_url`` = the target, without a request;
 - a fetch process or a fleet node has no seen-set at hand: it never follows (``stop_at_redirects``),
   and the target goes through the link path here (or in the link jobs, ``jobs.logic``), like any link.
+  The target carries the chain's hop count (``target_hops``), so a chain of distinct redirects ends
+  after ``fetch.max_redirects`` hops here too (``too_many_redirects``), not at the host's page cap.
 
 Either way, once a chain's result is final, every URL it requested (its hops and the page it ended
 on) is written to the crawl db as settled (``SKIPPED``, the reason in ``error``): a later link to one
@@ -21,7 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from fetchers.records import FetchResult, UrlTask
-from fetchers.redirects import stopped_target
+from fetchers.redirects import stopped_target, target_hops
 from pipeline.storage.base import Outcome, UrlRecord, UrlState
 from pipeline.urls import Scope, TrapRules, fingerprint, host_of, trap_reason
 
@@ -105,5 +107,6 @@ class RedirectBook:
         link = None
         t = urls.target
         if t and self.scope.allows(t) and not trap_reason(t, self.traps):
-            link = UrlRecord(t, fingerprint(t), host_of(t), depth, discovered_from=result.url, inlinks=1)
+            link = UrlRecord(t, fingerprint(t), host_of(t), depth, discovered_from=result.url, inlinks=1,
+                             redirect_hops=target_hops(result))  # fmt: skip
         return rows, outcomes, link

@@ -68,7 +68,7 @@ class Frontier:
                 self.at_work.enlist(hs)
             if hs.complete:
                 if hs.active and not hs.leased_to and len(hs.window) < self.limits.window_per_host:
-                    hs.window.append(rec.url, rec.url_id, rec.depth)
+                    hs.window.append(rec.url, rec.url_id, rec.depth, redirect_hops=rec.redirect_hops)
                 else:
                     # Spill: the URL lives only in the store from now on. While leased, appending could
                     # race a refill; marking incomplete is always safe (refill reads the store).
@@ -153,7 +153,7 @@ class Frontier:
         if self.limits.priority:  # stable: equal scores keep the store's (depth, URL) order
             keep = sorted(keep, key=refill_order)
         for r in keep:
-            hs.window.append(r.url, r.url_id, r.depth)
+            hs.window.append(r.url, r.url_id, r.depth, redirect_hops=r.redirect_hops)
         hs.complete = len(records) <= self.limits.window_per_host and (epoch is None or epoch == hs.epoch)
         # The store is the truth: fix a drifted count (e.g. URLs finished by a replayed journal).
         if hs.complete:

@@ -2,7 +2,8 @@
 
 A Python ``str`` plus a task object costs 150+ bytes per URL; here a URL costs its path length + 1
 (one shared ``bytearray``), 8 bytes of fingerprint and 2 bytes of depth/scheme (``array``s). The host
-part is not stored at all: every URL of the queue shares it.
+part is not stored at all: every URL of the queue shares it. The rare URL inside a redirect chain keeps
+its hop count in a side table.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ _COMPACT_AT = 4096
 
 
 class HostQueue:
-    """FIFO of (url, url_id, depth) for URLs of one authority (``host[:port]``)."""
+    """FIFO of (url, url_id, depth, redirect_hops) for URLs of one authority (``host[:port]``)."""
 
-    __slots__ = ("authority", "_blob", "_pos", "_ids", "_meta", "_head", "_front")
+    __slots__ = ("authority", "_blob", "_pos", "_ids", "_meta", "_head", "_front", "_hops")
 
     def __init__(self, authority: str) -> None:
         self.authority = authority
@@ -29,14 +30,20 @@ class HostQueue:
         self._meta = array("H")  # depth | https flag
         self._head = 0  # read index into _ids/_meta
         self._front: deque[UrlTask] | None = None  # URLs given back (requeue), served first
+        # url_id -> redirect hops, for the few queued URLs that are redirect targets (0 is not stored)
+        self._hops: dict[int, int] | None = None
 
-    def append(self, url: str, url_id: int, depth: int) -> None:
+    def append(self, url: str, url_id: int, depth: int, *, redirect_hops: int = 0) -> None:
         https = url.startswith("https://")
         path = url[(8 if https else 7) + len(self.authority) :] or "/"
         self._blob += path.encode("utf-8", "surrogateescape")
         self._blob += b"\n"
         self._ids.append(url_id)
         self._meta.append(min(depth, _HTTPS - 1) | (_HTTPS if https else 0))
+        if redirect_hops:
+            if self._hops is None:
+                self._hops = {}
+            self._hops[url_id] = redirect_hops
 
     def appendleft(self, task: UrlTask) -> None:
         if self._front is None:
@@ -58,11 +65,13 @@ class HostQueue:
         elif self._head >= _COMPACT_AT and self._head * 2 >= len(self._ids):
             self._compact()
         scheme = "https://" if meta & _HTTPS else "http://"
-        return UrlTask(f"{scheme}{self.authority}{path}", url_id, meta & (_HTTPS - 1))
+        hops = self._hops.pop(url_id, 0) if self._hops else 0
+        return UrlTask(f"{scheme}{self.authority}{path}", url_id, meta & (_HTTPS - 1), redirect_hops=hops)
 
     def clear(self) -> None:
         self._reset()
         self._front = None
+        self._hops = None
 
     def __len__(self) -> int:
         return len(self._ids) - self._head + (len(self._front) if self._front else 0)
@@ -77,6 +86,7 @@ class HostQueue:
             len(self._blob) - self._pos
             + (len(self._ids) - self._head) * (self._ids.itemsize + self._meta.itemsize)
             + front
+            + (len(self._hops) * 100 if self._hops else 0)
         )
 
     def _reset(self) -> None:

@@ -26,6 +26,7 @@ class Candidate:
     depth: int
     source: str
     anchor: str = ""
+    redirect_hops: int = 0  # a redirect's target: the hops of its chain (``UrlRecord.redirect_hops``)
 
     def to_record(self, *, inlinks: int = 1) -> UrlRecord:
         """The crawl-db row for this candidate: PENDING, one in-link (or ``inlinks``)."""
@@ -37,6 +38,7 @@ class Candidate:
             state=UrlState.PENDING,
             discovered_from=self.source,
             inlinks=inlinks,
+            redirect_hops=self.redirect_hops,
         )
 
 

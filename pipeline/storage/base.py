@@ -65,6 +65,9 @@ class UrlRecord:
     # The re-crawl state, when the URL has been fetched with re-crawling on (``pending`` returns it for a
     # due URL, so the fetch can be conditional); None otherwise.
     revisit: Revisit | None = None
+    # Redirects that led here from a linked URL (``fetchers.records.UrlTask.redirect_hops``): 0 for a link.
+    # A URL keeps the count of its first discovery (the seen-set decides which discovery is kept).
+    redirect_hops: int = 0
 
 
 @dataclass(slots=True)

@@ -49,12 +49,13 @@ URL_COLS = [
     b"m:r",
     b"m:e",
     b"m:R",
+    b"m:j",
     FOLDED,
     INLINKS,
 ]
 # What a frontier refill reads of a pending URL's crawl-db row (``HBaseStore.pending_many``): the host and
 # the depth are in the pending row's key already, and every cell read costs its decoding.
-REFILL_COLS = [b"m:u", b"m:i", b"m:s", b"m:n", FOLDED, INLINKS]
+REFILL_COLS = [b"m:u", b"m:i", b"m:s", b"m:n", b"m:j", FOLDED, INLINKS]
 # The same reads of a crawl db made before family n existed (``HBaseStore`` falls back to read-then-put counts).
 LEGACY = {INLINKS, FOLDED}
 _REVISIT_FIELDS = ("next_fetch", "interval", "etag", "last_modified", "digest", "simhash", "changes", "fetches",
@@ -84,6 +85,8 @@ def url_cells(r: UrlRecord, *, link_round: bytes = b"", blind: bool = False) -> 
         b"m:t": _D.pack(r.fetched_at), b"m:c": _I.pack(r.status), b"m:g": r.signature.encode(),
         b"m:r": _I.pack(r.retries), b"m:e": r.error.encode(),
     }  # fmt: skip
+    if r.redirect_hops:  # m:j: the rare redirect target's hops (UrlRecord.redirect_hops); absent = 0
+        cells[b"m:j"] = _I.pack(r.redirect_hops)
     if link_round:
         cells[FOLDED if blind else LINK_ROUND] = link_round
     return cells
@@ -95,14 +98,18 @@ def url_record(row: dict[bytes, bytes]) -> UrlRecord:
         g(b"m:u", b"").decode(), _long(g(b"m:i")), g(b"m:h", b"").decode(), _I.unpack(row[b"m:d"])[0],
         UrlState(row[b"m:s"][0]), g(b"m:f", b"").decode(), inlinks_of(row), _D.unpack(row[b"m:t"])[0],
         _I.unpack(row[b"m:c"])[0], g(b"m:g", b"").decode(), _I.unpack(row[b"m:r"])[0], g(b"m:e", b"").decode(),
-        revisit_from(g(b"m:R")),
+        revisit_from(g(b"m:R")), _hops(g(b"m:j")),
     )  # fmt: skip
 
 
 def refill_record(row: dict[bytes, bytes], host: str, depth: int) -> UrlRecord:
     """A PENDING URL of ``host`` at ``depth`` from the ``REFILL_COLS`` of its crawl-db row."""
     return UrlRecord(row[b"m:u"].decode(), _long(row.get(b"m:i")), host, depth, UrlState.PENDING,
-                     inlinks=inlinks_of(row))  # fmt: skip
+                     inlinks=inlinks_of(row), redirect_hops=_hops(row.get(b"m:j")))  # fmt: skip
+
+
+def _hops(value: bytes | None) -> int:
+    return _I.unpack(value)[0] if value else 0
 
 
 def page_cells(p: PageRecord, url_id: int) -> dict[bytes, bytes]:

@@ -33,6 +33,7 @@ from pipeline.storage.bodies import BodyLog
 from pipeline.storage.sqlite_schema import (  # noqa: F401 (CHUNK, SCHEMA_VERSION are public here too)
     _BUMP_COUNTER,
     _BUMP_HOST,
+    _INSERT_HOPS,
     _INSERT_PAGE,
     _INSERT_URL,
     _PAGE_COLS,
@@ -55,6 +56,7 @@ from pipeline.storage.sqlite_schema import (  # noqa: F401 (CHUNK, SCHEMA_VERSIO
     page_row,
     revisit_of,
     revisit_row,
+    url_row,
 )
 from pipeline.storage.sqlite_tx import BUSY_TIMEOUT_S, LINK_ROUNDS_DDL, Transaction, claim_round, is_locked
 from pipeline.storage.sqlite_wal import Checkpointer
@@ -184,9 +186,8 @@ class SqliteStore(Store):
             new = [rec if rec.state == UrlState.PENDING else replace(rec, state=UrlState.PENDING)
                    for uid, rec in items if uid in fresh]  # fmt: skip
             if new:
-                self._db.executemany(_INSERT_URL, [(r.url, r.url_id, r.host, r.depth, 0, r.discovered_from,
-                                                    r.fetched_at, r.status, r.signature, r.retries, r.error)
-                                                   for r in new])  # fmt: skip
+                self._db.executemany(_INSERT_URL, map(url_row, new))
+                self._db.executemany(_INSERT_HOPS, [(r.url_id, r.redirect_hops) for r in new if r.redirect_hops])
                 self._bump(Counter(r.host for r in new), {"pending": len(new)})
         return new
 

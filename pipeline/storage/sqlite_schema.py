@@ -48,15 +48,19 @@ CREATE TABLE IF NOT EXISTS revisits (
     last_modified TEXT NOT NULL, digest TEXT NOT NULL, simhash INTEGER NOT NULL, changes INTEGER NOT NULL,
     fetches INTEGER NOT NULL, fetched_at REAL NOT NULL, queued INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS revisits_due ON revisits(next_fetch) WHERE queued = 0;
+-- Redirect hops of the few URLs found as the target of a redirect a fetcher did not follow
+-- (UrlRecord.redirect_hops; absent = 0). A table of its own for the same reason as revisits.
+CREATE TABLE IF NOT EXISTS redirect_hops (url_id INTEGER PRIMARY KEY, hops INTEGER NOT NULL);
 """
 
 _URL_COLS = "url, url_id, host, depth, state, discovered_from, fetched_at, status, signature, retries, error"
 _SELECT_URL = (
     "SELECT u.url, u.url_id, u.host, u.depth, u.state, u.discovered_from, s.inlinks, u.fetched_at, "
-    "u.status, u.signature, u.retries, u.error, r.next_fetch, r.interval, r.etag, r.last_modified, r.digest, "
-    "r.simhash, r.changes, r.fetches, r.fetched_at FROM urls u JOIN seen s ON s.url_id = u.url_id "
-    "LEFT JOIN revisits r ON r.url_id = u.url_id"
+    "u.status, u.signature, u.retries, u.error, h.hops, r.next_fetch, r.interval, r.etag, r.last_modified, "
+    "r.digest, r.simhash, r.changes, r.fetches, r.fetched_at FROM urls u JOIN seen s ON s.url_id = u.url_id "
+    "LEFT JOIN revisits r ON r.url_id = u.url_id LEFT JOIN redirect_hops h ON h.url_id = u.url_id"
 )
+_INSERT_HOPS = "INSERT OR IGNORE INTO redirect_hops (url_id, hops) VALUES (?, ?)"
 _REVISIT_COLS = "next_fetch, interval, etag, last_modified, digest, simhash, changes, fetches, fetched_at"
 _UPSERT_REVISIT = (
     f"INSERT OR REPLACE INTO revisits (url_id, {_REVISIT_COLS}, queued) VALUES (?,?,?,?,?,?,?,?,?,?,0)"
@@ -105,8 +109,8 @@ def _chunks(items: Sequence[int]) -> Iterator[Sequence[int]]:
 
 
 def _url_record(row: tuple) -> UrlRecord:  # type: ignore[type-arg]
-    url, url_id, host, depth, state, dfrom, inlinks, fetched_at, status, sig, retries, error = row[:12]
-    revisit = revisit_of(row[12:]) if row[12] is not None else None
+    url, url_id, host, depth, state, dfrom, inlinks, fetched_at, status, sig, retries, error, hops = row[:13]
+    revisit = revisit_of(row[13:]) if row[13] is not None else None
     return UrlRecord(
         url,
         url_id,
@@ -121,6 +125,7 @@ def _url_record(row: tuple) -> UrlRecord:  # type: ignore[type-arg]
         retries,
         error,
         revisit,
+        hops or 0,
     )
 
 
@@ -138,6 +143,12 @@ def revisit_row(url_id: int, r: Revisit) -> tuple[object, ...]:
     simhash = r.simhash - _U64 if r.simhash >= 1 << 63 else r.simhash
     return (url_id, r.next_fetch, r.interval, r.etag, r.last_modified, r.digest, simhash, r.changes, r.fetches,
             r.fetched_at)  # fmt: skip
+
+
+def url_row(r: UrlRecord) -> tuple[object, ...]:
+    """The ``_INSERT_URL`` parameters for a new URL: PENDING (state 0) whatever ``r`` says."""
+    return (r.url, r.url_id, r.host, r.depth, 0, r.discovered_from, r.fetched_at, r.status, r.signature, r.retries,
+            r.error)  # fmt: skip
 
 
 def page_row(uid: int, p: PageRecord | None, codec: int, ref: tuple[int, int, int]) -> tuple:  # type: ignore[type-arg]

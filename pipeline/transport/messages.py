@@ -142,6 +142,7 @@ def _slim_result(r: Any, max_body_bytes: int) -> FetchResult:
             and type(timings) is list and len(timings) == 4 and all(type(t) in _NUMBER and _finite(t) for t in timings)
             and type(fetched_at) in _NUMBER and _finite(fetched_at) and type(truncated) is bool
             and (retry_after is None or (type(retry_after) in _NUMBER and _finite(retry_after)))
+            and type(hops := r.get("redirect_hops", 0)) is int and 0 <= hops < 1 << 15
         )  # fmt: skip
     except (KeyError, OverflowError):
         ok = False
@@ -155,6 +156,7 @@ def _slim_result(r: Any, max_body_bytes: int) -> FetchResult:
         fetcher_id=r["fetcher_id"], fetched_at=float(fetched_at),
         retry_after_s=None if retry_after is None else float(retry_after),
         noindex=bool(r.get("noindex", False)), nofollow=bool(r.get("nofollow", False)),
+        redirect_hops=hops,
     )  # fmt: skip
 
 

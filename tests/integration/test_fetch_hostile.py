@@ -14,9 +14,12 @@ from typing import Any
 import pytest
 
 from fetchers.aio import AioFetcher, classify
+from fetchers.records import Batch, FetchResult, UrlTask
+from fetchers.redirects import stop_at_redirects, stopped_target, target_hops
 from fetchers.testing import bed_resolver, bed_settings, run_urls
 from fetchers.threaded import ThreadedFetcher
 from pipeline.harness.testbed.harness import TestbedProcess
+from pipeline.urls import fingerprint
 
 pytestmark = pytest.mark.integration
 
@@ -111,3 +114,36 @@ def test_broken_http(run: dict[str, Any]) -> None:
     assert r["/rawbad/latechunk"].error_class == "bad_response" and r["/rawbad/latechunk"].status == 200
     assert r["/rawbad/close"].error_class == "server_disconnected"
     assert r["/badutf8"].ok and r["/badutf8"].body  # bytes are kept as sent; decoding is downstream
+
+
+@pytest.mark.parametrize("fetcher", [AioFetcher, ThreadedFetcher], ids=["aio", "threaded"])
+def test_a_fetcher_that_stops_at_redirects_counts_on_from_the_tasks_hops(
+    fetcher: type[Any], hostile_bed: TestbedProcess
+) -> None:
+    """Where redirects are links (a fleet node, a fetch process) a chain is a run of tasks, each the
+    target of the one before with one hop more (``target_hops``): the task one short of the limit stops
+    at its target as any redirect, the one at the limit fails like the sixth hop of one fetcher's chain,
+    after one request."""
+    tb = hostile_bed
+    settings = bed_settings(tb.dns_server, politeness={"min_host_delay_s": 0.0})  # fetch.max_redirects = 5
+    short, at = tb.hostile_url("/deep-redirect/4"), tb.hostile_url("/deep-redirect/5")
+    batch = Batch(1, "h", [UrlTask(short, fingerprint(short), 2, redirect_hops=4),
+                           UrlTask(at, fingerprint(at), 2, redirect_hops=5)])  # fmt: skip
+    results: list[FetchResult] = []
+
+    async def go() -> None:
+        async with fetcher(settings, fetcher_id="h", resolver=bed_resolver(settings),
+                           redirect_gate=stop_at_redirects) as f:  # fmt: skip
+            await f.fetch_batch(batch, results.append)
+
+    t0 = time.time()
+    asyncio.run(go())
+    t1 = time.time()
+    by_url = {r.url: r for r in results}
+    first, last = by_url[short], by_url[at]
+    assert first.status == 302 and not first.error_class and first.final_url == tb.hostile_url("/deep-redirect/5")
+    assert first.redirect_hops == 4 and target_hops(first) == 5
+    assert last.error_class == "too_many_redirects" and last.status == 302 and stopped_target(last) == ""
+    tb.wait_log_flush()
+    log = Counter(e["path"] for e in tb.read_access_log() if t0 - 0.01 <= e["t"] <= t1 + 0.01)
+    assert log["/deep-redirect/4"] == 1 and log["/deep-redirect/5"] == 1 and log["/deep-redirect/6"] == 0

@@ -152,3 +152,18 @@ def test_the_hot_families_use_the_block_cache_and_bodies_do_not(store: HBaseStor
         conn.close()
     assert cached == {("crawldb", b"m"): True, ("crawldb", b"n"): True, ("pending", b"p"): True,
                       ("pages", b"m"): True, ("pages", b"b"): False}  # fmt: skip
+
+
+def test_a_redirect_targets_hops_survive_the_refill_and_get_paths(store: HBaseStore) -> None:
+    """``UrlRecord.redirect_hops`` (a chain spread over tasks, ``fetchers.redirects.target_hops``) is one
+    cell, m:j, written only when not 0; both the dispatcher's refill and ``get_url`` read it back, and a
+    known URL keeps the hops of its first discovery."""
+    target, plain = "http://hops.test/r/3", "http://hops.test/p"
+    store.add_urls([UrlRecord(target, fingerprint(target), host_of(target), 2, redirect_hops=4), rec(plain)])
+    store.add_urls([UrlRecord(target, fingerprint(target), host_of(target), 2, redirect_hops=1)])
+    store.flush()
+    refill = {r.url: r.redirect_hops for r in store.pending_many([host_of(target)], 10)[host_of(target)]}
+    assert refill == {target: 4, plain: 0}
+    assert {r.url: r.redirect_hops for r in store.pending(host_of(target), 10)} == refill
+    got = store.get_url(target)
+    assert got is not None and got.redirect_hops == 4

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -37,7 +38,10 @@ ENV = {
     "CRAWLFLEET_FETCH_TOTAL_TIMEOUT_S": "5.0", "CRAWLFLEET_FETCH_READ_TIMEOUT_S": "3.0",
     "CRAWLFLEET_FETCH_RETRIES": "1", "CRAWLFLEET_FETCH_RETRY_BACKOFF_S": "0.1",
     "CRAWLFLEET_FETCH_MAX_BODY_BYTES": str(2 * 1024 * 1024), "CRAWLFLEET_FETCH_PARSE_CPU_LIMIT_S": str(PARSE_CPU_S),
-    "CRAWLFLEET_SCOPE_MAX_PAGES_PER_HOST": "60",  # the 1M-link page's targets and the redirect chain
+    # As the embedded crawl's config: the 1M-link page's targets are extracted (capped), not worth 10k
+    # fetches, and the cap is only a backstop, so the hostile host's pages (the redirect chain's too) all
+    # fit under it: whether a page is fetched never depends on the order the host's URLs were leased in.
+    "CRAWLFLEET_SCOPE_MAX_PAGES_PER_HOST": "60", "CRAWLFLEET_SCOPE_DENY_REGEX": "/m/[0-9]+$",
 }  # fmt: skip
 # As the embedded crawl (its table), except: redirects are pages whose targets are links (see above), and
 # /nested is fetched and stored by a node; what its parse costs is the link service's (a test below).
@@ -121,3 +125,21 @@ def test_the_ssrf_target_is_never_fetched(crawl: dict[str, Any]) -> None:
     assert len(targets) == 1 and "private.crawl.test" in next(iter(targets))
     assert [p.final_url for p in pages if "private.crawl.test" in p.final_url and p.status < 300] == []
     assert all(r is None or r.state is not UrlState.DONE for r in rows), rows
+
+
+def test_a_redirect_chain_ends_after_max_redirects(crawl: dict[str, Any]) -> None:
+    """/deep-redirect/0 redirects 10,000 times, each time to a new URL. A node stops at each redirect, the
+    link jobs make its target a link one hop deeper (``redirect_hops``), and the node holding the sixth
+    hop fails it as ``too_many_redirects`` (fetch.max_redirects = 5), as the crawl's own fetcher would:
+    /0../5 are requested once each, /6 never. Before redirect_hops the chain ran on to the host's cap."""
+    tb = crawl["tb"]
+    tb.wait_log_flush()
+    requested = Counter(e["path"] for e in tb.read_access_log() if e["path"].startswith("/deep-redirect/"))
+    with SqliteStore(crawl["out"] / "crawl.db") as store:
+        got = {k: outcome(store, tb.hostile_url(f"/deep-redirect/{k}"))[:2] for k in range(7)}
+    results.append({"type": "hostile", "mode": "fleet", "input": "/deep-redirect/5 (the chain's 6th URL)",
+                    "outcome": got[5][0], "error_class": got[5][1], "crawl_ok": True, "peak_rss_mb": None,
+                    "note": f"{len(requested)} URLs of the chain requested"})  # fmt: skip
+    assert requested == {f"/deep-redirect/{k}": 1 for k in range(6)}, requested
+    want = {k: ("DONE", "") for k in range(5)} | {5: ("FAILED", "too_many_redirects"), 6: ("UNKNOWN", "")}
+    assert got == want
