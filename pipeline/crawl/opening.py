@@ -42,9 +42,12 @@ def frontier_limits(settings: Settings) -> FrontierLimits:
 
 
 def rebuild_from_store(store: Store, seen: SeenFilter, frontier: Frontier) -> None:
-    """After the journal's replay: every known URL into the exact seen-table, every host's pending count
-    into the frontier (its URLs stay in the store until a refill)."""
+    """After the journal's replay: every known URL into the exact seen-table, with a host cap the URLs each
+    host took in earlier runs, and every host's pending count into the frontier (its URLs stay in the
+    store until a refill)."""
     if seen.table is not None:
         seen.table.load(store.iter_url_ids())
+    if frontier.limits.max_pages_per_host:
+        frontier.charge_taken(store.taken_per_host())
     for host, count in store.pending_hosts():
         frontier.restore(host, count)

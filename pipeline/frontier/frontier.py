@@ -46,6 +46,8 @@ class Frontier:
         self._ip_leases: dict[str, int] = {}
         self._pending_total = 0
         self._leased_total = 0
+        # URLs earlier runs of the crawl took from hosts this run has no state for yet (``charge_taken``)
+        self._taken_before: dict[str, int] = {}
         self.at_work = ActiveHosts(
             floor=limits.active_hosts,
             session_urls=limits.session_urls,
@@ -94,8 +96,24 @@ class Frontier:
     def capped(self, host: str) -> bool:
         """True when ``host`` has taken ``max_pages_per_host`` URLs: the rest stay PENDING in the store."""
         cap = self.limits.max_pages_per_host
+        if not cap:
+            return False
         hs = self._hosts.get(host)
-        return bool(cap) and hs is not None and hs.issued >= cap
+        return (hs.issued if hs is not None else self._taken_before.get(host, 0)) >= cap
+
+    def charge_taken(self, taken: Mapping[str, int]) -> None:
+        """URLs each host took in earlier runs of the crawl (``Store.taken_per_host``, on resume): they count
+        against ``max_pages_per_host`` as this run's leases do, so the cap is a total over the crawl's runs.
+        A host this run has not met yet gets its count when it does (then ``add`` and ``restore`` skip a
+        capped one). Without a cap there is nothing to count."""
+        if not self.limits.max_pages_per_host:
+            return
+        for host, n in taken.items():
+            hs = self._hosts.get(host)
+            if hs is not None:
+                hs.issued += n
+            elif n > 0:
+                self._taken_before[host] = n
 
     def restore(self, host: str, pending: int) -> None:
         """Rebuild a host from the store after a restart: ``pending`` URLs, none in RAM yet (none for a
@@ -325,6 +343,8 @@ class Frontier:
         hs = self._hosts.get(host)
         if hs is None:
             hs = self._hosts[host] = HostState(host)
+            if self._taken_before:
+                hs.issued = self._taken_before.pop(host, 0)
         return hs
 
     def _push(self, hs: HostState) -> None:

@@ -163,6 +163,12 @@ class Store(ABC):
     def pending_hosts(self, limit: int = 1_000_000) -> list[tuple[str, int]]:
         """Hosts that have PENDING URLs, with their counts (used to rebuild the frontier on resume)."""
 
+    @abstractmethod
+    def taken_per_host(self) -> dict[str, int]:
+        """URLs per host that a fetcher took and finished (DONE, FAILED or BLOCKED), hosts with none left
+        out: what ``scope.max_pages_per_host`` has counted so far, for a resumed crawl or restarted
+        dispatcher. One pass over the crawl db (resume only, and only with a cap)."""
+
     # --- results ---------------------------------------------------------------------------------
     @abstractmethod
     def record_results(self, outcomes: Sequence[Outcome]) -> int:

@@ -45,7 +45,7 @@ from Hbase_thrift import AlreadyExists, IllegalArgument, TIncrement
 from tenacity import Retrying, before_sleep_log, retry_if_exception, stop_after_delay, wait_exponential_jitter
 from thriftpy2.thrift import TException
 
-from pipeline.storage import hbase_inlinks, hbase_pending, hbase_revisits
+from pipeline.storage import hbase_hostcounts, hbase_inlinks, hbase_pending, hbase_revisits
 from pipeline.storage.base import Outcome, PageRecord, Revisit, Store, UrlRecord, UrlState
 from pipeline.storage.hbase_cells import (
     _D,
@@ -65,7 +65,7 @@ from pipeline.storage.hbase_cells import (
     url_cells,
     url_record,
 )
-from pipeline.storage.rowkey import authority_key, authority_of, row_key
+from pipeline.storage.rowkey import authority_key, row_key
 from pipeline.urls import fingerprint
 
 log = logging.getLogger(__name__)
@@ -265,17 +265,10 @@ class HBaseStore(Store):
         return hbase_pending.pending_many(self, hosts, limit)
 
     def pending_hosts(self, limit: int = 1_000_000) -> list[tuple[str, int]]:
-        """Exact counts from a key-only scan of the pending table (for resume, not the hot path)."""
+        return hbase_hostcounts.pending_hosts(self._call, limit)
 
-        def scan(conn: happybase.Connection) -> list[tuple[str, int]]:
-            counts: Counter[bytes] = Counter()
-            for key, _ in conn.table("pending").scan(filter=b"KeyOnlyFilter()", batch_size=5000):
-                counts[key[: key.index(b"|")]] += 1
-                if len(counts) > limit:
-                    break
-            return sorted((authority_of(k), n) for k, n in counts.items())[:limit]
-
-        return self._call(scan)
+    def taken_per_host(self) -> dict[str, int]:
+        return hbase_hostcounts.taken_per_host(self._call)
 
     # --- results ---------------------------------------------------------------------------------
     def record_results(self, outcomes: Sequence[Outcome]) -> int:

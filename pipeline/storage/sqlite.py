@@ -20,7 +20,6 @@ Contracts beyond :class:`~pipeline.storage.base.Store`:
 from __future__ import annotations
 
 import sqlite3
-import zlib
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
@@ -39,7 +38,11 @@ from pipeline.storage.sqlite_schema import (  # noqa: F401 (CHUNK, SCHEMA_VERSIO
     _PAGE_COLS,
     _SCHEMA,
     _SELECT_DUE,
+    _SELECT_PENDING,
+    _SELECT_PENDING_AFTER,
+    _SELECT_PENDING_HOSTS,
     _SELECT_REVISIT,
+    _SELECT_TAKEN,
     _SELECT_URL,
     _STATE_NAMES,
     _UPSERT_REVISIT,
@@ -52,6 +55,7 @@ from pipeline.storage.sqlite_schema import (  # noqa: F401 (CHUNK, SCHEMA_VERSIO
     _marks,
     _upsert_seen,
     _url_record,
+    encode_body,
     page_record,
     page_row,
     revisit_of,
@@ -214,21 +218,17 @@ class SqliteStore(Store):
 
     # --- pending set -----------------------------------------------------------------------------
     def pending(self, host: str, limit: int, *, after: tuple[int, str] | None = None) -> list[UrlRecord]:
-        # The literal "state = 0" lets SQLite use the partial index; (depth, url) > (?, ?) seeks in it.
         if after is None:
-            sql = f"{_SELECT_URL} WHERE u.state = 0 AND u.host = ? ORDER BY u.depth, u.url LIMIT ?"
-            params: tuple[object, ...] = (host, limit)
+            rows = self._db.execute(_SELECT_PENDING, (host, limit))
         else:
-            sql = (
-                f"{_SELECT_URL} WHERE u.state = 0 AND u.host = ? AND (u.depth, u.url) > (?, ?) "
-                "ORDER BY u.depth, u.url LIMIT ?"
-            )
-            params = (host, after[0], after[1], limit)
-        return [_url_record(row) for row in self._db.execute(sql, params)]
+            rows = self._db.execute(_SELECT_PENDING_AFTER, (host, after[0], after[1], limit))
+        return [_url_record(row) for row in rows]
 
     def pending_hosts(self, limit: int = 1_000_000) -> list[tuple[str, int]]:
-        sql = "SELECT host, n FROM host_pending WHERE n > 0 ORDER BY host LIMIT ?"
-        return [(h, n) for h, n in self._db.execute(sql, (limit,))]
+        return [(h, n) for h, n in self._db.execute(_SELECT_PENDING_HOSTS, (limit,))]
+
+    def taken_per_host(self) -> dict[str, int]:
+        return {h: n for h, n in self._db.execute(_SELECT_TAKEN)}
 
     # --- results ---------------------------------------------------------------------------------
     def record_results(self, outcomes: Sequence[Outcome]) -> int:
@@ -238,7 +238,7 @@ class SqliteStore(Store):
         if not batch:
             return 0
         # Compress before the transaction: the write lock is held only for the statements.
-        bodies = {uid: self._encode(o.page) for uid, o in batch.items() if o.page is not None}
+        bodies = {uid: encode_body(o.page, self._level) for uid, o in batch.items() if o.page is not None}
         with self._tx():
             live = self._select_in(
                 "SELECT url_id, host FROM urls WHERE url_id IN ({marks}) AND state = 0", list(batch)
@@ -316,15 +316,6 @@ class SqliteStore(Store):
     def get_revisit(self, url: str) -> Revisit | None:
         row = self._db.execute(_SELECT_REVISIT, (fingerprint(url),)).fetchone()
         return None if row is None else revisit_of(row)
-
-    def _encode(self, page: PageRecord) -> tuple[int, bytes]:
-        """(codec, bytes) for the body log: zlib when a level is set, else the journal's LZ4 form when the
-        page carries it (already computed, so free, and a fraction of the bytes), else raw."""
-        if self._level:
-            return CODEC_ZLIB, zlib.compress(page.body, self._level)
-        if page.body_lz4:
-            return CODEC_LZ4, page.body_lz4
-        return CODEC_RAW, page.body
 
     def _page(self, row: tuple) -> PageRecord:  # type: ignore[type-arg]
         return page_record(row, self._bodies.read)

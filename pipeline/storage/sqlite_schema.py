@@ -61,6 +61,15 @@ _SELECT_URL = (
     "LEFT JOIN revisits r ON r.url_id = u.url_id LEFT JOIN redirect_hops h ON h.url_id = u.url_id"
 )
 _INSERT_HOPS = "INSERT OR IGNORE INTO redirect_hops (url_id, hops) VALUES (?, ?)"
+# A host's PENDING URLs, shallowest first: the literal "state = 0" lets SQLite use the partial index, and
+# (depth, url) > (?, ?) seeks in it.
+_SELECT_PENDING = f"{_SELECT_URL} WHERE u.state = 0 AND u.host = ? ORDER BY u.depth, u.url LIMIT ?"
+_SELECT_PENDING_AFTER = (
+    f"{_SELECT_URL} WHERE u.state = 0 AND u.host = ? AND (u.depth, u.url) > (?, ?) ORDER BY u.depth, u.url LIMIT ?"
+)
+_SELECT_PENDING_HOSTS = "SELECT host, n FROM host_pending WHERE n > 0 ORDER BY host LIMIT ?"
+# URLs taken per host (DONE 1, FAILED 2, BLOCKED 3): a full scan, run on resume with a host cap only.
+_SELECT_TAKEN = "SELECT host, COUNT(*) FROM urls WHERE state IN (1, 2, 3) GROUP BY host"
 _REVISIT_COLS = "next_fetch, interval, etag, last_modified, digest, simhash, changes, fetches, fetched_at"
 _UPSERT_REVISIT = (
     f"INSERT OR REPLACE INTO revisits (url_id, {_REVISIT_COLS}, queued) VALUES (?,?,?,?,?,?,?,?,?,?,0)"
@@ -149,6 +158,16 @@ def url_row(r: UrlRecord) -> tuple[object, ...]:
     """The ``_INSERT_URL`` parameters for a new URL: PENDING (state 0) whatever ``r`` says."""
     return (r.url, r.url_id, r.host, r.depth, 0, r.discovered_from, r.fetched_at, r.status, r.signature, r.retries,
             r.error)  # fmt: skip
+
+
+def encode_body(page: PageRecord, level: int) -> tuple[int, bytes]:
+    """(codec, bytes) for the body log: zlib when ``level`` is set, else the journal's LZ4 form when the
+    page carries it (already computed, so free, and a fraction of the bytes), else raw."""
+    if level:
+        return CODEC_ZLIB, zlib.compress(page.body, level)
+    if page.body_lz4:
+        return CODEC_LZ4, page.body_lz4
+    return CODEC_RAW, page.body
 
 
 def page_row(uid: int, p: PageRecord | None, codec: int, ref: tuple[int, int, int]) -> tuple:  # type: ignore[type-arg]

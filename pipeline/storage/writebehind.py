@@ -59,6 +59,10 @@ class LockedStore(Store):
         with self.lock:
             return self.inner.pending_hosts(limit)
 
+    def taken_per_host(self) -> dict[str, int]:
+        with self.lock:
+            return self.inner.taken_per_host()
+
     def record_results(self, outcomes: Sequence[Outcome]) -> int:
         with self.lock:
             return self.inner.record_results(outcomes)

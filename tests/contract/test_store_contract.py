@@ -188,6 +188,29 @@ def test_record_results_moves_states_and_counts(store: Store) -> None:
     assert store.get_page("http://a.test/f") is None
 
 
+def test_taken_per_host_counts_what_fetchers_finished(store: Store) -> None:
+    """What ``scope.max_pages_per_host`` counted before a restart: DONE, FAILED and BLOCKED URLs per host;
+    not PENDING ones, nor SKIPPED (a redirect chain's hops, settled without a lease)."""
+    names = {UrlState.DONE: "d", UrlState.FAILED: "f", UrlState.BLOCKED: "b", UrlState.SKIPPED: "s"}
+    store.add_urls([rec(f"http://{h}/{n}") for h in ("a.test", "a.test:8080") for n in names.values()]
+                   + [rec("http://a.test/left"), rec("http://b.test/")])  # fmt: skip
+    assert store.taken_per_host() == {}
+    store.record_results([done(f"http://{h}/{n}", state=s, with_page=s == UrlState.DONE)
+                          for h in ("a.test", "a.test:8080") for s, n in names.items()])  # fmt: skip
+    store.record_results([done("http://a.test:8080/left", state=UrlState.FAILED, with_page=False)])  # unknown
+    assert store.taken_per_host() == {"a.test": 3, "a.test:8080": 3}
+
+
+def test_a_redirect_targets_hops_round_trip(store: Store) -> None:
+    """``UrlRecord.redirect_hops``: kept from a URL's first discovery, read back by get_url and pending."""
+    target = "http://a.test/r/3"
+    store.add_urls([UrlRecord(target, fingerprint(target), "a.test", 2, redirect_hops=4), rec("http://a.test/p")])
+    store.add_urls([UrlRecord(target, fingerprint(target), "a.test", 2, redirect_hops=1)])
+    assert {r.url: r.redirect_hops for r in store.pending("a.test", 10)} == {target: 4, "http://a.test/p": 0}
+    got = store.get_url(target)
+    assert got is not None and got.redirect_hops == 4
+
+
 def test_a_retry_outcome_stays_pending(store: Store) -> None:
     store.add_urls([rec("http://a.test/r")])
     assert store.record_results([done("http://a.test/r", state=UrlState.PENDING, with_page=False, retries=1,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -57,3 +58,21 @@ def test_max_pages_is_a_total_and_resume_remembers_it(rabbitmq: str, fleet: Any,
         assert [k for k, n in pages.items() if n > 1 and k in truth] == [], "no page fetched twice in three runs"
         assert "scope.max_pages = 55 (flag) overrides the crawl's remembered 30" in f.log_tail("dispatcher.log")
         assert json.loads((f.out / remember.FILE).read_text())["settings"]["scope"]["max_pages"] == 55
+
+
+def test_the_host_cap_is_a_total_over_dispatcher_runs(rabbitmq: str, fleet: Any, tmp_path: Path) -> None:
+    """``scope.max_pages_per_host`` counts the URLs a host gave in earlier runs (the crawl db's, read at
+    restart: ``Store.taken_per_host``), as ``--max-pages`` does: after a stop part-way and a resume, no
+    host has given more distinct URLs than the cap. Before, a restarted dispatcher counted from 0."""
+    cap = 5
+    with TestbedProcess(6, 40, seed=21, workdir=tmp_path / "tb") as tb:
+        f = fleet(rabbitmq, tb, max_depth=MAX_DEPTH, extra_env={"CRAWLFLEET_SCOPE_MAX_PAGES_PER_HOST": str(cap)})
+        f.start_worker(1)
+        f.start_dispatcher("--max-pages", "12")
+        first = f.wait_dispatcher()
+        f.start_dispatcher("--resume", "--max-pages", "0")
+        last = f.wait_dispatcher()
+        per_host = Counter(host for host, _ in _pages(tb))  # a node stops at redirects: each hop a URL
+    assert 0 < _settled(first) <= 12 < _settled(last), (first["store"], last["store"])
+    assert max(per_host.values()) == cap, per_host
+    assert last["store"]["pending"] > 0  # the capped hosts' other URLs stay PENDING

@@ -125,6 +125,28 @@ def test_urls_given_back_do_not_count_against_the_host_cap() -> None:
     assert f.lease("f1", 100, now=0.0) == []  # three pages in all
 
 
+def test_pages_taken_before_a_restart_count_against_the_host_cap() -> None:
+    """A resumed crawl (or a restarted dispatcher) is told how many URLs each host took before
+    (``Store.taken_per_host``): a host at its cap is not restored, one below it takes only the rest, and a
+    host with nothing pending now gets its count when its next link arrives. Before, the count started
+    at 0 in every process, so each resume could fetch a whole cap's worth of pages per host again."""
+    f = Frontier(FrontierLimits(max_pages_per_host=3))
+    f.charge_taken({"a.test": 3, "b.test": 1, "c.test": 2})
+    f.restore("a.test", 5)
+    f.restore("b.test", 5)
+    assert f.pending == 5 and f.capped("a.test") and not f.capped("b.test")
+    f.refill("b.test", urls("b.test", 5))
+    assert len(f.lease("f1", 100, now=0.0)) == 2  # b: 1 before + 2 now
+    f.release("f1", 0.0)
+    assert f.lease("f1", 100, now=0.0) == []
+    f.add(urls("c.test", 4))  # c had nothing pending at the restart
+    assert len(f.lease("f2", 100, now=0.0)) == 1
+    uncapped = Frontier(FrontierLimits())
+    uncapped.charge_taken({"a.test": 3})  # no cap: nothing to remember
+    uncapped.add(urls("a.test", 4))
+    assert len(uncapped.lease("f1", 100, now=0.0)) == 4
+
+
 def _model(spec: list[tuple[int, int]], active: int = 0) -> tuple[Frontier, dict[str, UrlRecord]]:
     """A small-window frontier and the store it mirrors (url -> record), from (host, page) pairs. With
     active hosts, a host yields its place after 4 URLs (the session budget) when others wait."""
