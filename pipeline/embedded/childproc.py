@@ -8,11 +8,21 @@ threads running. The child gets its end of the pair as file descriptor ``FD`` (i
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import subprocess
 import sys
 import time
 from collections import deque
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on: its affinity mask (``taskset``, a container's cpuset), not the
+    machine's count, which ``os.cpu_count`` gives and which overstates a pinned or confined crawl."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # no affinity call on this platform
+        return os.cpu_count() or 1
 
 
 def spawn_module(module: str, *, buffer_bytes: int = 0) -> tuple[subprocess.Popen[bytes], socket.socket]:

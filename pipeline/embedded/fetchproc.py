@@ -41,7 +41,7 @@ from typing import Any
 
 from fetchers.records import Batch, FetchResult
 from fetchers.report import BatchReport
-from pipeline.embedded.childproc import RestartBudget, spawn_module
+from pipeline.embedded.childproc import RestartBudget, spawn_module, usable_cpus
 from pipeline.links import guard
 from pipeline.settings import Settings
 from pipeline.urls import Scope, TrapRules, host_of
@@ -63,7 +63,7 @@ def processes_for(settings: Settings) -> int:
     wanted = settings.fetch.processes
     if wanted >= 0:
         return wanted
-    return max(0, min(4, (os.cpu_count() or 1) - 1))
+    return max(0, min(4, usable_cpus() - 1))
 
 
 class HostilePages:

@@ -48,6 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from fetchers.records import FetchResult, Prepared
+from pipeline.embedded.childproc import usable_cpus
 from pipeline.embedded.parsechild import ChildProcess, Pipe
 from pipeline.links import guard
 from pipeline.links.prepare import followable
@@ -64,14 +65,17 @@ NO_CHILD = -1  # _Waiting.child of a result waiting for a child to take it
 
 def parse_processes_for(settings: Settings, *, fetch_processes: int) -> int:
     """Parse processes for the embedded crawl: ``fetch.parse_processes``, or, when negative, one per
-    spare core (at most two: past that the crawl's own process is the bottleneck). None when fetch
-    processes run: they prepare their results themselves."""
+    spare core, at least one and at most two (past two the crawl's own process is the bottleneck).
+    One even without a spare core: a page that kills or stalls its parser then costs a parse process
+    and its own links, never the crawl (``pipeline.links.guard``); on one core it costs about 6% more
+    CPU per page and no pages/s (docs/bench/local.md, session 15). None when fetch processes run: they
+    prepare their results themselves."""
     if fetch_processes > 0:
         return 0
     wanted = settings.fetch.parse_processes
     if wanted >= 0:
         return wanted
-    return max(0, min(2, (os.cpu_count() or 1) - 1))
+    return max(1, min(2, usable_cpus() - 1))
 
 
 @dataclass(slots=True)

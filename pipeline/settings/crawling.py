@@ -23,7 +23,7 @@ class FetchSettings:
     retry_backoff_s: float = 0.5
     concurrency: int = 256  # sockets in flight per fetcher process
     processes: int = 0  # embedded crawl: fetch processes (pipeline/embedded/fetchproc.py); 0 = fetch in the crawl process, -1 = one per spare core
-    parse_processes: int = -1  # embedded crawl without fetch processes: link/journal-line processes (pipeline/embedded/parseproc.py); -1 = one per spare core (max 2)
+    parse_processes: int = -1  # embedded crawl without fetch processes: link/journal-line processes (pipeline/embedded/parseproc.py); -1 = one per spare core, at least 1, at most 2; 0 = parse in the crawl's process (unguarded)
     parse_content_types: tuple[str, ...] = ("text/html", "application/xhtml+xml")
     # CPU seconds one page's parse may take in a parse process or the link job (pipeline/links/guard.py);
     # past it the page keeps its body, loses its links and records why. 0 = no limit. A dense 2 MB page

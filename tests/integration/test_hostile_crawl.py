@@ -60,8 +60,10 @@ EXPECTED = {
 }  # fmt: skip
 
 
-# The default (pages parsed in a parse process), and two fetch processes that parse their own pages.
-MODES = {"embedded": {}, "embedded-fetchproc": {"CRAWLFLEET_FETCH_PROCESSES": "2"}}
+# The default (pages parsed in a parse process), two fetch processes that parse their own pages, and the
+# default on a machine with one core (the crawl pinned to CPU 0: it still gets one parse process).
+MODES = {"embedded": {}, "embedded-fetchproc": {"CRAWLFLEET_FETCH_PROCESSES": "2"}, "embedded-1core": {}}
+PREFIX = {"embedded-1core": ["taskset", "-c", "0"]}
 
 
 # Fetch processes stop at redirects (as fleet nodes do): the 3xx is the URL's page and its target a link,
@@ -77,7 +79,7 @@ def crawl(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReque
     with TestbedProcess(3, 10, seed=2, hostile=True, workdir=work / "tb") as tb:
         out = work / "out"
         cmd = [
-            sys.executable, "-m", "pipeline.cli", "crawl", *tb.seeds, tb.hostile_seed, "--out", str(out),
+            *PREFIX.get(mode, []), sys.executable, "-m", "pipeline.cli", "crawl", *tb.seeds, tb.hostile_seed, "--out", str(out),
             "--dns-server", tb.dns_server, "--allow-network", "127.0.10.0/24", "--max-depth", str(MAX_DEPTH),
             "--host-delay", "0", "--json", "--no-progress", "--config", str(work / "hostile.toml"),
         ]  # fmt: skip
@@ -122,6 +124,8 @@ def test_crawl_survives_and_records_each_hostile_path(crawl: dict[str, Any]) -> 
     for path in ("/bomb", "/brbomb", "/endless", "/manylinks"):
         assert got[path][3], f"{path} must be kept truncated at max_body_bytes"
     assert crawl["summary"]["parse_failed"] == 1, crawl["summary"]
+    if crawl["mode"] == "embedded-1core":  # the parse process that took /nested's deaths
+        assert crawl["summary"]["parse_processes"]["processes"] == 1, crawl["summary"]
 
 
 def test_a_page_that_kills_parsers_is_kept_with_why(crawl: dict[str, Any]) -> None:
