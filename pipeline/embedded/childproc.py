@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 
 
 def usable_cpus() -> int:
@@ -45,21 +46,26 @@ def spawn_module(module: str, *, buffer_bytes: int = 0) -> tuple[subprocess.Pope
 
 
 class RestartBudget:
-    """How often a crawl helper may die and be started again: at most ``deaths`` deaths within
-    ``window_s``. Per minute, not per crawl: a hostile page costs a helper two deaths at most
-    (``pipeline.links.guard``), and a long crawl meets many; a helper that dies in a loop is broken."""
+    """How often a crawl helper may die of itself and be started again: at most ``deaths`` such deaths
+    within ``window_s``; a helper that dies in a loop is broken. Per minute, not per crawl: the owner
+    starts a helper again once its window has room. A death the guard blames on the page in hand
+    (``pipeline.links.guard``) does not count against it: strikes bound those (two per page, and a
+    host's pages are not parsed after ``fetch.parse_failed_per_host``), and a storm of hostile pages
+    must not leave the crawl without its helpers."""
 
-    def __init__(self, *, deaths: int = 6, window_s: float = 60.0) -> None:
+    def __init__(self, *, deaths: int = 6, window_s: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.deaths, self.window_s = deaths, window_s
-        self.total = 0
+        self.clock = clock
+        self.total = 0  # every death, blamed or not
         self._at: deque[float] = deque()
 
-    def died(self, now: float | None = None) -> None:
+    def died(self, now: float | None = None, *, blamed: bool = False) -> None:
         self.total += 1
-        self._at.append(time.monotonic() if now is None else now)
+        if not blamed:
+            self._at.append(self.clock() if now is None else now)
 
     def may_restart(self, now: float | None = None) -> bool:
-        now = time.monotonic() if now is None else now
+        now = self.clock() if now is None else now
         while self._at and now - self._at[0] > self.window_s:
             self._at.popleft()
         return len(self._at) < self.deaths

@@ -244,25 +244,27 @@ class ProcessFetcher:
                 code = self._proc.wait(1)
         log.error("fetch process %s died (exit code %s); its %d batches go back", self.fetcher_id, code,
                   len(self._batches))  # fmt: skip
-        self._blame(code)
+        blamed = self._blame(code)
         self._proc, self._conn, self._started = None, None, False
-        self.budget.died()
+        self.budget.died(blamed=blamed)
         self._pending = 0
         batches, self._batches = self._batches, {}
         for _, future in batches.values():
             if not future.done():
                 future.set_exception(FetchProcessDied(f"fetch process {self.fetcher_id} died"))
 
-    def _blame(self, code: int | None) -> None:
-        """A strike for the page the dead child was parsing; with ``guard.STRIKES`` it is not parsed again."""
+    def _blame(self, code: int | None) -> bool:
+        """A strike for the page the dead child was parsing (with ``guard.STRIKES`` it is not parsed again);
+        False when the child had no page in hand."""
         hand = guard.culprit(self.marker)
         with contextlib.suppress(OSError):  # a successor dying before its first page must not blame this one
             os.unlink(self.marker)
         if hand is None:
-            return
+            return False
         why = guard.describe_death(code, cpu_limit_s=self.settings.fetch.parse_cpu_limit_s)
         n = self.hostile.blame(hand.url, why)
         log.error("fetch process %s died parsing %s (%s; strike %d)", self.fetcher_id, hand.url, why, n)
+        return True
 
     async def close(self) -> None:
         shutil.rmtree(self._markers, ignore_errors=True)

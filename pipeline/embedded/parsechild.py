@@ -20,6 +20,7 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
@@ -75,7 +76,7 @@ class Pipe(asyncio.Protocol):
 class ChildProcess:
     """One parse process and its pipe."""
 
-    def __init__(self, index: int, marker: str) -> None:
+    def __init__(self, index: int, marker: str, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.index = index
         self.marker = marker  # the child's ParseGuard file: which page it had in hand when it died
         self.proc: subprocess.Popen[bytes] | None = None
@@ -83,10 +84,10 @@ class ChildProcess:
         self.pipe: Pipe | None = None
         self.ready = False  # imports done: it answers at once from now on
         self.outbox: list[tuple[int, FetchResult]] = []
-        self.budget = RestartBudget()  # spent: its share goes to the other children
+        self.budget = RestartBudget(clock=clock)  # spent: its share goes to the other children, until it has room
 
-    def died(self) -> None:
-        self.budget.died()
+    def died(self, *, blamed: bool) -> None:
+        self.budget.died(blamed=blamed)
 
     def may_restart(self) -> bool:
         return self.budget.may_restart()

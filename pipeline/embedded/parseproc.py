@@ -24,8 +24,10 @@ two strikes is delivered without links, its body kept, with ``Prepared.parse_err
 core records that on the page's row. Once ``fetch.parse_failed_per_host`` pages of one host went that
 way, the host's later pages are delivered the same way without being parsed: each hostile page holds a
 child for up to twice ``fetch.parse_cpu_limit_s``, and a host serving many must not hold the crawl.
-Only when no child can be started any more does this process prepare results itself, and never one
-with a strike.
+Deaths blamed on a page do not spend a child's restart budget (``childproc.RestartBudget``), so a storm
+of hostile pages never leaves the crawl without children. Only while no child can be started (children
+dying of themselves, a broken install) does this process prepare results itself, and never one with a
+strike; the once-a-second watch starts a child again as soon as its budget has room.
 
 Results go to a child whenever one is ready; the running batches bound how many are out (about a
 thousand). ``MAX_OUTSTANDING`` is only a memory guard past which the crawl's process prepares results
@@ -102,7 +104,7 @@ class ParsePool:
         self.stall_s = max(STALL_S, 3 * self.cpu_limit_s)
         self._markers = tempfile.mkdtemp(prefix="crawlfleet-parse-") if processes > 0 else ""
         self._children: list[ChildProcess] = [
-            ChildProcess(i, os.path.join(self._markers, f"child-{i}.marker")) for i in range(processes)
+            ChildProcess(i, os.path.join(self._markers, f"child-{i}.marker"), clock=clock) for i in range(processes)
         ]
         self._loop: asyncio.AbstractEventLoop | None = None
         self._seq = 0
@@ -112,6 +114,7 @@ class ParsePool:
         self._flush_scheduled = False
         self._closing = False
         self._restarting: set[asyncio.Task[None]] = set()  # held so that the loop does not drop them
+        self._starting: set[int] = set()  # children a task is starting
         self.offloaded = 0  # results prepared by a child
         self.local = 0  # results delivered as they came (not parseable, or no child free)
         self.quarantined = 0  # pages delivered without links after guard.STRIKES deaths (see the docstring)
@@ -309,6 +312,9 @@ class ParsePool:
         if self._closing or self._loop is None:
             return
         now = self.clock()
+        for child in self._children:  # out of restarts earlier: started again once its window has room
+            if child.sock is None and child.index not in self._starting and child.may_restart():
+                self._restart(child)
         held = [w for w in self._waiting.values() if w.child != NO_CHILD]
         if held:
             oldest = min(held, key=lambda w: w.sent_at)
@@ -327,9 +333,9 @@ class ParsePool:
         if child.pipe is None:
             return
         code = child.close()
-        child.died()
         self.deaths += 1
         culprit = guard.culprit(child.marker)
+        child.died(blamed=culprit is not None)
         with contextlib.suppress(OSError):  # a successor dying before its first page must not blame this one
             os.unlink(child.marker)
         if not self._closing:
@@ -346,11 +352,17 @@ class ParsePool:
         self._run_deferred()
         self._take_orphans()
         if not self._closing and self._loop is not None and not self._loop.is_closed():
-            task = self._loop.create_task(self._start_child(child))
-            self._restarting.add(task)
-            task.add_done_callback(self._restarting.discard)
+            self._restart(child)
         else:
             self._settle_orphans()
+
+    def _restart(self, child: ChildProcess) -> None:
+        assert self._loop is not None
+        self._starting.add(child.index)
+        task = self._loop.create_task(self._start_child(child))
+        self._restarting.add(task)
+        task.add_done_callback(self._restarting.discard)
+        task.add_done_callback(lambda _t: self._starting.discard(child.index))
 
     async def close(self) -> None:
         """Deliver what is still out, then stop the children."""

@@ -1,5 +1,6 @@
 """The books of pages (and hosts) whose parse killed parser processes, for fetch processes
-(pipeline/embedded/fetchproc.py) and for the fleet's extract job (pipeline/transport/linkquarantine.py)."""
+(pipeline/embedded/fetchproc.py) and for the fleet's extract job (pipeline/transport/linkquarantine.py),
+and the restart budget of the helpers such pages kill (pipeline/embedded/childproc.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 from pathlib import Path
 
 from jobs.logic import Quarantined, read_quarantine
+from pipeline.embedded.childproc import RestartBudget
 from pipeline.embedded.fetchproc import HostilePages
 from pipeline.links import guard
 from pipeline.storage.sqlite import SqliteStore
@@ -58,3 +60,20 @@ def test_the_link_service_lists_a_host_once_enough_of_its_pages_killed_tasks(tmp
     with SqliteStore(db) as store:
         assert store.get_meta(META_PREFIX + "http://h.test/a") is not None
     assert list((segments / ".guard").glob("*.marker")) == []
+
+
+def test_the_restart_budget_counts_only_deaths_no_page_is_blamed_for_per_window() -> None:
+    now = [0.0]
+    budget = RestartBudget(deaths=2, window_s=60.0, clock=lambda: now[0])
+    for _ in range(10):
+        budget.died(blamed=True)  # a hostile page in hand: its strikes bound these
+    assert budget.may_restart() and budget.total == 10
+    budget.died()
+    now[0] = 30.0
+    budget.died()
+    assert not budget.may_restart()  # two deaths of itself within a minute
+    now[0] = 61.0
+    assert budget.may_restart()  # the first has left the window
+    now[0] = 89.0
+    budget.died()
+    assert not budget.may_restart()

@@ -152,9 +152,9 @@ def test_a_stalled_child_is_replaced_after_the_stall_limit() -> None:
     assert all(r.prepared is not None and r.prepared.found is not None for r in got)  # by the new child
 
 
-def _bomb(depth: int) -> FetchResult:
+def _bomb(depth: int, *, host: str = "bomb.test") -> FetchResult:
     """A page whose parse costs the square of its depth (pipeline/links/guard.py): seconds of CPU."""
-    url = "http://bomb.test/nested"
+    url = f"http://{host}/nested"
     body = b"<html><body>" + b"<div>" * depth + b'<a href="/x">x</a>' + b"</div>" * depth
     return FetchResult(url=url, url_id=fingerprint(url), depth=0, final_url=url, status=200,
                        headers={"content-type": "text/html"}, content_type="text/html", body=body)  # fmt: skip
@@ -182,6 +182,58 @@ def test_a_page_past_the_cpu_limit_is_kept_without_links_after_two_deaths() -> N
     assert bomb.prepared.journal_line == line and bomb.prepared.packed == packed  # the page itself is kept
     for r in pages:
         assert r.prepared is not None and r.prepared.found == prepare.found_links(r, SETTINGS)
+
+
+def test_a_storm_of_hostile_pages_never_sends_parsing_to_the_crawls_process() -> None:
+    """Four parser-killing pages (on four hosts, so the per-host cutoff never applies) cost eight deaths,
+    more than a child's restart budget of six a minute. Deaths the guard blames on a page are bounded by
+    the strikes and do not spend the budget, so every bomb ends quarantined by a child and every other
+    page comes back prepared. Before, the seventh death left no child: the fourth bomb, and every page
+    after it, went to the crawl's own process, where the bomb would stall or kill the crawl."""
+    settings = SETTINGS.with_overrides({"fetch": {"parse_cpu_limit_s": 0.3}})
+    bombs = [_bomb(60_000, host=f"bomb{i}.test") for i in range(4)]
+    pages = _pages(8)
+    got: list[FetchResult] = []
+
+    async def body(pool: ParsePool) -> None:
+        for r in [pages[0], *bombs, *pages[1:]]:
+            pool.submit(r, got.append)
+        await asyncio.wait_for(pool.barrier(), 120)
+        assert pool.deaths == 8 and pool.quarantined == 4 and pool.local == 0
+
+    _run(body, settings=settings)
+    assert sorted(id(r) for r in got) == sorted(id(r) for r in [*bombs, *pages])
+    for bomb in bombs:
+        assert bomb.prepared is not None and bomb.prepared.parse_error.startswith("parse_failed:"), bomb.url
+    assert all(r.prepared is not None and r.prepared.found is not None for r in pages)
+
+
+def test_a_child_out_of_restarts_is_started_again_when_its_minute_is_over() -> None:
+    """The restart budget is per minute: a child that used it up (deaths with no page in hand) is
+    started again once the window has passed, by the pool's once-a-second watch. Before, nothing
+    started it again, and the crawl's process prepared every result for the rest of the crawl."""
+    now = [0.0]
+    pages = _pages(6)
+    got: list[FetchResult] = []
+
+    async def body(pool: ParsePool) -> None:
+        child = pool._children[0]
+        for _ in range(child.budget.deaths):
+            child.budget.died(now[0])  # six deaths between pages: the budget is spent
+        os.kill(_child_pid(pool), signal.SIGKILL)
+        for _ in range(200):
+            if child.sock is None:
+                break
+            await asyncio.sleep(0.01)
+        assert child.sock is None  # not restarted: no budget left
+        now[0] += child.budget.window_s + 1  # a minute later
+        await _ready(pool)  # the watch started it again
+        for r in pages:
+            pool.submit(r, got.append)
+        await asyncio.wait_for(pool.barrier(), 60)
+
+    _run(body, clock=lambda: now[0])
+    assert all(r.prepared is not None and r.prepared.found is not None for r in pages)
 
 
 async def _in_hand(pool: ParsePool, url: str, *, not_pid: int) -> int:
