@@ -119,8 +119,8 @@ class Quarantined:
     urls: frozenset[str] = frozenset()
     hosts: frozenset[str] = frozenset()
 
-    def __contains__(self, url: str) -> bool:
-        return url in self.urls or (bool(self.hosts) and host_of(url) in self.hosts)
+    def __contains__(self, url: object) -> bool:
+        return isinstance(url, str) and (url in self.urls or (bool(self.hosts) and host_of(url) in self.hosts))
 
 
 def read_quarantine(path: str) -> Quarantined:

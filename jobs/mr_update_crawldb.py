@@ -11,7 +11,8 @@ Re-crawling (issue #23): when the store's meta holds the crawl's recrawl setting
 the round's segments; their fetch results (lines with ``timings``) give each fetched URL its next fetch
 (``jobs/recrawl.py``: the embedded crawl's planning function, each host's rate histogram in the store),
 written with ``Store.put_revisits`` in batches of ``--batch-size``; a sitemap among them makes the known pages
-whose ``lastmod`` is newer than their stored copy due (``recrawl.apply_lastmods``).
+whose ``lastmod`` is newer than their stored copy due (``recrawl.apply_lastmods``). Pages named in
+``--quarantine`` (their parse killed extract tasks) are compared by exact digest only, never parsed here.
 
 In-links: with ``--no-inlinks`` (the crawl's ``dispatch.priority`` is not ``inlinks``) known URLs are only
 looked up, as the embedded crawl does then; new URLs still start with the round's in-link count.
@@ -58,6 +59,9 @@ class MRUpdateCrawlDb(MRJob):
             "--round-id", default="", help="the round's id: a re-run under it counts no in-link twice"
         )
         self.add_passthru_arg(
+            "--quarantine", default="", help="JSON lines naming pages (and hosts) the re-crawl must not parse"
+        )
+        self.add_passthru_arg(
             "--no-inlinks", dest="count_inlinks", action="store_false",
             help="known URLs keep their in-link counts (a crawl whose frontier does not order by them)",
         )  # fmt: skip
@@ -84,6 +88,8 @@ class MRUpdateCrawlDb(MRJob):
         self.buf: list[dict[str, Any]] = []
         self.schedule = recrawl.recrawl_schedule(self.store)
         self.results: list[FetchResult] = []
+        # pages whose parse killed extract tasks (pipeline/transport/linkquarantine.py): no simhash for them
+        self.unparsed = logic.read_quarantine(self.options.quarantine) if self.options.quarantine else ()
 
     def merger_map(self, _: None, line: str) -> Iterator[tuple[None, dict[str, Any]]]:
         try:
@@ -116,7 +122,8 @@ class MRUpdateCrawlDb(MRJob):
         batch, self.results = self.results, []
         if self.schedule is not None and batch:
             self.increment_counter(
-                "recrawl", "scheduled", recrawl.schedule_results(self.store, self.schedule, batch)
+                "recrawl", "scheduled",
+                recrawl.schedule_results(self.store, self.schedule, batch, unparsed=self.unparsed),
             )
             # after the batch's own fetches are scheduled: a page fetched after its sitemap stays as it is
             self.increment_counter(

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 
 from fetchers.records import FetchResult
 from fetchers.report import RETRY_LATER
@@ -137,12 +137,15 @@ def _json_row(raw: str | None) -> tuple[dict[str, int], float | None, float | No
     )
 
 
-def schedule_results(store: Store, schedule: Schedule, results: Iterable[FetchResult]) -> int:
+def schedule_results(
+    store: Store, schedule: Schedule, results: Iterable[FetchResult], *, unparsed: Container[str] = ()
+) -> int:
     """The crawl-db update's other half on the fleet: each final fetch result's URL gets its next fetch
     (``hostrates.plan``, the embedded crawl's function) from the store's previous state; robots refusals
     and retry-later results are not scheduled. Idempotent: a result not newer than the stored state's fetch
     is skipped (a replayed segment, or a URL the dispatcher already scheduled). Returns how many were
-    written."""
+    written. A page in ``unparsed`` (the link service's quarantine: its parse killed extract tasks) gets
+    the exact digest only, no text simhash: parsing it here would kill this job as it killed those."""
     todo: Sequence[FetchResult] = [
         r for r in results if r.error_class not in RETRY_LATER and r.error_class != "robots_blocked"
     ]
@@ -160,7 +163,7 @@ def schedule_results(store: Store, schedule: Schedule, results: Iterable[FetchRe
             continue
         host = host_of(url)
         rates = book.rates(host) if book is not None else HostRates()
-        obs = observe(result, simhash=simhash)
+        obs = observe(result, simhash=None if result.url in unparsed else simhash)
         _, out[url] = hostrates.plan(schedule, rates, prev, obs, url=url, host=host, budget_rps=budget)
     written = store.put_revisits(list(out.items())) if out else 0
     if book is not None:

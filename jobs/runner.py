@@ -201,6 +201,8 @@ class JobArgs:
 
     def update(self) -> list[str]:
         out = ["--store", self.store, "--batch-size", str(self.batch_size), "--lru-size", str(self.lru_size)]
+        if self.quarantine:  # the re-crawl's text simhash skips them, as the extract job's parse does
+            out += ["--quarantine", self.quarantine]
         return out if self.count_inlinks else [*out, "--no-inlinks"]
 
 

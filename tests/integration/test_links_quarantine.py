@@ -16,12 +16,14 @@ import pytest
 from fetchers.records import FetchResult
 from jobs.runner import LinkPipeline, RunnerConfig
 from jobs.synth import make_results, write_segment
+from pipeline.frontier.schedule import RECRAWL_META
+from pipeline.storage.base import UrlRecord
 from pipeline.storage.sqlite import SqliteStore
 from pipeline.transport.linkjobs import LinkJobsService, closed_segments
 from pipeline.transport.linkquarantine import GUARD_DIR, META_PREFIX, QUARANTINE_FILE
 from pipeline.transport.linkrules import RULES_KEY, CrawlLinkRules
 from pipeline.transport.replies import LinksReport
-from pipeline.urls import fingerprint
+from pipeline.urls import fingerprint, host_of
 
 pytestmark = pytest.mark.integration
 
@@ -85,3 +87,31 @@ def test_a_page_that_kills_extract_tasks_is_set_aside_and_the_rest_goes_on(tmp_p
         why = store.get_meta(META_PREFIX + bomb.url)
     assert why is not None and why.startswith("parse_failed: an extract task died parsing it")
     assert not list((root / GUARD_DIR).glob("*.marker"))  # tasks that finished left no marker
+
+
+def test_with_re_crawling_the_update_job_does_not_parse_a_quarantined_page(tmp_path: Path) -> None:
+    """With re-crawling on and a text simhash asked for (``recrawl.simhash_bits``), the crawl-db update
+    job computes each fetched page's simhash, which parses it. A page the extract job's tasks died on is
+    compared by its exact digest only (``--quarantine`` reaches the update job too), as the embedded crawl
+    does: parsing it there would kill, or stall, the update job as it did the extract tasks. Judged in
+    the store: the page's re-crawl state has a digest and no simhash; the other pages have both."""
+    results = list(make_results(20, hosts=2, links=6, page_bytes=3000, seed=9, error_rate=0.0))
+    bomb = bomb_page(results[0].url.split("/")[2])
+    root = tmp_path / "segs"
+    write_segment(root / "node0" / "svc-000000001-1.jsonl", [*results[:10], bomb, *results[10:]])
+    db = tmp_path / "svc.db"
+    spec = new_store(db)
+    with SqliteStore(db) as store:  # the fetched URLs are in the crawl db, as the dispatcher leased them
+        store.put_meta(RECRAWL_META, json.dumps({"enabled": True, "simhash_bits": 3}))
+        store.add_urls([UrlRecord(r.url, r.url_id, host_of(r.url), r.depth) for r in [*results, bomb]])
+    svc = LinkJobsService(segments=root, store=spec, runner=RunnerConfig(runner="inline", work_dir=tmp_path / "work"),
+                          publish=lambda _r: None, max_segments=8, batch_size=50, lru_size=1000, poll_s=0.05,
+                          sleep=lambda _s: None, parse_cpu_limit_s=CPU_LIMIT_S)  # fmt: skip
+    summary = svc.run(stop=lambda: (not closed_segments(root) and svc._next is None and svc.rounds > 0)
+                      or svc.failures > 4)  # fmt: skip
+    assert summary["quarantined"] == 1 and summary["rounds"] >= 1, summary
+    with SqliteStore(db) as store:
+        kept = store.get_revisit(bomb.url)
+        others = [store.get_revisit(r.url) for r in results if r.ok and "text/html" in r.content_type]
+    assert kept is not None and kept.digest and kept.simhash == 0, kept
+    assert others and all(r is not None and r.digest and r.simhash != 0 for r in others)
