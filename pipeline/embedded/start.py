@@ -91,6 +91,7 @@ def _counts(settings: Settings, out: Path) -> tuple[dict[str, int], list[str]]:
     try:
         seeds = json.loads(store.get_meta("seeds") or "[]")
         hosts = [host_of(u) for u in seeds[:4]] + [h for h, _ in store.pending_hosts(limit=8)]
+        store.reconcile_counts()  # exact before --max-pages uses them (HBase's may drift in faults)
         return store.counts(), hosts
     finally:
         store.close()

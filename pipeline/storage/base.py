@@ -197,6 +197,11 @@ class Store(ABC):
     @abstractmethod
     def iter_pages(self) -> Iterator[PageRecord]: ...
 
+    def reconcile_counts(self) -> None:  # noqa: B027 - most stores keep exact counts
+        """Make ``counts`` exact again after faults. A store whose counters change in the same transaction
+        as the rows they count (SQLite) has nothing to do; one that keeps them by increments (HBase) may
+        have drifted in the faults a resume follows, and recounts (one scan)."""
+
     @abstractmethod
     def counts(self) -> dict[str, int]:
         """Number of URLs per state name (lower-case), plus 'pages' for stored pages."""

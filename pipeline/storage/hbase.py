@@ -24,7 +24,8 @@ Contracts beyond :class:`~pipeline.storage.base.Store`:
   PENDING.
 - ``counts`` comes from counters maintained by increments. An increment whose reply is lost in a
   connection failure may be applied twice on retry, so after faults the counters can drift;
-  ``recount()`` rebuilds them exactly by scanning.
+  ``recount()`` rebuilds them exactly by scanning, and a resumed crawl or dispatcher calls it
+  (``reconcile_counts``) before ``--max-pages`` or its summary reads them.
 - Exactly-once in ``record_results`` assumes one writer per URL at a time: the dispatcher, or on the
   design card's loop the node holding the URL's batch. A batch re-issued while its first holder still
   runs can make two nodes record the same URL at once: the page is the same row either way, but the
@@ -340,6 +341,9 @@ class HBaseStore(Store):
         out = {name: 0 for name in [*_STATE_NAMES.values(), "pages"]}
         out.update({k[2:].decode(): _long(v) for k, v in row.items()})
         return out
+
+    def reconcile_counts(self) -> None:
+        self.recount()
 
     def recount(self) -> dict[str, int]:
         """Rebuild the ``counts`` counters exactly by scanning crawldb and pages (after faults)."""

@@ -63,6 +63,10 @@ class LockedStore(Store):
         with self.lock:
             return self.inner.taken_per_host()
 
+    def reconcile_counts(self) -> None:
+        with self.lock:
+            self.inner.reconcile_counts()
+
     def record_results(self, outcomes: Sequence[Outcome]) -> int:
         with self.lock:
             return self.inner.record_results(outcomes)

@@ -230,7 +230,6 @@ def _resumed_settings(args: argparse.Namespace, out: Path, seeds: list[str]) -> 
 
     from pipeline.crawl import remember
     from pipeline.crawl.flags import loaded_from_args
-    from pipeline.storage.factory import from_settings
 
     memory = remember.load(out) if args.resume and out.is_dir() else None
     loaded = loaded_from_args(args, remembered=memory.settings if memory else None)
@@ -238,20 +237,32 @@ def _resumed_settings(args: argparse.Namespace, out: Path, seeds: list[str]) -> 
         log.info(override.line())
     settings = loaded.settings.with_overrides(_fleet_overrides(args))
     total = settings.scope.max_pages
-    if args.resume and total:
-        store = from_settings(settings.store, out / "crawl.db")
-        try:
-            counts = store.counts()
-        finally:
-            store.close()
-        settled = sum(counts.get(k, 0) for k in ("done", "failed", "blocked"))
-        if settled >= total:
+    # HBase's counters may have drifted in the faults a resume follows: made exact even without a total,
+    # for the run's own summary.
+    if args.resume and (total or settings.store.kind == "hbase"):
+        settled = _settled(settings, out)
+        if total and settled >= total:
             return settings, (f"crawlfleet dispatcher: {out} has settled {settled} URLs, --max-pages is {total} "
                               "in all; raise --max-pages to go on")  # fmt: skip
-        settings = dataclasses.replace(settings, scope=dataclasses.replace(settings.scope, max_pages=total - settled))
+        if total:
+            settings = dataclasses.replace(settings, scope=dataclasses.replace(settings.scope, max_pages=total - settled))
     out.mkdir(parents=True, exist_ok=True)
     remember.save(out, loaded.settings, seeds + (memory.seeds if memory else []))
     return settings, ""
+
+
+def _settled(settings: Settings, out: Path) -> int:
+    """URLs the crawl's earlier runs settled (DONE, FAILED, BLOCKED), from counts made exact first
+    (``Store.reconcile_counts``)."""
+    from pipeline.storage.factory import from_settings
+
+    store = from_settings(settings.store, out / "crawl.db")
+    try:
+        store.reconcile_counts()
+        counts = store.counts()
+    finally:
+        store.close()
+    return sum(counts.get(k, 0) for k in ("done", "failed", "blocked"))
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:

@@ -115,3 +115,35 @@ def test_thrift_restart_mid_write_loses_nothing(private_thrift: ThriftProcess, c
     finally:
         store.close()
         drop_prefix(prefix)
+
+
+def test_a_dispatcher_resume_makes_drifted_counters_exact_before_using_them(
+    hbase_thrift: tuple[str, int], hbase_prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counters kept by increments drift upward when a retried increment had landed (the contract above).
+    ``dispatcher --resume --max-pages N`` reads them for the total: drifted, it would refuse to go on (or
+    stop early) and report wrong counts. The resume recounts first (``Store.reconcile_counts``)."""
+    from pipeline.cli import build_parser
+    from pipeline.transport.cli import _resumed_settings
+
+    host, port = hbase_thrift
+    urls = [f"http://drift{i % 2}.test/p{i}" for i in range(10)]
+    store = HBaseStore(host, port, prefix=hbase_prefix, batch_size=50, retry_seconds=30)
+    try:
+        store.add_urls([UrlRecord(u, fingerprint(u), host_of(u), 0) for u in urls])
+        store.record_results([Outcome(u, fingerprint(u), UrlState.DONE, 200, 1.0) for u in urls])
+        store._increment([("meta", b"counts", b"c:done", 20)])  # a retried increment that had landed, twice over
+        assert store.counts()["done"] == 30
+    finally:
+        store.close()
+    for name, value in {"KIND": "hbase", "HBASE_HOST": host, "HBASE_PORT": str(port), "HBASE_PREFIX": hbase_prefix}.items():
+        monkeypatch.setenv(f"CRAWLFLEET_STORE_{name}", value)
+    out = tmp_path / "crawl"
+    args = build_parser("dispatcher").parse_args(["dispatcher", "--resume", "--out", str(out), "--max-pages", "25"])
+    settings, stop = _resumed_settings(args, out, [])
+    assert stop == "" and settings.scope.max_pages == 15  # 10 settled of 25, not 30
+    store = HBaseStore(host, port, prefix=hbase_prefix, batch_size=50, retry_seconds=30)
+    try:
+        assert store.counts()["done"] == 10
+    finally:
+        store.close()
