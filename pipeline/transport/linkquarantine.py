@@ -11,7 +11,8 @@ strikes goes into ``SEGMENTS/.quarantine.jsonl``, which every later extract job 
 (its body stays stored; only its links are lost). The crawl's store records it too, as meta
 ``parse_failed:URL``. A host with ``fetch.parse_failed_per_host`` such pages is listed too: the jobs do
 not parse its pages any more (each hostile page costs the link path two failed rounds). Strikes are
-counted in this process: a restarted service may need two more deaths of a page to set it aside.
+kept in ``SEGMENTS/.strikes.jsonl`` (one line per death, written after the marker is gone: a kill in
+between loses a strike, never counts one twice), so a restarted service goes on counting.
 Markers are files where a task ran, so this works on every runner whose tasks share the segments' file
 system (inline, local, Spark and Hadoop on one box or a shared mount), not on EMR's task nodes, where a
 failed round is still only retried.
@@ -22,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import time
 from collections import Counter
 from dataclasses import replace
@@ -36,6 +38,7 @@ log = logging.getLogger(__name__)
 
 GUARD_DIR = ".guard"
 QUARANTINE_FILE = ".quarantine.jsonl"
+STRIKES_FILE = ".strikes.jsonl"
 META_PREFIX = "parse_failed:"
 
 
@@ -48,7 +51,8 @@ class LinkQuarantine:
         self.store = store
         self.cpu_limit_s = cpu_limit_s
         self.host_limit = host_limit  # fetch.parse_failed_per_host
-        self.strikes: Counter[str] = Counter()
+        self.strikes_file = segments / STRIKES_FILE
+        self.strikes: Counter[str] = _read_strikes(self.strikes_file)  # from earlier runs of the service
         self.quarantined = 0  # pages this process set aside
 
     def job_args(self, args: JobArgs) -> JobArgs:
@@ -68,6 +72,8 @@ class LinkQuarantine:
                 marker.unlink()
             if hand is not None:
                 named.append(hand.url)
+        if named:
+            _append(self.strikes_file, [{"url": url, "t": time.time()} for url in named])
         already = read_quarantine(str(self.file)).urls
         out: list[str] = []
         for url in named:
@@ -85,14 +91,11 @@ class LinkQuarantine:
         listed = read_quarantine(str(self.file))
         by_host = Counter(host_of(u) for u in [*listed.urls, *urls])
         hosts = [h for h, n in by_host.items() if self.host_limit and n >= self.host_limit and h not in listed.hosts]
-        with open(self.file, "a", encoding="utf-8") as fh:  # before the store: the jobs read this file
-            for url in urls:
-                fh.write(json.dumps({"url": url, "error": error, "t": time.time()}) + "\n")
-            for host in hosts:  # its later pages are not parsed at all
-                fh.write(json.dumps({"host": host, "error": host_error(by_host[host]), "t": time.time()}) + "\n")
-                log.error("links: %s: %d pages killed extract tasks; its pages are no longer parsed", host,
-                          by_host[host])  # fmt: skip
-            fh.flush()
+        # before the store: the jobs read this file; a host's later pages are not parsed at all
+        _append(self.file, [{"url": url, "error": error, "t": time.time()} for url in urls]
+                + [{"host": h, "error": host_error(by_host[h]), "t": time.time()} for h in hosts])  # fmt: skip
+        for host in hosts:
+            log.error("links: %s: %d pages killed extract tasks; its pages are no longer parsed", host, by_host[host])
         self.quarantined += len(urls)
         for url in urls:
             log.error("links: quarantined %s: %s", url, error)
@@ -105,3 +108,27 @@ class LinkQuarantine:
                 store.close()
         except Exception:  # the file holds it; the store's copy is for the crawl's record only
             log.exception("links: could not record the quarantined pages in the store")
+
+
+def _read_strikes(path: Path) -> Counter[str]:
+    """Deaths per page from a strikes file; unreadable lines (a torn last write) and a missing file count nothing."""
+    strikes: Counter[str] = Counter()
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                with contextlib.suppress(ValueError, TypeError, KeyError):
+                    strikes[str(json.loads(line)["url"])] += 1
+    except OSError:
+        pass
+    return strikes
+
+
+def _append(path: Path, items: list[dict[str, object]]) -> None:
+    """Append JSON lines, on a line of their own even after a torn last line (a write a kill cut short),
+    which readers skip: the new lines must not be glued to it."""
+    with open(path, "a+b") as fh:  # appends go to the end whatever was read
+        torn = False
+        if fh.seek(0, os.SEEK_END):
+            fh.seek(-1, os.SEEK_END)
+            torn = fh.read(1) != b"\n"
+        fh.write((b"\n" if torn else b"") + b"".join(json.dumps(x).encode() + b"\n" for x in items))

@@ -77,3 +77,21 @@ def test_the_restart_budget_counts_only_deaths_no_page_is_blamed_for_per_window(
     now[0] = 89.0
     budget.died()
     assert not budget.may_restart()
+
+
+def test_the_link_services_strikes_survive_its_restart(tmp_path: Path) -> None:
+    """One death of a page before a restart and one after make two strikes: the page is set aside. Before,
+    strikes lived in the service's memory, so a restart between the deaths cost one more failed round."""
+    segments = tmp_path / "segs"
+    db = tmp_path / "crawl.db"
+    _dead_task(segments / ".guard", "t1", "http://h.test/a")
+    assert LinkQuarantine(segments, store=f"sqlite:{db}", cpu_limit_s=1.0).blame() == []
+    with open(segments / ".strikes.jsonl", "a", encoding="utf-8") as fh:
+        fh.write('{"url": "http://h.test/torn"')  # a write the kill cut short counts nothing
+    again = LinkQuarantine(segments, store=f"sqlite:{db}", cpu_limit_s=1.0)  # the service restarted
+    assert again.strikes == {"http://h.test/a": 1}
+    _dead_task(segments / ".guard", "t2", "http://h.test/a")
+    assert again.blame() == ["http://h.test/a"]
+    assert "http://h.test/a" in read_quarantine(str(segments / ".quarantine.jsonl"))
+    # the torn line did not swallow the strike written after it
+    assert LinkQuarantine(segments, store=f"sqlite:{db}", cpu_limit_s=1.0).strikes == {"http://h.test/a": 2}
