@@ -59,11 +59,15 @@ class FetchProcessGaveUp(RuntimeError):
 
 
 def processes_for(settings: Settings) -> int:
-    """Fetch processes for the embedded crawl: ``fetch.processes``, or one per spare core when negative."""
+    """Fetch processes for the embedded crawl: ``fetch.processes``, or, when negative, one per spare core
+    (at most four) if there are two or more, else none. One fetch process is never the machine's best:
+    it is no faster than none (docs/bench/local.md, sessions 2 and 5), and it leaves link extraction
+    to the crawl's own process, outside the parse guard, where none keeps a parse process."""
     wanted = settings.fetch.processes
     if wanted >= 0:
         return wanted
-    return max(0, min(4, usable_cpus() - 1))
+    spare = usable_cpus() - 1
+    return min(4, spare) if spare >= 2 else 0
 
 
 class HostilePages:

@@ -22,7 +22,7 @@ class FetchSettings:
     retries: int = 2  # only for retryable errors (connect errors, timeouts, 5xx)
     retry_backoff_s: float = 0.5
     concurrency: int = 256  # sockets in flight per fetcher process
-    processes: int = 0  # embedded crawl: fetch processes (pipeline/embedded/fetchproc.py); 0 = fetch in the crawl process, -1 = one per spare core
+    processes: int = 0  # embedded crawl: fetch processes (pipeline/embedded/fetchproc.py); 0 = fetch in the crawl process, -1 = one per spare core if two or more (1 leaves links to the crawl's process, unguarded)
     parse_processes: int = -1  # embedded crawl without fetch processes: link/journal-line processes (pipeline/embedded/parseproc.py); -1 = one per spare core, at least 1, at most 2; 0 = parse in the crawl's process (unguarded)
     parse_content_types: tuple[str, ...] = ("text/html", "application/xhtml+xml")
     # CPU seconds one page's parse may take in a parse process or the link job (pipeline/links/guard.py);

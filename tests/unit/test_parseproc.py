@@ -13,6 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from fetchers.records import FetchResult
+from pipeline.embedded.fetchproc import processes_for
 from pipeline.embedded.parseproc import ParsePool, parse_processes_for
 from pipeline.harness.testbed.model import Web
 from pipeline.harness.testbed.render import Renderer
@@ -289,6 +290,14 @@ def test_parse_processes_for(
     monkeypatch.setattr(os, "cpu_count", lambda: 64)  # the machine's count: not what a pinned crawl may use
     settings = SETTINGS.with_overrides({"fetch": {"parse_processes": wanted}})
     assert parse_processes_for(settings, fetch_processes=fetch_processes) == expected
+
+
+@pytest.mark.parametrize(("wanted", "cores", "expected"), [(-1, 1, 0), (-1, 2, 0), (-1, 3, 2), (-1, 16, 4), (1, 2, 1)])
+def test_fetch_processes_for(monkeypatch: pytest.MonkeyPatch, wanted: int, cores: int, expected: int) -> None:
+    """-1 never picks one fetch process (no faster than none, and its links would be parsed unguarded)."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(cores)))
+    settings = SETTINGS.with_overrides({"fetch": {"processes": wanted}})
+    assert processes_for(settings) == expected
 
 
 def test_results_and_what_children_return_pickle_by_their_fields() -> None:
