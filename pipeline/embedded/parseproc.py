@@ -149,6 +149,7 @@ class ParsePool:
         except OSError:
             log.exception("parse process %d: no pipe", child.index)
             child.close()
+            child.died(blamed=False)  # counts against its budget: the watch does not retry it every second
             return
         child.pipe = proto
         proto.send((self.settings, child.marker))
