@@ -236,6 +236,10 @@ def _resumed_settings(args: argparse.Namespace, out: Path, seeds: list[str]) -> 
     for override in remember.overrides(memory.settings, loaded) if memory else []:
         log.info(override.line())
     settings = loaded.settings.with_overrides(_fleet_overrides(args))
+    holds = memory is not None or (out / "crawl.db").exists()
+    if args.resume and not holds and not seeds and not args.serve and settings.store.kind == "sqlite":
+        # as `crawl --resume`: a mistyped --out must not leave a dispatcher waiting for a crawl that is elsewhere
+        raise UsageError(f"--resume: {out} holds no crawl (no crawl.db); give seed URLs to start one there")
     total = settings.scope.max_pages
     # HBase's counters may have drifted in the faults a resume follows: made exact even without a total,
     # for the run's own summary.

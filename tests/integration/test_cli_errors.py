@@ -86,6 +86,8 @@ CASES: dict[str, Case] = {
                              names=("nope",)),
     # dispatcher, worker, submit
     "dispatcher-seed-not-url": c("dispatcher", "not-a-url", names=("not-a-url",)),
+    # a mistyped --out: one line, and nothing created there (before, a dispatcher waited for seeds in a new dir)
+    "dispatcher-resume-nothing": c("dispatcher", "--resume", "--out", "{tmp}/typo", names=("typo", "--resume")),
     "dispatcher-heartbeat-0": c("dispatcher", "--heartbeat-s", "0", "--serve", names=("--heartbeat-s", "0")),
     "dispatcher-metrics-port": c("dispatcher", "--metrics-port", "70000", "--serve", names=("70000",)),
     "worker-bad-node": c("worker", "--node", "bad name!", names=("bad name!",)),
