@@ -297,6 +297,12 @@ def _cmd_links(args: argparse.Namespace) -> int:
     stopping: list[int] = []
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda signum, _frame: stopping.append(signum))
+    # A service that waits in silence for a mistyped --out looks like one that works: say where it looks.
+    if Path(sink.segments).is_dir():
+        log.info("links: watching %s for segments (runner %s)", sink.segments, args.runner)
+    else:
+        log.warning("links: watching %s for segments, which is not there yet (the dispatcher's nodes create it)",
+                    sink.segments)  # fmt: skip
     summary = service.run(stop=lambda: bool(stopping))
     print(json.dumps(summary, sort_keys=True))
     return 0
