@@ -53,10 +53,9 @@ def task_from_json(item: Any) -> UrlTask:
     _require(isinstance(item, list) and len(item) in (3, 5, 6), "task must be [url, id, depth(, etag, lm(, hops))]")
     url, url_id, depth = item[:3]
     etag, lm = item[3:5] if len(item) >= 5 else ("", "")
-    hops = item[5] if len(item) == 6 else 0
+    hops = _hops(item[5] if len(item) == 6 else 0, "task redirect hops")
     _require(isinstance(url, str) and isinstance(url_id, int) and isinstance(depth, int), "task types")
     _require(not isinstance(url_id, bool) and not isinstance(depth, bool), "task types")
-    _require(isinstance(hops, int) and not isinstance(hops, bool) and 0 <= hops < 1 << 15, "task redirect hops")
     _require(isinstance(etag, str) and isinstance(lm, str), "task validators")
     _require(_text_ok(url) and _text_ok(etag) and _text_ok(lm), "task url")
     return UrlTask(url, url_id, depth, etag, lm, hops)
@@ -252,15 +251,14 @@ class FetchResult:
             retry_after_s=None if retry_after is None else _to_float(retry_after, "retry_after_s"),
             noindex=bool(obj.get("noindex", False)),
             nofollow=bool(obj.get("nofollow", False)),
-            redirect_hops=_redirect_hops(obj),
+            redirect_hops=_hops(obj.get("redirect_hops", 0), "redirect_hops"),  # absent: an older node's result
         )
 
 
-def _redirect_hops(obj: dict[str, Any]) -> int:
-    """A result's ``redirect_hops`` (absent: 0, as written by a node of an older crawlfleet)."""
-    hops = obj.get("redirect_hops", 0)
-    _require(isinstance(hops, int) and not isinstance(hops, bool) and 0 <= hops < 1 << 15, "redirect_hops")
-    return int(hops)
+def _hops(value: Any, what: str) -> int:
+    """A redirect hop count off the wire: an int in [0, 2**15) (the frontier keeps depths in 15 bits too)."""
+    _require(type(value) is int and 0 <= value < 1 << 15, what)
+    return int(value)
 
 
 def _decode_body(obj: dict[str, Any], max_body_bytes: int) -> bytes:

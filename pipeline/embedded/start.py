@@ -23,6 +23,7 @@ from pipeline.crawl import remember
 from pipeline.crawl.flags import loaded_from_args
 from pipeline.observe.errors import UsageError, top_errors
 from pipeline.settings import Settings
+from pipeline.storage.base import settled as settled_in
 from pipeline.urls import host_of, normalize
 
 log = logging.getLogger("pipeline.embedded.start")
@@ -126,7 +127,7 @@ def plan(args: argparse.Namespace) -> Plan:
     total = settings.scope.max_pages
     if args.resume and holds:
         counts, pending_hosts = _counts(settings, out)
-        settled = sum(counts.get(k, 0) for k in ("done", "failed", "blocked"))
+        settled = settled_in(counts)
         if total and settled >= total:
             return Plan(settings, seeds, f"crawl: {out} has settled {settled} URLs, --max-pages is {total} in all; "
                         "raise --max-pages to go on")  # fmt: skip

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 
@@ -44,6 +44,15 @@ class UrlState(enum.IntEnum):
     FAILED = 2  # gave up after retries (network error, bad DNS, SSRF refusal, ...)
     BLOCKED = 3  # robots.txt forbids it
     SKIPPED = 4  # dropped by a limit discovered at fetch time (max pages per host, ...)
+
+
+# A fetcher took the URL and finished it: what --max-pages and scope.max_pages_per_host count as pages.
+SETTLED_STATES = (UrlState.DONE, UrlState.FAILED, UrlState.BLOCKED)
+
+
+def settled(counts: Mapping[str, int]) -> int:
+    """The URLs ``Store.counts()`` shows settled (``SETTLED_STATES``)."""
+    return sum(counts.get(s.name.lower(), 0) for s in SETTLED_STATES)
 
 
 @dataclass(slots=True)

@@ -10,12 +10,12 @@ from typing import Any, TypeVar
 
 import happybase
 
-from pipeline.storage.base import UrlState
+from pipeline.storage.base import SETTLED_STATES
 from pipeline.storage.rowkey import authority_of
 
 _T = TypeVar("_T")
 Call = Callable[[Callable[[happybase.Connection], _T]], _T]
-_TAKEN = frozenset((UrlState.DONE, UrlState.FAILED, UrlState.BLOCKED))
+_TAKEN = frozenset(SETTLED_STATES)
 
 
 def pending_hosts(call: Call[Any], limit: int) -> list[tuple[str, int]]:

@@ -14,7 +14,7 @@ from functools import lru_cache
 from typing import Any
 
 from fetchers.records import unpack_lz4
-from pipeline.storage.base import PageRecord, Revisit, UrlRecord, UrlState
+from pipeline.storage.base import SETTLED_STATES, PageRecord, Revisit, UrlRecord, UrlState
 
 CHUNK = 500  # SQLite's default bound-parameter limit is far higher; 500 keeps statements small.
 SCHEMA_VERSION = "2"  # 2: host-clustered fingerprints (pipeline.urls.fingerprint)
@@ -69,7 +69,9 @@ _SELECT_PENDING_AFTER = (
 )
 _SELECT_PENDING_HOSTS = "SELECT host, n FROM host_pending WHERE n > 0 ORDER BY host LIMIT ?"
 # URLs taken per host (DONE 1, FAILED 2, BLOCKED 3): a full scan, run on resume with a host cap only.
-_SELECT_TAKEN = "SELECT host, COUNT(*) FROM urls WHERE state IN (1, 2, 3) GROUP BY host"
+_SELECT_TAKEN = (
+    f"SELECT host, COUNT(*) FROM urls WHERE state IN ({', '.join(str(int(s)) for s in SETTLED_STATES)}) GROUP BY host"
+)
 _REVISIT_COLS = "next_fetch, interval, etag, last_modified, digest, simhash, changes, fetches, fetched_at"
 _UPSERT_REVISIT = (
     f"INSERT OR REPLACE INTO revisits (url_id, {_REVISIT_COLS}, queued) VALUES (?,?,?,?,?,?,?,?,?,?,0)"

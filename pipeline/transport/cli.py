@@ -258,6 +258,7 @@ def _resumed_settings(args: argparse.Namespace, out: Path, seeds: list[str]) -> 
 def _settled(settings: Settings, out: Path) -> int:
     """URLs the crawl's earlier runs settled (DONE, FAILED, BLOCKED), from counts made exact first
     (``Store.reconcile_counts``)."""
+    from pipeline.storage.base import settled
     from pipeline.storage.factory import from_settings
 
     store = from_settings(settings.store, out / "crawl.db")
@@ -266,7 +267,7 @@ def _settled(settings: Settings, out: Path) -> int:
         counts = store.counts()
     finally:
         store.close()
-    return sum(counts.get(k, 0) for k in ("done", "failed", "blocked"))
+    return settled(counts)
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
