@@ -7,7 +7,8 @@ Settings that make the frontier work as on a large crawl, scaled down: windows o
 (``dispatch.n_max``), 16 hosts active at least, and an active host yields its place after 8 URLs
 when others wait (``dispatch.host_session_urls``). The crawl's summary says the frontier did spill
 and rotate: windows refilled from the store with more pending than they hold, and hosts activated
-many times over.
+more often than there were hosts left to crawl. (Counted against the hosts the resumed run fetched
+from, not against all 300: how far the first run gets past its kill point varies with the machine.)
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def test_a_crawl_that_spills_and_rotates_hosts_resumes_exactly_once(tmp_path: Pa
         proc = subprocess.Popen(
             crawl_cmd(tb, out), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
-        target = len(truth["pages"]) * 2 // 5
+        target = len(truth["pages"]) // 3
         deadline = time.time() + 120
         while requests_since(tb, start) < target and time.time() < deadline and proc.poll() is None:
             time.sleep(0.2)
@@ -75,7 +76,9 @@ def test_a_crawl_that_spills_and_rotates_hosts_resumes_exactly_once(tmp_path: Pa
     assert len(truth["pages"]) >= HOSTS * PAGES * 9 // 10
     # The frontier spilled (a host's pending rows past its window), refilled and rotated its hosts.
     fr = summary["frontier"]
-    assert fr["refills_past_window"] > 0 and fr["activations"] > HOSTS, fr
+    resumed_hosts = {str(e["host"]) for e in log if float(e["t"]) >= killed_at + LOG_LAG_S}
+    assert len(resumed_hosts) > ACTIVE, f"the kill left {len(resumed_hosts)} hosts: nothing had to wait"
+    assert fr["refills_past_window"] > 0 and fr["activations"] > len(resumed_hosts), (fr, len(resumed_hosts))
     mine = frozenset((str(e["host"]), str(e["path"])) for e in before)
     acc = account(truth=truth, log=log, journaled_at_fault=journaled, stored_urls=stored_urls(out),
                   times=FaultTimes(killed_at, killed_at), killed=Killed("crawler", mine))  # fmt: skip
