@@ -209,6 +209,14 @@ def fingerprint(url: str) -> int:
     return value - (1 << 64) if value >> 63 else value
 
 
+def fingerprint_range(authority: str) -> tuple[int, int]:
+    """The least and the greatest fingerprint (signed, inclusive) a URL of ``authority`` can have: one
+    host's URLs are one key range of every table keyed by fingerprint, shared with the hosts of its bucket."""
+    lo = _authority_bucket(authority) << _URL_BITS
+    hi = lo | _URL_MASK
+    return (lo - (1 << 64), hi - (1 << 64)) if lo >> 63 else (lo, hi)
+
+
 def host_of(url: str) -> str:
     """The authority (host[:port]) of a normalized URL: the unit of politeness and leasing."""
     start = url.index("//") + 2

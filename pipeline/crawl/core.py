@@ -260,7 +260,7 @@ class CrawlCore(PendingInputs):
         self.dispatcher.tick()
         if self.recrawl is not None:  # due URLs back into the pending set
             for host, count in self.recrawl.due(self.clock(), backlog=self.frontier.pending).items():
-                self.frontier.add_pending(host, count)
+                self.frontier.add_pending(host, count, refetch=True)
         self._sync_inflight()
         self.flush()  # bounds what a replay has to redo to about one second of results
         self.stats.set_queue(self.frontier.pending)

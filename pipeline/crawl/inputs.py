@@ -68,8 +68,6 @@ class PendingInputs:
             hs = self.frontier.host(host)
             if hs is not None and (hs.leased_to or hs.pending >= count):
                 continue  # known (or leased: its refill waits for the lease to end anyway)
-            if self.frontier.capped(host):
-                continue  # at scope.max_pages_per_host: its other URLs stay PENDING, the crawl is done with it
-            self.frontier.restore(host, count)
-            found += count
+            if self.frontier.restore(host, count):  # False: capped, its other URLs stay PENDING for good
+                found += count
         return found

@@ -37,7 +37,7 @@ def frontier_limits(settings: Settings) -> FrontierLimits:
         window_per_host=max(16, d.n_max), max_urls_per_host_batch=max(1, d.k // 4),
         hosts_per_ip=max(1, pol.per_ip_concurrency // max(1, pol.per_host_concurrency)),
         max_pages_per_host=sc.max_pages_per_host, active_hosts=d.active_hosts, session_urls=d.host_session_urls,
-        priority=d.priority == "inlinks",
+        priority=d.priority == "inlinks", recrawl=settings.recrawl.on,
     )  # fmt: skip
 
 

@@ -25,11 +25,18 @@ import queue
 import threading
 from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from pipeline.frontier.frontier import Frontier
 from pipeline.storage.base import UrlRecord
 
 Reader = Callable[[Sequence[str], int], Mapping[str, Sequence[UrlRecord]]]
+
+
+class ReadOne(Protocol):
+    """``Store.pending``'s shape, as a refill in line calls it."""
+
+    def __call__(self, host: str, limit: int, *, refetches_only: bool = False) -> Sequence[UrlRecord]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +125,9 @@ class RefillReader:
 class Refills:
     """How ``CrawlCore`` refills its frontier: in line, one ``read_one(host, limit)`` per host on the
     caller's thread (the embedded crawl, SQLite, a re-crawl that notes validators), or through a
-    ``RefillReader`` over ``read_many`` when one is given (the fleet dispatcher on HBase).
+    ``RefillReader`` over ``read_many`` when one is given (the fleet dispatcher on HBase). A read in
+    line asks for re-fetches only where the frontier says so (``Frontier.refetches_only``: a capped host
+    of a re-crawl); the background reader never has to, as a re-crawl reads in line.
 
     ``run`` applies the reads that finished, then asks for the hosts still wanted; ``flush`` writes the
     caller's buffered outcomes and ``done_ids`` names those still on a writer's queue (see the module
@@ -127,7 +136,7 @@ class Refills:
     def __init__(
         self,
         frontier: Frontier,
-        read_one: Callable[[str, int], Sequence[UrlRecord]],
+        read_one: ReadOne,
         *,
         read_many: Reader | None = None,
         hosts_per_read: int = 64,
@@ -152,7 +161,7 @@ class Refills:
             flush()  # a released host's finished URLs must be DONE in the store before its rows are read
             done = done_ids()  # taken before the reads (see WriteBehind.unapplied_ids)
             for host in wanted:
-                records = self._read_one(host, self._limit)
+                records = self._read_one(host, self._limit, refetches_only=self.frontier.refetches_only(host))
                 self.counts[len(records) > window] += 1
                 self.frontier.refill(host, records, done=done)
             return

@@ -102,7 +102,7 @@ class Recrawler:
     ) -> Recrawler | None:
         """The crawl's re-crawling (with its sitemaps feed when ``recrawl.sitemaps``), or None when off."""
         rc = settings.recrawl
-        if not (rc.enabled or rc.continuous):
+        if not rc.on:
             return None
         delay = settings.politeness.min_host_delay_s
         out = cls(rc, store, host_budget_rps=1.0 / delay if delay > 0 else 0.0)
@@ -124,9 +124,9 @@ class Recrawler:
             out["sitemaps"] = self.sitemaps.summary()
         return out
 
-    def pending(self, host: str, limit: int) -> list[UrlRecord]:
+    def pending(self, host: str, limit: int, *, refetches_only: bool = False) -> list[UrlRecord]:
         """``store.pending``, remembering the revisit state of the URLs read (for ``decorate``)."""
-        records = self.store.pending(host, limit)
+        records = self.store.pending(host, limit, refetches_only=refetches_only)
         self.note_pending(records)
         return records
 

@@ -42,7 +42,7 @@ def keep_sitemap_bodies(settings: Settings) -> Settings:
     """``settings`` whose fetchers keep robots.txt and sitemap bodies when a re-crawl reads sitemaps (the
     embedded crawl's parse step, or a fleet node's segment for the link job), else ``settings`` itself."""
     rc = settings.recrawl
-    if not ((rc.enabled or rc.continuous) and rc.sitemaps):
+    if not (rc.on and rc.sitemaps):
         return settings
     types = tuple(dict.fromkeys((*settings.fetch.parse_content_types, *SITEMAP_TYPES)))
     return settings.with_overrides({"fetch": {"parse_content_types": types}}, where="sitemaps")

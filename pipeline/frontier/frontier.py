@@ -16,6 +16,13 @@ a window is only refilled while its host is *not* leased and after every result 
 has been written to the store. The store's PENDING rows are then exactly the URLs not yet done.
 The frontier never performs I/O; ``wants_refill`` names the hosts and the caller feeds ``refill``.
 
+Host cap (``limits.max_pages_per_host``): counts the distinct URLs a host gives, so a re-fetch of a due
+URL (``UrlTask.refetch``, marked from its record's re-crawl state) is never charged. A capped host's new
+URLs stay PENDING in the store, never leased. Without re-crawling the crawl is then done with the host;
+with it (``limits.recrawl``) the host keeps re-fetching what it took: its refills read only its due
+URLs (``refetches_only``), and those reads correct its pending count, which until then may still count
+new URLs the frontier will never lease.
+
 Priority: a refill loads a host's URLs in ``limits.refill_order`` (in-links first, then depth) when
 ``FrontierLimits.priority`` is set; limits.py says how that composes with the politeness clock and the
 re-crawl budget. ``AnsweredFilter`` (answered.py) is the frontier as a crawl's dispatcher sees it.
@@ -77,14 +84,15 @@ class Frontier:
                     hs.complete = False
             self._push(hs)
 
-    def add_pending(self, host: str, count: int) -> None:
-        """``count`` new PENDING URLs of ``host`` are in the store, written by someone else (the fleet's
-        link jobs); none is in RAM. The host's window is marked incomplete, so it refills from the store."""
+    def add_pending(self, host: str, count: int, *, refetch: bool = False) -> None:
+        """``count`` PENDING URLs of ``host`` are in the store, written by someone else (the fleet's link
+        jobs; with ``refetch``, the re-crawl's due URLs); none is in RAM. The host's window is marked
+        incomplete, so it refills from the store."""
         if count <= 0:
             return
         hs = self._state(host)
-        if self.limits.max_pages_per_host and hs.issued >= self.limits.max_pages_per_host:
-            return  # host capped: the URLs stay PENDING in the store, never leased
+        if not refetch and self.limits.max_pages_per_host and hs.issued >= self.limits.max_pages_per_host:
+            return  # host capped: new URLs stay PENDING in the store, never leased
         hs.pending += count
         hs.epoch += 1
         self._pending_total += count
@@ -101,6 +109,11 @@ class Frontier:
         hs = self._hosts.get(host)
         return (hs.issued if hs is not None else self._taken_before.get(host, 0)) >= cap
 
+    def refetches_only(self, host: str) -> bool:
+        """True when a refill of ``host`` must read only URLs due again (``Store.pending(refetches_only=
+        True)``): it is capped and the crawl re-crawls, so the URLs it took are all it may still fetch."""
+        return self.limits.recrawl and self.capped(host)
+
     def charge_taken(self, taken: Mapping[str, int]) -> None:
         """URLs each host took in earlier runs of the crawl (``Store.taken_per_host``, on resume): they count
         against ``max_pages_per_host`` as this run's leases do, so the cap is a total over the crawl's runs.
@@ -115,11 +128,13 @@ class Frontier:
             elif n > 0:
                 self._taken_before[host] = n
 
-    def restore(self, host: str, pending: int) -> None:
-        """Rebuild a host from the store after a restart: ``pending`` URLs, none in RAM yet (none for a
-        capped host, as ``add`` and ``add_pending`` do)."""
-        if self.capped(host):
-            return
+    def restore(self, host: str, pending: int) -> bool:
+        """Rebuild a host from the store after a restart: ``pending`` URLs, none in RAM yet. False, and
+        nothing restored, for a capped host of a crawl that does not re-crawl (as ``add`` and
+        ``add_pending`` skip it); a capped host of one that does is restored with ``pending`` as an upper
+        bound, which its first (re-fetches only) refill corrects."""
+        if self.capped(host) and not self.limits.recrawl:
+            return False
         hs = self._state(host)
         self._pending_total += pending - hs.pending
         hs.pending = pending
@@ -129,6 +144,7 @@ class Frontier:
         if pending and not hs.active:
             self.at_work.enlist(hs)
         self._push(hs)
+        return True
 
     def wants_refill(self, limit: int = 64, *, skip: Container[str] = frozenset()) -> list[str]:
         """Active hosts whose window is empty but which still have pending URLs in the store (not those
@@ -171,7 +187,7 @@ class Frontier:
         if self.limits.priority:  # stable: equal scores keep the store's (depth, URL) order
             keep = sorted(keep, key=refill_order)
         for r in keep:
-            hs.window.append(r.url, r.url_id, r.depth, redirect_hops=r.redirect_hops)
+            hs.window.append(r.url, r.url_id, r.depth, redirect_hops=r.redirect_hops, refetch=r.revisit is not None)
         hs.complete = len(records) <= self.limits.window_per_host and (epoch is None or epoch == hs.epoch)
         # The store is the truth: fix a drifted count (e.g. URLs finished by a replayed journal).
         if hs.complete:
@@ -202,15 +218,18 @@ class Frontier:
                 continue
             take = min(n - len(tasks), self.limits.max_urls_per_host_batch, len(hs.window))
             cap = self.limits.max_pages_per_host
-            if cap:
-                take = min(take, max(0, cap - hs.issued))
-                if take == 0:
-                    self._drop_host(hs)
-                    continue
-            for _ in range(take):
-                tasks.append(hs.window.popleft())
+            if cap and hs.issued >= cap and not hs.window.head_refetch():
+                self._cap_reached(hs)
+                continue
+            for got in range(take):
+                if cap and hs.issued >= cap and not hs.window.head_refetch():
+                    take = got  # the rest waits for the next lease, which finds the host capped
+                    break
+                t = hs.window.popleft()
+                tasks.append(t)
+                if not t.refetch:
+                    hs.issued += 1
             hs.pending -= take
-            hs.issued += take
             hs.session += take
             self._pending_total -= take
             self._leased_total += take
@@ -269,7 +288,8 @@ class Frontier:
         issued: the host's page cap counts pages, not attempts."""
         for t in reversed(tasks):  # appendleft in reverse keeps the original order
             hs = self._state(host_of(t.url))
-            hs.issued = max(0, hs.issued - 1)
+            if not t.refetch:
+                hs.issued = max(0, hs.issued - 1)
             hs.pending += 1
             hs.epoch += 1
             self._pending_total += 1
@@ -356,8 +376,19 @@ class Frontier:
         self._seq += 1
         heapq.heappush(self._ready, (hs.next_allowed, self._seq, hs.host))
 
+    def _cap_reached(self, hs: HostState) -> None:
+        """``hs`` (not leased) has given max_pages_per_host URLs and the next in its window is new. Without
+        re-crawling the crawl is done with it: forget its remaining URLs (they stay PENDING in the store).
+        With it, drop the window: the next refill reads only the host's re-fetches and corrects its
+        pending count (which still counts its new URLs until then)."""
+        if not self.limits.recrawl:
+            self._drop_host(hs)
+        else:
+            hs.window.clear()
+            hs.complete = False
+
     def _drop_host(self, hs: HostState) -> None:
-        """Max pages per host reached: forget its remaining URLs (they stay PENDING in the store)."""
+        """The crawl is done with ``hs``: forget its remaining URLs (they stay PENDING in the store)."""
         self._pending_total -= hs.pending
         hs.pending = 0
         hs.window.clear()

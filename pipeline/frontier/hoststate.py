@@ -22,7 +22,7 @@ class HostState:
     leased_count: int = 0  # URLs handed out under the current lease
     ip: str = ""
     in_heap: bool = False
-    issued: int = 0  # URLs ever leased from this host (max-pages-per-host)
+    issued: int = 0  # distinct URLs leased from this host, re-fetches not counted (max-pages-per-host)
     active: bool = False  # holds a window and may be leased (pipeline.frontier.activehosts)
     session: int = 0  # URLs leased since the host was last activated
     waiting: bool = False  # queued for activation

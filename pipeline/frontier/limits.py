@@ -17,6 +17,9 @@ while new URLs wait); once pending, a due URL is one more URL of its host and ta
 by the same score as a new one (a re-fetched page keeps its in-link count, so an important page is
 re-fetched before an unimportant new one of the same host, and new URLs of other hosts are not delayed).
 
+The host cap (``max_pages_per_host``) counts distinct URLs: a due URL's re-fetch is not charged, and with
+``recrawl`` a capped host keeps re-fetching the URLs it took (frontier.py says how its refills read them).
+
 May import: pipeline.storage (records). Pure.
 """
 
@@ -33,6 +36,8 @@ class FrontierLimits:
     max_urls_per_host_batch: int = 64  # a batch takes at most this many URLs from one host
     hosts_per_ip: int = 4  # hosts of one IP leased at once (per-IP politeness)
     max_pages_per_host: int = 0  # 0 = unlimited
+    # Due URLs come back (re-crawling on): a host at max_pages_per_host keeps re-fetching the URLs it took.
+    recrawl: bool = False
     active_hosts: int = 0  # hosts worked on at once, at least (more when none is ready); 0 = all
     session_urls: int = 0  # an active host with others waiting yields its place after this many; 0 = never
     # A refill orders a host's window by in-link count, then depth (False: the store's order).

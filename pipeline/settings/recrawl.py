@@ -55,3 +55,8 @@ class RecrawlSettings:
     requeue_batch: int = 1000  # due URLs moved back to pending per check
     check_interval_s: float = 1.0  # how often the crawl looks for due URLs
     stop_file: str = ""  # `crawl --continuous` ends cleanly once this file exists
+
+    @property
+    def on(self) -> bool:
+        """Fetched URLs come back when due: re-crawling was asked for, or by a continuous crawl."""
+        return self.enabled or self.continuous

@@ -162,10 +162,15 @@ class Store(ABC):
 
     # --- pending set -----------------------------------------------------------------------------
     @abstractmethod
-    def pending(self, host: str, limit: int, *, after: tuple[int, str] | None = None) -> list[UrlRecord]:
+    def pending(
+        self, host: str, limit: int, *, after: tuple[int, str] | None = None, refetches_only: bool = False
+    ) -> list[UrlRecord]:
         """Up to ``limit`` PENDING URLs of ``host``, shallowest first (then by URL).
 
         ``after`` is the (depth, url) of the last record already taken, for paging without state changes.
+        ``refetches_only``: only URLs ``requeue_due`` made PENDING again (each with its ``revisit``), in a
+        store-defined order, never a new URL; what a host at ``scope.max_pages_per_host`` may still fetch
+        in a re-crawl. Its cost grows with the host's due URLs, not with its new ones.
         """
 
     @abstractmethod
@@ -174,9 +179,10 @@ class Store(ABC):
 
     @abstractmethod
     def taken_per_host(self) -> dict[str, int]:
-        """URLs per host that a fetcher took and finished (DONE, FAILED or BLOCKED), hosts with none left
-        out: what ``scope.max_pages_per_host`` has counted so far, for a resumed crawl or restarted
-        dispatcher. One pass over the crawl db (resume only, and only with a cap)."""
+        """URLs per host that a fetcher took and finished (DONE, FAILED or BLOCKED) or that are PENDING
+        again as due re-fetches, hosts with none left out: what ``scope.max_pages_per_host`` has counted
+        so far (distinct URLs), for a resumed crawl or restarted dispatcher. One pass over the crawl db
+        (resume only, and only with a cap)."""
 
     # --- results ---------------------------------------------------------------------------------
     @abstractmethod

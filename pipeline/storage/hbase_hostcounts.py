@@ -1,5 +1,5 @@
 """The HBase store's per-host counts for a restart: pending URLs (the frontier's hosts) and URLs taken
-(what ``scope.max_pages_per_host`` has counted). Whole-table scans, run once when a crawl resumes or a
+(what ``scope.max_pages_per_host`` has counted: URLs fetched at least once). Whole-table scans, run once when a crawl resumes or a
 dispatcher restarts, never on the hot path; apart from ``hbase.py`` to keep each module small."""
 
 from __future__ import annotations
@@ -33,13 +33,14 @@ def pending_hosts(call: Call[Any], limit: int) -> list[tuple[str, int]]:
 
 
 def taken_per_host(call: Call[Any]) -> dict[str, int]:
-    """DONE, FAILED or BLOCKED URLs per host, from a scan of the crawl db's host and state cells."""
+    """DONE, FAILED or BLOCKED URLs per host, and PENDING ones with a re-crawl state (fetched, due again),
+    from a scan of the crawl db's host, state and re-crawl cells."""
 
     def scan(conn: happybase.Connection) -> dict[str, int]:
         counts: Counter[str] = Counter()
-        for _, row in conn.table("crawldb").scan(columns=[b"m:h", b"m:s"], batch_size=5000):
+        for _, row in conn.table("crawldb").scan(columns=[b"m:h", b"m:s", b"m:R"], batch_size=5000):
             state, host = row.get(b"m:s"), row.get(b"m:h")
-            if state and host and state[0] in _TAKEN:
+            if state and host and (state[0] in _TAKEN or b"m:R" in row):
                 counts[host.decode()] += 1
         return dict(counts)
 

@@ -33,6 +33,11 @@ class HBaseStore(Protocol):
 _STATE_NAMES = {s: s.name.lower() for s in UrlState}
 
 
+# The value of a due URL's pending row (a new URL's is empty): ``pending(refetches_only=True)`` reads
+# only these, so a host at its page cap still finds the URLs it took among the new ones it may not take.
+REFETCH = b"R"
+
+
 def requeue_due(self: HBaseStore, now: float, limit: int) -> dict[str, int]:
     """Scans the due index up to ``now``; per due URL: a pending row, then the PENDING state, then the
     due entry is deleted (a crash in between leaves a due entry of a PENDING URL, skipped and removed
@@ -55,7 +60,7 @@ def requeue_due(self: HBaseStore, now: float, limit: int) -> dict[str, int]:
         if row is None or row[b"m:s"][0] not in (UrlState.DONE, UrlState.FAILED):
             continue
         host = row[b"m:h"].decode()
-        pend.append((pending_key(host, _I.unpack(row[b"m:d"])[0], ukey), {b"p:x": b""}))
+        pend.append((pending_key(host, _I.unpack(row[b"m:d"])[0], ukey), {b"p:x": REFETCH}))
         flips.append((ukey, {b"m:s": bytes([UrlState.PENDING])}))
         hosts[host] += 1
         states["pending"] += 1

@@ -41,11 +41,13 @@ from pipeline.storage.sqlite_schema import (  # noqa: F401 (CHUNK, SCHEMA_VERSIO
     _SELECT_PENDING,
     _SELECT_PENDING_AFTER,
     _SELECT_PENDING_HOSTS,
+    _SELECT_REFETCHES,
     _SELECT_REVISIT,
     _SELECT_TAKEN,
     _SELECT_URL,
     _STATE_NAMES,
     _UPSERT_REVISIT,
+    _UPSERT_REVISIT_KEEP,
     CHUNK,
     CODEC_LZ4,
     CODEC_RAW,
@@ -64,7 +66,7 @@ from pipeline.storage.sqlite_schema import (  # noqa: F401 (CHUNK, SCHEMA_VERSIO
 )
 from pipeline.storage.sqlite_tx import BUSY_TIMEOUT_S, LINK_ROUNDS_DDL, Transaction, claim_round, is_locked
 from pipeline.storage.sqlite_wal import Checkpointer
-from pipeline.urls import fingerprint
+from pipeline.urls import fingerprint, fingerprint_range
 
 
 class SqliteStore(Store):
@@ -217,8 +219,12 @@ class SqliteStore(Store):
         return None if row is None else _url_record(row)
 
     # --- pending set -----------------------------------------------------------------------------
-    def pending(self, host: str, limit: int, *, after: tuple[int, str] | None = None) -> list[UrlRecord]:
-        if after is None:
+    def pending(
+        self, host: str, limit: int, *, after: tuple[int, str] | None = None, refetches_only: bool = False
+    ) -> list[UrlRecord]:
+        if refetches_only:  # in fingerprint order: a host's URLs are one range of the queued index
+            rows = self._db.execute(_SELECT_REFETCHES, (*fingerprint_range(host), host, limit))
+        elif after is None:
             rows = self._db.execute(_SELECT_PENDING, (host, limit))
         else:
             rows = self._db.execute(_SELECT_PENDING_AFTER, (host, after[0], after[1], limit))
@@ -310,7 +316,7 @@ class SqliteStore(Store):
             return 0
         with self._tx():
             known = [uid for (uid,) in self._select_in("SELECT url_id FROM urls WHERE url_id IN ({marks})", list(by_id))]
-            self._db.executemany(_UPSERT_REVISIT, [revisit_row(uid, by_id[uid]) for uid in known])
+            self._db.executemany(_UPSERT_REVISIT_KEEP, [revisit_row(uid, by_id[uid]) for uid in known])
         return len(known)
 
     def get_revisit(self, url: str) -> Revisit | None:

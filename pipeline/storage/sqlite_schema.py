@@ -48,16 +48,21 @@ CREATE TABLE IF NOT EXISTS revisits (
     last_modified TEXT NOT NULL, digest TEXT NOT NULL, simhash INTEGER NOT NULL, changes INTEGER NOT NULL,
     fetches INTEGER NOT NULL, fetched_at REAL NOT NULL, queued INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS revisits_due ON revisits(next_fetch) WHERE queued = 0;
+-- The queued ones by fingerprint: a host's due URLs are one range of it (pending(refetches_only=True)).
+CREATE INDEX IF NOT EXISTS revisits_queued ON revisits(url_id) WHERE queued = 1;
 -- Redirect hops of the few URLs found as the target of a redirect a fetcher did not follow
 -- (UrlRecord.redirect_hops; absent = 0). A table of its own for the same reason as revisits.
 CREATE TABLE IF NOT EXISTS redirect_hops (url_id INTEGER PRIMARY KEY, hops INTEGER NOT NULL);
 """
 
 _URL_COLS = "url, url_id, host, depth, state, discovered_from, fetched_at, status, signature, retries, error"
-_SELECT_URL = (
-    "SELECT u.url, u.url_id, u.host, u.depth, u.state, u.discovered_from, s.inlinks, u.fetched_at, "
+_URL_RECORD_COLS = (
+    "u.url, u.url_id, u.host, u.depth, u.state, u.discovered_from, s.inlinks, u.fetched_at, "
     "u.status, u.signature, u.retries, u.error, h.hops, r.next_fetch, r.interval, r.etag, r.last_modified, "
-    "r.digest, r.simhash, r.changes, r.fetches, r.fetched_at FROM urls u JOIN seen s ON s.url_id = u.url_id "
+    "r.digest, r.simhash, r.changes, r.fetches, r.fetched_at"
+)
+_SELECT_URL = (
+    f"SELECT {_URL_RECORD_COLS} FROM urls u JOIN seen s ON s.url_id = u.url_id "
     "LEFT JOIN revisits r ON r.url_id = u.url_id LEFT JOIN redirect_hops h ON h.url_id = u.url_id"
 )
 _INSERT_HOPS = "INSERT OR IGNORE INTO redirect_hops (url_id, hops) VALUES (?, ?)"
@@ -67,14 +72,30 @@ _SELECT_PENDING = f"{_SELECT_URL} WHERE u.state = 0 AND u.host = ? ORDER BY u.de
 _SELECT_PENDING_AFTER = (
     f"{_SELECT_URL} WHERE u.state = 0 AND u.host = ? AND (u.depth, u.url) > (?, ?) ORDER BY u.depth, u.url LIMIT ?"
 )
+# A host's due URLs made PENDING again (queued = 1), from the host's fingerprint range of the queued index:
+# what a capped host may still fetch, read without walking the new URLs it may not (CROSS JOIN: SQLite keeps
+# the queued index as the outer loop, where its planner would rather walk the host's pending URLs).
+_SELECT_REFETCHES = (
+    f"SELECT {_URL_RECORD_COLS} FROM revisits r INDEXED BY revisits_queued CROSS JOIN urls u ON u.url_id = r.url_id "
+    "JOIN seen s ON s.url_id = u.url_id LEFT JOIN redirect_hops h ON h.url_id = u.url_id "
+    "WHERE r.queued = 1 AND r.url_id BETWEEN ? AND ? AND u.host = ? AND u.state = 0 ORDER BY r.url_id LIMIT ?"
+)
 _SELECT_PENDING_HOSTS = "SELECT host, n FROM host_pending WHERE n > 0 ORDER BY host LIMIT ?"
-# URLs taken per host (DONE 1, FAILED 2, BLOCKED 3): a full scan, run on resume with a host cap only.
+# URLs taken per host (DONE 1, FAILED 2, BLOCKED 3, or PENDING again: due, queued = 1): a full scan, run on
+# resume with a host cap only.
 _SELECT_TAKEN = (
-    f"SELECT host, COUNT(*) FROM urls WHERE state IN ({', '.join(str(int(s)) for s in SETTLED_STATES)}) GROUP BY host"
+    "SELECT u.host, COUNT(*) FROM urls u LEFT JOIN revisits r ON r.url_id = u.url_id "
+    f"WHERE u.state IN ({', '.join(str(int(s)) for s in SETTLED_STATES)}) OR r.queued = 1 GROUP BY u.host"
 )
 _REVISIT_COLS = "next_fetch, interval, etag, last_modified, digest, simhash, changes, fetches, fetched_at"
 _UPSERT_REVISIT = (
     f"INSERT OR REPLACE INTO revisits (url_id, {_REVISIT_COLS}, queued) VALUES (?,?,?,?,?,?,?,?,?,?,0)"
+)
+# A new schedule for a known URL (a sitemap's lastmod): a URL PENDING again stays queued, so it is still
+# found as a re-fetch, and requeue_due does not take it a second time.
+_UPSERT_REVISIT_KEEP = (
+    f"INSERT OR REPLACE INTO revisits (url_id, {_REVISIT_COLS}, queued) "
+    "VALUES (?,?,?,?,?,?,?,?,?,?,(SELECT state = 0 FROM urls WHERE url_id = ?1))"
 )
 _SELECT_REVISIT = f"SELECT {_REVISIT_COLS} FROM revisits WHERE url_id = ?"
 # Due DONE (1) or FAILED (2) URLs, earliest first; "queued = 0" lets SQLite use the partial due index.

@@ -51,9 +51,11 @@ class LockedStore(Store):
         with self.lock:
             yield from self.inner.iter_url_ids()
 
-    def pending(self, host: str, limit: int, *, after: tuple[int, str] | None = None) -> list[UrlRecord]:
+    def pending(
+        self, host: str, limit: int, *, after: tuple[int, str] | None = None, refetches_only: bool = False
+    ) -> list[UrlRecord]:
         with self.lock:
-            return self.inner.pending(host, limit, after=after)
+            return self.inner.pending(host, limit, after=after, refetches_only=refetches_only)
 
     def pending_hosts(self, limit: int = 1_000_000) -> list[tuple[str, int]]:
         with self.lock:

@@ -106,3 +106,41 @@ def test_put_revisits_schedules_urls_recorded_without_one(store: Store) -> None:
     assert store.requeue_due(100.0, 10) == {}
     assert store.requeue_due(600.0, 10) == {"a.test": 1}
     assert store.put_revisits([]) == 0
+
+
+def test_refetches_only_reads_the_due_urls_never_a_new_one(store: Store) -> None:
+    """What a host at ``scope.max_pages_per_host`` may still fetch in a re-crawl: its URLs PENDING again
+    (with their revisit), not the new ones, although those sort first (shallower) in a plain read."""
+    deep = [f"http://a.test/old/{i}" for i in range(4)]
+    store.add_urls([rec(u, 5) for u in deep] + [rec(B1, 5)])
+    store.record_results([done(u, revisit=rv(10.0)) for u in [*deep, B1]])
+    new = [f"http://a.test/new/{i}" for i in range(6)]
+    store.add_urls([rec(u, 1) for u in new])
+    assert store.pending("a.test", 10, refetches_only=True) == []
+    assert store.requeue_due(20.0, 3) != {}  # three of the five come back
+    back = store.pending("a.test", 10, refetches_only=True)
+    assert {r.url for r in back} <= set(deep) and all(r.revisit is not None for r in back)
+    assert {r.url for r in store.pending("a.test", 4)} == set(new[:4])  # a plain read: new ones first
+    assert store.requeue_due(20.0, 10) != {}
+    assert [r.url for r in store.pending("b.test", 10, refetches_only=True)] == [B1]
+    back = store.pending("a.test", 10, refetches_only=True)
+    assert sorted(r.url for r in back) == deep
+    assert [r.url for r in store.pending("a.test", 2, refetches_only=True)] == [r.url for r in back[:2]]
+    # A failed re-fetch to retry stays a re-fetch; so does one a sitemap's lastmod reschedules meanwhile.
+    store.record_results([done(deep[0], state=UrlState.PENDING, with_page=False, retries=1)])
+    assert store.put_revisits([(deep[1], rv(5.0, fetches=1))]) == 1
+    assert store.requeue_due(30.0, 10) == {}  # neither is taken a second time
+    # A finished re-fetch leaves the set.
+    store.record_results([done(u, revisit=rv(500.0, fetches=2)) for u in (deep[2], B1)])
+    assert sorted(r.url for r in store.pending("a.test", 10, refetches_only=True)) == [deep[0], deep[1], deep[3]]
+    assert store.pending("b.test", 10, refetches_only=True) == []
+
+
+def test_taken_per_host_counts_a_url_pending_again_once(store: Store) -> None:
+    """A due URL PENDING again was taken: a resume's host cap counts it, once (distinct URLs)."""
+    fetch_all(store, A1, A2, B1, at=10.0)
+    store.add_urls([rec("http://a.test/new")])
+    assert store.requeue_due(20.0, 10) == {"a.test": 2, "b.test": 1}
+    assert store.taken_per_host() == {"a.test": 2, "b.test": 1}
+    store.record_results([done(A1, revisit=rv(99.0, fetches=2))])
+    assert store.taken_per_host() == {"a.test": 2, "b.test": 1}

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import collections
 import json
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -15,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from pipeline.harness.continuous import ContinuousCrawl
 from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.storage.sqlite import SqliteStore
 
@@ -61,8 +61,7 @@ def test_continuous_crawl_refetches_with_304s_until_the_stop_file(
         "--host-delay", "0.02", "--json", "--no-progress", "--config", str(cfg),
         "--continuous", "--stop-file", str(stop),
     ]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with ContinuousCrawl(cmd, stop) as crawl:
 
         def enough(entries: list[dict[str, Any]]) -> bool:
             pages = _page_requests(entries)
@@ -72,14 +71,9 @@ def test_continuous_crawl_refetches_with_304s_until_the_stop_file(
             )
 
         entries = _log_until(tb, enough, timeout_s=90)
-        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""  # still running: continuous
-        stop.write_text("")
-        stdout, stderr = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 0, stderr[-3000:]
+        assert crawl.running(), crawl.stderr_tail()  # still running: continuous
+        code, stdout, stderr = crawl.stop(timeout_s=60)
+    assert code == 0, stderr[-3000:]
     summary = json.loads(stdout.strip().splitlines()[-1])
     rc = summary["recrawl"]
     assert rc["requeued"] > 0 and rc["not_modified"] > 0 and rc["conditional_sent"] > 0

@@ -38,7 +38,6 @@ import argparse
 import json
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -48,6 +47,7 @@ from typing import Any
 from pipeline.harness.bench.freshweb import MixedTestbed, conditional_figures, oracle
 from pipeline.harness.bench.jobs import machine
 from pipeline.harness.bench.wirecost import log_url, probe_costs, saved_figures
+from pipeline.harness.continuous import ContinuousCrawl
 from pipeline.harness.testbed.livetruth import locate, page_version
 from pipeline.harness.testbed.living import CLASSIC, CONTENT_CLASSES, MEASURED, MIXES
 from pipeline.harness.testbed.model import Web
@@ -169,19 +169,16 @@ def _run_mode(
         "--json", "--no-progress", "--config", str(cfg), "--continuous", "--stop-file", str(stop),
     ]  # fmt: skip
     started = time.time()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     samples: list[float] = []
     changing: list[float] = []  # the same, among pages whose content changes (hourly and fast classes)
     stored: list[int] = []
-    try:
+    with ContinuousCrawl(cmd, stop) as crawl:
         measure_from = started + args.warmup
         end = measure_from + args.seconds
         while time.time() < end:
             time.sleep(args.sample_every)
-            if proc.poll() is not None:
-                raise RuntimeError(
-                    f"{mode} crawl ended early: {proc.stderr.read()[-2000:] if proc.stderr else ''}"
-                )
+            if not crawl.running():
+                raise RuntimeError(f"{mode} crawl ended early: {crawl.stderr_tail(2000)}")
             now = time.time()
             if now < measure_from:
                 continue
@@ -191,14 +188,9 @@ def _run_mode(
                 stored.append(got["stored"])
             if got["changing"]:
                 changing.append(got["fresh_changing"] / got["changing"])
-        stop.write_text("")
-        stdout, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    if proc.returncode != 0:
-        raise RuntimeError(f"{mode} crawl failed ({proc.returncode}): {stderr[-2000:]}")
+        code, stdout, stderr = crawl.stop(timeout_s=120)
+    if code != 0:
+        raise RuntimeError(f"{mode} crawl failed ({code}): {stderr[-2000:]}")
     summary = json.loads(stdout.strip().splitlines()[-1])
     rc = summary.get("recrawl", {})
     tb.wait_log_flush()
