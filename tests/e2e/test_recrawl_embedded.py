@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.harness.continuous import ContinuousCrawl
+from pipeline.harness.bench.continuous import ContinuousCrawl
 from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.storage.sqlite import SqliteStore
 

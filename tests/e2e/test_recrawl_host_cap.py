@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from pipeline.harness.continuous import ContinuousCrawl
+from pipeline.harness.bench.continuous import ContinuousCrawl
 from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.storage.base import UrlState
 
@@ -103,7 +103,10 @@ def test_a_continuous_crawl_keeps_refetching_its_capped_hosts(make_testbed: Any,
     log = [e for e in tb.read_access_log() if float(e["t"]) >= first]
 
     with closing(sqlite3.connect(out / "crawl.db")) as db:
-        rows = {(urlsplit(u).hostname, urlsplit(u).path): UrlState(s) for u, s in db.execute("SELECT url, state FROM urls")}
+        rows = {
+            (urlsplit(u).hostname, urlsplit(u).path): UrlState(s)
+            for u, s in db.execute("SELECT url, state FROM urls")
+        }
     # A URL the cap counts: any path requested but a hop of a redirect chain (settled SKIPPED, with the URL
     # that started the chain). robots.txt counts: the sitemaps feed crawls it as one of the host's URLs.
     distinct = collections.Counter(

@@ -44,10 +44,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pipeline.harness.bench.continuous import ContinuousCrawl
 from pipeline.harness.bench.freshweb import MixedTestbed, conditional_figures, oracle
 from pipeline.harness.bench.jobs import machine
 from pipeline.harness.bench.wirecost import log_url, probe_costs, saved_figures
-from pipeline.harness.continuous import ContinuousCrawl
 from pipeline.harness.testbed.livetruth import locate, page_version
 from pipeline.harness.testbed.living import CLASSIC, CONTENT_CLASSES, MEASURED, MIXES
 from pipeline.harness.testbed.model import Web
