@@ -24,16 +24,11 @@ from yarl import URL
 
 from fetchers.body import ACCEPT_ENCODING, BodyDecoder
 from fetchers.conditional import REQUEST_HEADERS
-from fetchers.engine import BACKLOG, Engine
 from fetchers.exchange import REDIRECT_STATUSES, Exchange, dns_error_class
+from fetchers.fetcher import EngineFetcher
 from fetchers.guard import GuardedResolver, SsrfBlocked
-from fetchers.records import Batch, FetchResult
-from fetchers.redirects import RedirectGate, follow_all
-from fetchers.report import BatchReport
-from fetchers.robots import RobotsShare
-from fetchers.wire import Archive, WireRecord, status_line
-from pipeline.settings import FetchSettings, Settings
-from pipeline.urls import Scope
+from fetchers.wire import WireRecord, status_line
+from pipeline.settings import FetchSettings
 
 # Response headers kept in FetchResult.headers (lower-case names).
 KEEP_HEADERS = (
@@ -224,47 +219,18 @@ def _wire_of(resp: aiohttp.ClientResponse, url: str, ip: str, sent_at: float) ->
     return WireRecord(url, ip, sent_at, request, head, tuple(resp.raw_headers))
 
 
-class AioFetcher:
-    """The event-driven fetcher. ``start`` once per process; batches may run concurrently.
+class AioFetcher(EngineFetcher):
+    """The event-driven fetcher: one ClientSession over one connector per process (``EngineFetcher``
+    says the rest). The connector resolves through the SSRF guard and closes it; a resolver passed in
+    stays open (``_NonClosingGuard``)."""
 
-    ``resolver``: any aiohttp resolver (our ``pipeline.dns.AiohttpResolver`` in production); None means
-    aiohttp's default. It is always wrapped in the SSRF guard; a resolver passed in is not closed here.
-    """
+    _session: aiohttp.ClientSession | None = None
 
-    def __init__(
-        self,
-        settings: Settings,
-        *,
-        fetcher_id: str,
-        resolver: AbstractResolver | None = None,
-        scope: Scope | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        archive: Archive | None = None,
-        redirect_gate: RedirectGate = follow_all,
-        robots_share: RobotsShare | None = None,
-    ) -> None:
-        """``archive``: called with every exchange as sent and received (``fetchers.wire``), e.g. a WARC writer.
-        ``robots_share``: robots.txt answers shared with the fleet's other nodes (``fetchers.robots``)."""
-        self.settings = settings
-        self.robots_share = robots_share
-        self.fetcher_id = fetcher_id
-        self._given_resolver = resolver
-        self.scope = scope
-        self.redirect_gate = redirect_gate  # asked before each redirect hop (fetchers.redirects)
-        self.clock = clock
-        self.archive = archive
-        self._session: aiohttp.ClientSession | None = None
-        self._own_resolver: AbstractResolver | None = None
-        self.engine: Engine | None = None
+    def _guard(self, inner: AbstractResolver) -> GuardedResolver:
+        return _NonClosingGuard(inner, self.settings.security.allow_networks)
 
-    async def start(self) -> None:
-        if self.engine is not None:
-            return
+    def _open_transport(self, guarded: GuardedResolver) -> AioTransport:
         f = self.settings.fetch
-        inner = self._given_resolver
-        if inner is None:
-            inner = self._own_resolver = aiohttp.DefaultResolver()
-        guarded = _NonClosingGuard(inner, self.settings.security.allow_networks)
         connector = _TimedConnector(
             limit=f.concurrency + 16,  # the pacer bounds in-flight requests; leave headroom for closing sockets
             limit_per_host=0,
@@ -285,48 +251,12 @@ class AioFetcher:
             max_field_size=f.max_header_bytes,
             read_bufsize=_READ_CHUNK,
         )
-        transport = AioTransport(self._session, f, self.clock, capture=self.archive is not None)
-        self.engine = Engine(
-            self.settings, fetcher_id=self.fetcher_id, transport=transport, resolver=guarded,
-            scope=self.scope, clock=self.clock, archive=self.archive, redirect_gate=self.redirect_gate,
-            robots_share=self.robots_share,
-        )  # fmt: skip
+        return AioTransport(self._session, f, self.clock, capture=self.archive is not None)
 
-    async def close(self) -> None:
+    async def _close_transport(self) -> None:
         if self._session is not None:
             await self._session.close()
             self._session = None
-        if self._own_resolver is not None:
-            await self._own_resolver.close()
-            self._own_resolver = None
-        self.engine = None
-
-    @property
-    def free_slots(self) -> int:
-        if self.engine is None:
-            return BACKLOG * self.settings.fetch.concurrency
-        return self.engine.free_slots
-
-    async def fetch_batch(
-        self,
-        batch: Batch,
-        on_result: Callable[[FetchResult], None],
-        *,
-        fence: Callable[[], bool] | None = None,
-        on_host_done: Callable[[str, float, str], None] | None = None,
-    ) -> BatchReport:
-        """Fetch every task; ``on_result`` is called as each URL completes. Never raises (but can be cancelled)."""
-        if self.engine is None:
-            await self.start()
-        assert self.engine is not None
-        return await self.engine.run_batch(batch, on_result, fence=fence, on_host_done=on_host_done)
-
-    async def __aenter__(self) -> AioFetcher:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
 
 class _NonClosingGuard(GuardedResolver):

@@ -19,10 +19,8 @@ from collections.abc import Callable
 from http.cookiejar import DefaultCookiePolicy
 from typing import Any
 
-import aiohttp
 import requests
 import urllib3
-from aiohttp.abc import AbstractResolver
 from requests.adapters import HTTPAdapter
 from requests_futures.sessions import FuturesSession
 from urllib3.connection import HTTPConnection, HTTPSConnection
@@ -32,16 +30,11 @@ from urllib3.exceptions import ConnectTimeoutError, InvalidChunkLength, NewConne
 from fetchers.aio import KEEP_HEADERS
 from fetchers.body import ACCEPT_ENCODING, BodyDecoder
 from fetchers.conditional import REQUEST_HEADERS
-from fetchers.engine import BACKLOG, Engine
 from fetchers.exchange import REDIRECT_STATUSES, Exchange, split_host
+from fetchers.fetcher import EngineFetcher
 from fetchers.guard import GuardedResolver, SsrfBlocked
-from fetchers.records import Batch, FetchResult
-from fetchers.redirects import RedirectGate, follow_all
-from fetchers.report import BatchReport
-from fetchers.robots import RobotsShare
-from fetchers.wire import Archive, WireRecord, status_line
+from fetchers.wire import WireRecord, status_line
 from pipeline.settings import FetchSettings, Settings
-from pipeline.urls import Scope
 
 _REDIRECT_BODY_CAP = 64 * 1024
 _READ_CHUNK = 64 * 1024
@@ -275,81 +268,22 @@ def _wire(
     return WireRecord(url, ip, went_at or sent_at, sent, line, headers, dec.raw, truncated)
 
 
-class ThreadedFetcher:
-    """Thread-per-download fetcher with AioFetcher's interface (``fetch_batch`` is async)."""
+class ThreadedFetcher(EngineFetcher):
+    """Thread-per-download fetcher with AioFetcher's interface (``fetch_batch`` is async); ``threads``
+    defaults to ``fetch.concurrency``."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        *,
-        fetcher_id: str,
-        resolver: AbstractResolver | None = None,
-        scope: Scope | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        threads: int | None = None,
-        archive: Archive | None = None,
-        redirect_gate: RedirectGate = follow_all,
-        robots_share: RobotsShare | None = None,
-    ) -> None:
-        """``archive``: called with every exchange as sent and received (``fetchers.wire``)."""
-        self.settings = settings
-        self.archive = archive
-        self.fetcher_id = fetcher_id
-        self._given_resolver = resolver
-        self.scope = scope
-        self.redirect_gate = redirect_gate  # asked before each redirect hop (fetchers.redirects)
-        self.robots_share = robots_share  # robots.txt answers shared with other nodes (fetchers.robots)
-        self.clock = clock
+    def __init__(self, settings: Settings, *, threads: int | None = None, **kw: Any) -> None:
+        super().__init__(settings, **kw)
         self.threads = threads or settings.fetch.concurrency
-        self._own_resolver: AbstractResolver | None = None
         self._transport: ThreadedTransport | None = None
-        self.engine: Engine | None = None
 
-    async def start(self) -> None:
-        if self.engine is not None:
-            return
-        inner = self._given_resolver
-        if inner is None:
-            inner = self._own_resolver = aiohttp.DefaultResolver()
-        guarded = GuardedResolver(inner, self.settings.security.allow_networks)
+    def _open_transport(self, guarded: GuardedResolver) -> ThreadedTransport:
         self._transport = ThreadedTransport(
             self.settings.fetch, threads=self.threads, clock=self.clock, capture=self.archive is not None
         )
-        self.engine = Engine(
-            self.settings, fetcher_id=self.fetcher_id, transport=self._transport, resolver=guarded,
-            scope=self.scope, clock=self.clock, archive=self.archive, redirect_gate=self.redirect_gate,
-            robots_share=self.robots_share,
-        )  # fmt: skip
+        return self._transport
 
-    async def close(self) -> None:
+    async def _close_transport(self) -> None:
         if self._transport is not None:
             self._transport.close()
             self._transport = None
-        if self._own_resolver is not None:
-            await self._own_resolver.close()
-            self._own_resolver = None
-        self.engine = None
-
-    @property
-    def free_slots(self) -> int:
-        return BACKLOG * self.settings.fetch.concurrency if self.engine is None else self.engine.free_slots
-
-    async def fetch_batch(
-        self,
-        batch: Batch,
-        on_result: Callable[[FetchResult], None],
-        *,
-        fence: Callable[[], bool] | None = None,
-        on_host_done: Callable[[str, float, str], None] | None = None,
-    ) -> BatchReport:
-        if self.engine is None:
-            await self.start()
-        assert self.engine is not None
-        return await self.engine.run_batch(batch, on_result, fence=fence, on_host_done=on_host_done)
-
-    async def __aenter__(self) -> ThreadedFetcher:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()

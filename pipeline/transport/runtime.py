@@ -55,27 +55,10 @@ DONE_MEMORY = 20_000  # finished serials remembered for re-deliveries
 SINK_THREADS = 3  # batches storing their pages at once per node (each with its own store connection)
 
 
-# (settings, node, scope, shared) -> Fetcher; ``shared`` is a per-process dict for a shared DNS cache.
 # (settings, node, scope, shared) -> Fetcher; ``shared`` holds the process's one caching resolver and,
-# under "archive", the WARC exchange writer this fetcher records to (None: no WARC).
+# under "archive", the WARC exchange writer this fetcher records to (None: no WARC). The worker's is
+# ``fetchers.choice.worker_factory``.
 FetcherFactory = Callable[[Settings, str, Scope | None, dict[str, Any]], Fetcher]
-
-
-def aio_fetcher_factory(
-    settings: Settings, node: str, scope: Scope | None, shared: dict[str, Any]
-) -> Fetcher:
-    """AioFetcher behind this process's one caching resolver (built on the loop thread)."""
-    from fetchers.aio import AioFetcher
-    from pipeline.dns.aiohttp_resolver import AiohttpResolver
-    from pipeline.dns.cache_resolver import CachingResolver
-
-    if "resolver" not in shared:
-        shared["caching"] = CachingResolver.from_settings(settings.dns)
-        shared["resolver"] = AiohttpResolver(shared["caching"])
-    return AioFetcher(
-        settings, fetcher_id=node, resolver=shared["resolver"], scope=scope, archive=shared.get("archive"),
-        robots_share=shared.get("robots_share"),
-    )
 
 
 def scope_to_json(scope: Scope | None) -> dict[str, Any] | None:
@@ -131,7 +114,7 @@ class FetchRuntime:
         *,
         node: str,
         slots: int,
-        factory: FetcherFactory = aio_fetcher_factory,
+        factory: FetcherFactory,
         reserved: Callable[[], int] | None = None,
         outbox_options: dict[str, Any] | None = None,
     ) -> None:
