@@ -35,6 +35,8 @@ _STATE_NAMES = {s: s.name.lower() for s in UrlState}
 
 # The value of a due URL's pending row (a new URL's is empty): ``pending(refetches_only=True)`` reads
 # only these, so a host at its page cap still finds the URLs it took among the new ones it may not take.
+# The region server applies the filter, but still reads every pending row of the host to do so: a capped
+# host whose pending set keeps growing (its re-fetched pages' new links) makes each such read longer.
 REFETCH = b"R"
 
 
