@@ -170,8 +170,8 @@ class Store(ABC):
         ``after`` is the (depth, url) of the last record already taken, for paging without state changes.
         ``refetches_only``: only URLs ``requeue_due`` made PENDING again (each with its ``revisit``), in a
         store-defined order, never a new URL; what a host at ``scope.max_pages_per_host`` may still fetch
-        in a re-crawl. SQLite reads an index of due URLs only; HBase filters the host's pending rows on
-        the region server, so there the read still walks the new URLs a capped host will never take.
+        in a re-crawl. Both stores read an index of the URLs PENDING again, so the read never walks the
+        new URLs a capped host will not take.
         """
 
     @abstractmethod

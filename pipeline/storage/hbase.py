@@ -232,9 +232,9 @@ class HBaseStore(Store):
     def pending(
         self, host: str, limit: int, *, after: tuple[int, str] | None = None, refetches_only: bool = False
     ) -> list[UrlRecord]:
+        if refetches_only:
+            return hbase_revisits.pending_refetches(self, host, limit)
         prefix = authority_key(host) + b"|"
-        # A due URL's pending row holds REFETCH (hbase_revisits.requeue_due): the region server filters.
-        only = b"ValueFilter(=, 'binary:" + hbase_revisits.REFETCH + b"')" if refetches_only else None
         start = prefix if after is None else pending_key(host, after[0], row_key(after[1])) + b"\x00"
         out: list[UrlRecord] = []
         while len(out) < limit:
@@ -243,8 +243,7 @@ class HBaseStore(Store):
                 lambda c, s=start, w=want: [  # type: ignore[misc]
                     k
                     for k, _ in c.table("pending").scan(
-                        row_start=s, row_stop=_stop_key(prefix), columns=[b"p:x"], filter=only, limit=w,
-                        batch_size=min(w, 1000),
+                        row_start=s, row_stop=_stop_key(prefix), columns=[b"p:x"], limit=w, batch_size=min(w, 1000)
                     )
                 ]
             )

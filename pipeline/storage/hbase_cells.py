@@ -21,6 +21,9 @@ FAMILIES: dict[str, dict[str, dict[str, Any]]] = {
     "meta": {"m": {"max_versions": 1}, "c": {"max_versions": 1}},
     # Re-crawl due index (issue #23): key = next fetch (8-byte big-endian double) | row_key(url).
     "due": {"d": {"max_versions": 1, "bloom_filter_type": "NONE"}},
+    # URLs requeue_due made PENDING again, per host (hbase_revisits.pending_refetches): key = authority |
+    # row_key(url). A row outlives its re-fetch (the read drops it): at most one per URL ever due again.
+    "refetch": {"r": {"max_versions": 1, "bloom_filter_type": "NONE"}},
     # robots.txt answers shared by the fleet's nodes (hbase_robots.py): key = origin.
     "robots": {"r": {"max_versions": 1}},
 }

@@ -13,9 +13,9 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from pipeline.storage.base import Revisit, UrlState
-from pipeline.storage.hbase_cells import _D, _I, due_key, pending_key, revisit_cell, revisit_from
-from pipeline.storage.rowkey import row_key
+from pipeline.storage.base import Revisit, UrlRecord, UrlState
+from pipeline.storage.hbase_cells import _D, _I, due_key, pending_key, revisit_cell, revisit_from, url_record
+from pipeline.storage.rowkey import authority_key, row_key
 
 
 class HBaseStore(Protocol):
@@ -28,16 +28,11 @@ class HBaseStore(Protocol):
     def _put(self, table: str, rows: Any) -> None: ...
     def _delete(self, table: str, keys: Sequence[bytes]) -> None: ...
     def _increment(self, incs: Any) -> None: ...
+    @property
+    def url_cols(self) -> list[bytes]: ...
 
 
 _STATE_NAMES = {s: s.name.lower() for s in UrlState}
-
-
-# The value of a due URL's pending row (a new URL's is empty): ``pending(refetches_only=True)`` reads
-# only these, so a host at its page cap still finds the URLs it took among the new ones it may not take.
-# The region server applies the filter, but still reads every pending row of the host to do so: a capped
-# host whose pending set keeps growing (its re-fetched pages' new links) makes each such read longer.
-REFETCH = b"R"
 
 
 def requeue_due(self: HBaseStore, now: float, limit: int) -> dict[str, int]:
@@ -56,22 +51,57 @@ def requeue_due(self: HBaseStore, now: float, limit: int) -> dict[str, int]:
     rows = self._rows("crawldb", url_keys, [b"m:s", b"m:d", b"m:h"])
     hosts: Counter[str] = Counter()
     states: Counter[str] = Counter()
-    pend, flips = [], []
+    pend, flips, index = [], [], []
     for ukey in dict.fromkeys(url_keys):
         row = rows.get(ukey)
         if row is None or row[b"m:s"][0] not in (UrlState.DONE, UrlState.FAILED):
             continue
         host = row[b"m:h"].decode()
-        pend.append((pending_key(host, _I.unpack(row[b"m:d"])[0], ukey), {b"p:x": REFETCH}))
+        pend.append((pending_key(host, _I.unpack(row[b"m:d"])[0], ukey), {b"p:x": b""}))
+        index.append((authority_key(host) + b"|" + ukey, {b"r:x": b""}))
         flips.append((ukey, {b"m:s": bytes([UrlState.PENDING])}))
         hosts[host] += 1
         states["pending"] += 1
         states[_STATE_NAMES[UrlState(row[b"m:s"][0])]] -= 1
+    self._put("refetch", index)  # before the pending row: a URL PENDING again is always in the index
     self._put("pending", pend)
     self._put("crawldb", flips)
     self._delete("due", keys)
     self._increment(("meta", b"counts", f"c:{name}".encode(), n) for name, n in states.items())
     return dict(hosts)
+
+
+def pending_refetches(self: HBaseStore, host: str, limit: int) -> list[UrlRecord]:
+    """``Store.pending(host, limit, refetches_only=True)``: the host's rows of the refetch index, whose
+    URLs are still PENDING (rows of URLs settled since are deleted as they are met). The index holds only
+    URLs the host gave and that came due again, so the read never walks the new URLs of a capped host,
+    however many its re-fetched pages keep adding to the pending table."""
+    prefix = authority_key(host) + b"|"
+    stop = prefix[:-1] + bytes([prefix[-1] + 1])
+    start = prefix
+    out: list[UrlRecord] = []
+    while len(out) < limit:
+        want = min(1000, 2 * (limit - len(out)))
+        keys = self._call(
+            lambda c, s=start, w=want: [  # type: ignore[misc]
+                k for k, _ in c.table("refetch").scan(row_start=s, row_stop=stop, limit=w, batch_size=w)
+            ]
+        )
+        if not keys:
+            break
+        rows = self._rows("crawldb", [k[len(prefix) :] for k in keys], self.url_cols)
+        stale = []
+        for key in keys:
+            row = rows.get(key[len(prefix) :])
+            if row and row[b"m:s"][0] == UrlState.PENDING and len(out) < limit:
+                out.append(url_record(row))
+            elif not row or row[b"m:s"][0] != UrlState.PENDING:
+                stale.append(key)
+        self._delete("refetch", stale)
+        if len(keys) < want:
+            break
+        start = keys[-1] + b"\x00"
+    return out
 
 
 def put_revisits(self: HBaseStore, items: Sequence[tuple[str, Revisit]]) -> int:

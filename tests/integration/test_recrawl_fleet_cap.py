@@ -1,6 +1,6 @@
 """A continuous fleet crawl with ``scope.max_pages_per_host`` keeps re-fetching its capped hosts, on both
 crawl dbs: real RabbitMQ, a real Celery worker, the real dispatcher and link jobs, SQLite or real HBase
-(where a capped host's refill reads only the pending rows ``requeue_due`` marked, server-side filtered).
+(where a capped host's refill reads the refetch index ``requeue_due`` keeps).
 Judged from the living testbed's access log (no host asked for more distinct URLs than the cap, each
 re-fetched after its last new one; a restarted dispatcher, ``--resume``, re-fetches the capped hosts
 again and asks for no new URL) and from the store (every host took exactly the cap).
