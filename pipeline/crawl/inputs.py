@@ -65,6 +65,9 @@ class PendingInputs:
         For a dispatcher that may have missed a link-jobs report; a full key scan, so not per batch."""
         found = 0
         for host, count in self.store.pending_hosts():
+            if self.frontier.refetches_only(host):
+                # A capped host of a re-crawl: its new URLs are not the frontier's, its due URLs are.
+                count = len(self.store.pending(host, count, refetches_only=True))
             hs = self.frontier.host(host)
             if hs is not None and (hs.leased_to or hs.pending >= count):
                 continue  # known (or leased: its refill waits for the lease to end anyway)

@@ -108,3 +108,20 @@ def test_a_continuous_fleet_crawl_keeps_refetching_its_capped_hosts(
         assert len([e for e in after if e["path"] != "/robots.txt"]) >= 10, (host, len(after))
     assert max(t[-1] for t in new_paths.values()) < resumed
     assert min(_repeats(log, since=resumed).values()) >= 5
+
+
+def test_a_recrawl_fleet_crawl_with_a_host_cap_ends(rabbitmq: str, fleet: Any, tmp_path: Path) -> None:
+    """Re-crawling on, not continuous: the crawl ends once nothing is pending. Capped hosts keep new URLs
+    PENDING in the store; before the dispatcher's end-of-crawl re-read counted only their due URLs, it
+    restored the new ones at every check and the crawl never ended."""
+    env = {"CRAWLFLEET_RECRAWL_ENABLED": "1", "CRAWLFLEET_RECRAWL_INITIAL_INTERVAL_S": "3600",
+           "CRAWLFLEET_SCOPE_MAX_PAGES_PER_HOST": str(CAP)}  # fmt: skip
+    with TestbedProcess(HOSTS, 30, seed=5, workdir=tmp_path / "tb") as tb:
+        f = fleet(rabbitmq, tb, extra_env=env)
+        f.start_worker(1)
+        f.start_dispatcher()
+        summary = f.wait_dispatcher(timeout_s=120)
+        tb.wait_log_flush()
+        new_paths = _new_paths(tb.read_access_log())
+    assert summary["store"]["pending"] > 0  # the capped hosts' other URLs, kept for a higher cap
+    assert len(new_paths) == HOSTS and max(len(t) for t in new_paths.values()) <= CAP

@@ -31,7 +31,7 @@ from pipeline.transport.messages import BadMessage, parse_results
 from pipeline.transport.nodesink import NodeSink, SinkSpec, crawl_sink
 from pipeline.transport.replies import LinksReport, parse_links, reply_text
 from pipeline.urls import TrapRules, fingerprint, host_of
-from tests.unit.test_core import PAGE, SEEDS, Clock, beat, make
+from tests.unit.test_core import PAGE, SEEDS, Clock, beat, make, ok
 
 URL = "http://h0.test/"
 
@@ -185,6 +185,36 @@ def test_restore_pending_leaves_a_capped_host_alone(tmp_path: Path) -> None:
     assert batch is not None and {host_of(t.url) for t in batch.tasks} >= {"h0.test"}
     assert core.frontier.capped("h0.test")
     assert core.restore_pending() == 0
+    core.close()
+
+
+def test_restore_pending_counts_only_the_refetches_of_a_capped_host_in_a_recrawl(tmp_path: Path) -> None:
+    """In a re-crawl a capped host still takes its due URLs, so a re-read must find those, and only those:
+    counting its new URLs as well would restore them at every check, the refill would drop them again, and
+    the fleet crawl would never settle (the same trap as above, now with ``Frontier.restore`` keeping a
+    capped host for its re-fetches)."""
+    clock = Clock()
+    settings = Settings().with_overrides({"scope": {"max_pages_per_host": 1}, "recrawl": {"enabled": True}})
+    core = CrawlCore(settings, SqliteStore(tmp_path / "crawl.db"), seeds=SEEDS, out_dir=tmp_path, clock=clock)
+    extra = [UrlRecord(f"http://h0.test/x{i}", fingerprint(f"http://h0.test/x{i}"), "h0.test", 1) for i in range(4)]
+    core.store.add_urls(extra)
+    core.register_fetcher("f")
+    beat(core, "f", clock)
+    batch = core.next_batch("f")
+    assert batch is not None and core.frontier.capped("h0.test")
+    for t in batch.tasks:
+        core.on_result(ok(t.url, t.url_id, t.depth, batch.serial))
+    assert core.on_batch_done(batch.serial, fetcher_id="f", pages=len(batch.tasks), elapsed_s=0.3)
+    core.flush()
+    assert core.restore_pending() == 0
+    assert core.restore_pending() == 0  # and again: nothing was restored that a refill would drop
+    # Leases drop the capped hosts' windows (the sitemaps feed's robots.txt roots, new URLs), and their
+    # re-fetches-only refills find nothing due yet. Then each seed comes due without the frontier hearing
+    # of it (a lost report): the re-read finds those three, not the hosts' new URLs.
+    assert core.next_batch("f") is None and core.next_batch("f") is None
+    assert core.frontier.pending == 0
+    assert core.store.requeue_due(clock.now + 1e6, 100) == {"h0.test": 1, "h1.test": 1, "h2.test": 1}
+    assert core.restore_pending() == 3
     core.close()
 
 
