@@ -170,18 +170,23 @@ def test_restore_pending_finds_what_a_lost_links_report_did_not_say(tmp_path: Pa
     core.close()
 
 
-def test_restore_pending_leaves_a_capped_host_alone(tmp_path: Path) -> None:
-    """A host at scope.max_pages_per_host keeps its other URLs PENDING in the store; re-reading them
-    before the crawl ends must not count them, or a fleet crawl with a cap never ends (found by the
-    fleet's hostile crawl: 9,964 URLs 'restored' every 2 s for ever)."""
+def _capped_at_one(tmp_path: Path, overrides: dict[str, Any]) -> tuple[CrawlCore, Clock, Batch | None]:
+    """A core whose hosts may give one URL each (h0.test with four more in the store), and its first batch."""
     clock = Clock()
-    settings = Settings().with_overrides({"scope": {"max_pages_per_host": 1}})
+    settings = Settings().with_overrides({"scope": {"max_pages_per_host": 1}, **overrides})
     core = CrawlCore(settings, SqliteStore(tmp_path / "crawl.db"), seeds=SEEDS, out_dir=tmp_path, clock=clock)
     extra = [UrlRecord(f"http://h0.test/x{i}", fingerprint(f"http://h0.test/x{i}"), "h0.test", 1) for i in range(4)]
     core.store.add_urls(extra)
     core.register_fetcher("f")
     beat(core, "f", clock)
-    batch = core.next_batch("f")
+    return core, clock, core.next_batch("f")
+
+
+def test_restore_pending_leaves_a_capped_host_alone(tmp_path: Path) -> None:
+    """A host at scope.max_pages_per_host keeps its other URLs PENDING in the store; re-reading them
+    before the crawl ends must not count them, or a fleet crawl with a cap never ends (found by the
+    fleet's hostile crawl: 9,964 URLs 'restored' every 2 s for ever)."""
+    core, _, batch = _capped_at_one(tmp_path, {})
     assert batch is not None and {host_of(t.url) for t in batch.tasks} >= {"h0.test"}
     assert core.frontier.capped("h0.test")
     assert core.restore_pending() == 0
@@ -193,14 +198,7 @@ def test_restore_pending_counts_only_the_refetches_of_a_capped_host_in_a_recrawl
     counting its new URLs as well would restore them at every check, the refill would drop them again, and
     the fleet crawl would never settle (the same trap as above, now with ``Frontier.restore`` keeping a
     capped host for its re-fetches)."""
-    clock = Clock()
-    settings = Settings().with_overrides({"scope": {"max_pages_per_host": 1}, "recrawl": {"enabled": True}})
-    core = CrawlCore(settings, SqliteStore(tmp_path / "crawl.db"), seeds=SEEDS, out_dir=tmp_path, clock=clock)
-    extra = [UrlRecord(f"http://h0.test/x{i}", fingerprint(f"http://h0.test/x{i}"), "h0.test", 1) for i in range(4)]
-    core.store.add_urls(extra)
-    core.register_fetcher("f")
-    beat(core, "f", clock)
-    batch = core.next_batch("f")
+    core, clock, batch = _capped_at_one(tmp_path, {"recrawl": {"enabled": True}})
     assert batch is not None and core.frontier.capped("h0.test")
     for t in batch.tasks:
         core.on_result(ok(t.url, t.url_id, t.depth, batch.serial))
