@@ -65,7 +65,7 @@ from pipeline.storage.sqlite_schema import (  # noqa: F401 (CHUNK, SCHEMA_VERSIO
     url_row,
 )
 from pipeline.storage.sqlite_tx import BUSY_TIMEOUT_S, LINK_ROUNDS_DDL, Transaction, claim_round, is_locked
-from pipeline.storage.sqlite_wal import Checkpointer
+from pipeline.storage.sqlite_wal import Checkpointer, tidy_on_close
 from pipeline.urls import fingerprint, fingerprint_range
 
 
@@ -383,8 +383,7 @@ class SqliteStore(Store):
             self._checkpointer.stop()
             self._checkpointer = None
         try:
-            self._db.execute("PRAGMA optimize")
-            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            tidy_on_close(self._db)
         finally:
             self._db.close()
             self._bodies.close()

@@ -1,10 +1,13 @@
-"""Keeping the SQLite store's write-ahead log short from a second thread (see ``pipeline.storage.sqlite``)."""
+"""Keeping the SQLite store's write-ahead log short: from a second thread while it runs, and on closing
+(see ``pipeline.storage.sqlite``)."""
 
 from __future__ import annotations
 
 import sqlite3
 import threading
 from pathlib import Path
+
+from pipeline.storage.sqlite_tx import is_locked
 
 
 class Checkpointer:
@@ -33,3 +36,19 @@ class Checkpointer:
         self._stop.set()
         self._thread.join()
         self._db.close()
+
+
+def tidy_on_close(db: sqlite3.Connection) -> None:
+    """``PRAGMA optimize`` and a TRUNCATE checkpoint, skipping either when the file is locked.
+
+    Housekeeping only: every write is committed already, and the next close tries again. optimize may
+    ANALYZE, a write that follows its own read, so a writer of another process (the link jobs, a node's
+    sink) that commits in between fails it at once ("database is locked", the busy handler is never
+    asked): a fleet dispatcher died of it while closing, after its crawl had ended cleanly.
+    """
+    for pragma in ("optimize", "wal_checkpoint(TRUNCATE)"):
+        try:
+            db.execute(f"PRAGMA {pragma}")
+        except sqlite3.OperationalError as exc:
+            if not is_locked(exc):
+                raise

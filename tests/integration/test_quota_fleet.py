@@ -32,8 +32,11 @@ def _stop(f: Any) -> dict[str, Any]:
     assert f.dispatcher is not None
     f.dispatcher.terminate()
     out, _ = f.dispatcher.communicate(timeout=60)
+    # A stopped dispatcher exits 0 with its summary as the last line; anything else is a failure to name.
+    assert f.dispatcher.returncode == 0, (f.dispatcher.returncode, f.log_tail("dispatcher.log"))
     lines = [ln for ln in out.splitlines() if ln.startswith("{")]
-    return dict(json.loads(lines[-1])) if lines else {}
+    assert lines, (out[-2000:], f.log_tail("dispatcher.log"))
+    return dict(json.loads(lines[-1]))
 
 
 def test_quota_holds_every_second_and_batches_go_by_u(rabbitmq: str, fleet: Any, tmp_path: Path) -> None:
