@@ -327,6 +327,7 @@ class CrawlCore(PendingInputs):
         out["dedup"] = dataclasses.asdict(self.seen.stats)
         out["frontier"] = {"refills": sum(self.refiller.counts), "refills_past_window": self.refiller.counts[1],
                            "activations": self.frontier.at_work.activations,
+                           "hosts_capped": self.frontier.capped_hosts(),
                            "background_reads": self.refiller.reader.reads if self.refiller.reader else 0}  # fmt: skip
         return out
 

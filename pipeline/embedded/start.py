@@ -155,3 +155,19 @@ def zero_pages(summary: dict[str, Any]) -> str:
     if summary.get("robots_blocked"):
         errors.setdefault("robots_blocked", int(summary["robots_blocked"]))
     return f"crawl: no page fetched; top errors: {top_errors(errors)}"
+
+
+def held_by_cap(summary: dict[str, Any], *, cap: int) -> str:
+    """Why a finished crawl fetched nothing when the host cap is the reason, in one line; '' otherwise.
+
+    Every host with URLs left has taken ``scope.max_pages_per_host`` (in this run's earlier runs, as a
+    resume counts them) and no URL it took is due again: the crawl did as told, so this is no failure
+    (``zero_pages`` reports the rest)."""
+    frontier = summary.get("frontier") or {}
+    waiting = int((summary.get("store") or {}).get("pending", 0))
+    if summary.get("pages_fetched") or summary.get("interrupted") or summary.get("errors_by_class"):
+        return ""
+    if not (cap and waiting and frontier.get("hosts_capped")):
+        return ""
+    return (f"crawl: nothing to fetch: {frontier['hosts_capped']} host(s) have taken scope.max_pages_per_host "
+            f"= {cap} URLs and {waiting} URL(s) wait for a larger cap; raise it to go on")  # fmt: skip

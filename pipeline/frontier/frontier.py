@@ -114,6 +114,12 @@ class Frontier:
         True)``): it is capped and the crawl re-crawls, so the URLs it took are all it may still fetch."""
         return self.limits.recrawl and self.capped(host)
 
+    def capped_hosts(self) -> int:
+        """Hosts that took ``max_pages_per_host`` URLs, in this run or (hosts not met yet) in earlier ones."""
+        cap = self.limits.max_pages_per_host
+        counts = [*(hs.issued for hs in self._hosts.values()), *self._taken_before.values()]
+        return sum(1 for n in counts if n >= cap) if cap else 0
+
     def charge_taken(self, taken: Mapping[str, int]) -> None:
         """URLs each host took in earlier runs of the crawl (``Store.taken_per_host``, on resume): they count
         against ``max_pages_per_host`` as this run's leases do, so the cap is a total over the crawl's runs.
@@ -163,14 +169,8 @@ class Frontier:
                     break
         return out
 
-    def refill(
-        self,
-        host: str,
-        records: Sequence[UrlRecord],
-        *,
-        done: Container[int] = frozenset(),
-        epoch: int | None = None,
-    ) -> None:
+    def refill(self, host: str, records: Sequence[UrlRecord], *, done: Container[int] = frozenset(),
+               epoch: int | None = None) -> None:  # fmt: skip
         """Load the host's shallowest pending URLs (``store.pending(host, window_per_host + 1)``).
 
         ``done``: URL ids the store may still show PENDING although their outcome is on its way to it

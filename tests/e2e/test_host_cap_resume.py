@@ -2,6 +2,9 @@
 part-way (its page budget) and resumed twice fetches at most the cap from any host in all, judged from
 the testbed's access log. Before, each run counted a host's pages from 0 (the count lived in the
 frontier's memory), so every resume could take a whole cap's worth again.
+
+A resume that the cap leaves nothing to fetch says so and exits 0 (it used to exit 1 with "no page
+fetched; top errors: none").
 """
 
 from __future__ import annotations
@@ -44,6 +47,10 @@ def test_the_host_cap_is_a_total_over_resumes(tmp_path: Path) -> None:
         crawl(env, "--resume", "--out", str(out), "--max-pages", "0")
         tb.wait_log_flush()
         log = tb.read_access_log()
+        again = subprocess.run([sys.executable, "-m", "pipeline.cli", "crawl", "--no-progress", "--json", "--resume",
+                                "--out", str(out)], capture_output=True, text=True, timeout=240, env=env)  # fmt: skip
+        tb.wait_log_flush()
+        assert len(tb.read_access_log()) == len(log)  # the capped hosts were not asked for anything
     with SqliteStore(out / "crawl.db") as store:
         pending = store.counts()["pending"]
     with closing(sqlite3.connect(out / "crawl.db")) as db:
@@ -54,3 +61,6 @@ def test_the_host_cap_is_a_total_over_resumes(tmp_path: Path) -> None:
     pages = collections.Counter(h for h, p in requested if rows.get((h, p)) is not UrlState.SKIPPED)
     assert pages and max(pages.values()) == CAP, pages  # the cap was reached, and by no host passed
     assert pending > 0  # the capped hosts' other URLs stay PENDING
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads(again.stdout.strip().splitlines()[-1])["pages_fetched"] == 0
+    assert f"have taken scope.max_pages_per_host = {CAP} URLs and {pending} URL(s) wait" in again.stderr

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli import main, version
-from pipeline.embedded.start import read_seeds, zero_pages
+from pipeline.embedded.start import held_by_cap, read_seeds, zero_pages
 from pipeline.harness.demo import MARKER, prepare_out
 from pipeline.observe.errors import UsageError
 
@@ -79,3 +79,13 @@ def test_zero_pages_names_the_top_errors() -> None:
     why = zero_pages({"pages_fetched": 0, "errors_by_class": {"dns_nxdomain": 9, "ssrf_blocked": 2, "x": 1, "y": 1}})
     assert why == "crawl: no page fetched; top errors: dns_nxdomain=9, ssrf_blocked=2, x=1"
     assert zero_pages({"pages_fetched": 3}) == "" and zero_pages({"pages_fetched": 0, "interrupted": True}) == ""
+
+
+def test_a_crawl_the_host_cap_left_nothing_to_fetch_is_no_failure() -> None:
+    capped = {"pages_fetched": 0, "frontier": {"hosts_capped": 3}, "store": {"pending": 70}}
+    assert held_by_cap(capped, cap=4) == ("crawl: nothing to fetch: 3 host(s) have taken "
+                                          "scope.max_pages_per_host = 4 URLs and 70 URL(s) wait for a larger cap; raise it to go on")  # fmt: skip
+    assert held_by_cap(capped, cap=0) == ""  # no cap: zero_pages says why
+    assert held_by_cap({**capped, "pages_fetched": 1}, cap=4) == ""
+    assert held_by_cap({**capped, "errors_by_class": {"dns_nxdomain": 1}}, cap=4) == ""  # errors: a failure
+    assert held_by_cap({**capped, "store": {"pending": 0}}, cap=4) == ""
