@@ -160,8 +160,8 @@ def zero_pages(summary: dict[str, Any]) -> str:
 def held_by_cap(summary: dict[str, Any], *, cap: int) -> str:
     """Why a finished crawl fetched nothing when the host cap is the reason, in one line; '' otherwise.
 
-    Every host with URLs left has taken ``scope.max_pages_per_host`` (in this run's earlier runs, as a
-    resume counts them) and no URL it took is due again: the crawl did as told, so this is no failure
+    Every host with URLs left has taken ``scope.max_pages_per_host`` URLs (in this run or the crawl's
+    earlier ones) and no URL it took is due again: the crawl did as told, so this is no failure
     (``zero_pages`` reports the rest)."""
     frontier = summary.get("frontier") or {}
     waiting = int((summary.get("store") or {}).get("pending", 0))
