@@ -54,7 +54,8 @@ def print_summary(summary: dict[str, Any], *, as_json: bool) -> None:
 
 
 def _cmd_crawl(args: argparse.Namespace) -> int:
-    from pipeline.embedded.start import held_by_cap, plan, zero_pages
+    from pipeline.embedded.start import plan
+    from pipeline.observe.verdict import held_by_cap, zero_pages
 
     logs.setup_from_args(args)
     todo = plan(args)  # every input checked (UsageError: exit 2) before anything is created

@@ -21,7 +21,7 @@ from typing import Any
 
 from pipeline.crawl import remember
 from pipeline.crawl.flags import loaded_from_args
-from pipeline.observe.errors import UsageError, top_errors
+from pipeline.observe.errors import UsageError
 from pipeline.settings import Settings
 from pipeline.storage.base import settled as settled_in
 from pipeline.urls import host_of, normalize
@@ -145,29 +145,3 @@ def plan(args: argparse.Namespace) -> Plan:
     out.mkdir(parents=True, exist_ok=True)
     remember.save(out, loaded.settings, seeds + (memory.seeds if memory else []))
     return Plan(settings, seeds)
-
-
-def zero_pages(summary: dict[str, Any]) -> str:
-    """Why a finished, not interrupted crawl fetched nothing, in one line; '' when it fetched a page."""
-    if summary.get("pages_fetched") or summary.get("interrupted"):
-        return ""
-    errors = dict(summary.get("errors_by_class") or {})
-    if summary.get("robots_blocked"):
-        errors.setdefault("robots_blocked", int(summary["robots_blocked"]))
-    return f"crawl: no page fetched; top errors: {top_errors(errors)}"
-
-
-def held_by_cap(summary: dict[str, Any], *, cap: int) -> str:
-    """Why a finished crawl fetched nothing when the host cap is the reason, in one line; '' otherwise.
-
-    Every host with URLs left has taken ``scope.max_pages_per_host`` URLs (in this run or the crawl's
-    earlier ones) and no URL it took is due again: the crawl did as told, so this is no failure
-    (``zero_pages`` reports the rest)."""
-    frontier = summary.get("frontier") or {}
-    waiting = int((summary.get("store") or {}).get("pending", 0))
-    if summary.get("pages_fetched") or summary.get("interrupted") or summary.get("errors_by_class"):
-        return ""
-    if not (cap and waiting and frontier.get("hosts_capped")):
-        return ""
-    return (f"crawl: nothing to fetch: {frontier['hosts_capped']} host(s) have taken scope.max_pages_per_host "
-            f"= {cap} URLs and {waiting} URL(s) wait for a larger cap; raise it to go on")  # fmt: skip

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from pipeline.crawl.flags import add_crawl_flags, settings_from_args
 from pipeline.embedded.cli import print_summary, run_crawl
-from pipeline.embedded.start import zero_pages
 from pipeline.observe import logs
 from pipeline.observe.errors import UsageError, int_at_least
+from pipeline.observe.verdict import zero_pages
 
 MARKER = ".crawlfleet-demo"  # in a directory `crawlfleet demo` created, so a later demo may empty it
 

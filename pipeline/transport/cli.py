@@ -173,6 +173,12 @@ def _cmd_dispatcher(args: argparse.Namespace) -> int:
     else:
         for key in ("pages_fetched", "pages_failed", "elapsed_s", "pages_per_s"):
             print(f"{key:16} {summary.get(key)}")
+    from pipeline.observe.verdict import held_by_cap
+
+    # A resume that only capped hosts could feed ends with 0 pages: say why, as `crawl` does. Exit 0
+    # either way: a fleet dispatcher that fetched nothing is not a failure (`--serve` may wait for seeds).
+    if summary and (why := held_by_cap(summary, cap=settings.scope.max_pages_per_host)):
+        print(why, file=sys.stderr)
     return 0
 
 

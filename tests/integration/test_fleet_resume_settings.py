@@ -63,7 +63,8 @@ def test_max_pages_is_a_total_and_resume_remembers_it(rabbitmq: str, fleet: Any,
 def test_the_host_cap_is_a_total_over_dispatcher_runs(rabbitmq: str, fleet: Any, tmp_path: Path) -> None:
     """``scope.max_pages_per_host`` counts the URLs a host gave in earlier runs (the crawl db's, read at
     restart: ``Store.taken_per_host``), as ``--max-pages`` does: after a stop part-way and a resume, no
-    host has given more distinct URLs than the cap. Before, a restarted dispatcher counted from 0."""
+    host has given more distinct URLs than the cap. Before, a restarted dispatcher counted from 0. A
+    resume the cap leaves nothing to fetch asks for nothing and names the cap on stderr."""
     cap = 5
     with TestbedProcess(6, 40, seed=21, workdir=tmp_path / "tb") as tb:
         f = fleet(rabbitmq, tb, max_depth=MAX_DEPTH, extra_env={"CRAWLFLEET_SCOPE_MAX_PAGES_PER_HOST": str(cap)})
@@ -72,7 +73,17 @@ def test_the_host_cap_is_a_total_over_dispatcher_runs(rabbitmq: str, fleet: Any,
         first = f.wait_dispatcher()
         f.start_dispatcher("--resume", "--max-pages", "0")
         last = f.wait_dispatcher()
-        per_host = Counter(host for host, _ in _pages(tb))  # a node stops at redirects: each hop a URL
+        before = _pages(tb)
+        per_host = Counter(host for host, _ in before)  # a node stops at redirects: each hop a URL
+        # Once more: every host with URLs left is capped, so nothing is asked for and it says why.
+        again = subprocess.run([sys.executable, "-m", "pipeline.cli", "dispatcher", "--resume", "--out", str(f.out),
+                                "--json", "--no-progress"], env=f.env, capture_output=True, text=True, timeout=120)  # fmt: skip
+        after = _pages(tb)
     assert 0 < _settled(first) <= 12 < _settled(last), (first["store"], last["store"])
     assert max(per_host.values()) == cap, per_host
     assert last["store"]["pending"] > 0  # the capped hosts' other URLs stay PENDING
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads(again.stdout.strip().splitlines()[-1])["pages_fetched"] == 0
+    assert after == before  # the capped hosts were not asked for anything
+    pending = last["store"]["pending"]
+    assert f"have taken scope.max_pages_per_host = {cap} URLs and {pending} URL(s) wait" in again.stderr, again.stderr

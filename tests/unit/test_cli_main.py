@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli import main, version
-from pipeline.embedded.start import held_by_cap, read_seeds, zero_pages
+from pipeline.embedded.start import read_seeds
 from pipeline.harness.demo import MARKER, prepare_out
 from pipeline.observe.errors import UsageError
+from pipeline.observe.verdict import held_by_cap, zero_pages
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
