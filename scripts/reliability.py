@@ -35,8 +35,9 @@ RECOVERY = {
     "links": "first links report of the restarted `crawlfleet links` (its killed round run again)",
     "hbase": "first batch completed after the HBase data process (master, region server, ZooKeeper) is back",
     "parser": "first result prepared by the replacement parse process",
+    "fetcher": "first request for a URL the killed fetch process sent back (kill), SIGCONT (stop)",
 }
-ORDER = ["crawler", "parser", "worker", "dispatcher", "rabbitmq", "thrift", "hbase", "unbound", "jobs", "links"]
+ORDER = ["crawler", "parser", "fetcher", "worker", "dispatcher", "rabbitmq", "thrift", "hbase", "unbound", "jobs", "links"]
 
 
 def latest(records: Iterable[dict[str, Any]], key: Any) -> dict[Any, list[dict[str, Any]]]:

@@ -224,9 +224,8 @@ class EmbeddedCrawl:
                     await asyncio.sleep(timeout)
                 for task in done:
                     fid, batch = running.pop(task)
-                    answers.pop(task, None)
                     idle.append(fid)
-                    self._finish(core, fid, batch, task)
+                    self._finish(core, fid, batch, task, answered=answers.pop(task, set()))
                 now = time.monotonic()
                 if now - last_beat >= beat_every:
                     last_beat = now
@@ -261,13 +260,17 @@ class EmbeddedCrawl:
                 Heartbeat(fid, sent_at=now, successes=stats.pages, failures=stats.failed, rate=rate, free_slots=free)
             )
 
-    def _finish(self, core: CrawlCore, fid: str, batch: Batch, task: asyncio.Task[Any]) -> None:
+    def _finish(self, core: CrawlCore, fid: str, batch: Batch, task: asyncio.Task[Any], *, answered: set[int]) -> None:
+        """Close a finished batch task; ``answered``: url_ids of its tasks whose result reached the core."""
         exc = task.exception()
         if isinstance(exc, FetchProcessGaveUp):
             raise exc  # journaled results are safe; `--resume` goes on once the cause is fixed
         if exc is not None:
-            # A fetcher bug must not lose the batch: everything not yet journaled goes back.
-            log.error("batch %d failed: %r; requeueing it", batch.serial, exc)
+            # A fetcher bug (or a dead fetch process) must not lose the batch: everything not yet
+            # journaled goes back. The URLs are named: they are the requests the failure may repeat.
+            back = [t.url for t in batch.tasks if t.url_id not in answered]
+            log.error("batch %d failed: %r; requeueing its %d URL(s) without a result: %s", batch.serial, exc,
+                      len(back), " ".join(back))  # fmt: skip
             core.on_batch_done(batch.serial, fetcher_id=fid, pages=0, elapsed_s=0.0, unfinished=batch.tasks)
             return
         report = task.result()

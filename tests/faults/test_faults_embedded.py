@@ -1,6 +1,7 @@
 """Fault trials on the embedded default (pipeline.harness.faults.embedded): the crawler SIGKILLed and resumed,
-SIGSTOPped and continued, its parse process killed or stopped, and its DNS server (a private unbound) killed and restarted, each at a
-seeded point of a crawl of the testbed. Judged from the testbed's access log and the store.
+SIGSTOPped and continued, its parse process killed or stopped, one of its fetch processes (``fetch.processes
+= 2``) killed or stopped, and its DNS server (a private unbound) killed and restarted, each at a seeded
+point of a crawl of the testbed. Judged from the testbed's access log and the store.
 
 The promise: no page lost, no page fetched twice, except requests in flight at a SIGKILL (the server
 may have answered them, the crawler cannot know), which are reported apart.
@@ -16,7 +17,7 @@ import pytest
 
 from pipeline.dns.unbound import unbound_binary
 from pipeline.harness.faults.bed import Bed, TrialPlan
-from pipeline.harness.faults.embedded import crawler_trial, parser_trial, unbound_trial
+from pipeline.harness.faults.embedded import crawler_trial, fetcher_trial, parser_trial, unbound_trial
 
 pytestmark = pytest.mark.faults
 
@@ -50,6 +51,19 @@ def test_parse_process_killed_or_stopped(
     check(rec)
     assert rec["in_flight_repeats"] == 0  # the crawler never stopped: nothing may be asked twice
     assert rec["summary"]["results_dropped"] == 0
+
+
+@pytest.mark.parametrize(("action", "seed"), [("kill", 1), ("kill", 2), ("stop", 1)])
+def test_fetch_process_killed_or_stopped(
+    fault_bed: Bed, tmp_path: Path, record: Callable[..., Any], action: str, seed: int
+) -> None:
+    """Only the URLs the dead process held without a result may be asked twice (the crawler names them);
+    a URL the other fetch process had in flight, or one whose result had reached the crawler, may not."""
+    rec = record(fetcher_trial(fault_bed, tmp_path, TrialPlan.seeded("fetcher", action, seed)))
+    check(rec)
+    assert rec["summary"]["results_dropped"] == 0
+    if action == "stop":
+        assert rec["in_flight_repeats"] == 0  # nothing restarted, so nothing may be asked twice
 
 
 @pytest.mark.skipif(

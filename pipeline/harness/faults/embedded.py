@@ -7,6 +7,10 @@
   (pipeline/embedded/parseproc.py) there; the crawler delivers what the dead child held unprepared and starts
   another, and replaces a stopped one after ``parseproc.STALL_S``. The crawler itself never stops, so
   not even a request in flight may be asked twice.
+- ``fetcher/kill`` or ``fetcher/stop``: the crawl runs two fetch processes (``fetch.processes = 2``,
+  pipeline/embedded/fetchproc.py); SIGKILL or SIGSTOP one of them there. A killed one's batches go back
+  (the crawler names their URLs without a result in its log: only those may be asked twice) and the
+  next batch starts another; a stopped one holds its batches until SIGCONT, so nothing may be asked twice.
 - ``unbound/kill``: the crawler resolves through a private unbound in front of the testbed's zone;
   SIGKILL unbound at the seeded point and start it again on the same port after a seeded pause.
 
@@ -17,13 +21,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from pipeline.harness.faults.accounting import FaultTimes, Killed, account
+from pipeline.harness.faults.accounting import FaultTimes, Killed, account, url_key
 from pipeline.harness.faults.bed import Bed, TrialPlan
 from pipeline.harness.faults.procs import HarnessError, Managed, wait_until
 from pipeline.harness.faults.snapshot import journal_keys, stored_urls
@@ -40,12 +45,16 @@ def crawl_args(bed: Bed, out: Path, *, dns: str | None = None, extra: tuple[str,
     ]  # fmt: skip
 
 
-def crawler(bed: Bed, workdir: Path, *, dns: str | None = None, parse_processes: int | None = None) -> Managed:
-    """The crawler of a trial; ``parse_processes`` pins ``fetch.parse_processes`` (default: the crawl's)."""
+def crawler(bed: Bed, workdir: Path, *, dns: str | None = None, parse_processes: int | None = None,
+            fetch_processes: int | None = None) -> Managed:  # fmt: skip
+    """The crawler of a trial; ``parse_processes`` and ``fetch_processes`` pin ``fetch.parse_processes``
+    and ``fetch.processes`` (default: the crawl's)."""
     out = workdir / "out"
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     if parse_processes is not None:
         env["CRAWLFLEET_FETCH_PARSE_PROCESSES"] = str(parse_processes)
+    if fetch_processes is not None:
+        env["CRAWLFLEET_FETCH_PROCESSES"] = str(fetch_processes)
     return Managed("crawler", crawl_args(bed, out, dns=dns), env, workdir / "crawler.log",
                    stdout_path=workdir / "crawler.out")  # fmt: skip
 
@@ -134,16 +143,120 @@ def parser_trial(bed: Bed, workdir: Path, plan: TrialPlan) -> dict[str, Any]:
 
 def _parse_processes(pid: int) -> list[Any]:
     """The live parse processes of the crawler ``pid`` (a killed one is skipped while it is a zombie)."""
+    return _children(pid, "pipeline.embedded.parsechild")
+
+
+def _children(pid: int, module: str) -> list[Any]:
+    """The live children of ``pid`` running ``module`` (a killed one is skipped while it is a zombie)."""
     import psutil
 
     out = []
     for child in psutil.Process(pid).children():
         try:
-            if "pipeline.embedded.parsechild" in " ".join(child.cmdline()):
+            if module in " ".join(child.cmdline()):
                 out.append(child)
         except psutil.Error:  # gone, or a zombie its parent has not reaped yet
             continue
     return out
+
+
+FETCH_PROCESSES = 2
+KILL_ATTEMPTS = 3  # a fetch process is idle between batches; a kill that finds it so is tried again
+# engine.EmbeddedCrawl._finish's line for a batch whose fetch process died: what went back unanswered.
+_REQUEUED = re.compile(r"batch \d+ failed: FetchProcessDied\(.*?\); requeueing its (\d+) URL\(s\) without a result:(.*)$")
+
+
+def fetcher_trial(bed: Bed, workdir: Path, plan: TrialPlan) -> dict[str, Any]:
+    """``fetcher/kill`` or ``fetcher/stop`` (see the module docstring).
+
+    The strike waits for a fetch process that is using CPU (it has results in hand). A kill whose
+    victim held no URL without a result (the crawler's log names none) proves nothing, so the
+    replacement is struck again, up to ``KILL_ATTEMPTS`` kills in all; the trial is judged at the kill
+    that sent URLs back (earlier kills sent none back, so they can excuse nothing)."""
+    if plan.action not in ("kill", "stop"):
+        raise ValueError(f"unknown action {plan.action!r}")
+    workdir.mkdir(parents=True, exist_ok=True)
+    out, log_path = workdir / "out", workdir / "crawler.log"
+    start = time.time()
+    proc = crawler(bed, workdir, fetch_processes=FETCH_PROCESSES).start()
+    gone_back: set[str] = set()
+    try:
+        at = wait_share(bed, start, plan, proc)
+        if plan.action == "stop":
+            child = _busy_fetch_process(proc)
+            child.send_signal(signal.SIGSTOP)
+            fault_t = time.time()
+            time.sleep(plan.down_s)
+            child.send_signal(signal.SIGCONT)
+            back_t = time.time()
+        else:
+            for _ in range(KILL_ATTEMPTS):
+                child = _busy_fetch_process(proc)
+                child.send_signal(signal.SIGKILL)
+                fault_t = time.time()
+
+                def replaced(dead: int = child.pid) -> bool:
+                    pids = {c.pid for c in _children(proc.pid, "pipeline.embedded.fetchchild")}
+                    return len(pids - {dead}) == FETCH_PROCESSES or not proc.running
+
+                wait_until(replaced, timeout_s=60.0, every_s=0.01, what="a new fetch process")
+                back_t = time.time()
+                gone_back = requeued_urls(log_path)
+                if gone_back or not proc.running:
+                    break
+        summary, end_t = finish(bed, proc)
+    finally:
+        proc.terminate()
+    if plan.action == "kill" and not gone_back:
+        raise HarnessError(f"{KILL_ATTEMPTS} kills, and the crawler named no URL going back:\n{proc.log_tail()}")
+    killed = Killed("fetcher", frozenset(url_key(u) for u in gone_back))
+    rec = _judged(bed, out, plan, at, summary, start=start, times=FaultTimes(fault_t, back_t, end_t),
+                  killed=killed, mode=f"embedded, {FETCH_PROCESSES} fetch processes")  # fmt: skip
+    # The other fetch process never stopped, so "the first request after the fault" says nothing of
+    # this one: recovery is when a URL the dead process sent back was asked again (kill), or SIGCONT.
+    again = [float(e["t"]) for e in bed.window(start)
+             if float(e["t"]) >= fault_t and (str(e["host"]), str(e["path"])) in killed.in_flight]  # fmt: skip
+    rec["recovery_s"] = round((min(again) if again else back_t) - fault_t, 3)
+    return rec
+
+
+def _busy_fetch_process(proc: Managed, *, timeout_s: float = 30.0) -> Any:
+    """A fetch process of the crawler that used CPU in the last 10 ms (so likely holds a batch)."""
+    import psutil
+
+    found: list[Any] = []
+
+    def busy() -> bool:
+        if not proc.running:
+            raise HarnessError(f"the crawler exited before the fault:\n{proc.log_tail()}")
+        children = _children(proc.pid, "pipeline.embedded.fetchchild")
+        try:
+            before = {c.pid: sum(c.cpu_times()[:2]) for c in children}
+            time.sleep(0.01)
+            for c in children:
+                if sum(c.cpu_times()[:2]) > before[c.pid]:
+                    found.append(c)
+                    return True
+        except psutil.Error:
+            return False
+        return False
+
+    wait_until(busy, timeout_s=timeout_s, every_s=0.0, what="a busy fetch process")
+    return found[0]
+
+
+def requeued_urls(log_path: Path) -> set[str]:
+    """Every URL the crawler's log says went back from a batch whose fetch process died."""
+    urls: set[str] = set()
+    for line in log_path.read_text(errors="replace").splitlines():
+        m = _REQUEUED.search(line)
+        if m is None:
+            continue
+        named = m.group(2).split()
+        if len(named) != int(m.group(1)):
+            raise HarnessError(f"a requeue line names {len(named)} URLs of {m.group(1)}: {line[:300]}")
+        urls.update(named)
+    return urls
 
 
 def unbound_trial(bed: Bed, workdir: Path, plan: TrialPlan) -> dict[str, Any]:
@@ -172,19 +285,21 @@ def unbound_trial(bed: Bed, workdir: Path, plan: TrialPlan) -> dict[str, Any]:
 
 
 def _judged(bed: Bed, out: Path, plan: TrialPlan, at: int, summary: dict[str, Any], *, start: float,
-            times: FaultTimes) -> dict[str, Any]:  # fmt: skip
+            times: FaultTimes, killed: Killed | None = None, mode: str = "embedded") -> dict[str, Any]:  # fmt: skip
     """The trial's record, judged once the testbed has settled: the access log since ``start`` against
     the truth, what the crawl had journaled (made durable) by the fault, and what its store holds."""
     bed.settle()
     journaled = journal_keys(out / "segments", before=times.fault_t)
     log = bed.window(start)
-    # The crawler is the only process that fetches: what was in flight was in flight on it. Its parse
-    # process and unbound fetch nothing, so their faults excuse no repeat.
-    killed = (Killed("crawler", frozenset((str(e["host"]), str(e["path"])) for e in log))
-              if plan.component == "crawler" else Killed.fetches_nothing(plan.component))  # fmt: skip
+    # Without fetch processes the crawler is the only process that fetches: what was in flight was in
+    # flight on it. Its parse process and unbound fetch nothing, so their faults excuse no repeat. A
+    # fetch process's trial names its own (``killed``).
+    if killed is None:
+        killed = (Killed("crawler", frozenset((str(e["host"]), str(e["path"])) for e in log))
+                  if plan.component == "crawler" else Killed.fetches_nothing(plan.component))  # fmt: skip
     acc = account(truth=bed.truth, log=log, journaled_at_fault=journaled, stored_urls=stored_urls(out),
                   times=times, killed=killed)  # fmt: skip
-    return _record("embedded", plan, at, acc.to_json(), summary, start, times.end_t)
+    return _record(mode, plan, at, acc.to_json(), summary, start, times.end_t)
 
 
 def _record(mode: str, plan: TrialPlan, at: int, acc: dict[str, Any], summary: dict[str, Any],
