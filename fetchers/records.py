@@ -36,9 +36,10 @@ class UrlTask:
     # process, a fleet node) a chain is a run of tasks, each the target of the one before, and this
     # count bounds it by ``fetch.max_redirects`` as one fetcher's hops are (fetchers/redirects.py).
     redirect_hops: int = 0
-    # The URL was fetched before and is due again (re-crawling). The frontier's own mark, never on the
-    # wire: ``scope.max_pages_per_host`` counts the URLs a host gives, so a re-fetch is not charged.
-    refetch: bool = False
+    # Not charged to ``scope.max_pages_per_host``, which counts the pages a host gives: a URL fetched before
+    # and due again (re-crawling), or a robots.txt or sitemap file (``UrlRecord.infra``). The frontier's
+    # own mark, never on the wire.
+    uncharged: bool = False
 
 
 def task_json(t: UrlTask) -> list[Any]:

@@ -7,10 +7,12 @@ politeness, SSRF guard, WARC) and keeps its body in the segment when its type is
 (``SITEMAP_TYPES``); the link job's mapper calls ``sitemap_candidates`` on every result before the HTML
 extraction. Stateless, so the walk's limits become rules on single results:
 
-- robots.txt (path ``/robots.txt``, 200): its ``Sitemap:`` lines (``robots_sitemaps``), depth + 1;
+- robots.txt (path ``/robots.txt``, 200): its ``Sitemap:`` lines (``robots_sitemaps``), depth + 1, with
+  ``SITEMAP_SOURCE`` as their source (sitemap files, which the host cap does not count);
 - a sitemap file (an XML or gzip type, or a path naming a sitemap, and a body ``parse_sitemap`` reads as
   one): a urlset's entries and an index's children, depth + 1. The protocol's size and count limits, gzip
-  bombs and DTDs are ``parse_sitemap``'s; entries must be on the sitemap's own site (scheme, host, port:
+  bombs and DTDs are ``parse_sitemap``'s (an index's files, which the host cap does not count, are also
+  cut at ``SitemapLimits.max_files``); entries must be on the sitemap's own site (scheme, host, port:
   the protocol's rule for robots-submitted sitemaps) and in the crawl's scope, depth and trap rules.
   An endless index chain ends at ``SitemapLimits.max_depth`` index levels below the robots.txt (counted
   in crawl depth), a loop at the seen-set.
@@ -32,6 +34,7 @@ from typing import Protocol
 from fetchers.records import FetchResult
 from pipeline.links.filtering import Candidate
 from pipeline.links.sitemaps import SitemapLimits, parse_sitemap, robots_sitemaps, same_site
+from pipeline.storage.base import SITEMAP_SOURCE
 from pipeline.urls import Scope, TrapRules, fingerprint, host_of, normalize, trap_reason
 
 
@@ -81,7 +84,7 @@ def sitemap_candidates(
         text = result.body.decode("utf-8", "replace")
         found = robots_sitemaps(text)
         _count(stats, "sitemap_robots_lines", len(found))
-        return _keep(found, depth, result.url, rules.scope, rules.traps, rules.max_depth, stats)
+        return _keep(found, depth, SITEMAP_SOURCE, rules.scope, rules.traps, rules.max_depth, stats)
     site = same_site(url)
     parsed = parse_sitemap(result.body, url=url, in_scope=lambda loc: site(loc) and rules.scope.allows(loc))
     if parsed.kind == "" and parsed.error == "not_sitemap":
@@ -90,13 +93,20 @@ def sitemap_candidates(
         _count(stats, f"sitemap_{parsed.error}")
     _count(stats, "sitemap_off_scope", parsed.off_scope)
     _count(stats, "sitemap_files")
-    locs = [e.loc for e in parsed.entries]
+    files: list[str] = []
     if parsed.sitemaps:
         if result.depth > _LIMITS.max_depth:  # robots.txt (0) -> root file (1) -> ... index levels
             _count(stats, "sitemap_depth")
         else:
-            locs += [e.loc for e in parsed.sitemaps]
-    return _keep(locs, depth, result.url, rules.scope, rules.traps, rules.max_depth, stats)
+            files = [e.loc for e in parsed.sitemaps]
+        if len(files) > _LIMITS.max_files:  # the embedded walk's bound per site; a stateless job, per file
+            _count(stats, "sitemap_too_many_files", len(files) - _LIMITS.max_files)
+            files = files[: _LIMITS.max_files]
+    # An index's files are marked as sitemap files (not pages: the host cap does not count them), a
+    # urlset's entries as pages found on this file, as the embedded crawl's SitemapFeed marks them.
+    pages = [e.loc for e in parsed.entries]
+    return (_keep(pages, depth, result.url, rules.scope, rules.traps, rules.max_depth, stats)
+            + _keep(files, depth, SITEMAP_SOURCE, rules.scope, rules.traps, rules.max_depth, stats))  # fmt: skip
 
 
 def _keep(

@@ -28,7 +28,7 @@ from fetchers.records import FetchResult
 from pipeline.frontier.schedule import Schedule
 from pipeline.links.sitemaps import SitemapEntry, SitemapWalk, parse_sitemap, robots_sitemaps, same_site
 from pipeline.settings import Settings
-from pipeline.storage.base import Revisit, Store, UrlRecord
+from pipeline.storage.base import ROBOTS_SOURCE, SITEMAP_SOURCE, Revisit, Store, UrlRecord
 from pipeline.urls import Scope, fingerprint, host_of, normalize
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ class SitemapFeed:
             if url and url not in self._robots and self.scope.allows(url):
                 self._robots[url] = origin
                 out.append(
-                    UrlRecord(url, fingerprint(url), host_of(url), 0, discovered_from="sitemaps:robots")
+                    UrlRecord(url, fingerprint(url), host_of(url), 0, discovered_from=ROBOTS_SOURCE)
                 )
         return out
 
@@ -135,7 +135,7 @@ class SitemapFeed:
             if url is None or url in self._files:
                 continue
             self._files[url] = (origin, depth)
-            out.append(UrlRecord(url, fingerprint(url), host_of(url), 0, discovered_from="sitemaps"))
+            out.append(UrlRecord(url, fingerprint(url), host_of(url), 0, discovered_from=SITEMAP_SOURCE))
         return out
 
     def _lastmods(self, entries: list[SitemapEntry]) -> None:

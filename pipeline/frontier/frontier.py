@@ -16,12 +16,12 @@ a window is only refilled while its host is *not* leased and after every result 
 has been written to the store. The store's PENDING rows are then exactly the URLs not yet done.
 The frontier never performs I/O; ``wants_refill`` names the hosts and the caller feeds ``refill``.
 
-Host cap (``limits.max_pages_per_host``): counts the distinct URLs a host gives, so a re-fetch of a due
-URL (``UrlTask.refetch``, marked from its record's re-crawl state) is never charged. A capped host's new
-URLs stay PENDING in the store, never leased. Without re-crawling the crawl is then done with the host;
-with it (``limits.recrawl``) the host keeps re-fetching what it took: its refills read only its due
-URLs (``refetches_only``), and those reads correct its pending count, which until then may still count
-new URLs the frontier will never lease.
+Host cap (``limits.max_pages_per_host``): counts the distinct pages a host gives; a re-fetch of a due URL
+(marked from its re-crawl state) or a robots.txt or sitemap file (``UrlRecord.infra``) is never charged
+(``UrlTask.uncharged``). A capped host's new pages stay PENDING in the store, never leased. Without
+re-crawling the crawl is then done with the host; with it (``limits.recrawl``) the host keeps re-fetching
+what it took: its refills read only its due URLs and its sitemap files (``refetches_only``), and those
+reads correct its pending count, which until then may still count pages the frontier will never lease.
 
 Priority: a refill loads a host's URLs in ``limits.refill_order`` (in-links first, then depth) when
 ``FrontierLimits.priority`` is set; limits.py says how that composes with the politeness clock and the
@@ -35,6 +35,7 @@ from collections.abc import Container, Iterable, Mapping, Sequence
 
 from fetchers.records import UrlTask
 from pipeline.frontier.activehosts import ActiveHosts
+from pipeline.frontier.hostcap import HostCap
 from pipeline.frontier.hoststate import HostState
 from pipeline.frontier.limits import DEFAULT_LIMITS, FrontierLimits, refill_order
 from pipeline.storage.base import UrlRecord
@@ -53,8 +54,7 @@ class Frontier:
         self._ip_leases: dict[str, int] = {}
         self._pending_total = 0
         self._leased_total = 0
-        # URLs earlier runs of the crawl took from hosts this run has no state for yet (``charge_taken``)
-        self._taken_before: dict[str, int] = {}
+        self.cap = HostCap(limits.max_pages_per_host)
         self.at_work = ActiveHosts(
             floor=limits.active_hosts,
             session_urls=limits.session_urls,
@@ -68,7 +68,8 @@ class Frontier:
         for rec in records:
             host = rec.host if isinstance(rec, UrlRecord) else host_of(rec.url)
             hs = self._state(host)
-            if self.limits.max_pages_per_host and hs.issued >= self.limits.max_pages_per_host:
+            free = rec.infra if isinstance(rec, UrlRecord) else rec.uncharged
+            if not free and self.cap.full(hs.issued):
                 continue  # host capped: the URL stays PENDING in the store, never leased
             hs.pending += 1
             hs.epoch += 1
@@ -77,7 +78,7 @@ class Frontier:
                 self.at_work.enlist(hs)
             if hs.complete:
                 if hs.active and not hs.leased_to and len(hs.window) < self.limits.window_per_host:
-                    hs.window.append(rec.url, rec.url_id, rec.depth, redirect_hops=rec.redirect_hops)
+                    hs.window.append(rec.url, rec.url_id, rec.depth, redirect_hops=rec.redirect_hops, uncharged=free)
                 else:
                     # Spill: the URL lives only in the store from now on. While leased, appending could
                     # race a refill; marking incomplete is always safe (refill reads the store).
@@ -91,7 +92,7 @@ class Frontier:
         if count <= 0:
             return
         hs = self._state(host)
-        if not refetch and self.limits.max_pages_per_host and hs.issued >= self.limits.max_pages_per_host:
+        if not refetch and self.cap.full(hs.issued):
             return  # host capped: new URLs stay PENDING in the store, never leased
         hs.pending += count
         hs.epoch += 1
@@ -102,37 +103,22 @@ class Frontier:
         self._push(hs)
 
     def capped(self, host: str) -> bool:
-        """True when ``host`` has taken ``max_pages_per_host`` URLs: the rest stay PENDING in the store."""
-        cap = self.limits.max_pages_per_host
-        if not cap:
-            return False
-        hs = self._hosts.get(host)
-        return (hs.issued if hs is not None else self._taken_before.get(host, 0)) >= cap
+        """True when ``host`` has given ``max_pages_per_host`` pages: its new ones stay PENDING in the store."""
+        return self.cap.capped(host, self._hosts.get(host))
 
     def refetches_only(self, host: str) -> bool:
-        """True when a refill of ``host`` must read only URLs due again (``Store.pending(refetches_only=
-        True)``): it is capped and the crawl re-crawls, so the URLs it took are all it may still fetch."""
+        """True when a refill of ``host`` must read only URLs due again and its robots.txt and sitemap files
+        (``Store.pending(refetches_only=True)``): it is capped and the crawl re-crawls."""
         return self.limits.recrawl and self.capped(host)
 
     def capped_hosts(self) -> int:
-        """Hosts that took ``max_pages_per_host`` URLs, in this run or (hosts not met yet) in earlier ones."""
-        cap = self.limits.max_pages_per_host
-        counts = [*(hs.issued for hs in self._hosts.values()), *self._taken_before.values()]
-        return sum(1 for n in counts if n >= cap) if cap else 0
+        """Hosts that gave ``max_pages_per_host`` pages, in this run or (hosts not met yet) in earlier ones."""
+        return self.cap.capped_hosts(self._hosts.values())
 
     def charge_taken(self, taken: Mapping[str, int]) -> None:
-        """URLs each host took in earlier runs of the crawl (``Store.taken_per_host``, on resume): they count
-        against ``max_pages_per_host`` as this run's leases do, so the cap is a total over the crawl's runs.
-        A host this run has not met yet gets its count when it does (then ``add`` and ``restore`` skip a
-        capped one). Without a cap there is nothing to count."""
-        if not self.limits.max_pages_per_host:
-            return
-        for host, n in taken.items():
-            hs = self._hosts.get(host)
-            if hs is not None:
-                hs.issued += n
-            elif n > 0:
-                self._taken_before[host] = n
+        """Pages each host gave in earlier runs of the crawl (``Store.taken_per_host``, on resume): they count
+        as this run's leases do, so the cap is a total over the crawl's runs (``HostCap.charge``)."""
+        self.cap.charge(taken, self._hosts)
 
     def restore(self, host: str, pending: int) -> bool:
         """Rebuild a host from the store after a restart: ``pending`` URLs, none in RAM yet. False, and
@@ -187,7 +173,8 @@ class Frontier:
         if self.limits.priority:  # stable: equal scores keep the store's (depth, URL) order
             keep = sorted(keep, key=refill_order)
         for r in keep:
-            hs.window.append(r.url, r.url_id, r.depth, redirect_hops=r.redirect_hops, refetch=r.revisit is not None)
+            free = r.revisit is not None or r.infra
+            hs.window.append(r.url, r.url_id, r.depth, redirect_hops=r.redirect_hops, uncharged=free)
         hs.complete = len(records) <= self.limits.window_per_host and (epoch is None or epoch == hs.epoch)
         # The store is the truth: fix a drifted count (e.g. URLs finished by a replayed journal).
         if hs.complete:
@@ -217,17 +204,16 @@ class Frontier:
                 skipped.append(hs)
                 continue
             take = min(n - len(tasks), self.limits.max_urls_per_host_batch, len(hs.window))
-            cap = self.limits.max_pages_per_host
-            if cap and hs.issued >= cap and not hs.window.head_refetch():
+            if self.cap.full(hs.issued) and not hs.window.head_uncharged():
                 self._cap_reached(hs)
                 continue
             for got in range(take):
-                if cap and hs.issued >= cap and not hs.window.head_refetch():
+                if self.cap.full(hs.issued) and not hs.window.head_uncharged():
                     take = got  # the rest waits for the next lease, which finds the host capped
                     break
                 t = hs.window.popleft()
                 tasks.append(t)
-                if not t.refetch:
+                if not t.uncharged:
                     hs.issued += 1
             hs.pending -= take
             hs.session += take
@@ -288,7 +274,7 @@ class Frontier:
         issued: the host's page cap counts pages, not attempts."""
         for t in reversed(tasks):  # appendleft in reverse keeps the original order
             hs = self._state(host_of(t.url))
-            if not t.refetch:
+            if not t.uncharged:
                 hs.issued = max(0, hs.issued - 1)
             hs.pending += 1
             hs.epoch += 1
@@ -363,8 +349,7 @@ class Frontier:
         hs = self._hosts.get(host)
         if hs is None:
             hs = self._hosts[host] = HostState(host)
-            if self._taken_before:
-                hs.issued = self._taken_before.pop(host, 0)
+            self.cap.met(hs)
         return hs
 
     def _push(self, hs: HostState) -> None:

@@ -1,7 +1,7 @@
 """A compact FIFO of one host's URLs, for the frontier's RAM window (issue #11).
 
 A Python ``str`` plus a task object costs 150+ bytes per URL; here a URL costs its path length + 1
-(one shared ``bytearray``), 8 bytes of fingerprint and 2 bytes of depth, scheme and re-fetch mark
+(one shared ``bytearray``), 8 bytes of fingerprint and 2 bytes of depth, scheme and uncharged mark
 (``array``s). The host part is not stored at all: every URL of the queue shares it. The rare URL inside
 a redirect chain keeps its hop count in a side table.
 """
@@ -14,13 +14,13 @@ from collections import deque
 from fetchers.records import UrlTask
 
 _HTTPS = 1 << 15  # the scheme rides in the depth word's top bit
-_REFETCH = 1 << 14  # and UrlTask.refetch in the next one: depths are clamped below it
-_DEPTH = _REFETCH - 1
+_UNCHARGED = 1 << 14  # and UrlTask.uncharged in the next one: depths are clamped below it
+_DEPTH = _UNCHARGED - 1
 _COMPACT_AT = 4096
 
 
 class HostQueue:
-    """FIFO of (url, url_id, depth, redirect_hops, refetch) for URLs of one authority (``host[:port]``)."""
+    """FIFO of (url, url_id, depth, redirect_hops, uncharged) for URLs of one authority (``host[:port]``)."""
 
     __slots__ = ("authority", "_blob", "_pos", "_ids", "_meta", "_head", "_front", "_hops")
 
@@ -36,14 +36,14 @@ class HostQueue:
         self._hops: dict[int, int] | None = None
 
     def append(
-        self, url: str, url_id: int, depth: int, *, redirect_hops: int = 0, refetch: bool = False
+        self, url: str, url_id: int, depth: int, *, redirect_hops: int = 0, uncharged: bool = False
     ) -> None:
         https = url.startswith("https://")
         path = url[(8 if https else 7) + len(self.authority) :] or "/"
         self._blob += path.encode("utf-8", "surrogateescape")
         self._blob += b"\n"
         self._ids.append(url_id)
-        self._meta.append(min(depth, _DEPTH) | (_HTTPS if https else 0) | (_REFETCH if refetch else 0))
+        self._meta.append(min(depth, _DEPTH) | (_HTTPS if https else 0) | (_UNCHARGED if uncharged else 0))
         if redirect_hops:
             if self._hops is None:
                 self._hops = {}
@@ -54,11 +54,12 @@ class HostQueue:
             self._front = deque()
         self._front.appendleft(task)
 
-    def head_refetch(self) -> bool:
-        """True when the URL ``popleft`` returns next is a re-fetch (False for an empty queue)."""
+    def head_uncharged(self) -> bool:
+        """True when the URL ``popleft`` returns next is not charged to the host cap (False for an empty
+        queue): a re-fetch, or a robots.txt or sitemap file."""
         if self._front:
-            return self._front[0].refetch
-        return self._head < len(self._ids) and bool(self._meta[self._head] & _REFETCH)
+            return self._front[0].uncharged
+        return self._head < len(self._ids) and bool(self._meta[self._head] & _UNCHARGED)
 
     def popleft(self) -> UrlTask:
         if self._front:
@@ -77,7 +78,7 @@ class HostQueue:
         scheme = "https://" if meta & _HTTPS else "http://"
         hops = self._hops.pop(url_id, 0) if self._hops else 0
         return UrlTask(
-            f"{scheme}{self.authority}{path}", url_id, meta & _DEPTH, redirect_hops=hops, refetch=bool(meta & _REFETCH)
+            f"{scheme}{self.authority}{path}", url_id, meta & _DEPTH, redirect_hops=hops, uncharged=bool(meta & _UNCHARGED)
         )
 
     def clear(self) -> None:

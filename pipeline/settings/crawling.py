@@ -52,8 +52,8 @@ class PolitenessSettings:
 class ScopeSettings:
     max_depth: int = 20
     max_pages: int = 0  # 0 = unlimited
-    # Distinct URLs one host may give over the crawl's runs (0 = unlimited); re-fetches are not counted,
-    # so a re-crawl keeps a capped host's pages fresh.
+    # Distinct pages one host may give over the crawl's runs (0 = unlimited); re-fetches, robots.txt and
+    # sitemap files are not counted, so a re-crawl keeps a capped host's pages fresh and reads its sitemaps.
     max_pages_per_host: int = 0
     max_url_length: int = 2048
     max_path_depth: int = 16

@@ -50,6 +50,14 @@ class UrlState(enum.IntEnum):
 SETTLED_STATES = (UrlState.DONE, UrlState.FAILED, UrlState.BLOCKED)
 
 
+# ``discovered_from`` of the URLs a crawl fetches to find pages rather than as pages: a seed site's
+# robots.txt read for its Sitemap: lines, and the sitemap files (pipeline.crawl.sitemapfeed,
+# jobs/sitemap_links.py). ``scope.max_pages_per_host`` counts pages, so these are never charged to it.
+ROBOTS_SOURCE = "sitemaps:robots"
+SITEMAP_SOURCE = "sitemaps"
+INFRA_SOURCES = (ROBOTS_SOURCE, SITEMAP_SOURCE)
+
+
 def settled(counts: Mapping[str, int]) -> int:
     """The URLs ``Store.counts()`` shows settled (``SETTLED_STATES``)."""
     return sum(counts.get(s.name.lower(), 0) for s in SETTLED_STATES)
@@ -77,6 +85,11 @@ class UrlRecord:
     # Redirects that led here from a linked URL (``fetchers.records.UrlTask.redirect_hops``): 0 for a link.
     # A URL keeps the count of its first discovery (the seen-set decides which discovery is kept).
     redirect_hops: int = 0
+
+    @property
+    def infra(self) -> bool:
+        """A robots.txt or sitemap file, fetched to find pages (``INFRA_SOURCES``): not charged to the host cap."""
+        return self.discovered_from in INFRA_SOURCES
 
 
 @dataclass(slots=True)
@@ -168,10 +181,10 @@ class Store(ABC):
         """Up to ``limit`` PENDING URLs of ``host``, shallowest first (then by URL).
 
         ``after`` is the (depth, url) of the last record already taken, for paging without state changes.
-        ``refetches_only``: only URLs ``requeue_due`` made PENDING again (each with its ``revisit``), in a
-        store-defined order, never a new URL; what a host at ``scope.max_pages_per_host`` may still fetch
-        in a re-crawl. Both stores read an index of the URLs PENDING again, so the read never walks the
-        new URLs a capped host will not take.
+        ``refetches_only``: only URLs ``requeue_due`` made PENDING again (each with its ``revisit``) and
+        PENDING robots.txt and sitemap files (``UrlRecord.infra``), in a store-defined order, never a new
+        page; what a host at ``scope.max_pages_per_host`` may still fetch in a re-crawl. Both stores read
+        indexes of just those, so the read never walks the new pages a capped host will not take.
         """
 
     @abstractmethod
@@ -181,8 +194,9 @@ class Store(ABC):
     @abstractmethod
     def taken_per_host(self) -> dict[str, int]:
         """URLs per host that a fetcher took and finished (DONE, FAILED or BLOCKED) or that are PENDING
-        again as due re-fetches, hosts with none left out: what ``scope.max_pages_per_host`` has counted
-        so far (distinct URLs), for a resumed crawl or restarted dispatcher. One pass over the crawl db
+        again as due re-fetches, hosts with none left out, robots.txt and sitemap files (``UrlRecord.infra``)
+        not counted: what ``scope.max_pages_per_host`` has counted so far (distinct pages), for a resumed
+        crawl or restarted dispatcher. One pass over the crawl db
         (resume only, and only with a cap)."""
 
     # --- results ---------------------------------------------------------------------------------

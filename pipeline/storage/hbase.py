@@ -192,7 +192,9 @@ class HBaseStore(Store):
             if key not in known
         ]
         # Pending rows first: a crash in between leaves a pending row without a crawl-db row (skipped
-        # by pending(), re-added on rediscovery), never a known URL that is not pending.
+        # by pending(), re-added on rediscovery), never a known URL that is not pending. Sitemap files go
+        # in the refetch index too: a capped host still takes them (pending(refetches_only=True)).
+        self._put("refetch", ((authority_key(r.host) + b"|" + row_key(r.url), {b"r:x": b""}) for r in new if r.infra))
         self._put("pending", ((pending_key(r.host, r.depth, row_key(r.url)), {b"p:x": b""}) for r in new))
         self._put("crawldb", ((row_key(r.url), url_cells(r, link_round=tag, blind=blind)) for r in new))
         if count_inlinks and known:  # see hbase_inlinks for the two ways

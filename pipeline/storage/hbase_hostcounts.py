@@ -10,12 +10,13 @@ from typing import Any, TypeVar
 
 import happybase
 
-from pipeline.storage.base import SETTLED_STATES
+from pipeline.storage.base import INFRA_SOURCES, SETTLED_STATES
 from pipeline.storage.rowkey import authority_of
 
 _T = TypeVar("_T")
 Call = Callable[[Callable[[happybase.Connection], _T]], _T]
 _TAKEN = frozenset(SETTLED_STATES)
+_INFRA = frozenset(source.encode() for source in INFRA_SOURCES)
 
 
 def pending_hosts(call: Call[Any], limit: int) -> list[tuple[str, int]]:
@@ -34,13 +35,14 @@ def pending_hosts(call: Call[Any], limit: int) -> list[tuple[str, int]]:
 
 def taken_per_host(call: Call[Any]) -> dict[str, int]:
     """DONE, FAILED or BLOCKED URLs per host, and PENDING ones with a re-crawl state (fetched, due again),
-    from a scan of the crawl db's host, state and re-crawl cells."""
+    robots.txt and sitemap files left out (``UrlRecord.infra``), from a scan of the crawl db's host, state,
+    re-crawl and source cells."""
 
     def scan(conn: happybase.Connection) -> dict[str, int]:
         counts: Counter[str] = Counter()
-        for _, row in conn.table("crawldb").scan(columns=[b"m:h", b"m:s", b"m:R"], batch_size=5000):
+        for _, row in conn.table("crawldb").scan(columns=[b"m:h", b"m:s", b"m:R", b"m:f"], batch_size=5000):
             state, host = row.get(b"m:s"), row.get(b"m:h")
-            if state and host and (state[0] in _TAKEN or b"m:R" in row):
+            if state and host and (state[0] in _TAKEN or b"m:R" in row) and row.get(b"m:f") not in _INFRA:
                 counts[host.decode()] += 1
         return dict(counts)
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random
 
+from pipeline.storage import sqlite_revisits
 from pipeline.storage.base import Outcome, PageRecord, Revisit, Store, UrlRecord, UrlState
 from pipeline.storage.bodies import BodyLog
 from pipeline.storage.sqlite_schema import (  # noqa: F401 (CHUNK, SCHEMA_VERSION are public here too)
@@ -37,17 +38,13 @@ from pipeline.storage.sqlite_schema import (  # noqa: F401 (CHUNK, SCHEMA_VERSIO
     _INSERT_URL,
     _PAGE_COLS,
     _SCHEMA,
-    _SELECT_DUE,
     _SELECT_PENDING,
     _SELECT_PENDING_AFTER,
     _SELECT_PENDING_HOSTS,
-    _SELECT_REFETCHES,
-    _SELECT_REVISIT,
     _SELECT_TAKEN,
     _SELECT_URL,
     _STATE_NAMES,
     _UPSERT_REVISIT,
-    _UPSERT_REVISIT_KEEP,
     CHUNK,
     CODEC_LZ4,
     CODEC_RAW,
@@ -60,13 +57,12 @@ from pipeline.storage.sqlite_schema import (  # noqa: F401 (CHUNK, SCHEMA_VERSIO
     encode_body,
     page_record,
     page_row,
-    revisit_of,
     revisit_row,
     url_row,
 )
 from pipeline.storage.sqlite_tx import BUSY_TIMEOUT_S, LINK_ROUNDS_DDL, Transaction, claim_round, is_locked
 from pipeline.storage.sqlite_wal import Checkpointer, tidy_on_close
-from pipeline.urls import fingerprint, fingerprint_range
+from pipeline.urls import fingerprint
 
 
 class SqliteStore(Store):
@@ -222,9 +218,9 @@ class SqliteStore(Store):
     def pending(
         self, host: str, limit: int, *, after: tuple[int, str] | None = None, refetches_only: bool = False
     ) -> list[UrlRecord]:
-        if refetches_only:  # in fingerprint order: a host's URLs are one range of the queued index
-            rows = self._db.execute(_SELECT_REFETCHES, (*fingerprint_range(host), host, limit))
-        elif after is None:
+        if refetches_only:
+            return sqlite_revisits.pending_refetches(self, host, limit)
+        if after is None:
             rows = self._db.execute(_SELECT_PENDING, (host, limit))
         else:
             rows = self._db.execute(_SELECT_PENDING_AFTER, (host, after[0], after[1], limit))
@@ -292,36 +288,15 @@ class SqliteStore(Store):
             self._bump(hosts, states)
         return len(live)
 
-    # --- re-crawling -------------------------------------------------------------------------------
+    # --- re-crawling (sqlite_revisits) ------------------------------------------------------------
     def requeue_due(self, now: float, limit: int) -> dict[str, int]:
-        if limit <= 0:
-            return {}
-        with self._tx():
-            rows = self._db.execute(_SELECT_DUE, (now, limit)).fetchall()
-            if not rows:
-                return {}
-            ids = [(uid,) for uid, _, _ in rows]
-            self._db.executemany("UPDATE urls SET state = 0 WHERE url_id = ?", ids)
-            self._db.executemany("UPDATE revisits SET queued = 1 WHERE url_id = ?", ids)
-            hosts = Counter(host for _, host, _ in rows)
-            states: Counter[str] = Counter({"pending": len(rows)})
-            for _, _, state in rows:
-                states[_STATE_NAMES[UrlState(state)]] -= 1
-            self._bump(hosts, states)
-        return dict(hosts)
+        return sqlite_revisits.requeue_due(self, now, limit)
 
     def put_revisits(self, items: Sequence[tuple[str, Revisit]]) -> int:
-        by_id = {fingerprint(url): r for url, r in items}
-        if not by_id:
-            return 0
-        with self._tx():
-            known = [uid for (uid,) in self._select_in("SELECT url_id FROM urls WHERE url_id IN ({marks})", list(by_id))]
-            self._db.executemany(_UPSERT_REVISIT_KEEP, [revisit_row(uid, by_id[uid]) for uid in known])
-        return len(known)
+        return sqlite_revisits.put_revisits(self, items)
 
     def get_revisit(self, url: str) -> Revisit | None:
-        row = self._db.execute(_SELECT_REVISIT, (fingerprint(url),)).fetchone()
-        return None if row is None else revisit_of(row)
+        return sqlite_revisits.get_revisit(self, url)
 
     def _page(self, row: tuple) -> PageRecord:  # type: ignore[type-arg]
         return page_record(row, self._bodies.read)

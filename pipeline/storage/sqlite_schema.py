@@ -14,13 +14,14 @@ from functools import lru_cache
 from typing import Any
 
 from fetchers.records import unpack_lz4
-from pipeline.storage.base import SETTLED_STATES, PageRecord, Revisit, UrlRecord, UrlState
+from pipeline.storage.base import INFRA_SOURCES, SETTLED_STATES, PageRecord, Revisit, UrlRecord, UrlState
 
 CHUNK = 500  # SQLite's default bound-parameter limit is far higher; 500 keeps statements small.
 SCHEMA_VERSION = "2"  # 2: host-clustered fingerprints (pipeline.urls.fingerprint)
 _STATE_NAMES = {s: s.name.lower() for s in UrlState}
+_INFRA = ", ".join(f"'{source}'" for source in INFRA_SOURCES)  # UrlRecord.infra, as an SQL list
 
-_SCHEMA = """
+_SCHEMA = f"""
 -- The seen-set, kept narrow so that the per-link work of add_urls (find + bump in-links) touches
 -- few pages. "ins" is the last bump applied; an upsert leaves it > 0 only on the row it inserted.
 CREATE TABLE IF NOT EXISTS seen (url_id INTEGER PRIMARY KEY, inlinks INTEGER NOT NULL, ins INTEGER NOT NULL);
@@ -31,6 +32,9 @@ CREATE TABLE IF NOT EXISTS urls (
     retries INTEGER NOT NULL, error TEXT NOT NULL);
 -- Only PENDING rows are indexed: the index shrinks as the crawl proceeds.
 CREATE INDEX IF NOT EXISTS urls_pending ON urls(host, depth, url) WHERE state = 0;
+-- PENDING robots.txt and sitemap files (UrlRecord.infra): what a capped host may fetch besides its due
+-- URLs (pending(refetches_only=True)); created on open, so an older crawl database gains it.
+CREATE INDEX IF NOT EXISTS urls_infra ON urls(host) WHERE state = 0 AND discovered_from IN ({_INFRA});
 CREATE TABLE IF NOT EXISTS host_pending (host TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS pages (
@@ -80,12 +84,18 @@ _SELECT_REFETCHES = (
     "JOIN seen s ON s.url_id = u.url_id LEFT JOIN redirect_hops h ON h.url_id = u.url_id "
     "WHERE r.queued = 1 AND r.url_id BETWEEN ? AND ? AND u.host = ? AND u.state = 0 ORDER BY r.url_id LIMIT ?"
 )
+_SELECT_INFRA = (
+    f"SELECT {_URL_RECORD_COLS} FROM urls u INDEXED BY urls_infra JOIN seen s ON s.url_id = u.url_id "
+    "LEFT JOIN revisits r ON r.url_id = u.url_id LEFT JOIN redirect_hops h ON h.url_id = u.url_id "
+    f"WHERE u.state = 0 AND u.discovered_from IN ({_INFRA}) AND u.host = ? ORDER BY u.url_id LIMIT ?"
+)
 _SELECT_PENDING_HOSTS = "SELECT host, n FROM host_pending WHERE n > 0 ORDER BY host LIMIT ?"
-# URLs taken per host (DONE 1, FAILED 2, BLOCKED 3, or PENDING again: due, queued = 1): a full scan, run on
-# resume with a host cap only.
+# URLs taken per host (DONE 1, FAILED 2, BLOCKED 3, or PENDING again: due, queued = 1), robots.txt and
+# sitemap files not counted: a full scan, run on resume with a host cap only.
 _SELECT_TAKEN = (
     "SELECT u.host, COUNT(*) FROM urls u LEFT JOIN revisits r ON r.url_id = u.url_id "
-    f"WHERE u.state IN ({', '.join(str(int(s)) for s in SETTLED_STATES)}) OR r.queued = 1 GROUP BY u.host"
+    f"WHERE (u.state IN ({', '.join(str(int(s)) for s in SETTLED_STATES)}) OR r.queued = 1) "
+    f"AND u.discovered_from NOT IN ({_INFRA}) GROUP BY u.host"
 )
 _REVISIT_COLS = "next_fetch, interval, etag, last_modified, digest, simhash, changes, fetches, fetched_at"
 _UPSERT_REVISIT = (

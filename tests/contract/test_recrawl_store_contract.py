@@ -4,7 +4,7 @@ kept with its outcome, due URLs come back to the pending set, and a re-fetch rep
 
 from __future__ import annotations
 
-from pipeline.storage.base import Outcome, Revisit, Store, UrlState
+from pipeline.storage.base import ROBOTS_SOURCE, SITEMAP_SOURCE, Outcome, Revisit, Store, UrlState
 from pipeline.urls import fingerprint
 from tests.contract.test_store_contract import OpenStore, done, open_store, page, rec, store  # noqa: F401
 
@@ -144,3 +144,25 @@ def test_taken_per_host_counts_a_url_pending_again_once(store: Store) -> None:
     assert store.taken_per_host() == {"a.test": 2, "b.test": 1}
     store.record_results([done(A1, revisit=rv(99.0, fetches=2))])
     assert store.taken_per_host() == {"a.test": 2, "b.test": 1}
+
+
+def test_robots_and_sitemap_files_are_not_pages_to_the_host_cap(store: Store) -> None:
+    """robots.txt and sitemap files (``UrlRecord.infra``) are fetched to find pages: ``taken_per_host`` does
+    not count them, and a capped host's re-fetches-only read returns them while they wait, unfetched or
+    due again, never a new page. Before, they spent the host's cap like pages."""
+    robots, files = "http://a.test/robots.txt", ["http://a.test/sitemap.xml", "http://a.test/sm/2.xml.gz"]
+    store.add_urls([rec(robots, 0, frm=ROBOTS_SOURCE)])
+    store.add_urls([rec(files[0], 1, frm=SITEMAP_SOURCE)])
+    fetch_all(store, A1, at=10.0)
+    store.record_results([done(u, revisit=rv(10.0)) for u in (robots, files[0])])
+    store.add_urls([rec(files[1], 2, frm=SITEMAP_SOURCE), rec("http://a.test/new", 1)])
+    assert store.taken_per_host() == {"a.test": 1}  # A1 only
+    assert [r.url for r in store.pending("a.test", 10, refetches_only=True)] == [files[1]]
+    assert store.pending("a.test", 10, refetches_only=True)[0].infra
+    assert store.requeue_due(20.0, 10) == {"a.test": 3}  # A1, robots.txt and the fetched file
+    assert store.taken_per_host() == {"a.test": 1}
+    back = store.pending("a.test", 10, refetches_only=True)
+    assert sorted(r.url for r in back) == sorted([A1, robots, *files]) and len(back) == 4  # each once
+    assert len(store.pending("a.test", 2, refetches_only=True)) == 2
+    store.record_results([done(u, revisit=rv(500.0, fetches=2)) for u in (robots, *files)])
+    assert [r.url for r in store.pending("a.test", 10, refetches_only=True)] == [A1]

@@ -1,6 +1,7 @@
 """A continuous crawl with ``scope.max_pages_per_host`` keeps its capped hosts fresh (#23 with #22's cap),
 judged from the living testbed's access log: each host gives exactly the cap in distinct pages, over a
-run and its resume, and its pages go on being re-fetched after the cap is reached, in both runs.
+run and its resume (robots.txt and sitemap files are fetched beside them, not counted), and its pages go
+on being re-fetched after the cap is reached, in both runs.
 
 Before, the cap counted fetches: a re-fetch spent it like a new page, and a capped host was never leased
 again, so a continuous crawl stopped refreshing every capped host (a 25 s run made no request after its
@@ -23,7 +24,7 @@ import pytest
 
 from pipeline.harness.bench.continuous import ContinuousCrawl
 from pipeline.harness.testbed.harness import TestbedProcess
-from pipeline.storage.base import UrlState
+from pipeline.storage.base import INFRA_SOURCES, UrlState
 
 pytestmark = pytest.mark.e2e
 
@@ -104,15 +105,23 @@ def test_a_continuous_crawl_keeps_refetching_its_capped_hosts(make_testbed: Any,
 
     with closing(sqlite3.connect(out / "crawl.db")) as db:
         rows = {
-            (urlsplit(u).hostname, urlsplit(u).path): UrlState(s)
-            for u, s in db.execute("SELECT url, state FROM urls")
+            (urlsplit(u).hostname, urlsplit(u).path): (UrlState(s), src)
+            for u, s, src in db.execute("SELECT url, state, discovered_from FROM urls")
         }
-    # A URL the cap counts: any path requested but a hop of a redirect chain (settled SKIPPED, with the URL
-    # that started the chain). robots.txt counts: the sitemaps feed crawls it as one of the host's URLs.
+    # A page the cap counts: any path requested but a hop of a redirect chain (settled SKIPPED, with the
+    # URL that started the chain), robots.txt and the sitemap files (fetched to find pages, not pages).
+    requested = {(e["host"], e["path"]) for e in log}
+    infra = {k for k in requested if k in rows and rows[k][1] in INFRA_SOURCES}
     distinct = collections.Counter(
-        h for h, p in {(e["host"], e["path"]) for e in log} if rows.get((h, p)) is not UrlState.SKIPPED
+        h for h, p in requested - infra if (h, p) in rows and rows[h, p][0] is not UrlState.SKIPPED
     )
     assert len(distinct) == HOSTS and set(distinct.values()) == {CAP}, distinct
+    # ... and the files were fetched beside the cap's pages: each host's robots.txt, and the sitemap of
+    # every host that lists one (before, they took the place of pages, and a file found once the host
+    # was capped was never fetched).
+    assert {h for h, p in infra if p == "/robots.txt"} == set(distinct)
+    files = {p for _, p in infra if p != "/robots.txt"}
+    assert {"/sitemap.xml", "/sitemap_index.xml"} <= files and len(files) > 2, files
     # Every host was capped in the first run, and was re-fetched after its last new URL (before the fix,
     # a host made no request at all once capped); the resumed run only re-fetched.
     new_paths = _new_paths(log)

@@ -1,7 +1,7 @@
 """A continuous fleet crawl with ``scope.max_pages_per_host`` keeps re-fetching its capped hosts, on both
 crawl dbs: real RabbitMQ, a real Celery worker, the real dispatcher and link jobs, SQLite or real HBase
 (where a capped host's refill reads the refetch index ``requeue_due`` keeps).
-Judged from the living testbed's access log (no host asked for more distinct URLs than the cap, each
+Judged from the living testbed's access log (no host asked for more distinct pages than the cap, each
 re-fetched after its last new one; a restarted dispatcher, ``--resume``, re-fetches the capped hosts
 again and asks for no new URL) and from the store (every host took exactly the cap).
 
@@ -14,6 +14,7 @@ import collections
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -94,13 +95,18 @@ def test_a_continuous_fleet_crawl_keeps_refetching_its_capped_hosts(
         db = from_spec(spec or f"sqlite:{f.out}")
         try:
             taken = db.taken_per_host()
+            port = urlsplit(tb.seeds[0]).port
+            infra = {(h, p) for h, p in {(e["host"], e["path"]) for e in log}
+                     if (r := db.get_url(f"http://{h}:{port}{p}")) is not None and r.infra}  # fmt: skip
         finally:
             db.close()
 
     # Every host took the cap (URLs robots.txt denies count, and make no request), and was asked for no
-    # more distinct URLs than that.
+    # more distinct pages than that; robots.txt and the sitemap files (the link job marks an index's
+    # files as such) were fetched beside them, an index's files once the host was capped among them.
     assert len(taken) == HOSTS and set(taken.values()) == {CAP}, taken
-    new_paths = _new_paths(log)
+    assert {p for _, p in infra} >= {"/robots.txt", "/sitemap_index.xml", "/sitemaps/0.xml.gz", "/sitemaps/1.xml"}
+    new_paths = _new_paths([e for e in log if (e["host"], e["path"]) not in infra])
     assert len(new_paths) == HOSTS and max(len(t) for t in new_paths.values()) <= CAP, new_paths
     # After its last new URL each host went on being re-fetched; the resumed dispatcher took no new URL.
     for host, times in new_paths.items():
@@ -122,6 +128,15 @@ def test_a_recrawl_fleet_crawl_with_a_host_cap_ends(rabbitmq: str, fleet: Any, t
         f.start_dispatcher()
         summary = f.wait_dispatcher(timeout_s=120)
         tb.wait_log_flush()
-        new_paths = _new_paths(tb.read_access_log())
+        log = tb.read_access_log()
+        db = from_spec(f"sqlite:{f.out}")
+        try:
+            port = urlsplit(tb.seeds[0]).port
+            infra = {(e["host"], e["path"]) for e in log
+                     if (r := db.get_url(f"http://{e['host']}:{port}{e['path']}")) is not None and r.infra}  # fmt: skip
+        finally:
+            db.close()
+        new_paths = _new_paths([e for e in log if (e["host"], e["path"]) not in infra])
     assert summary["store"]["pending"] > 0  # the capped hosts' other URLs, kept for a higher cap
     assert len(new_paths) == HOSTS and max(len(t) for t in new_paths.values()) <= CAP
+    assert {p for _, p in infra} == {"/robots.txt"}  # fetched beside the cap's pages (a static web: no sitemap)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pipeline.frontier.frontier import Frontier
 from pipeline.frontier.hostqueue import HostQueue
 from pipeline.frontier.limits import FrontierLimits
-from pipeline.storage.base import Revisit, UrlRecord
+from pipeline.storage.base import ROBOTS_SOURCE, SITEMAP_SOURCE, Revisit, UrlRecord
 from pipeline.urls import fingerprint, host_of
 
 CAPPED = FrontierLimits(max_pages_per_host=3, recrawl=True, priority=False)
@@ -40,7 +40,7 @@ def test_refetches_are_not_charged_to_the_host_cap() -> None:
     assert f.wants_refill() == ["a.test"] and not f.refetches_only("a.test")
     f.refill("a.test", [due("n1"), due("n2")])
     got = f.lease("f1", 100, now=0.0)
-    assert [t.refetch for t in got] == [True, True]
+    assert [t.uncharged for t in got] == [True, True]
     f.release("f1", 0.0)
     f.add([new("n3"), new("n4")])
     assert lease_all(f) == ["n3"]  # three distinct URLs: n4 stays PENDING in the store
@@ -114,14 +114,40 @@ def test_a_capped_host_is_restored_for_its_refetches_in_a_recrawl() -> None:
 
 def test_the_host_queue_keeps_the_refetch_mark() -> None:
     q = HostQueue("a.test")
-    q.append("http://a.test/x", 1, 3, refetch=True)
+    q.append("http://a.test/x", 1, 3, uncharged=True)
     q.append("https://a.test/y", 2, 100_000)
-    assert q.head_refetch()
+    assert q.head_uncharged()
     x = q.popleft()
-    assert (x.url, x.depth, x.refetch) == ("http://a.test/x", 3, True)
-    assert not q.head_refetch()
+    assert (x.url, x.depth, x.uncharged) == ("http://a.test/x", 3, True)
+    assert not q.head_uncharged()
     y = q.popleft()
-    assert (y.url, y.depth, y.refetch) == ("https://a.test/y", (1 << 14) - 1, False)
-    assert not q.head_refetch()
+    assert (y.url, y.depth, y.uncharged) == ("https://a.test/y", (1 << 14) - 1, False)
+    assert not q.head_uncharged()
     q.appendleft(x)
-    assert q.head_refetch()
+    assert q.head_uncharged()
+
+
+def infra(path: str, source: str = SITEMAP_SOURCE) -> UrlRecord:
+    out = new(path)
+    out.discovered_from = source
+    return out
+
+
+def test_robots_and_sitemap_files_are_not_charged_and_a_capped_host_still_takes_them() -> None:
+    """The cap counts pages: robots.txt and sitemap files (``UrlRecord.infra``) are fetched to find
+    them, whether they come with a discovery (``add``) or a refill, before or after the host is capped."""
+    f = Frontier(CAPPED)
+    f.add([infra("robots.txt", ROBOTS_SOURCE), new("n0"), infra("sitemap.xml"), new("n1"), new("n2"), new("n3")])
+    assert lease_all(f) == ["robots.txt", "n0", "sitemap.xml", "n1", "n2"]  # three pages and the two files
+    assert f.capped("a.test")
+    f.add([infra("sm/2.xml")])  # a sitemap index's child, found after the cap: behind n3 in the window
+    assert lease_all(f) == []  # n3 is a new page: the window goes, and the store is read again
+    assert f.wants_refill() == ["a.test"] and f.refetches_only("a.test")
+    f.refill("a.test", [infra("sm/2.xml"), due("n0")])  # what the re-fetches-only read returns
+    got = f.lease("f1", 100, now=0.0)
+    assert [(t.url.rsplit("/", 1)[1], t.uncharged) for t in got] == [("2.xml", True), ("n0", True)]
+    f.requeue("f1", got)  # given back: nothing was charged, so nothing is refunded
+    f.release("f1", 0.0)
+    assert f.capped("a.test") and lease_all(f) == ["2.xml", "n0"]
+    f.add([infra("sm/3.xml"), new("n9")])  # an empty window takes a file found now, never a new page
+    assert lease_all(f) == ["3.xml"]

@@ -8,6 +8,7 @@ import gzip
 from fetchers.records import FetchResult
 from jobs import logic
 from jobs.sitemap_links import sitemap_candidates
+from pipeline.storage.base import SITEMAP_SOURCE
 from pipeline.urls import fingerprint
 
 SITE = "http://a.test:8080"
@@ -30,6 +31,7 @@ def test_robots_sitemap_lines_become_candidates_one_deeper() -> None:
     robots = f"User-agent: *\nDisallow: /x/\nSitemap: {SITE}/sitemap.xml\nSitemap: http://other.test/s.xml\n"
     got = logic.page_candidates(_result("/robots.txt", robots.encode(), ctype="text/plain"), RULES)
     assert [(c.url, c.depth) for c in got] == [(f"{SITE}/sitemap.xml", 1)]  # other.test is out of scope
+    assert [c.source for c in got] == [SITEMAP_SOURCE]  # a sitemap file: the host cap does not count it
 
 
 def test_urlset_entries_and_gzip_index_children_are_candidates() -> None:
@@ -37,11 +39,13 @@ def test_urlset_entries_and_gzip_index_children_are_candidates() -> None:
     got = logic.page_candidates(_result("/sitemap.xml", _urlset("/only/0", "/only/1"), ctype="application/xml",
                                         depth=1), RULES, stats=stats)  # fmt: skip
     assert [(c.url, c.depth) for c in got] == [(f"{SITE}/only/0", 2), (f"{SITE}/only/1", 2)]
+    assert {c.source for c in got} == {f"{SITE}/sitemap.xml"}  # pages, found on that file
     index = (f'<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><sitemap><loc>{SITE}/s/0.xml.gz'
              "</loc></sitemap></sitemapindex>").encode()  # fmt: skip
     children = sitemap_candidates(_result("/sitemap_index.xml", gzip.compress(index), ctype="application/gzip",
                                           depth=1), RULES)  # fmt: skip
     assert children is not None and [c.url for c in children] == [f"{SITE}/s/0.xml.gz"]
+    assert [c.to_record().infra for c in children] == [True]
     assert stats["sitemap_urls"] == 2
 
 
@@ -86,3 +90,13 @@ def test_lastmods_of_a_urlset_on_its_own_site_only() -> None:
     assert sitemap_lastmods(_result("/robots.txt", robots, ctype="text/plain")) == []
     assert sitemap_lastmods(_result("/sitemap.xml", body, ctype="application/xml", status=404)) == []
     assert sitemap_lastmods(_result("/sitemap.xml", b"<html>not xml", ctype="application/xml")) == []
+
+
+def test_an_index_gives_at_most_max_files_sitemap_files() -> None:
+    """An index's files are not charged to the host cap, so one file cannot make the fleet fetch more of
+    them than the embedded walk would for a whole site (``SitemapLimits.max_files``)."""
+    many = "".join(f"<sitemap><loc>{SITE}/f/{i}.xml</loc></sitemap>" for i in range(1_200))
+    index = f'<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{many}</sitemapindex>'.encode()
+    stats: dict[str, int] = {}
+    got = sitemap_candidates(_result("/big_index.xml", index, ctype="application/xml", depth=1), RULES, stats=stats)
+    assert got is not None and len(got) == 1_000 and stats["sitemap_too_many_files"] == 200
