@@ -39,6 +39,7 @@ from pipeline.embedded.parseproc import ParsePool, parse_processes_for
 from pipeline.observe.stats import CrawlStats
 from pipeline.settings import Settings
 from pipeline.storage.factory import from_settings as open_store
+from pipeline.storage.sqlite_robots import share_path
 from pipeline.storage.warc import WarcWriter, live_writer
 
 log = logging.getLogger(__name__)
@@ -104,7 +105,8 @@ class EmbeddedCrawl:
         hostile = HostilePages(host_limit=self.settings.fetch.parse_failed_per_host)
         procs = [
             ProcessFetcher(self.settings, fetcher_id=f"local-p{i}", parse_links=n_proc >= 2,
-                           fetcher=self.request.fetcher, warc_dir=warc_dir, hostile=hostile)
+                           fetcher=self.request.fetcher, warc_dir=warc_dir, hostile=hostile,
+                           robots_share=share_path(out) if n_proc >= 2 else None)
             for i in range(n_proc)
         ]  # fmt: skip
         self._procs = procs

@@ -37,10 +37,10 @@ def _child_main(fd: int) -> None:
     import pipeline.links.prepare  # noqa: F401
 
     try:
-        settings, fetcher_id, scope, traps, parse_links, kind, warc, marker, hostile = conn.recv()
+        settings, fetcher_id, scope, traps, parse_links, kind, warc, marker, hostile, robots = conn.recv()
         parse_guard = guard.ParseGuard(marker, cpu_limit_s=settings.fetch.parse_cpu_limit_s)
         asyncio.run(_serve(conn, settings, fetcher_id, scope, traps, parse_links=parse_links, kind=kind, warc=warc,
-                           parse_guard=parse_guard, hostile=hostile))  # fmt: skip
+                           parse_guard=parse_guard, hostile=hostile, robots=robots))  # fmt: skip
     except EOFError:
         pass
     finally:
@@ -80,6 +80,7 @@ class _Outbox:
 async def _serve(
     conn: Connection, settings: Settings, fetcher_id: str, scope: Scope, traps: TrapRules, *, parse_links: bool,
     kind: str, warc: str, parse_guard: guard.ParseGuard, hostile: tuple[dict[str, str], dict[str, str]],
+    robots: str = "",
 ) -> None:  # fmt: skip
     from fetchers.choice import make_fetcher
     from fetchers.redirects import stop_at_redirects
@@ -92,8 +93,9 @@ async def _serve(
     loop = asyncio.get_running_loop()
     caching = CachingResolver.from_settings(settings.dns)
     writer = live_writer(settings, warc, fetcher_id) if warc else None
+    share = _robots_share(robots)
     fetcher = make_fetcher(kind, settings, fetcher_id=fetcher_id, resolver=AiohttpResolver(caching), scope=scope,
-                           archive=writer.write_exchange if writer is not None else None,
+                           archive=writer.write_exchange if writer is not None else None, robots_share=share,
                            redirect_gate=stop_at_redirects)  # no seen-set here: targets go back as links
 
     def gone() -> None:
@@ -165,6 +167,22 @@ async def _serve(
     await caching.aclose()
     if writer is not None:
         writer.close()
+    if share is not None:
+        share.close()
+
+
+def _robots_share(path: str) -> Any:
+    """The crawl's robots share (``pipeline.storage.sqlite_robots``) at ``path``; None without one or when it
+    cannot be opened (this process then fetches robots.txt itself, as without a share)."""
+    if not path:
+        return None
+    from pipeline.storage.sqlite_robots import SqliteRobotsShare
+
+    try:
+        return SqliteRobotsShare(path)
+    except Exception as exc:  # noqa: BLE001 - a share only saves fetches
+        log.warning("robots share %s unavailable: %s", path, exc)
+        return None
 
 
 if __name__ == "__main__":

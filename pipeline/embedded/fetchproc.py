@@ -21,8 +21,9 @@ starts afterwards, which then hands its result back with its journal line, its b
 death, so the page is requested again once per strike (a request in flight on the killed process).
 
 Politeness holds across processes for the same reason it holds across fleet nodes: the dispatcher
-leases a host to one batch at a time and paces it with the delays each report returns. What is per
-process is the robots.txt cache (a host served by two children has its robots.txt fetched twice).
+leases a host to one batch at a time and paces it with the delays each report returns. Each child keeps
+its own robots.txt cache behind one share (``robots_share``: a file beside the crawl db,
+``pipeline.storage.sqlite_robots``), so a host served by two children has its robots.txt fetched once.
 """
 
 from __future__ import annotations
@@ -113,14 +114,17 @@ class ProcessFetcher:
         fetcher: str = "aio",
         warc_dir: Path | None = None,
         hostile: HostilePages | None = None,
+        robots_share: Path | None = None,
     ) -> None:
         """``scope`` and ``traps`` (the crawl's) may be set after ``launch`` but before ``start``. ``fetcher``:
         which fetcher the child runs (``fetchers.choice``); ``warc_dir``: the child archives every exchange
         there, in WARC files of its own; ``hostile``: the crawl's book of pages that killed fetch processes
-        (one for all of them)."""
+        (one for all of them); ``robots_share``: the file through which the children share robots.txt
+        answers (``pipeline.storage.sqlite_robots``; None: each child fetches its own)."""
         self.settings = settings
         self.fetcher = fetcher
         self.warc_dir = warc_dir
+        self.robots_share = robots_share
         self.parse_links = parse_links  # extract links in the child too, or leave that to the crawl's process
         self.fetcher_id = fetcher_id
         self.scope = scope
@@ -166,8 +170,9 @@ class ProcessFetcher:
         assert self._conn is not None and self.scope is not None and self.traps is not None
         self._loop = asyncio.get_running_loop()
         warc = str(self.warc_dir) if self.warc_dir is not None else ""
+        robots = str(self.robots_share) if self.robots_share is not None else ""
         self._conn.send((self.settings, self.fetcher_id, self.scope, self.traps, self.parse_links, self.fetcher, warc,
-                         self.marker, self.hostile.snapshot()))  # fmt: skip
+                         self.marker, self.hostile.snapshot(), robots))  # fmt: skip
         self._told = self.hostile.version
         self._loop.add_reader(self._conn.fileno(), self._readable)
         self._started = True

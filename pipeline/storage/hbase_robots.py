@@ -42,8 +42,8 @@ class HBaseRobotsShare:
 
 
 def open_share(spec: str) -> HBaseRobotsShare | None:
-    """A share over a store of its own for an HBase store ``spec``; None for any other store (a SQLite fleet
-    keeps per-node caches). Blocking: opening waits out a Thrift outage as the store does."""
+    """A share over a store of its own for an HBase store ``spec``; None for any other store (a SQLite
+    crawl shares through ``sqlite_robots``). Blocking: opening waits out a Thrift outage as the store does."""
     if not is_hbase_spec(spec):
         return None
     store = from_spec(spec)

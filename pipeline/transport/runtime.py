@@ -48,6 +48,7 @@ from pipeline.urls import Scope
 
 if TYPE_CHECKING:  # the HBase client is imported by nodes whose crawl uses HBase only
     from pipeline.storage.hbase_robots import HBaseRobotsShare
+    from pipeline.storage.sqlite_robots import SqliteRobotsShare
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +128,7 @@ class FetchRuntime:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"fetch-loop-{node}", daemon=True)
         self._shared: dict[str, Any] = {}
-        self._robots_shares: dict[str, HBaseRobotsShare | None] = {}  # store spec -> its share (None: not HBase)
+        self._robots_shares: dict[str, HBaseRobotsShare | SqliteRobotsShare | None] = {}  # store spec -> its share
         self._fetchers: dict[str, Fetcher] = {}
         self._warcs: dict[str, WarcWriter] = {}  # WARC directory -> this node's exchange writer there
         self._lock = threading.Lock()
@@ -313,7 +314,7 @@ class FetchRuntime:
     async def _fetcher_for(self, scope: Scope | None, *, warc: str = "", store: str = "") -> Fetcher:
         """The fetcher for ``scope``, recording its exchanges as WARC under ``warc``/NODE when the
         dispatcher asks for WARC (the wire's bytes: requests as sent, heads as received), and sharing
-        robots.txt answers with the other nodes through the crawl's ``store`` when it is HBase."""
+        robots.txt answers with the other nodes through the crawl's ``store``."""
         key = hashlib.sha1(json.dumps([scope_to_json(scope), warc, store], sort_keys=True).encode()).hexdigest()
         fetcher = self._fetchers.get(key)
         if fetcher is None:
@@ -332,16 +333,15 @@ class FetchRuntime:
                      len(self._fetchers))  # fmt: skip
         return fetcher
 
-    async def _robots_share(self, store: str) -> HBaseRobotsShare | None:
-        """The crawl's robots share for an HBase ``store`` spec (opened once, off the loop), else None. A store
-        that cannot be opened now only means this node fetches robots.txt itself."""
-        if not is_hbase_spec(store):
+    async def _robots_share(self, store: str) -> HBaseRobotsShare | SqliteRobotsShare | None:
+        """The crawl's robots share for its ``store`` spec (opened once, off the loop): through HBase, or a
+        file beside a SQLite crawl db (``sqlite_robots``); None for no store. A share that cannot be opened
+        now only means this node fetches robots.txt itself."""
+        if not store:
             return None
         if store not in self._robots_shares:
-            from pipeline.storage.hbase_robots import open_share
-
             try:
-                share = await asyncio.to_thread(open_share, store)
+                share = await asyncio.to_thread(_open_robots_share, store)
             except Exception as exc:
                 log.warning("node %s: robots share on %s unavailable: %s", self.node, store, exc)
                 return None
@@ -369,3 +369,14 @@ class FetchRuntime:
             failures=c.failures, rate=round(c.rate, 3), free_slots=int(free), slots=self.slots,
             active=max(active, self._active), address=f"fetch.{self.node}",
         )  # fmt: skip
+
+
+def _open_robots_share(store: str) -> HBaseRobotsShare | SqliteRobotsShare | None:
+    """Blocking: the robots share of a store spec (the HBase client is imported only for an HBase one)."""
+    if is_hbase_spec(store):
+        from pipeline.storage.hbase_robots import open_share
+
+        return open_share(store)
+    from pipeline.storage.sqlite_robots import open_share as open_sqlite_share
+
+    return open_sqlite_share(store)

@@ -2,8 +2,8 @@
 
 Judged from the testbed's access log and the store, never from the crawler's own word:
 - a fleet crawl with 2 workers reaches the same ground truth as the embedded default (every page
-  exactly once, nothing outside the truth, no robots-forbidden fetch). The one difference: each node
-  keeps its own robots.txt cache, so robots.txt may be fetched once per node per host;
+  exactly once, nothing outside the truth, no robots-forbidden fetch). robots.txt may be fetched up to once
+  per node per host here (the nodes share answers, sqlite_robots.py; test_fleet_link_jobs.py asserts once);
 - a worker that misses 2 heartbeat periods (SIGSTOP) gets no new batch, and gets work again when it
   comes back (SIGCONT) — S1's liveness rule.
 """

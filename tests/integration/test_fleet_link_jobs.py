@@ -67,12 +67,13 @@ def test_nodes_store_pages_and_the_link_jobs_feed_the_frontier(
             assert stop(links) == 0, f.log_tail("links.log")
         truth = tb.truth(max_depth=MAX_DEPTH)
         check_truth(tb, truth, nodes=2)
+        # The nodes share robots.txt answers through the store (fetchers.robots; hbase_robots.py, or beside a
+        # SQLite crawl db sqlite_robots.py): a host whose URLs both nodes fetched still had its robots.txt
+        # fetched once (without the share: 2 each).
+        robots = {h: n for (h, p), n in fetch_counts(tb).items() if p == "/robots.txt"}
+        assert robots and max(robots.values()) == 1, sorted(robots.items())
         if store == "hbase":
             check_hbase_exactly_once(prefix, truth)
-            # The nodes share robots.txt answers through the store (fetchers.robots, hbase_robots.py): a host
-            # whose URLs both nodes fetched still had its robots.txt fetched once (without the share: 2 each).
-            robots = {h: n for (h, p), n in fetch_counts(tb).items() if p == "/robots.txt"}
-            assert robots and max(robots.values()) == 1, sorted(robots.items())
         else:
             check_store_exactly_once(f.out, truth)
             assert summary["store"]["pending"] == 0
