@@ -133,6 +133,9 @@ class CrawlCore(PendingInputs):
         self.durable.checkpoint()
         self.durable.drain()  # the rows read below must show every replayed outcome
         rebuild_from_store(self.store, self.seen, self.frontier)
+        # A re-crawl's URLs due now come back before the first batch: a run that starts with nothing
+        # pending would otherwise end at once, before tick() looked (it found them only as it closed).
+        self._requeue_due()
         log.info("resume: replayed %d journaled results, %d URLs pending", replayed, self.frontier.pending)
 
     # --- dispatch ----------------------------------------------------------------------------------
@@ -258,13 +261,17 @@ class CrawlCore(PendingInputs):
     def tick(self) -> dict[str, Any] | None:
         """Liveness and stats; returns a stats row once per second (for stats.jsonl)."""
         self.dispatcher.tick()
-        if self.recrawl is not None:  # due URLs back into the pending set
-            for host, count in self.recrawl.due(self.clock(), backlog=self.frontier.pending).items():
-                self.frontier.add_pending(host, count, refetch=True)
+        self._requeue_due()
         self._sync_inflight()
         self.flush()  # bounds what a replay has to redo to about one second of results
         self.stats.set_queue(self.frontier.pending)
         return self.stats.tick()
+
+    def _requeue_due(self) -> None:
+        """A re-crawl's due URLs back into the pending set (at most every ``recrawl.check_interval_s``)."""
+        if self.recrawl is not None:
+            for host, count in self.recrawl.due(self.clock(), backlog=self.frontier.pending).items():
+                self.frontier.add_pending(host, count, refetch=True)
 
     def _apply(self, result: FetchResult, *, final: bool | None = None, packed: bytes = b"") -> None:
         """Turn one result into an outcome (and its links into discoveries). ``packed``: the body as the

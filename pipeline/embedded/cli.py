@@ -55,7 +55,7 @@ def print_summary(summary: dict[str, Any], *, as_json: bool) -> None:
 
 def _cmd_crawl(args: argparse.Namespace) -> int:
     from pipeline.embedded.start import plan
-    from pipeline.observe.verdict import held_by_cap, zero_pages
+    from pipeline.observe.verdict import held_by_cap, nothing_due, zero_pages
 
     logs.setup_from_args(args)
     todo = plan(args)  # every input checked (UsageError: exit 2) before anything is created
@@ -77,6 +77,9 @@ def _cmd_crawl(args: argparse.Namespace) -> int:
 
     code = finish(summary, sys.argv)  # 130 and how to resume when Ctrl-C stopped it
     if code == 0 and (why := held_by_cap(summary, cap=settings.scope.max_pages_per_host)):
+        print(why, file=sys.stderr)
+        return 0
+    if code == 0 and (why := nothing_due(summary, continuous=settings.recrawl.continuous)):
         print(why, file=sys.stderr)
         return 0
     if code == 0 and (why := zero_pages(summary)):

@@ -131,7 +131,9 @@ def plan(args: argparse.Namespace) -> Plan:
         if total and settled >= total:
             return Plan(settings, seeds, f"crawl: {out} has settled {settled} URLs, --max-pages is {total} in all; "
                         "raise --max-pages to go on")  # fmt: skip
-        if not counts.get("pending", 0) and not seeds:
+        # A re-crawl is never done: its fetched URLs come due again (the run requeues those due now, and
+        # a continuous one waits for the rest), so only a crawl without one can have nothing left.
+        if not counts.get("pending", 0) and not seeds and not (settings.recrawl.on or args.continuous):
             return Plan(settings, seeds, f"crawl: {out} has nothing left to crawl ({settled} URLs settled); "
                         "give new seed URLs to go on")  # fmt: skip
         hosts = hosts + pending_hosts

@@ -1,4 +1,5 @@
-"""What a finished crawl says of itself in one line when it fetched nothing: a failure, or the host cap.
+"""What a finished crawl says of itself in one line when it fetched nothing: a failure, the host cap, or a
+re-crawl with nothing due yet.
 
 Pure functions of a crawl's summary (the ``CrawlCore`` summary both scales print), so that
 ``crawlfleet crawl`` and ``crawlfleet dispatcher`` judge an empty run alike.
@@ -35,3 +36,19 @@ def held_by_cap(summary: dict[str, Any], *, cap: int) -> str:
         return ""
     return (f"crawl: nothing to fetch: {frontier['hosts_capped']} host(s) have taken scope.max_pages_per_host "
             f"= {cap} URLs and {waiting} URL(s) wait for a larger cap; raise it to go on")  # fmt: skip
+
+
+def nothing_due(summary: dict[str, Any], *, continuous: bool) -> str:
+    """Why a finished re-crawl run fetched nothing when no URL came due, in one line; '' otherwise. Its
+    URLs are all fetched and scheduled: the crawl did as told, so this is no failure. ``continuous``: the
+    run waited for due URLs until its stop file or Ctrl-C."""
+    recrawl = summary.get("recrawl") or {}
+    store = summary.get("store") or {}
+    if summary.get("pages_fetched") or summary.get("interrupted") or summary.get("errors_by_class"):
+        return ""
+    if not recrawl or recrawl.get("requeued") or store.get("pending"):
+        return ""
+    if continuous:
+        return "crawl: stopped before any URL came due for a re-fetch (every URL is fetched and scheduled)"
+    return ("crawl: nothing is due for a re-fetch yet (every URL is fetched and scheduled); "
+            "run with --continuous to wait for the next one")

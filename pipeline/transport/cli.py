@@ -173,11 +173,13 @@ def _cmd_dispatcher(args: argparse.Namespace) -> int:
     else:
         for key in ("pages_fetched", "pages_failed", "elapsed_s", "pages_per_s"):
             print(f"{key:16} {summary.get(key)}")
-    from pipeline.observe.verdict import held_by_cap
+    from pipeline.observe.verdict import held_by_cap, nothing_due
 
-    # A resume that only capped hosts could feed ends with 0 pages: say why, as `crawl` does. Exit 0
-    # either way: a fleet dispatcher that fetched nothing is not a failure (`--serve` may wait for seeds).
-    if summary and (why := held_by_cap(summary, cap=settings.scope.max_pages_per_host)):
+    # A resume that only capped hosts could feed, or a re-crawl's with nothing due, ends with 0 pages: say
+    # why, as `crawl` does. Exit 0 either way: a fleet dispatcher that fetched nothing is not a failure
+    # (`--serve` may wait for seeds).
+    cap, continuous = settings.scope.max_pages_per_host, settings.recrawl.continuous
+    if summary and (why := held_by_cap(summary, cap=cap) or nothing_due(summary, continuous=continuous)):
         print(why, file=sys.stderr)
     return 0
 

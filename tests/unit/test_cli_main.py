@@ -10,7 +10,7 @@ from pipeline.cli import main, version
 from pipeline.embedded.start import read_seeds
 from pipeline.harness.demo import MARKER, prepare_out
 from pipeline.observe.errors import UsageError
-from pipeline.observe.verdict import held_by_cap, zero_pages
+from pipeline.observe.verdict import held_by_cap, nothing_due, zero_pages
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -90,3 +90,13 @@ def test_a_crawl_the_host_cap_left_nothing_to_fetch_is_no_failure() -> None:
     assert held_by_cap({**capped, "pages_fetched": 1}, cap=4) == ""
     assert held_by_cap({**capped, "errors_by_class": {"dns_nxdomain": 1}}, cap=4) == ""  # errors: a failure
     assert held_by_cap({**capped, "store": {"pending": 0}}, cap=4) == ""
+
+
+def test_nothing_due_is_said_only_of_a_recrawl_run_that_found_nothing_due() -> None:
+    idle = {"pages_fetched": 0, "recrawl": {"requeued": 0, "scheduled": 72}, "store": {"pending": 0}}
+    assert nothing_due(idle, continuous=False).endswith("run with --continuous to wait for the next one")
+    assert nothing_due(idle, continuous=True).startswith("crawl: stopped before any URL came due")
+    assert nothing_due({**idle, "recrawl": {}}, continuous=False) == ""  # no re-crawl: zero_pages says why
+    assert nothing_due({**idle, "pages_fetched": 3}, continuous=False) == ""
+    assert nothing_due({**idle, "errors_by_class": {"dns_nxdomain": 1}}, continuous=False) == ""  # a failure
+    assert nothing_due({**idle, "store": {"pending": 4}}, continuous=False) == ""  # work left: not idle

@@ -27,11 +27,12 @@ class Clock:
         return self.now
 
 
-def make(tmp: Path, clock: Clock, **recrawl: object) -> CrawlCore:
+def make(tmp: Path, clock: Clock, *, resume: bool = False, **recrawl: object) -> CrawlCore:
     cfg = RecrawlSettings(enabled=True, initial_interval_s=100.0, min_interval_s=10.0, max_interval_s=1000.0,
                           check_interval_s=0.0, sync_delta=False, sitemaps=False, **recrawl)  # type: ignore[arg-type]  # fmt: skip
     settings = dataclasses.replace(Settings(), recrawl=cfg)
-    return CrawlCore(settings, SqliteStore(tmp / "crawl.db"), seeds=[SEED], out_dir=tmp, clock=clock)
+    return CrawlCore(settings, SqliteStore(tmp / "crawl.db"), seeds=[] if resume else [SEED], out_dir=tmp,
+                     clock=clock, resume=resume)  # fmt: skip
 
 
 def one_batch(core: CrawlCore, clock: Clock) -> Batch:
@@ -129,3 +130,25 @@ def test_due_urls_come_back_at_the_recrawl_share_while_new_urls_wait(tmp_path: P
     assert rc.due(10.0, backlog=100) == {"h.test": 2}  # new URLs wait: half the batch
     assert rc.due(11.0, backlog=0) == {"h.test": 4}  # nothing waits: the whole batch
     assert rc.stats.requeued == 6
+
+
+def test_a_resumed_recrawl_takes_its_due_urls_before_deciding_it_is_done(tmp_path: Path) -> None:
+    """A run that starts with nothing pending but URLs due must fetch them. Before, ``done()`` was asked
+    before the first ``tick()`` requeued them, so the run ended at once with 0 pages (and the final tick
+    left them PENDING for the next run); a run with nothing due ends as before."""
+    clock = Clock()
+    core = make(tmp_path, clock)
+    core.register_fetcher("f")
+    answer(core, one_batch(core, clock), clock, status=200, body=V1, etag="")
+    assert core.done()
+    core.close()
+    clock.now += 50.0  # nothing due yet
+    early = make(tmp_path, clock, resume=True)
+    assert early.done() and early.frontier.pending == 0
+    early.close()
+    clock.now += 60.0  # the seed is due
+    late = make(tmp_path, clock, resume=True)
+    assert not late.done() and late.frontier.pending == 1
+    late.register_fetcher("f")
+    assert [t.url for t in one_batch(late, clock).tasks] == [SEED]
+    late.close()
