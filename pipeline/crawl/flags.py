@@ -19,6 +19,7 @@ from pipeline.crawl import remember
 from pipeline.observe import logs
 from pipeline.settings import Loaded, Settings, arg_type, load_settings_traced, sections
 from pipeline.settings.security import redact, redact_section
+from pipeline.storage.factory import DEFAULT_CRAWL_DIR
 
 
 def add_crawl_flags(p: argparse.ArgumentParser) -> None:
@@ -27,7 +28,7 @@ def add_crawl_flags(p: argparse.ArgumentParser) -> None:
                    help="stop after this many URLs in all, earlier runs of a resumed crawl included (0 = no limit)")
     p.add_argument("--max-depth", type=arg_type("scope.max_depth"), default=None, metavar="N",
                    help="follow links at most this many hops from a seed")
-    p.add_argument("--out", default="crawl-out", metavar="DIR",
+    p.add_argument("--out", default=DEFAULT_CRAWL_DIR, metavar="DIR",
                    help="crawl directory (store, segments, stats, remembered settings); default %(default)s")
     p.add_argument("--dns-server", type=arg_type("dns.servers"), action="append", default=None, metavar="HOST:PORT",
                    help="DNS server to ask, repeatable (default: the system's resolv.conf)")

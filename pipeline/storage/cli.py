@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from pipeline.storage.factory import from_spec, sqlite_path
+from pipeline.storage.factory import DEFAULT_CRAWL_DIR, from_spec, sqlite_path
 from pipeline.storage.warc import WarcWriter
 
-DEFAULT_STORE = "sqlite:var/crawl.db"
+DEFAULT_STORE = f"sqlite:{DEFAULT_CRAWL_DIR}/"  # the crawl db of `crawlfleet crawl`'s default --out
 
 
 def _store_spec(text: str) -> str:

@@ -13,6 +13,9 @@ from pipeline.settings import StoreSettings
 from pipeline.storage.base import Store
 
 DB_NAME = "crawl.db"
+# The crawl directory when ``--out`` is not given (``crawl``, ``dispatcher``); ``links`` and ``export``
+# default to it too, so the commands of one crawl agree without flags.
+DEFAULT_CRAWL_DIR = "crawl-out"
 
 
 def sqlite_path(path: str | Path) -> Path:

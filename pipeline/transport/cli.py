@@ -69,6 +69,7 @@ def _seed(text: str) -> str:
 
 def register(subparsers: Any) -> None:
     from pipeline.crawl.flags import add_crawl_flags
+    from pipeline.storage.factory import DEFAULT_CRAWL_DIR
 
     d = subparsers.add_parser("dispatcher", help="run the fleet dispatcher (RabbitMQ + Celery workers)")
     d.add_argument("seeds", nargs="*", type=_seed, help="seed URLs (or submit them later with `crawlfleet submit`)")
@@ -106,7 +107,8 @@ def register(subparsers: Any) -> None:
     w.set_defaults(func=_cmd_worker)
 
     lk = subparsers.add_parser("links", help="the fleet's link jobs: node segments -> mrjob -> pending set")
-    lk.add_argument("--out", default="var/fleet", help="the dispatcher's crawl directory (store and segments)")
+    lk.add_argument("--out", default=DEFAULT_CRAWL_DIR,
+                    help="the dispatcher's crawl directory (store and segments); default %(default)s, as the dispatcher's")
     lk.add_argument("--config", help="TOML settings file (the dispatcher's)")
     lk.add_argument("--runner", choices=("inline", "local", "spark", "hadoop", "emr"), default="inline",
                     help="where mrjob runs the jobs (default inline: in this process)")

@@ -46,3 +46,13 @@ def test_every_bench_flag_has_help() -> None:
         missing += [f"{name} {'/'.join(a.option_strings) or a.dest}" for a in parser._actions
                     if not isinstance(a, argparse._HelpAction) and not (a.help or "").strip()]  # fmt: skip
     assert missing == []
+
+
+def test_the_commands_of_one_crawl_agree_on_its_directory_without_flags() -> None:
+    """``crawl`` and ``dispatcher`` write to ``crawl-out`` by default; ``links`` and ``export warc`` read the
+    same place by default (they used to read var/fleet and var/crawl.db, so the defaults never met)."""
+    outs = {prog: a.default for prog, a in _walk(build_parser()) if a.dest == "out" and a.default is not None}
+    assert {p.split()[-1]: d for p, d in outs.items() if p.split()[-1] in ("crawl", "dispatcher", "links")} == {
+        "crawl": "crawl-out", "dispatcher": "crawl-out", "links": "crawl-out"}  # fmt: skip
+    (store,) = [a.default for p, a in _walk(build_parser()) if p.endswith("export warc") and a.dest == "store"]
+    assert store == "sqlite:crawl-out/"
