@@ -17,6 +17,7 @@ from typing import Any
 
 from pipeline.crawl import remember
 from pipeline.observe import logs
+from pipeline.observe.errors import UsageError
 from pipeline.settings import Loaded, Settings, arg_type, load_settings_traced, sections
 from pipeline.settings.security import redact, redact_section
 from pipeline.storage.factory import DEFAULT_CRAWL_DIR
@@ -67,6 +68,26 @@ def loaded_from_args(args: argparse.Namespace, *, remembered: Mapping[str, Mappi
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """Flags are the last layer over file and env (see pipeline.settings)."""
     return loaded_from_args(args).settings
+
+
+def check_stop_file(args: argparse.Namespace, settings: Settings) -> None:
+    """Only a continuous run watches a stop file: ``--stop-file`` for one that is not (neither
+    ``--continuous`` nor ``recrawl.continuous``) would never be read, so it is refused (UsageError)."""
+    stop = getattr(args, "stop_file", None)
+    if stop and not (getattr(args, "continuous", False) or settings.recrawl.continuous):
+        raise UsageError(f"--stop-file {stop}: only a continuous run watches a stop file; add --continuous")
+
+
+def continuous_run(args: argparse.Namespace, settings: Settings) -> Settings:
+    """``settings`` with this run's ``--continuous`` and ``--stop-file`` (for this run only, not remembered:
+    a resume without them runs as its settings say). ``--stop-file`` applies to a run made continuous by
+    its settings (``CRAWLFLEET_RECRAWL_CONTINUOUS=1``) too."""
+    rc: dict[str, Any] = {}
+    if getattr(args, "continuous", False):
+        rc["continuous"] = True
+    if getattr(args, "stop_file", None):
+        rc["stop_file"] = args.stop_file
+    return settings.with_overrides({"recrawl": rc}, where="--continuous") if rc else settings
 
 
 def render(loaded: Loaded, *, only: Mapping[str, Any] | None = None) -> str:

@@ -63,13 +63,11 @@ def _cmd_crawl(args: argparse.Namespace) -> int:
         print(todo.stop, file=sys.stderr)
         return todo.exit_code
     out = Path(args.out)
-    settings = todo.settings
-    if args.continuous:  # for this run only (not remembered): a resume without it runs once
-        rc = {"continuous": True, "stop_file": args.stop_file or settings.recrawl.stop_file}
-        settings = settings.with_overrides({"recrawl": rc}, where="--continuous")
+    from pipeline.crawl.flags import continuous_run
     from pipeline.crawl.sitemapfeed import keep_sitemap_bodies
 
-    settings = keep_sitemap_bodies(settings)
+    # --continuous and --stop-file for this run only (not remembered): a resume without them runs once
+    settings = keep_sitemap_bodies(continuous_run(args, todo.settings))
     summary = run_crawl(settings, todo.seeds, out, resume=args.resume, progress=not args.no_progress,
                         fetcher=args.fetcher)  # fmt: skip
     print_summary(summary, as_json=args.json)

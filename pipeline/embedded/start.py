@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.crawl import remember
-from pipeline.crawl.flags import loaded_from_args
+from pipeline.crawl.flags import check_stop_file, loaded_from_args
 from pipeline.observe.errors import UsageError
 from pipeline.settings import Settings
 from pipeline.storage.base import settled as settled_in
@@ -118,6 +118,7 @@ def plan(args: argparse.Namespace) -> Plan:
     loaded = loaded_from_args(args, remembered=memory.settings if memory else None)
     settings = loaded.settings
     _check_quotas(settings.dispatch.quotas_file)
+    check_stop_file(args, settings)
     holds = _check_out(out, resume=args.resume, sqlite=settings.store.kind == "sqlite", has_seeds=bool(seeds))
     for override in remember.overrides(memory.settings, loaded) if memory else []:
         log.info(override.line())

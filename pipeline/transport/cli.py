@@ -159,7 +159,9 @@ def _cmd_dispatcher(args: argparse.Namespace) -> int:
     if done:
         print(done, file=sys.stderr)
         return 0
-    settings = continuous_settings(args, settings)
+    from pipeline.crawl.flags import continuous_run
+
+    settings = continuous_run(args, settings)  # for this run only, not remembered, as `crawl --continuous`
     service = FleetDispatcher(settings, out_dir=out, seeds=seeds, resume=args.resume, serve=args.serve,
                               metrics_port=args.metrics_port)  # fmt: skip
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -184,15 +186,6 @@ def _cmd_dispatcher(args: argparse.Namespace) -> int:
     if summary and (why := held_by_cap(summary, cap=cap) or nothing_due(summary, continuous=continuous)):
         print(why, file=sys.stderr)
     return 0
-
-
-def continuous_settings(args: argparse.Namespace, settings: Settings) -> Settings:
-    """``--continuous`` (for this run only, not remembered, as ``crawl --continuous``): the same settings field
-    ``recrawl.continuous`` that ``CRAWLFLEET_RECRAWL_CONTINUOUS=1`` sets, with ``--stop-file``."""
-    if not getattr(args, "continuous", False):
-        return settings
-    rc = {"continuous": True, "stop_file": args.stop_file or settings.recrawl.stop_file}
-    return settings.with_overrides({"recrawl": rc}, where="--continuous")
 
 
 def worker_command(args: argparse.Namespace, settings: Settings) -> tuple[list[str], dict[str, str]]:
@@ -239,13 +232,14 @@ def _resumed_settings(args: argparse.Namespace, out: Path, seeds: list[str]) -> 
     import dataclasses
 
     from pipeline.crawl import remember
-    from pipeline.crawl.flags import loaded_from_args
+    from pipeline.crawl.flags import check_stop_file, loaded_from_args
 
     memory = remember.load(out) if args.resume and out.is_dir() else None
     loaded = loaded_from_args(args, remembered=memory.settings if memory else None)
     for override in remember.overrides(memory.settings, loaded) if memory else []:
         log.info(override.line())
     settings = loaded.settings.with_overrides(_fleet_overrides(args))
+    check_stop_file(args, settings)  # before anything is written
     holds = memory is not None or (out / "crawl.db").exists()
     if args.resume and not holds and not seeds and not args.serve and settings.store.kind == "sqlite":
         # as `crawl --resume`: a mistyped --out must not leave a dispatcher waiting for a crawl that is elsewhere

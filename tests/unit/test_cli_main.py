@@ -100,3 +100,30 @@ def test_nothing_due_is_said_only_of_a_recrawl_run_that_found_nothing_due() -> N
     assert nothing_due({**idle, "pages_fetched": 3}, continuous=False) == ""
     assert nothing_due({**idle, "errors_by_class": {"dns_nxdomain": 1}}, continuous=False) == ""  # a failure
     assert nothing_due({**idle, "store": {"pending": 4}}, continuous=False) == ""  # work left: not idle
+
+
+@pytest.mark.parametrize("command", ["crawl", "dispatcher"])
+def test_a_stop_file_without_a_continuous_run_is_one_line_and_exit_2(
+    command: str, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stop file only a continuous run reads would never stop anything: refused before anything is made."""
+    monkeypatch.delenv("CRAWLFLEET_RECRAWL_CONTINUOUS", raising=False)
+    out = tmp_path / "out"
+    assert main([command, "--out", str(out), "--stop-file", str(tmp_path / "STOP"), "http://a.test/"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--stop-file" in err[0] and "add --continuous" in err[0] and not out.exists()
+
+
+def test_a_stop_file_reaches_a_run_made_continuous_by_its_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``CRAWLFLEET_RECRAWL_CONTINUOUS=1`` makes a run continuous without the flag: ``--stop-file`` must
+    still reach it (it used to be dropped, and such a crawl could only be stopped by a signal)."""
+    import argparse
+
+    from pipeline.crawl.flags import check_stop_file, continuous_run
+    from pipeline.settings import Settings
+
+    settings = Settings().with_overrides({"recrawl": {"continuous": True}}, where="env")
+    args = argparse.Namespace(continuous=False, stop_file="/tmp/STOP")
+    check_stop_file(args, settings)  # no error: the run is continuous
+    assert continuous_run(args, settings).recrawl.stop_file == "/tmp/STOP"
+    assert continuous_run(argparse.Namespace(continuous=False, stop_file=None), Settings()) == Settings()
