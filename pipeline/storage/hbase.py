@@ -82,10 +82,6 @@ def _transient(exc: BaseException) -> bool:
     return isinstance(exc, TException | OSError | EOFError)
 
 
-def _stop_key(prefix: bytes) -> bytes:
-    return prefix[:-1] + bytes([prefix[-1] + 1])
-
-
 class HBaseStore(Store):
     """HBase implementation of :class:`Store` (see the module docstring for its contracts)."""
 
@@ -236,35 +232,7 @@ class HBaseStore(Store):
     ) -> list[UrlRecord]:
         if refetches_only:
             return hbase_revisits.pending_refetches(self, host, limit)
-        prefix = authority_key(host) + b"|"
-        start = prefix if after is None else pending_key(host, after[0], row_key(after[1])) + b"\x00"
-        out: list[UrlRecord] = []
-        while len(out) < limit:
-            want = limit - len(out)
-            keys = self._call(
-                lambda c, s=start, w=want: [  # type: ignore[misc]
-                    k
-                    for k, _ in c.table("pending").scan(
-                        row_start=s, row_stop=_stop_key(prefix), columns=[b"p:x"], limit=w, batch_size=min(w, 1000)
-                    )
-                ]
-            )
-            if not keys:
-                break
-            url_keys = [k[len(prefix) + 2 :] for k in keys]
-            rows = self._rows("crawldb", url_keys, self.url_cols)
-            stale = []
-            for pkey, ukey in zip(keys, url_keys, strict=True):
-                row = rows.get(ukey)
-                if row and row[b"m:s"][0] == UrlState.PENDING:
-                    out.append(url_record(row))
-                elif row:  # done already (a crash between the state write and this delete)
-                    stale.append(pkey)
-            self._delete("pending", stale)
-            if len(keys) < want:
-                break
-            start = keys[-1] + b"\x00"
-        return out
+        return hbase_pending.pending_one(self, host, limit, after=after)
 
     def pending_many(self, hosts: Sequence[str], limit: int) -> dict[str, list[UrlRecord]]:
         """``pending(host, limit)`` for several hosts in three pipelined round trips, for the frontier's

@@ -1,5 +1,6 @@
-"""The HBase store's multi-host pending read for the frontier's refills (#18), apart from ``hbase.py`` to keep
-each module small. ``pipelined`` sends several Thrift1 calls on one connection before reading their replies."""
+"""The HBase store's pending reads, apart from ``hbase.py`` to keep each module small: one host's
+(``pending_one``, ``Store.pending``) and several hosts' at once for the frontier's refills (#18,
+``pending_many``). ``pipelined`` sends several Thrift1 calls on one connection before reading their replies."""
 
 from __future__ import annotations
 
@@ -12,23 +13,60 @@ from Hbase_thrift import IOError as IOError_
 from thriftpy2.thrift import TApplicationException, TMessageType
 
 from pipeline.storage.base import UrlRecord, UrlState
-from pipeline.storage.hbase_cells import refill_record
-from pipeline.storage.rowkey import authority_key
+from pipeline.storage.hbase_cells import pending_key, refill_record, url_record
+from pipeline.storage.rowkey import authority_key, row_key
 
 
 class HBaseStore(Protocol):
-    """What ``pending_many`` uses of ``pipeline.storage.hbase.HBaseStore`` (a protocol: no import cycle)."""
+    """What these functions use of ``pipeline.storage.hbase.HBaseStore`` (a protocol: no import cycle)."""
 
     _names: dict[str, bytes]
     refill_cols: list[bytes]
+    url_cols: list[bytes]
 
     def _call(self, fn: Any) -> Any: ...
     def _delete(self, table: str, keys: Sequence[bytes]) -> None: ...
+    def _rows(self, table: str, keys: Sequence[bytes], columns: list[bytes] | None = None) -> dict[bytes, Any]: ...
     def pending(self, host: str, limit: int) -> list[UrlRecord]: ...
 
 
 def _stop_key(prefix: bytes) -> bytes:
     return prefix[:-1] + bytes([prefix[-1] + 1])
+
+
+def pending_one(store: HBaseStore, host: str, limit: int, *, after: tuple[int, str] | None = None) -> list[UrlRecord]:
+    """``Store.pending(host, limit, after=after)``: a prefix scan of the pending table, then one multi-get
+    of the crawl-db rows; pending rows whose URL is no longer PENDING (a crash between the state write
+    and the row's delete) are skipped and deleted."""
+    prefix = authority_key(host) + b"|"
+    start = prefix if after is None else pending_key(host, after[0], row_key(after[1])) + b"\x00"
+    out: list[UrlRecord] = []
+    while len(out) < limit:
+        want = limit - len(out)
+        keys = store._call(
+            lambda c, s=start, w=want: [  # type: ignore[misc]
+                k
+                for k, _ in c.table("pending").scan(
+                    row_start=s, row_stop=_stop_key(prefix), columns=[b"p:x"], limit=w, batch_size=min(w, 1000)
+                )
+            ]
+        )
+        if not keys:
+            break
+        url_keys = [k[len(prefix) + 2 :] for k in keys]
+        rows = store._rows("crawldb", url_keys, store.url_cols)
+        stale = []
+        for pkey, ukey in zip(keys, url_keys, strict=True):
+            row = rows.get(ukey)
+            if row and row[b"m:s"][0] == UrlState.PENDING:
+                out.append(url_record(row))
+            elif row:  # done already (a crash between the state write and this delete)
+                stale.append(pkey)
+        store._delete("pending", stale)
+        if len(keys) < want:
+            break
+        start = keys[-1] + b"\x00"
+    return out
 
 
 def pending_many(store: HBaseStore, hosts: Sequence[str], limit: int) -> dict[str, list[UrlRecord]]:
