@@ -15,12 +15,15 @@ import signal
 import sys
 from collections.abc import Callable
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fetchers.records import Batch, FetchResult, Prepared
 from pipeline.links import guard
 from pipeline.settings import Settings
 from pipeline.urls import Scope, TrapRules, host_of
+
+if TYPE_CHECKING:  # imported at run time only by a child that shares robots.txt answers
+    from pipeline.storage.sqlite_robots import SqliteRobotsShare
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +174,7 @@ async def _serve(
         share.close()
 
 
-def _robots_share(path: str) -> Any:
+def _robots_share(path: str) -> SqliteRobotsShare | None:
     """The crawl's robots share (``pipeline.storage.sqlite_robots``) at ``path``; None without one or when it
     cannot be opened (this process then fetches robots.txt itself, as without a share)."""
     if not path:
