@@ -79,7 +79,7 @@ _SEGMENT_PREFIX = '{"' + SEGMENT_KEY + '":'
 
 
 def segment_manifest_line(path: str) -> str:
-    """The manifest line naming one segment (an absolute path or ``file://`` URI) for ``mr_extract_links``."""
+    """The manifest line naming one segment (an absolute path or a storage URI) for ``mr_extract_links``."""
     return json.dumps({SEGMENT_KEY: path}, separators=(",", ":"))
 
 
@@ -97,9 +97,16 @@ def segment_ref(line: str | bytes) -> str | None:
 
 
 def segment_lines(ref: str) -> Iterator[bytes]:
-    """The lines of a segment named by a local path or ``file://`` URI (OSError when it cannot be read)."""
-    path = ref.removeprefix("file://")
-    with open(path, "rb") as fh:
+    """The lines of a segment named by a local path or a ``file://``, ``hdfs://`` or ``s3://`` URI, opened
+    where the task runs (OSError when it cannot be read)."""
+    if ref.startswith("/") or ref.startswith("file://"):
+        with open(ref.removeprefix("file://"), "rb") as fh:
+            yield from fh
+        return
+    from pipeline.storage import uris
+
+    loc = uris.locate(ref)
+    with loc.fs.open(loc.path, "rb") as fh:
         yield from fh
 
 

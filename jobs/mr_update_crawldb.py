@@ -8,7 +8,7 @@ in-links.
 Output: JSON lines of the URLs that became PENDING.
 
 Re-crawling (issue #23): when the store's meta holds the crawl's recrawl settings, the runner also passes
-the round's segments; their fetch results (lines with ``timings``) give each fetched URL its next fetch
+the round's segments (manifest lines naming their URIs, opened where the task runs); their fetch results (lines with ``timings``) give each fetched URL its next fetch
 (``jobs/recrawl.py``: the embedded crawl's planning function, each host's rate histogram in the store),
 written with ``Store.put_revisits`` in batches of ``--batch-size``; a sitemap among them makes the known pages
 whose ``lastmod`` is newer than their stored copy due (``recrawl.apply_lastmods``). Pages named in
@@ -92,6 +92,11 @@ class MRUpdateCrawlDb(MRJob):
         self.unparsed = logic.read_quarantine(self.options.quarantine) if self.options.quarantine else ()
 
     def merger_map(self, _: None, line: str) -> Iterator[tuple[None, dict[str, Any]]]:
+        segment = logic.segment_ref(line)
+        if segment is not None:  # a manifest line naming one of the round's segments (re-crawling)
+            for raw in logic.segment_lines(segment):
+                yield from self.merger_map(None, raw.decode("utf-8", "replace"))
+            return
         try:
             merged = json.loads(line)
         except ValueError:

@@ -33,6 +33,7 @@ from jobs.mr_extract_links import MRExtractLinks
 from jobs.mr_host_stats import MRHostStats
 from jobs.mr_update_crawldb import MRUpdateCrawlDb
 from pipeline.frontier.schedule import RECRAWL_META
+from pipeline.storage import uris
 from pipeline.urls import fingerprint
 
 RUNNERS = ("inline", "local", "spark", "hadoop", "emr")
@@ -120,32 +121,41 @@ def run_job(
 
 def manifests(segments: Sequence[Path | str], directory: Path, *, tasks: int) -> list[Path]:
     """Write the segments' manifest lines (``logic.segment_manifest_line``) into at most ``tasks`` files of
-    ``directory``, largest segments first onto the lightest file, so map tasks get about equal bytes."""
+    ``directory``, largest segments first onto the lightest file, so map tasks get about equal bytes.
+    Segments are local paths or storage URIs (``pipeline.storage.uris``); a task opens each where it runs."""
     directory.mkdir(parents=True, exist_ok=True)
-    local = [Path(str(s).removeprefix("file://")) for s in segments]
-    sized = sorted(((p.stat().st_size, str(p.resolve())) for p in local), reverse=True)
+    sized = sorted(((_size(str(s)), _ref(str(s))) for s in segments), reverse=True)
     n = max(1, min(tasks, len(sized)))
     loads = [0] * n
     parts: list[list[str]] = [[] for _ in range(n)]
-    for size, path in sized:
+    for size, ref in sized:
         i = loads.index(min(loads))
         loads[i] += size
-        parts[i].append(path)
+        parts[i].append(ref)
     out = []
-    for i, paths in enumerate(parts):
+    for i, refs in enumerate(parts):
         target = directory / f"manifest-{i:03d}.txt"
-        target.write_text("".join(logic.segment_manifest_line(p) + "\n" for p in paths), encoding="utf-8")
+        target.write_text("".join(logic.segment_manifest_line(r) + "\n" for r in refs), encoding="utf-8")
         out.append(target)
     return out
 
 
+def _ref(segment: str) -> str:
+    """A local segment's absolute path; a URI as it is."""
+    return str(Path(segment.removeprefix("file://")).resolve()) if uris.is_local(segment) else segment
+
+
+def _size(segment: str) -> int:
+    if uris.is_local(segment):
+        return Path(segment.removeprefix("file://")).stat().st_size
+    loc = uris.locate(segment)
+    return int(loc.fs.size(loc.path) or 0)
+
+
 def extract_links(segments: Sequence[Path | str], job_args: Sequence[str], cfg: RunnerConfig) -> JobOutput:
     """``mr_extract_links`` over whole segments: the job reads manifests naming them (one mapper call per
-    segment, see the job's docstring), ``cfg.map_tasks`` manifests at most (one on the inline runner).
-    Segments on remote storage (``s3://``, ``hdfs://``: EMR) are given to the job as they are, one page per
-    mapper call, since a task cannot open them as files."""
-    if any("://" in str(s) and not str(s).startswith("file://") for s in segments):
-        return run_job(MRExtractLinks, segments, job_args, cfg)
+    segment, see the job's docstring), ``cfg.map_tasks`` manifests at most (one on the inline runner). A
+    segment is a local path or a storage URI that every task can open (``hdfs://``, ``s3://``)."""
     cfg.work_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="manifest-", dir=cfg.work_dir))
     try:
@@ -248,7 +258,7 @@ class LinkPipeline:
         return self.process_many([segment], name=segment.name, round_id=round_id)
 
     def process_many(
-        self, segments: Sequence[Path], *, name: str, round_id: str | None = None
+        self, segments: Sequence[Path | str], *, name: str, round_id: str | None = None
     ) -> RoundResult:
         """One round over several closed segments at once (a micro-batch: one job start-up for all).
 
@@ -257,12 +267,12 @@ class LinkPipeline:
         extracted = self.extract(segments)
         return self.update(segments, extracted, name=name, round_id=round_id or uuid.uuid4().hex)
 
-    def extract(self, segments: Sequence[Path]) -> JobOutput:
+    def extract(self, segments: Sequence[Path | str]) -> JobOutput:
         """The round's first half, ``mr_extract_links``: reads segments, writes nothing to the store."""
         return extract_links(segments, self.args.extract(), self.cfg)
 
     def update(
-        self, segments: Sequence[Path], extracted: JobOutput, *, name: str, round_id: str
+        self, segments: Sequence[Path | str], extracted: JobOutput, *, name: str, round_id: str
     ) -> RoundResult:
         """The round's second half, ``mr_update_crawldb`` over ``extract``'s records, tagged ``round_id``.
         Merges must not overlap on one store (the HBase store's in-link counts are read-then-put)."""
@@ -273,8 +283,9 @@ class LinkPipeline:
             update_args = [*self.args.update(), "--round-id", round_id]
             if self.snapshot_path is not None and self.snapshot_path.exists():
                 update_args += ["--seen-snapshot", str(self.snapshot_path)]
-            # Re-crawling on: the update job also schedules the round's fetched URLs (jobs/recrawl.py).
-            inputs = [merged, *segments] if self._recrawl_on() else [merged]
+            # Re-crawling on: the update job also schedules the round's fetched URLs (jobs/recrawl.py),
+            # reading the segments a manifest names where its tasks run.
+            inputs = [merged, *manifests(segments, work / "segments", tasks=1)] if self._recrawl_on() else [merged]
             updated = run_job(MRUpdateCrawlDb, inputs, update_args, self.cfg)
         finally:
             shutil.rmtree(work, ignore_errors=True)

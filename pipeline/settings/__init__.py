@@ -33,7 +33,7 @@ from typing import Any
 from pipeline.settings.crawling import DEFAULT_UA, FetchSettings, PolitenessSettings, ScopeSettings
 from pipeline.settings.dispatch import DispatchSettings
 from pipeline.settings.dns import DnsSettings
-from pipeline.settings.fleet import FleetSettings
+from pipeline.settings.fleet import FleetSettings, storage_uri_ok
 from pipeline.settings.recrawl import RecrawlSettings
 from pipeline.settings.security import SecuritySettings
 from pipeline.settings.store import StoreSettings
@@ -156,7 +156,8 @@ _AT_LEAST: dict[str, float] = {
     "scope.max_url_length": 1, "dns.tries": 1, "dns.max_inflight": 1, "dns.cache_size": 1,
     "dispatch.k": 1, "dispatch.n_min": 1, "dispatch.n_max": 1, "dispatch.history_window": 1,
     "dispatch.missed_heartbeats": 1, "store.hbase_port": 1, "store.hbase_batch_size": 1,
-    "store.warc_max_bytes": 1, "fleet.max_message_bytes": 1,
+    "store.warc_max_bytes": 1, "fleet.max_message_bytes": 1, "fleet.segment_retention_s": float("-inf"),
+    "fleet.link_lease_s": 5,
 }  # fmt: skip
 _POSITIVE = frozenset({
     "fetch.connect_timeout_s", "fetch.read_timeout_s", "fetch.total_timeout_s", "dns.timeout_s",
@@ -211,6 +212,8 @@ def check_value(key: str, value: Any) -> str | None:
     if isinstance(value, tuple):
         bad = [(item, wanted) for item in value if (wanted := _check_item(key, item)) is not None]
         return f"expected {bad[0][1]}, got {bad[0][0]!r}" if bad else None
+    if key in ("fleet.segments_dir", "fleet.node_segments_dir") and value and not storage_uri_ok(value):
+        return f"expected a directory or a file:///, hdfs:// or s3:// URI, got {value!r}"
     if key in _CHOICES and value not in _CHOICES[key]:
         return f"expected one of {', '.join(_CHOICES[key])}, got {value!r}"
     if key == "scope.sort_query" and value is True:

@@ -10,11 +10,26 @@ Secrets (the broker password, ``key``, ``node_key``) come from the environment, 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 # Fields whose value is a secret (shown as "***" wherever settings are printed).
 SECRET_FIELDS = frozenset({"fleet.key", "fleet.node_key"})
 # Fields that may carry a password inside a URL (the password is shown as "***").
 URL_FIELDS = frozenset({"fleet.broker_url"})
+
+
+# Storage a fleet's machines share, named by URI (pipeline/storage/uris.py opens them).
+STORAGE_SCHEMES = ("file", "hdfs", "webhdfs", "s3")
+
+
+def storage_uri_ok(text: str) -> bool:
+    """An absolute path, or a URI of a storage scheme naming a host or bucket (``file:///`` a path)."""
+    if text.startswith("/"):
+        return True
+    parts = urlsplit(text)
+    if parts.scheme == "file":
+        return not parts.netloc and parts.path.startswith("/")
+    return parts.scheme in STORAGE_SCHEMES and bool(parts.netloc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,8 +45,16 @@ class FleetSettings:
     # pipelined; measured faster) or "kombu" (py-amqp, each publish waits for its confirm). Fetch nodes
     # are Celery workers on kombu either way.
     amqp_client: str = "pika"
-    # Where the dispatcher tells nodes to write segments ("" = OUT/node-segments).
+    # Where the dispatcher tells nodes to write segments: a directory, or a URI every machine of the
+    # fleet opens (file:///, hdfs://NAMENODE:PORT/PATH, s3://BUCKET/PATH; pipeline/storage/uris.py).
+    # "" = the directory OUT/node-segments (one machine).
     segments_dir: str = ""
+    # Merged segments: 0 = deleted once their round is reported (the pages are in the store: bodies
+    # stored once), > 0 = kept under .done/ this many seconds, < 0 = kept for ever.
+    segment_retention_s: float = 0.0
+    # A `crawlfleet links` process holds each round it runs by a lease in the store; a killed process's
+    # round is taken over by another this long after its last renewal.
+    link_lease_s: float = 60.0
     # A node's own view of the store and the segments (when its mount point or the HBase address it
     # sees differ from the dispatcher's); "" = as the dispatcher says.
     node_store: str = ""

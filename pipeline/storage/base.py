@@ -247,6 +247,22 @@ class Store(ABC):
     @abstractmethod
     def put_meta(self, key: str, value: str) -> None: ...
 
+    # --- shared records for processes that coordinate (leases, link-round claims) ----------------
+    def swap_meta(self, key: str, expected: str | None, new: str) -> bool:
+        """Set ``key`` to ``new`` only if it holds ``expected`` now (None: only if absent), atomically
+        against every other process using this store; True when it was set. A reply lost to a connection
+        failure may be retried and then answer False for a swap that happened: callers put a token of
+        their own in ``new`` and read the key back (``pipeline.storage.leases`` does)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no shared records")
+
+    def scan_meta(self, prefix: str) -> Iterator[tuple[str, str]]:
+        """``(key, value)`` of every meta key starting with ``prefix``, in key order."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no shared records")
+
+    def delete_meta(self, keys: Sequence[str]) -> None:
+        """Remove these meta keys (absent ones are ignored)."""
+        raise NotImplementedError(f"{type(self).__name__} keeps no shared records")
+
     def flush(self) -> None:  # noqa: B027 - optional for stores that write through
         """Make every write so far durable."""
 

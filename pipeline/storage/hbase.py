@@ -46,7 +46,7 @@ from Hbase_thrift import AlreadyExists, IllegalArgument, TIncrement
 from tenacity import Retrying, before_sleep_log, retry_if_exception, stop_after_delay, wait_exponential_jitter
 from thriftpy2.thrift import TException
 
-from pipeline.storage import hbase_hostcounts, hbase_inlinks, hbase_pending, hbase_revisits
+from pipeline.storage import hbase_hostcounts, hbase_inlinks, hbase_meta, hbase_pending, hbase_revisits
 from pipeline.storage.base import Outcome, PageRecord, Revisit, Store, UrlRecord, UrlState
 from pipeline.storage.hbase_cells import (
     _D,
@@ -348,6 +348,15 @@ class HBaseStore(Store):
 
     def put_meta(self, key: str, value: str) -> None:
         self._call(lambda c: c.table("meta").put(b"k:" + key.encode(), {b"m:v": value.encode()}))
+
+    def swap_meta(self, key: str, expected: str | None, new: str) -> bool:
+        return hbase_meta.swap(self, key, expected, new)
+
+    def scan_meta(self, prefix: str) -> Iterator[tuple[str, str]]:
+        return hbase_meta.scan(self, prefix)
+
+    def delete_meta(self, keys: Sequence[str]) -> None:
+        hbase_meta.delete(self, keys)
 
     def drop(self) -> None:
         """Delete this prefix's tables (tests, benchmarks)."""

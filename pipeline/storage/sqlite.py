@@ -344,6 +344,23 @@ class SqliteStore(Store):
         with self._tx():
             self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
+    def swap_meta(self, key: str, expected: str | None, new: str) -> bool:
+        with self._tx():
+            row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+            if (None if row is None else str(row[0])) != expected:
+                return False
+            self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, new))
+        return True
+
+    def scan_meta(self, prefix: str) -> Iterator[tuple[str, str]]:
+        rows = self._db.execute("SELECT key, value FROM meta WHERE substr(key, 1, ?) = ? ORDER BY key",
+                                (len(prefix), prefix)).fetchall()  # fmt: skip
+        return iter([(str(k), str(v)) for k, v in rows])
+
+    def delete_meta(self, keys: Sequence[str]) -> None:
+        with self._tx():
+            self._db.executemany("DELETE FROM meta WHERE key = ?", [(k,) for k in keys])
+
     def flush(self) -> None:
         # Commits already survive a process kill; fsync and a checkpoint make them survive power loss.
         self._bodies.sync()

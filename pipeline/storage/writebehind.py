@@ -110,6 +110,18 @@ class LockedStore(Store):
         with self.lock:
             self.inner.put_meta(key, value)
 
+    def swap_meta(self, key: str, expected: str | None, new: str) -> bool:
+        with self.lock:
+            return self.inner.swap_meta(key, expected, new)
+
+    def scan_meta(self, prefix: str) -> Iterator[tuple[str, str]]:
+        with self.lock:
+            return iter(list(self.inner.scan_meta(prefix)))
+
+    def delete_meta(self, keys: Sequence[str]) -> None:
+        with self.lock:
+            self.inner.delete_meta(keys)
+
     def flush(self) -> None:
         with self.lock:
             self.inner.flush()

@@ -294,16 +294,18 @@ def _cmd_links(args: argparse.Namespace) -> int:
     sink = crawl_sink(settings, Path(args.out))
     runner = RunnerConfig(runner=args.runner, work_dir=args.work_dir.resolve(), spark_master=args.spark_master,
                           conf_path=args.conf_path)  # fmt: skip
-    service = LinkJobsService(segments=Path(sink.segments), store=sink.store, runner=runner,
+    service = LinkJobsService(segments=sink.segments, store=sink.store, runner=runner,
                               publish=amqp_publisher(settings, settings.dispatch.service),
                               max_segments=args.max_segments,
                               parse_cpu_limit_s=settings.fetch.parse_cpu_limit_s,
-                              parse_failed_per_host=settings.fetch.parse_failed_per_host)  # fmt: skip
+                              parse_failed_per_host=settings.fetch.parse_failed_per_host,
+                              lease_ttl_s=settings.fleet.link_lease_s,
+                              retention_s=settings.fleet.segment_retention_s)  # fmt: skip
     stopping: list[int] = []
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda signum, _frame: stopping.append(signum))
     # A service that waits in silence for a mistyped --out looks like one that works: say where it looks.
-    if Path(sink.segments).is_dir():
+    if not sink.segments.startswith("/") or Path(sink.segments).is_dir():
         log.info("links: watching %s for segments (runner %s)", sink.segments, args.runner)
     else:
         log.warning("links: watching %s for segments, which is not there yet (the dispatcher's nodes create it)",

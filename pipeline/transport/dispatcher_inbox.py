@@ -19,9 +19,9 @@ from typing import Any
 
 from pipeline.crawl.core import CrawlCore
 from pipeline.settings import Settings
+from pipeline.storage.segments import key_of as segment_key
 from pipeline.transport.fleet_nodes import FleetNodes
 from pipeline.transport.fleet_state import FleetCounters, Issued
-from pipeline.transport.linkjobs import segment_key
 from pipeline.transport.linkprogress import LinkProgress
 from pipeline.transport.messages import (
     BadMessage,

@@ -4,18 +4,19 @@ A hostile page in a segment (a parser crash, or a parse past ``fetch.parse_cpu_l
 ``pipeline.links.guard``) ends the extract task that parses it. Without this the round fails, is run
 again on the same segments, fails again, and no link of the crawl reaches the store any more.
 
-The extract job's tasks write markers under ``SEGMENTS/.guard/`` (``jobs.mr_extract_links``); a task
+The extract job's tasks write markers under ``WORK/guard/.guard/`` (the service's ``--work-dir``) (``jobs.mr_extract_links``); a task
 that finishes removes its own. After a failed round the service calls ``LinkQuarantine.blame``: each
 marker left names the page its task died on, and gives that page a strike. A page with ``STRIKES``
-strikes goes into ``SEGMENTS/.quarantine.jsonl``, which every later extract job reads and does not parse
+strikes goes into ``WORK/guard/.quarantine.jsonl``, which every later extract job reads and does not parse
 (its body stays stored; only its links are lost). The crawl's store records it too, as meta
 ``parse_failed:URL``. A host with ``fetch.parse_failed_per_host`` such pages is listed too: the jobs do
 not parse its pages any more (each hostile page costs the link path two failed rounds). Strikes are
-kept in ``SEGMENTS/.strikes.jsonl`` (one line per death, written after the marker is gone: a kill in
+kept in ``WORK/guard/.strikes.jsonl`` (one line per death, written after the marker is gone: a kill in
 between loses a strike, never counts one twice), so a restarted service goes on counting.
-Markers are files where a task ran, so this works on every runner whose tasks share the segments' file
-system (inline, local, Spark and Hadoop on one box or a shared mount), not on EMR's task nodes, where a
-failed round is still only retried.
+Markers are files where a task ran, so this works on the runners whose tasks run beside the service
+(inline, local, and Spark or Hadoop on the service's own machine), not on a cluster's other nodes, where a
+failed round is only retried. Each service keeps its own list; the store's ``parse_failed:`` records are
+the crawl's.
 """
 
 from __future__ import annotations
@@ -45,13 +46,15 @@ META_PREFIX = "parse_failed:"
 class LinkQuarantine:
     """The link service's side of the extract job's parse guard, for one segments directory."""
 
-    def __init__(self, segments: Path, *, store: str, cpu_limit_s: float, host_limit: int = 3) -> None:
-        self.guard_dir = segments / GUARD_DIR
-        self.file = segments / QUARANTINE_FILE
+    def __init__(self, directory: Path, *, store: str, cpu_limit_s: float, host_limit: int = 3) -> None:
+        """``directory``: this service's own (local) state: the markers its tasks leave, strikes and the list."""
+        directory.mkdir(parents=True, exist_ok=True)
+        self.guard_dir = directory / GUARD_DIR
+        self.file = directory / QUARANTINE_FILE
         self.store = store
         self.cpu_limit_s = cpu_limit_s
         self.host_limit = host_limit  # fetch.parse_failed_per_host
-        self.strikes_file = segments / STRIKES_FILE
+        self.strikes_file = directory / STRIKES_FILE
         self.strikes: Counter[str] = _read_strikes(self.strikes_file)  # from earlier runs of the service
         self.quarantined = 0  # pages this process set aside
 

@@ -1,8 +1,9 @@
 """Where a fleet fetch node puts a batch's pages before it replies (the design card's loop).
 
 For each batch the node, not the dispatcher:
-1. writes every result, body included, to a **segment** on shared storage, as
-   ``SEGMENTS/NODE/SERVICE-SERIAL-ISSUEDMS.jsonl.part``;
+1. writes every result, body included, to a **segment** at the crawl's segments URI (a directory,
+   ``hdfs://`` or ``s3://``: ``pipeline.storage.segments``), whole, as
+   ``NODE/SERVICE-SERIAL-ISSUEDMS.jsonl.part``;
 2. records the final outcomes, pages included, in the **store** (HBase, or SQLite on one box): the
    store applies an outcome only while its URL is PENDING, so a re-fetched URL is stored once;
 3. renames the segment to ``.jsonl``: closed, for the link jobs. A closed segment's URLs are settled.
@@ -20,7 +21,6 @@ seen from that machine). The sink does blocking I/O: the runtime calls it on a t
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,21 +37,19 @@ from tenacity import (
 from fetchers.records import Batch, FetchResult
 from pipeline.crawl.outcome import is_final, outcome_of
 from pipeline.settings import Settings
+from pipeline.storage import uris
 from pipeline.storage.base import Outcome, Store
 from pipeline.storage.factory import DB_NAME, from_spec
 from pipeline.storage.journal import journal_parts
+from pipeline.storage.segments import SEGMENT_SUFFIX, Segments
 
 log = logging.getLogger(__name__)
-
-SEGMENT_SUFFIX = ".jsonl"
-PART_SUFFIX = ".part"
-ABANDON_S = 120.0  # a .part this old belongs to a node that died (a batch writes its .part at once)
 
 
 @dataclass(frozen=True, slots=True)
 class SinkSpec:
     """Where a batch's pages go: a store spec (``sqlite:PATH`` or ``hbase://HOST:PORT/PREFIX``), the
-    segments directory, and a WARC directory ("" = no WARC)."""
+    segments' root URI (``pipeline.storage.uris``), and a WARC directory ("" = no WARC)."""
 
     store: str
     segments: str
@@ -80,11 +78,11 @@ class SinkSpec:
             raise ValueError(
                 f"sink store {store[:80]!r}: expected sqlite:/ABS/PATH or hbase://HOST:PORT/PREFIX"
             )
-        for path in (segments, warc):
-            if path and (not path.startswith("/") or "\x00" in path or "/../" in f"{path}/"):
-                raise ValueError(f"sink path {path[:80]!r} must be absolute, without '..'")
+        if warc and (not warc.startswith("/") or "\x00" in warc or "/../" in f"{warc}/"):
+            raise ValueError(f"sink path {warc[:80]!r} must be absolute, without '..'")
         if not segments:
             raise ValueError("sink segments directory is required")
+        uris.check(segments)
         return cls(store, segments, warc, keep)
 
     def overridden(self, *, store: str = "", segments: str = "") -> SinkSpec:
@@ -94,7 +92,7 @@ class SinkSpec:
 
 @dataclass(frozen=True, slots=True)
 class Receipt:
-    """What the sink did with one batch: the closed segment (absolute path) and the outcomes stored."""
+    """What the sink did with one batch: the closed segment (its URI) and the outcomes stored."""
 
     segment: str
     stored: int
@@ -113,11 +111,10 @@ class NodeSink:
         self.spec = spec
         self.node = node
         self.open_retry_s = open_retry_s
-        self.directory = Path(spec.segments) / node
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.segments = Segments(spec.segments)
         self._store: Store | None = None
-        for part in self.directory.glob(f"*{SEGMENT_SUFFIX}{PART_SUFFIX}") if adopt else ():
-            adopt_part(part)  # this node's previous life was killed while it stored a batch
+        for part in self.segments.parts(node) if adopt else ():
+            self.segments.adopt(part)  # this node's previous life was killed while it stored a batch
 
     @property
     def store(self) -> Store:
@@ -139,28 +136,23 @@ class NodeSink:
         raise AssertionError("unreachable")  # pragma: no cover - Retrying either returns or raises
 
     def write_batch(self, batch: Batch, results: Sequence[FetchResult]) -> Receipt:
-        """Write the segment as ``.part``, record the final outcomes in the store, then rename the segment
-        into place: a closed segment's URLs are always settled in the store, and its mtime says when.
-        Raises on I/O trouble (the caller then reports the batch unfinished, so every URL of it is
-        fetched again elsewhere); a ``.part`` left by a kill is adopted later (``adopt_part``)."""
-        final = self.directory / segment_name(batch)
-        part = final.with_name(final.name + PART_SUFFIX)
+        """Write the segment whole as ``.part``, record the final outcomes in the store, then rename the
+        segment into place: a closed segment's URLs are always settled in the store. Raises on I/O trouble
+        (the caller then reports the batch unfinished, so every URL of it is fetched again elsewhere); a
+        ``.part`` left by a kill is adopted later (``Segments.adopt``)."""
         outcomes: list[Outcome] = []
-        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            for result in results:
-                line, packed = journal_parts(result)
-                _write_all(fd, line)
-                if is_final(result):
-                    outcomes.append(outcome_of(result, keep_body=self.spec.keep_body, packed=packed))
-        finally:
-            os.close(fd)
+        lines: list[bytes] = []
+        for result in results:
+            line, packed = journal_parts(result)
+            lines.append(line)
+            if is_final(result):
+                outcomes.append(outcome_of(result, keep_body=self.spec.keep_body, packed=packed))
+        part = self.segments.write_part(self.node, segment_name(batch), b"".join(lines))
         if outcomes:
             self.store.record_results(outcomes)
             self.store.flush()
-        os.utime(part)  # the segment's mtime is when its outcomes were settled (fault accounting reads it)
-        os.replace(part, final)
-        return Receipt(str(final), len(outcomes))
+        key = self.segments.close_part(part)
+        return Receipt(self.segments.uri(key), len(outcomes))
 
     def close(self) -> None:
         if self._store is not None:
@@ -168,31 +160,10 @@ class NodeSink:
             self._store = None
 
 
-def adopt_part(part: Path) -> Path:
-    """Close a ``.part`` segment a killed node left behind, so the link jobs read the pages it holds:
-    a torn last line is cut off, and its mtime says it was closed now (its URLs may not be settled in
-    the store: the dispatcher re-issues them, and the store keeps the first outcome)."""
-    data = part.read_bytes()
-    whole = data[: data.rfind(b"\n") + 1]
-    if len(whole) != len(data):
-        with open(part, "r+b") as fh:
-            fh.truncate(len(whole))
-    os.utime(part)
-    final = part.with_name(part.name.removesuffix(PART_SUFFIX))
-    os.replace(part, final)
-    log.warning("adopted %s (%d bytes) left by a killed node", final, len(whole))
-    return final
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
 def crawl_sink(settings: Settings, out_dir: Path) -> SinkSpec:
     """The sink of the crawl in ``out_dir``, as its dispatcher names it to nodes and the link jobs find it:
-    the crawl's store, ``fleet.segments_dir`` (default OUT/node-segments) and OUT/warc when WARC is on."""
+    the crawl's store, ``fleet.segments_dir`` (a URI; default the directory OUT/node-segments) and OUT/warc
+    when WARC is on."""
     out = out_dir.resolve()
     st = settings.store
     if st.kind == "hbase":
@@ -200,5 +171,7 @@ def crawl_sink(settings: Settings, out_dir: Path) -> SinkSpec:
     else:
         store = f"sqlite:{out / DB_NAME}"  # the dispatcher's own path (its directory may not exist yet)
     segments = settings.fleet.segments_dir or str(out / "node-segments")
+    if uris.is_local(segments):
+        segments = str(Path(segments.removeprefix("file://")).resolve())
     warc = str(out / "warc") if st.warc else ""
-    return SinkSpec(store, str(Path(segments).resolve()), warc, settings.fetch.keep_body)
+    return SinkSpec(store, segments, warc, settings.fetch.keep_body)

@@ -18,8 +18,9 @@ from jobs.runner import LinkPipeline, RunnerConfig
 from jobs.synth import make_results, write_segment
 from pipeline.frontier.schedule import RECRAWL_META
 from pipeline.storage.base import UrlRecord
+from pipeline.storage.segments import Segments
 from pipeline.storage.sqlite import SqliteStore
-from pipeline.transport.linkjobs import LinkJobsService, closed_segments
+from pipeline.transport.linkjobs import LinkJobsService
 from pipeline.transport.linkquarantine import GUARD_DIR, META_PREFIX, QUARANTINE_FILE
 from pipeline.transport.linkrules import RULES_KEY, CrawlLinkRules
 from pipeline.transport.replies import LinksReport
@@ -70,15 +71,15 @@ def test_a_page_that_kills_extract_tasks_is_set_aside_and_the_rest_goes_on(tmp_p
     db = tmp_path / "svc.db"
     spec = new_store(db)
     published: list[LinksReport] = []
-    svc = LinkJobsService(segments=root, store=spec, runner=RunnerConfig(runner=runner, work_dir=tmp_path / "work"),
+    svc = LinkJobsService(segments=str(root), store=spec, runner=RunnerConfig(runner=runner, work_dir=tmp_path / "work"),
                           publish=published.append, max_segments=8, batch_size=50, lru_size=1000, poll_s=0.05,
                           sleep=lambda _s: None, parse_cpu_limit_s=CPU_LIMIT_S)  # fmt: skip
-    summary = svc.run(stop=lambda: (not closed_segments(root) and svc._next is None and svc.rounds > 0)
+    summary = svc.run(stop=lambda: (not Segments(str(root)).closed() and svc._next is None and svc.rounds > 0)
                       or svc.failures > 4)  # fmt: skip
 
     assert summary["failures"] == 2 and summary["quarantined"] == 1, summary  # two deaths, then set aside
     assert summary["rounds"] >= 1
-    listed = [json.loads(line) for line in (root / QUARANTINE_FILE).read_text().splitlines()]
+    listed = [json.loads(line) for line in (tmp_path / "work" / "guard" / QUARANTINE_FILE).read_text().splitlines()]
     assert [item["url"] for item in listed] == [bomb.url]
     assert sorted(k for r in published for k in r.segments) == ["node0/svc-000000001-1.jsonl",
                                                                "node1/svc-000000002-1.jsonl"]  # fmt: skip
@@ -86,7 +87,7 @@ def test_a_page_that_kills_extract_tasks_is_set_aside_and_the_rest_goes_on(tmp_p
     with SqliteStore(db) as store:
         why = store.get_meta(META_PREFIX + bomb.url)
     assert why is not None and why.startswith("parse_failed: an extract task died parsing it")
-    assert not list((root / GUARD_DIR).glob("*.marker"))  # tasks that finished left no marker
+    assert not list((tmp_path / "work" / "guard" / GUARD_DIR).glob("*.marker"))  # tasks that finished left no marker
 
 
 def test_with_re_crawling_the_update_job_does_not_parse_a_quarantined_page(tmp_path: Path) -> None:
@@ -104,10 +105,10 @@ def test_with_re_crawling_the_update_job_does_not_parse_a_quarantined_page(tmp_p
     with SqliteStore(db) as store:  # the fetched URLs are in the crawl db, as the dispatcher leased them
         store.put_meta(RECRAWL_META, json.dumps({"enabled": True, "simhash_bits": 3}))
         store.add_urls([UrlRecord(r.url, r.url_id, host_of(r.url), r.depth) for r in [*results, bomb]])
-    svc = LinkJobsService(segments=root, store=spec, runner=RunnerConfig(runner="inline", work_dir=tmp_path / "work"),
+    svc = LinkJobsService(segments=str(root), store=spec, runner=RunnerConfig(runner="inline", work_dir=tmp_path / "work"),
                           publish=lambda _r: None, max_segments=8, batch_size=50, lru_size=1000, poll_s=0.05,
                           sleep=lambda _s: None, parse_cpu_limit_s=CPU_LIMIT_S)  # fmt: skip
-    summary = svc.run(stop=lambda: (not closed_segments(root) and svc._next is None and svc.rounds > 0)
+    summary = svc.run(stop=lambda: (not Segments(str(root)).closed() and svc._next is None and svc.rounds > 0)
                       or svc.failures > 4)  # fmt: skip
     assert summary["quarantined"] == 1 and summary["rounds"] >= 1, summary
     with SqliteStore(db) as store:

@@ -1,17 +1,28 @@
-"""``crawlfleet links`` rounds on the real link jobs (inline runner, a SQLite crawl db): pipelined rounds give
-the crawl db one pass over the same segments gives, and a round killed inside its merge, run again from its
-manifest, counts every in-link once (#18 points 6 and 7)."""
+"""``crawlfleet links`` rounds on the real link jobs (inline runner; a SQLite crawl db, and the real HBase):
+pipelined rounds give the crawl db one pass over the same segments gives; a round killed inside its merge is
+taken over and counts every in-link once; and two services in two processes share a crawl, one killed with
+SIGKILL in the middle of its merge, the other finishing that round: each segment reported once, in-link
+counts equal to one pass."""
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import signal
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from jobs.runner import JobOutput, LinkPipeline, RunnerConfig
 from jobs.synth import make_results, write_segment
+from pipeline.storage.factory import from_spec
+from pipeline.storage.leases import Leases
+from pipeline.storage.segments import Segments
 from pipeline.storage.sqlite import SqliteStore
-from pipeline.transport.linkjobs import LinkJobsService, RoundBook, closed_segments
+from pipeline.transport.linkjobs import LinkJobsService
+from pipeline.transport.linkrounds import RoundBook
 from pipeline.transport.linkrules import RULES_KEY, CrawlLinkRules
 from pipeline.transport.replies import LinksReport
 
@@ -31,17 +42,24 @@ def segments(root: Path, n: int) -> list[Path]:
     return out
 
 
-def store_with_rules(db: Path) -> str:
-    with SqliteStore(db) as store:
+def store_with_rules(db: Path | str) -> str:
+    spec = db if isinstance(db, str) else f"sqlite:{db}"
+    store = from_spec(spec)
+    try:
         store.put_meta(RULES_KEY, RULES.to_json())
-    return f"sqlite:{db}"
+    finally:
+        store.close()
+    return spec
 
 
-def inlinks(db: Path) -> dict[str, int]:
-    with SqliteStore(db) as store:
+def inlinks(db: Path | str) -> dict[str, int]:
+    store = from_spec(db if isinstance(db, str) else f"sqlite:{db}")
+    try:
         return {
             rec.url: rec.inlinks for host, _ in store.pending_hosts() for rec in store.pending(host, 100_000)
         }
+    finally:
+        store.close()
 
 
 def reference(segs: list[Path], tmp_path: Path) -> dict[str, int]:
@@ -64,12 +82,12 @@ def crawl_dirs(tmp_path: Path, n: int) -> tuple[Path, list[Path], dict[str, int]
 
 
 def serve(
-    root: Path, spec: str, work: Path, *, max_segments: int
+    root: Path, spec: str, work: Path, *, max_segments: int, clock: Callable[[], float] = time.time
 ) -> tuple[LinkJobsService, list[LinksReport]]:
     published: list[LinksReport] = []
-    svc = LinkJobsService(segments=root, store=spec, runner=RunnerConfig(work_dir=work), publish=published.append,
-                          max_segments=max_segments, batch_size=50, lru_size=1000, poll_s=0.05)  # fmt: skip
-    svc.run(stop=lambda: not closed_segments(root) and svc._next is None and svc.rounds > 0)
+    svc = LinkJobsService(segments=str(root), store=spec, runner=RunnerConfig(work_dir=work), publish=published.append,
+                          max_segments=max_segments, batch_size=50, lru_size=1000, poll_s=0.05, clock=clock)  # fmt: skip
+    svc.run(stop=lambda: not Segments(str(root)).closed() and svc._next is None and svc.rounds > 0)
     return svc, published
 
 
@@ -82,22 +100,29 @@ def test_pipelined_rounds_give_the_crawl_db_of_one_pass(tmp_path: Path) -> None:
     reported = [key for report in published for key in report.segments]
     assert sorted(reported) == sorted(f"{s.parent.name}/{s.name}" for s in segs)  # each segment once
     assert inlinks(db) == want
-    assert RoundBook(root).unfinished() == []
+    with SqliteStore(db) as store:
+        assert [k for k, _ in store.scan_meta("links:")] == ["links:last-mid"]  # no round left behind
 
 
 def test_a_round_killed_in_its_merge_counts_each_inlink_once(tmp_path: Path) -> None:
     root, segs, want, db, spec = crawl_dirs(tmp_path, 4)
-    # The killed service's round: written down, extracted, and half of its merge in the store.
-    rnd = RoundBook(root).open(segs[:3])
+    # The killed service's round: claimed, given its merge id, extracted, and half of its merge in the store.
+    with SqliteStore(db) as store:
+        dead = RoundBook(store, Leases(store, owner="dead", ttl_s=10))
+        taken = dead.open([f"{p.parent.name}/{p.name}" for p in segs[:3]])
+        assert taken is not None
+        rnd = dead.begin_merge(*taken)
+    assert rnd is not None and rnd.mid
     pipe = LinkPipeline(RunnerConfig(work_dir=tmp_path / "killed"), RULES.job_args(store=spec, batch_size=50,
                         lru_size=1000))  # fmt: skip
     extracted = pipe.extract(segs[:3])
     half = JobOutput(extracted.records[: len(extracted.records) // 2], {}, 0.0)
-    pipe.update(segs[:3], half, name="killed", round_id=rnd.id)
+    pipe.update(segs[:3], half, name="killed", round_id=rnd.mid)
     assert any(inlinks(db).get(rec["url"], 0) > 0 for rec in half.records)
-    # The restarted service runs that round again first, with its id and its segments, then the rest.
-    svc, published = serve(root, spec, tmp_path / "work", max_segments=8)
-    assert published[0].segments == rnd.segments
+    # A service started after the dead one's lease ran out (its clock a minute on) takes that round over
+    # first, with its segments and merge id, then runs the rest.
+    svc, published = serve(root, spec, tmp_path / "work", max_segments=8, clock=lambda: time.time() + 60)
+    assert published[0].segments == rnd.segments and svc.taken_over == 1
     got = inlinks(db)
     over = {u: (got[u], n) for u, n in want.items() if got.get(u, 0) > n}
     assert not over, f"{len(over)} URLs counted twice, e.g. {list(over.items())[:3]}"
@@ -121,10 +146,79 @@ class MergeDiesOnce(LinkPipeline):
 def test_a_failed_merge_runs_again_before_any_later_round_merges(tmp_path: Path) -> None:
     root, _segs, want, db, spec = crawl_dirs(tmp_path, 6)
     published: list[LinksReport] = []
-    svc = LinkJobsService(segments=root, store=spec, runner=RunnerConfig(work_dir=tmp_path / "work"),
+    svc = LinkJobsService(segments=str(root), store=spec, runner=RunnerConfig(work_dir=tmp_path / "work"),
                           publish=published.append, max_segments=2, batch_size=50, lru_size=1000, poll_s=0.05)  # fmt: skip
     svc._pipeline = MergeDiesOnce(svc.runner, RULES.job_args(store=spec, batch_size=50, lru_size=1000))
     svc.sleep = lambda _s: None
-    svc.run(stop=lambda: not closed_segments(root) and svc._next is None and svc.rounds > 0)
+    svc.run(stop=lambda: not Segments(str(root)).closed() and svc._next is None and svc.rounds > 0)
     assert svc.failures == 1 and svc.rounds >= 3
     assert inlinks(db) == want  # the later rounds' URLs were not counted a second time by the failed round
+
+
+# --- two services in two processes on the real HBase, one killed in its merge -------------------------------
+class MergeStallsHalfway(LinkPipeline):
+    """Merges half of its first round, says so in a file, then waits to be killed."""
+
+    def update(self, segments, extracted, *, name, round_id):  # type: ignore[no-untyped-def]
+        half = JobOutput(extracted.records[: len(extracted.records) // 2], {}, 0.0)
+        super().update(segments, half, name=name, round_id=round_id)
+        Path(os.environ["STALL_FLAG"]).write_text(round_id)
+        time.sleep(600)
+        raise AssertionError("not killed")
+
+
+def run_service(root: str, spec: str, work: str, out: str, stall: bool) -> None:
+    """A link-jobs service process: reports go to a file (one JSON line each)."""
+    import json
+
+    def publish(report: LinksReport) -> None:
+        with open(out, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(list(report.segments)) + "\n")
+
+    svc = LinkJobsService(segments=root, store=spec, runner=RunnerConfig(work_dir=Path(work)), publish=publish,
+                          max_segments=3, batch_size=50, lru_size=1000, poll_s=0.1, lease_ttl_s=6)  # fmt: skip
+    if stall:
+        svc._pipeline = MergeStallsHalfway(svc.runner, RULES.job_args(store=spec, batch_size=50, lru_size=1000))
+    svc.run(stop=lambda: False)
+
+
+def test_two_services_one_killed_in_its_merge_give_each_segment_once_on_hbase(
+    tmp_path: Path, hbase_thrift: tuple[str, int], hbase_prefix: str
+) -> None:
+    host, port = hbase_thrift
+    root = tmp_path / "segs"
+    segs = segments(root, 6)
+    want = reference(segs, tmp_path)
+    spec = store_with_rules(f"hbase://{host}:{port}/{hbase_prefix}lk2")
+    flag, reports = tmp_path / "stalled", tmp_path / "reports.jsonl"
+    ctx = multiprocessing.get_context("spawn")
+    os.environ["STALL_FLAG"] = str(flag)
+    a = ctx.Process(target=run_service, args=(str(root), spec, str(tmp_path / "wa"), str(reports), True))
+    a.start()
+    deadline = time.monotonic() + 240
+    while not flag.exists() and time.monotonic() < deadline and a.is_alive():
+        time.sleep(0.1)
+    assert flag.exists(), "the first service never began a merge"
+    os.kill(a.pid, signal.SIGKILL)  # type: ignore[arg-type]
+    a.join()
+    b = ctx.Process(target=run_service, args=(str(root), spec, str(tmp_path / "wb"), str(reports), False))
+    b.start()
+    try:
+        while time.monotonic() < deadline and (Segments(str(root)).closed() or not _rounds_gone(spec)):
+            time.sleep(0.2)
+    finally:
+        b.kill()
+        b.join()
+    import json
+
+    reported = [k for line in reports.read_text().splitlines() for k in json.loads(line)]
+    assert sorted(reported) == sorted(f"{s.parent.name}/{s.name}" for s in segs)  # each once, all of them
+    assert inlinks(spec) == want
+
+
+def _rounds_gone(spec: str) -> bool:
+    store = from_spec(spec)
+    try:
+        return not [k for k, _ in store.scan_meta("links:round:")]
+    finally:
+        store.close()

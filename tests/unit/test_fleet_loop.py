@@ -13,20 +13,13 @@ import pytest
 from fetchers.records import Batch, FetchResult, UrlTask
 from fetchers.report import BatchReport
 from jobs.logic import traps_arg, traps_from_arg
-from jobs.runner import RoundResult, RunnerConfig
 from pipeline.crawl.core import CrawlCore
 from pipeline.crawl.outcome import outcome_of
 from pipeline.frontier.frontier import Frontier
 from pipeline.settings import Settings
 from pipeline.storage.base import UrlRecord, UrlState
 from pipeline.storage.sqlite import SqliteStore
-from pipeline.transport.linkjobs import (
-    DONE_DIR,
-    CrawlLinkRules,
-    LinkJobsService,
-    closed_segments,
-    segment_key,
-)
+from pipeline.transport.linkrules import CrawlLinkRules
 from pipeline.transport.messages import BadMessage, parse_results
 from pipeline.transport.nodesink import NodeSink, SinkSpec, crawl_sink
 from pipeline.transport.replies import LinksReport, parse_links, reply_text
@@ -218,79 +211,7 @@ def test_restore_pending_counts_only_the_refetches_of_a_capped_host_in_a_recrawl
     core.close()
 
 
-# --- the link-jobs service -------------------------------------------------------------------------
-class FakePipeline:
-    def __init__(self, new: list[dict[str, Any]]) -> None:
-        self.new, self.calls = new, []  # type: ignore[var-annotated]
-
-    def process_many(self, segments: list[Path], *, name: str) -> RoundResult:
-        self.calls.append([s.name for s in segments])
-        return RoundResult(name, len(self.new), self.new, 0.0, 0.0, {})
-
-
-def service(tmp_path: Path, published: list[LinksReport], *, fail: bool = False) -> LinkJobsService:
-    def publish(report: LinksReport) -> None:
-        if fail:
-            raise ConnectionError("broker away")
-        published.append(report)
-
-    return LinkJobsService(segments=tmp_path / "segs", store="sqlite:/nonexistent", publish=publish,
-                           runner=RunnerConfig(work_dir=tmp_path / "w"))  # fmt: skip
-
-
-def segment(tmp_path: Path, node: str, name: str) -> Path:
-    path = tmp_path / "segs" / node / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("{}\n")
-    return path
-
-
-def test_a_round_reports_then_moves_its_segments_aside(tmp_path: Path) -> None:
-    published: list[LinksReport] = []
-    svc = service(tmp_path, published)
-    svc._pipeline = FakePipeline([{"host": "a.test"}, {"host": "a.test"}, {"host": "b.test"}])  # type: ignore[assignment]
-    segment(tmp_path, "n1", "s-1.jsonl")
-    segment(tmp_path, "n2", "s-2.jsonl")
-    (tmp_path / "segs" / "n1" / "s-3.jsonl.part").write_text("torn")  # a node died mid-batch
-    assert svc.round()
-    assert published == [LinksReport(("n1/s-1.jsonl", "n2/s-2.jsonl"), {"a.test": 2, "b.test": 1})]
-    assert closed_segments(tmp_path / "segs") == []
-    assert sorted(p.name for p in (tmp_path / "segs" / DONE_DIR).rglob("*.jsonl")) == ["s-1.jsonl", "s-2.jsonl"]
-    assert not svc.round()  # nothing left; the .part file is never read
-
-
-def test_a_report_the_broker_refused_leaves_the_segments_for_the_next_run(tmp_path: Path) -> None:
-    svc = service(tmp_path, [], fail=True)
-    svc._pipeline = FakePipeline([{"host": "a.test"}])  # type: ignore[assignment]
-    seg = segment(tmp_path, "n1", "s-1.jsonl")
-    with pytest.raises(ConnectionError):
-        svc.round()
-    assert seg.exists() and segment_key(seg) == "n1/s-1.jsonl"  # run again by the restarted service
-
-
-def test_a_failed_round_is_logged_and_run_again_after_a_back_off(tmp_path: Path) -> None:
-    published: list[LinksReport] = []
-    svc = service(tmp_path, published)
-    pipeline = FakePipeline([{"host": "a.test"}])
-    calls = {"n": 0}
-    real = pipeline.process_many
-
-    def flaky(segments: list[Path], *, name: str) -> RoundResult:
-        calls["n"] += 1
-        if calls["n"] == 1:
-            raise OSError("store away")
-        return real(segments, name=name)
-
-    pipeline.process_many = flaky  # type: ignore[method-assign]
-    svc._pipeline = pipeline  # type: ignore[assignment]
-    slept: list[float] = []
-    svc.sleep = slept.append
-    segment(tmp_path, "n1", "s-1.jsonl")
-    summary = svc.run(stop=lambda: len(slept) >= 3)
-    assert summary["failures"] == 1 and summary["segments"] == 1 and len(published) == 1
-    assert slept[0] == svc.poll_s  # the back-off after the failure, then idle polls
-
-
+# --- the dispatcher's view of the link jobs --------------------------------------------------------
 def test_link_progress_waits_for_every_replied_segment_then_checks_the_store() -> None:
     from pipeline.transport.linkprogress import PENDING_CHECK_S, SILENCE_S, LinkProgress
 
@@ -328,23 +249,3 @@ def test_a_late_copy_of_a_reply_waits_for_nothing() -> None:
     assert lp.awaiting == set() and lp.settled(lambda: 0)
     lp.on_reply("n1/b", late=False)
     assert lp.awaiting == {"n1/b"}
-
-
-def test_a_part_left_by_a_killed_node_is_adopted_whole_lines_only(tmp_path: Path) -> None:
-    import os
-
-    from pipeline.transport.nodesink import ABANDON_S, adopt_part
-
-    part = segment(tmp_path, "n1", "s-1.jsonl.part")
-    part.write_bytes(b'{"a":1}\n{"b":')  # killed mid-line
-    assert closed_segments(tmp_path / "segs", now=part.stat().st_mtime + 1) == []  # a live node's, maybe
-    assert closed_segments(tmp_path / "segs", now=part.stat().st_mtime + ABANDON_S)[0].name == "s-1.jsonl"
-    assert (tmp_path / "segs" / "n1" / "s-1.jsonl").read_bytes() == b'{"a":1}\n'
-    again = segment(tmp_path, "n2", "s-2.jsonl.part")
-    os.utime(again, (1.0, 1.0))
-    closed = adopt_part(again)
-    assert closed.stat().st_mtime > 1.0  # closed now: its results count as durable from now on
-    NodeSink(SinkSpec("sqlite:/x.db", str(tmp_path / "segs")), node="n3")  # nothing to adopt: no error
-    (tmp_path / "segs" / "n3" / "s-3.jsonl.part").write_bytes(b"{}\n")
-    NodeSink(SinkSpec("sqlite:/x.db", str(tmp_path / "segs")), node="n3")  # the node's next life adopts it
-    assert (tmp_path / "segs" / "n3" / "s-3.jsonl").exists()

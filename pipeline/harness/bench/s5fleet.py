@@ -39,7 +39,8 @@ from pipeline.harness.bench.jobs import machine
 from pipeline.harness.faults.netproxy import ProxyProcess, Route
 from pipeline.settings import StoreSettings, load_settings
 from pipeline.storage.hbase import HBaseStore
-from pipeline.transport.linkjobs import DONE_DIR, round_id
+from pipeline.storage.segments import DONE_DIR
+from pipeline.transport.linkrounds import round_id
 from pipeline.transport.linkrules import RULES_KEY, CrawlLinkRules
 
 S5_CLAIM = "~4x throughput with the local dedup cache + large-granularity transfer (3 nodes, 10 ms latency)"
