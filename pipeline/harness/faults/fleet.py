@@ -59,6 +59,8 @@ class FleetRig:
             CRAWLFLEET_STORE_KIND=self.store.kind, CRAWLFLEET_STORE_HBASE_HOST=self.store.hbase_host,
             CRAWLFLEET_STORE_HBASE_PORT=str(self.store.hbase_port),
             CRAWLFLEET_STORE_HBASE_PREFIX=self.store.hbase_prefix, PYTHONUNBUFFERED="1",
+            # merged segments stay under .done/ (the default deletes them): harness reads read them
+            CRAWLFLEET_FLEET_SEGMENT_RETENTION_S="-1",
         )  # fmt: skip
         env.update(extra_env or {})
         self.env = env
