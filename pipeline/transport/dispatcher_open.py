@@ -28,8 +28,8 @@ from pipeline.transport.messages import NodeHeartbeat
 from pipeline.transport.nodesink import crawl_sink
 from pipeline.transport.pikawire import fleet_parameters
 from pipeline.transport.recovery import drain_previous
-from pipeline.transport.runtime import scope_to_json
 from pipeline.transport.serialcheck import SerialResponder, SerialTable
+from pipeline.transport.taskmsg import scope_to_json
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 For each batch the node, not the dispatcher:
 1. writes every result, body included, to a **segment** at the crawl's segments URI (a directory,
    ``hdfs://`` or ``s3://``: ``pipeline.storage.segments``), whole, as
-   ``NODE/SERVICE-SERIAL-ISSUEDMS.jsonl.part``;
+   ``NODE/SERVICE-SERIAL-ISSUEDMS-CHUNK.jsonl.part`` (a batch's results come in chunks: batchchunks.py);
 2. records the final outcomes, pages included, in the **store** (HBase, or SQLite on one box): the
    store applies an outcome only while its URL is PENDING, so a re-fetched URL is stored once;
 3. renames the segment to ``.jsonl``: closed, for the link jobs. A closed segment's URLs are settled.
@@ -98,8 +98,9 @@ class Receipt:
     stored: int
 
 
-def segment_name(batch: Batch) -> str:
-    return f"{batch.service}-{batch.serial:09d}-{int(batch.issued_at * 1000)}{SEGMENT_SUFFIX}"
+def segment_name(batch: Batch, chunk: int = 0) -> str:
+    """``SERVICE-SERIAL-ISSUEDMS-CHUNK.jsonl``: a batch's results come in chunks (batchchunks.py)."""
+    return f"{batch.service}-{batch.serial:09d}-{int(batch.issued_at * 1000)}-{chunk:04d}{SEGMENT_SUFFIX}"
 
 
 class NodeSink:
@@ -135,7 +136,7 @@ class NodeSink:
                 return from_spec(self.spec.store)
         raise AssertionError("unreachable")  # pragma: no cover - Retrying either returns or raises
 
-    def write_batch(self, batch: Batch, results: Sequence[FetchResult]) -> Receipt:
+    def write_batch(self, batch: Batch, results: Sequence[FetchResult], *, chunk: int = 0) -> Receipt:
         """Write the segment whole as ``.part``, record the final outcomes in the store, then rename the
         segment into place: a closed segment's URLs are always settled in the store. Raises on I/O trouble
         (the caller then reports the batch unfinished, so every URL of it is fetched again elsewhere); a
@@ -147,7 +148,7 @@ class NodeSink:
             lines.append(line)
             if is_final(result):
                 outcomes.append(outcome_of(result, keep_body=self.spec.keep_body, packed=packed))
-        part = self.segments.write_part(self.node, segment_name(batch), b"".join(lines))
+        part = self.segments.write_part(self.node, segment_name(batch, chunk), b"".join(lines))
         if outcomes:
             self.store.record_results(outcomes)
             self.store.flush()

@@ -1,9 +1,11 @@
 """The design card's loop on the wire: one JSON reply per batch from a node, one report per round
 from the link jobs. Both travel on the service's results queue (messages.py has the envelope).
 
-- A **reply** is a ``results`` message holding every result of one batch, then its report. The
-  node has recorded the final outcomes and pages in the store and written the batch's segment
-  before sending it, so a result carries no body and no headers: about 300-600 bytes a URL.
+- A **reply** is a ``results`` message holding the last results of one batch, then its report; the
+  results before them came in **progress** packs of the same form without a report, about one a
+  second (batchchunks.py). The node has recorded the final outcomes and pages in the store and written
+  each chunk's segment before sending it, so a result carries no body and no headers: about 300-600
+  bytes a URL.
 - A **links** message says which segments the link jobs have processed and how many new PENDING
   URLs each host gained, so the dispatcher's frontier refills those hosts from the store.
 """
@@ -37,6 +39,15 @@ def reply_text(node: str, incarnation: str, results: Sequence[FetchResult], repo
     return json.dumps({
         "v": VERSION, "kind": "results", "node": node, "incarnation": incarnation, "stored": True,
         "segment": segment, "results": [slim(r) for r in results], "reports": [report.to_json()],
+    }, separators=(",", ":"))  # fmt: skip
+
+
+def progress_text(node: str, incarnation: str, results: Sequence[FetchResult], *, segment: str) -> str:
+    """A chunk of a running batch, stored (a ``results`` message with ``stored`` and ``segment`` and no
+    report: the batch's reply carries it, batchchunks.py)."""
+    return json.dumps({
+        "v": VERSION, "kind": "results", "node": node, "incarnation": incarnation, "stored": True,
+        "segment": segment, "results": [slim(r) for r in results], "reports": [],
     }, separators=(",", ":"))  # fmt: skip
 
 

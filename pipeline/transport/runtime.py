@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import hashlib
 import json
 import logging
 import os
-import re
 import socket
 import threading
 import time
@@ -38,12 +38,14 @@ from pipeline.settings import Settings
 from pipeline.storage.factory import is_hbase_spec
 from pipeline.storage.warc import WarcWriter, live_writer
 from pipeline.transport.amqp import Outbox
+from pipeline.transport.batchchunks import BatchChunks
 from pipeline.transport.lease import LeaseGuard
 from pipeline.transport.messages import NodeHeartbeat
-from pipeline.transport.nodesink import NodeSink, SinkSpec
+from pipeline.transport.nodesink import NodeSink, Receipt, SinkSpec
 from pipeline.transport.pikawire import fleet_parameters
-from pipeline.transport.replies import reply_text
+from pipeline.transport.replies import progress_text, reply_text
 from pipeline.transport.serialcheck import REVOKED, SerialChecker
+from pipeline.transport.taskmsg import scope_to_json
 from pipeline.urls import Scope
 
 if TYPE_CHECKING:  # the HBase client is imported by nodes whose crawl uses HBase only
@@ -60,36 +62,6 @@ SINK_THREADS = 3  # batches storing their pages at once per node (each with its 
 # under "archive", the WARC exchange writer this fetcher records to (None: no WARC). The worker's is
 # ``fetchers.choice.worker_factory``.
 FetcherFactory = Callable[[Settings, str, Scope | None, dict[str, Any]], Fetcher]
-
-
-def scope_to_json(scope: Scope | None) -> dict[str, Any] | None:
-    if scope is None:
-        return None
-    return {
-        "domains": sorted(scope.domains),
-        "allow": [p.pattern for p in scope.allow],
-        "deny": [p.pattern for p in scope.deny],
-    }
-
-
-def scope_from_json(obj: Any) -> Scope | None:
-    """Rebuild a Scope; raises ValueError on anything but the shape ``scope_to_json`` makes."""
-    if obj is None:
-        return None
-    if not isinstance(obj, dict) or not all(
-        isinstance(obj.get(k), list) for k in ("domains", "allow", "deny")
-    ):
-        raise ValueError("scope must be {domains, allow, deny} lists")
-    if not all(isinstance(x, str) for x in obj["domains"] + obj["allow"] + obj["deny"]):
-        raise ValueError("scope entries must be strings")
-    try:
-        return Scope(
-            domains=frozenset(d.lower() for d in obj["domains"]),
-            allow=tuple(re.compile(p) for p in obj["allow"]),
-            deny=tuple(re.compile(p) for p in obj["deny"]),
-        )
-    except re.error as exc:
-        raise ValueError(f"bad scope pattern: {exc}") from exc
 
 
 def _log_failure(future: concurrent.futures.Future[Any]) -> None:
@@ -264,27 +236,40 @@ class FetchRuntime:
                                           store=sink.overridden(store=self.settings.fleet.node_store).store)
         service = batch.service
         counters = self._counters
-        held: list[FetchResult] = []
+
+        async def write(results: list[FetchResult], chunk: int) -> Receipt:
+            return await self._loop.run_in_executor(self._sink_pool, self._write, sink, batch, results, chunk)
+
+        def send(results: list[FetchResult], segment: str) -> None:
+            self.outbox.put_text(service, progress_text(self.node, self.incarnation, results, segment=segment))
+
+        every = self.settings.fleet.progress_s
+        chunks = BatchChunks(batch, write, send, every_s=every if every > 0 else float("inf"))
 
         def on_result(result: FetchResult) -> None:
             if result.ok:
                 counters.successes += 1
             else:
                 counters.failures += 1
-            held.append(result)
+            chunks.add(result)
 
         fence = (lambda: False) if revoked else self.lease.fence()
         if self.serials is not None:  # under a quota no URL starts after its grant's minute (serialcheck.py)
             fence = self.serials.fence(batch.issued_at, fence)
-        report = await fetcher.fetch_batch(batch, on_result, fence=fence)
-        report.fetcher_id = batch.fetcher_id  # the dispatcher's (virtual) fetcher, not the node
+        ticker = self._loop.create_task(chunks.tick_forever()) if every > 0 else None
         try:
-            receipt = await self._loop.run_in_executor(self._sink_pool, self._write, sink, batch, held)
-        except Exception:
-            # Nothing of this batch is known stored: hand every URL back (re-fetched elsewhere).
-            log.exception("batch %d: storing its pages failed; reporting it unfinished", batch.serial)
-            return self._unfinished(batch)
-        text = reply_text(self.node, self.incarnation, held, report, segment=receipt.segment)
+            report = await fetcher.fetch_batch(batch, on_result, fence=fence)
+        finally:
+            if ticker is not None:
+                ticker.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await ticker
+        report.fetcher_id = batch.fetcher_id  # the dispatcher's (virtual) fetcher, not the node
+        last, receipt, unstored = await chunks.finish()
+        if unstored:  # nothing of these is known stored: hand them back (re-fetched elsewhere)
+            report.unfinished = [*report.unfinished, *unstored]
+            report.pages = max(0, report.pages - len(unstored))
+        text = reply_text(self.node, self.incarnation, last, report, segment=receipt.segment if receipt else "")
         return report, self.outbox.put_text(service, text)
 
     def report_unfinished(self, batch: Batch) -> threading.Event:
@@ -297,7 +282,7 @@ class FetchRuntime:
         text = reply_text(self.node, self.incarnation, [], report, segment="")
         return report, self.outbox.put_text(batch.service, text)
 
-    def _write(self, spec: SinkSpec, batch: Batch, results: list[FetchResult]) -> Any:
+    def _write(self, spec: SinkSpec, batch: Batch, results: list[FetchResult], chunk: int = 0) -> Any:
         s = self.settings.fleet
         spec = spec.overridden(store=s.node_store, segments=s.node_segments_dir)
         sinks: dict[SinkSpec, NodeSink] | None = getattr(self._sink_local, "sinks", None)
@@ -309,7 +294,7 @@ class FetchRuntime:
                 sink = sinks[spec] = NodeSink(spec, node=self.node, adopt=spec not in self._adopted)
                 self._adopted.add(spec)
                 self._all_sinks.append(sink)
-        return sink.write_batch(batch, results)
+        return sink.write_batch(batch, results, chunk=chunk)
 
     async def _fetcher_for(self, scope: Scope | None, *, warc: str = "", store: str = "") -> Fetcher:
         """The fetcher for ``scope``, recording its exchanges as WARC under ``warc``/NODE when the

@@ -7,16 +7,46 @@ after) call in here; keeping the rules apart from both is what lets neither impo
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Protocol
 
 from fetchers.records import Batch, SchemaError
 from pipeline.transport import topology
 from pipeline.transport.messages import CONTENT_TYPE, BadMessage
 from pipeline.transport.nodesink import SinkSpec
-from pipeline.transport.runtime import scope_from_json
 from pipeline.urls import Scope
 
 _scopes: dict[str, Scope | None] = {}
+
+
+def scope_to_json(scope: Scope | None) -> dict[str, Any] | None:
+    if scope is None:
+        return None
+    return {
+        "domains": sorted(scope.domains),
+        "allow": [p.pattern for p in scope.allow],
+        "deny": [p.pattern for p in scope.deny],
+    }
+
+
+def scope_from_json(obj: Any) -> Scope | None:
+    """Rebuild a Scope; raises ValueError on anything but the shape ``scope_to_json`` makes."""
+    if obj is None:
+        return None
+    if not isinstance(obj, dict) or not all(
+        isinstance(obj.get(k), list) for k in ("domains", "allow", "deny")
+    ):
+        raise ValueError("scope must be {domains, allow, deny} lists")
+    if not all(isinstance(x, str) for x in obj["domains"] + obj["allow"] + obj["deny"]):
+        raise ValueError("scope entries must be strings")
+    try:
+        return Scope(
+            domains=frozenset(d.lower() for d in obj["domains"]),
+            allow=tuple(re.compile(p) for p in obj["allow"]),
+            deny=tuple(re.compile(p) for p in obj["deny"]),
+        )
+    except re.error as exc:
+        raise ValueError(f"bad scope pattern: {exc}") from exc
 
 
 def parse_task_args(args: Any, kwargs: Any) -> tuple[Batch, str | None, Scope | None, SinkSpec]:

@@ -82,7 +82,7 @@ def test_node_sink_writes_a_closed_segment_then_the_final_outcomes(tmp_path: Pat
     receipt = sink.write_batch(batch_of(*urls), results)
     sink.close()
     seg = Path(receipt.segment)
-    assert seg.parent == tmp_path / "segs" / "n1" and seg.name == "svc-000000007-12500.jsonl"
+    assert seg.parent == tmp_path / "segs" / "n1" and seg.name == "svc-000000007-12500-0000.jsonl"
     assert not list(seg.parent.glob("*.part"))
     lines = [json.loads(x) for x in seg.read_text().splitlines()]
     assert [x["url"] for x in lines] == urls and lines[0]["body_lz4"]  # every result, body included

@@ -14,8 +14,7 @@ from pipeline.settings import Settings
 from pipeline.transport import topology
 from pipeline.transport.celery_app import make_app
 from pipeline.transport.messages import BadMessage
-from pipeline.transport.runtime import scope_from_json, scope_to_json
-from pipeline.transport.taskmsg import check_task_message, parse_task_args
+from pipeline.transport.taskmsg import check_task_message, parse_task_args, scope_from_json, scope_to_json
 from pipeline.urls import Scope
 
 BATCH = Batch(3, "n1#0", [UrlTask("http://a.test/", 11, 0)], service="svc", issued_at=1.0)

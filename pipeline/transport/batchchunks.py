@@ -1,0 +1,82 @@
+"""A running batch's results made durable and reported in chunks, so that a killed node costs only its
+requests in flight, not the finished part of its batch.
+
+Every ``fleet.progress_s`` (and at the batch's end) the results gathered since the last chunk are written
+as one segment and their outcomes recorded in the store (``NodeSink.write_batch``), then a progress pack
+(the chunk's slim results and its segment, no report) goes to the dispatcher; the last chunk rides in the
+batch's one reply with the report. The store is written before the pack is sent, so a node killed in
+between has still settled those URLs: the dispatcher's re-queue of the expired batch leaves URLs the store
+shows settled (``pipeline.frontier.answered``). A chunk that cannot be stored is kept and tried again with
+the next one; whatever is still unstored when the batch ends is handed back unfinished.
+
+Runs on the node's fetch loop; ``write`` is the blocking sink call, run on the sink threads by the caller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from fetchers.records import Batch, FetchResult, UrlTask
+from pipeline.transport.nodesink import Receipt
+
+log = logging.getLogger(__name__)
+
+# (results, chunk number) -> the receipt of the stored chunk (raises when it could not be stored)
+WriteChunk = Callable[[list[FetchResult], int], Awaitable[Receipt]]
+# (results, segment) -> None: hand a progress pack to the outbox
+SendChunk = Callable[[list[FetchResult], str], None]
+
+
+@dataclass(slots=True)
+class BatchChunks:
+    batch: Batch
+    write: WriteChunk
+    send: SendChunk
+    every_s: float
+    _held: list[FetchResult] = field(default_factory=list)
+    _stored: set[int] = field(default_factory=set)
+    _chunk: int = 0
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def add(self, result: FetchResult) -> None:
+        self._held.append(result)
+
+    async def tick_forever(self) -> None:
+        """Write and report a chunk every ``every_s`` while the batch runs (cancelled at its end)."""
+        while True:
+            await asyncio.sleep(self.every_s)
+            try:
+                results, receipt = await self._store_held()
+            except Exception:  # kept: tried again with the next chunk or at the end
+                log.warning("batch %d: a chunk could not be stored yet; retrying", self.batch.serial, exc_info=True)
+                continue
+            if results:
+                self.send(results, receipt.segment if receipt else "")
+
+    async def finish(self) -> tuple[list[FetchResult], Receipt | None, list[UrlTask]]:
+        """The last chunk, stored: its results, its receipt (None when there was nothing left) and the
+        batch's tasks that no stored chunk answered, when storing failed (they go back unfinished)."""
+        try:
+            results, receipt = await self._store_held()
+            return results, receipt, []
+        except Exception:
+            log.exception("batch %d: storing its last chunk failed; handing its URLs back", self.batch.serial)
+            self._held.clear()
+            return [], None, [t for t in self.batch.tasks if t.url_id not in self._stored]
+
+    async def _store_held(self) -> tuple[list[FetchResult], Receipt | None]:
+        async with self._lock:  # chunks in order, one at a time
+            results, self._held = self._held, []
+            if not results:
+                return [], None
+            try:
+                receipt = await self.write(results, self._chunk)
+            except BaseException:
+                self._held = results + self._held
+                raise
+            self._chunk += 1
+            self._stored.update(r.url_id for r in results)
+            return results, receipt

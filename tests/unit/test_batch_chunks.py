@@ -1,0 +1,71 @@
+"""A running batch's results stored and reported in chunks (``pipeline.transport.batchchunks``): a chunk
+per tick while the batch runs, the rest at its end, a chunk that failed to store kept for the next, and the
+URLs no stored chunk answered handed back when the last chunk cannot be stored."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fetchers.records import Batch, FetchResult, UrlTask
+from pipeline.transport.batchchunks import BatchChunks
+from pipeline.transport.nodesink import Receipt
+from pipeline.urls import fingerprint
+
+URLS = [f"http://h.test/{i}" for i in range(5)]
+BATCH = Batch(3, "n#0", [UrlTask(u, fingerprint(u), 0) for u in URLS], service="s", issued_at=1.0)
+
+
+def res(url: str) -> FetchResult:
+    return FetchResult(url=url, url_id=fingerprint(url), depth=0, final_url=url, status=200, serial=3)
+
+
+def test_chunks_while_running_then_the_rest_at_the_end() -> None:
+    stored: list[tuple[int, list[str]]] = []
+    sent: list[tuple[list[str], str]] = []
+
+    async def write(results: list[FetchResult], chunk: int) -> Receipt:
+        stored.append((chunk, [r.url for r in results]))
+        return Receipt(f"s3://b/n/{chunk}.jsonl", len(results))
+
+    async def main() -> tuple[list[FetchResult], Receipt | None, list[UrlTask]]:
+        chunks = BatchChunks(BATCH, write, lambda rs, seg: sent.append(([r.url for r in rs], seg)), every_s=0.01)
+        ticker = asyncio.create_task(chunks.tick_forever())
+        chunks.add(res(URLS[0]))
+        chunks.add(res(URLS[1]))
+        await asyncio.sleep(0.05)  # a tick stores and reports those two
+        chunks.add(res(URLS[2]))
+        ticker.cancel()
+        return await chunks.finish()
+
+    last, receipt, unstored = asyncio.run(main())
+    assert stored == [(0, URLS[:2]), (1, URLS[2:3])]
+    assert sent == [(URLS[:2], "s3://b/n/0.jsonl")]
+    assert [r.url for r in last] == URLS[2:3] and receipt is not None and receipt.segment.endswith("1.jsonl")
+    assert unstored == []
+
+
+def test_a_failed_chunk_is_kept_and_a_failed_end_hands_back_only_the_unstored() -> None:
+    calls = {"n": 0}
+
+    async def write(results: list[FetchResult], chunk: int) -> Receipt:
+        calls["n"] += 1
+        if calls["n"] in (1, 3):  # the first tick fails, the second succeeds, the end fails
+            raise OSError("store away")
+        return Receipt(f"/s/{chunk}", len(results))
+
+    async def main() -> tuple[list[FetchResult], Receipt | None, list[UrlTask]]:
+        chunks = BatchChunks(BATCH, write, lambda _rs, _seg: None, every_s=10)
+        chunks.add(res(URLS[0]))
+        try:
+            await chunks._store_held()
+        except OSError:
+            pass
+        chunks.add(res(URLS[1]))
+        results, _ = await chunks._store_held()  # the kept result goes with the next chunk
+        assert [r.url for r in results] == URLS[:2]
+        chunks.add(res(URLS[2]))
+        return await chunks.finish()
+
+    last, receipt, unstored = asyncio.run(main())
+    assert last == [] and receipt is None
+    assert [t.url for t in unstored] == URLS[2:]  # the URLs no stored chunk answered
