@@ -3,20 +3,27 @@
 PY ?= $(shell command -v python3.11 || command -v python3.12 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
+# Two installs: BASE is the package and its dependencies, all that `crawlfleet` (the demo, a crawl, the
+# fleet) needs; STAMP adds the dev tools (pytest, ruff, mypy, pip-audit, ...) and pyspark, for the tests.
+BASE := $(VENV)/.installed-base
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test services services-down lint typecheck bench clean audit
 
-$(STAMP): pyproject.toml
+$(BASE): pyproject.toml
 	[ -x $(BIN)/python ] || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e .
+	touch $(BASE)
+
+$(STAMP): $(BASE)
 	$(BIN)/pip install -q -e '.[dev,spark]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+demo: $(BASE)
 	$(BIN)/crawlfleet demo
 
-services: $(STAMP)
+services: $(BASE)
 	./scripts/services.sh up
 
 services-down:
