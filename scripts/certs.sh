@@ -2,7 +2,8 @@
 # Certificates for the fleet's TLS (docs/SECURITY.md): a local CA, the broker's certificate, and one
 # client certificate per fetch node (plus "dispatcher" and "links"). Idempotent: what exists is kept
 # (delete a file to make it again); a certificate is remade only when missing or not signed by the CA
-# here. Everything goes into DIR (default var/certs, gitignored); private keys are mode 600.
+# here. Everything goes into DIR (default ~/.cache/crawlfleet/certs, one CA per machine shared by every
+# clone: scripts/fleet-files.sh; CRAWLFLEET_MACHINE_DIR moves it); private keys are mode 600.
 #
 #   scripts/certs.sh [--dir DIR] [--broker-host NAME]... [--days N] [NODE...]
 #
@@ -17,8 +18,7 @@
 # CRAWLFLEET_RABBITMQ_CERTS (scripts/svc-rabbitmq.sh) at them.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-DIR="$ROOT/var/certs" DAYS=825 HOSTS=() NAMES=()
+DIR="${CRAWLFLEET_MACHINE_DIR:-$HOME/.cache/crawlfleet}/certs" DAYS=825 HOSTS=() NAMES=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --dir) DIR=$2; shift 2 ;;

@@ -14,7 +14,8 @@
 #     declare its queue and those exchanges (configure);
 #   so it cannot read another node's queue, and cannot publish a batch (no write on amq.default or
 #   crawlfleet.fetch). Topic permissions: none on any topic exchange (write/read patterns "^$").
-# - secrets in DIR (default var/secrets, mode 700; each file 600): DIR/USER.password (random, kept
+# - secrets in DIR (default ~/.cache/crawlfleet/secrets, per machine like the certificates:
+#   scripts/fleet-files.sh; mode 700; each file 600): DIR/USER.password (random, kept
 #   across runs), DIR/fleet.key (the fleet's signing key, kept) and DIR/node-NODE.key (each node's key,
 #   derived from the fleet key: the only key a node holds).
 # Prints the broker URL of each user without its password (use fleet.broker_password_file).
@@ -23,7 +24,7 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-VHOST=crawlfleet SECRETS="$ROOT/var/secrets" NODES=() FILES_ONLY=0
+VHOST=crawlfleet SECRETS="${CRAWLFLEET_MACHINE_DIR:-$HOME/.cache/crawlfleet}/secrets" NODES=() FILES_ONLY=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --files-only) FILES_ONLY=1; shift ;;

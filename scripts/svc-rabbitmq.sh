@@ -4,7 +4,8 @@
 # Idempotent and fast when already done. Debian's rabbitmq-server, plain AMQP (guest/guest) on
 # 127.0.0.1:5672 only, and a TLS listener on 5671 with peer verification (docs/SECURITY.md):
 # `conf` (run by start and run before they start a broker) makes the certificates if missing
-# (scripts/certs.sh into CRAWLFLEET_RABBITMQ_CERTS, default var/certs), copies the broker's into
+# (scripts/certs.sh into CRAWLFLEET_RABBITMQ_CERTS, default ~/.cache/crawlfleet/certs: one CA per machine,
+# shared by every clone, whose var/certs and var/secrets link there: scripts/fleet-files.sh), copies the broker's into
 # CONF_DIR/tls readable by the rabbitmq user, and writes CONF_DIR/rabbitmq.conf (ssl listener,
 # verify_peer, fail_if_no_peer_cert) and advanced.config (Erlang distribution on loopback only). A broker
 # already running is never restarted: the config applies at its next start (`status` says so).
@@ -15,7 +16,8 @@
 # sparingly: first the TCP port (cheap), then `rabbitmqctl status` once or twice.
 # `run` keeps RabbitMQ in the foreground, for honcho (Procfile) and containers: it attaches to a broker
 # already listening on the port (watches it; exits 1 when it goes away, 0 on TERM/INT, leaving it
-# running), or else execs rabbitmq-server.
+# running), or else execs rabbitmq-server. Attached to a running broker, start and run say on one line
+# when its certificate does not verify against the machine's CA (scripts/fleet-files.sh check).
 set -euo pipefail
 
 PORT="${CRAWLFLEET_RABBITMQ_PORT:-5672}"
@@ -24,12 +26,14 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 TLS="${CRAWLFLEET_RABBITMQ_TLS:-1}"
 TLS_PORT="${CRAWLFLEET_RABBITMQ_TLS_PORT:-5671}"
 TLS_BIND="${CRAWLFLEET_RABBITMQ_TLS_BIND:-127.0.0.1}"
-CERTS="${CRAWLFLEET_RABBITMQ_CERTS:-$ROOT/var/certs}"
+# The dev stack's certificates and secrets, per machine (scripts/fleet-files.sh; the image sets /app/var).
+MACHINE="${CRAWLFLEET_MACHINE_DIR:-$HOME/.cache/crawlfleet}"
+CERTS="${CRAWLFLEET_RABBITMQ_CERTS:-$MACHINE/certs}"
 CONF_DIR="${CRAWLFLEET_RABBITMQ_CONF_DIR:-/etc/rabbitmq/crawlfleet}"
 # The dev stack's fetch nodes (Procfile, docker/compose.yaml): their users, certificates and keys are made
 # with the broker's config (files) and once it answers (users); "" = none.
 DEV_NODES="${CRAWLFLEET_RABBITMQ_DEV_NODES-edge1 edge2}"
-SECRETS="${CRAWLFLEET_RABBITMQ_SECRETS:-$ROOT/var/secrets}"
+SECRETS="${CRAWLFLEET_RABBITMQ_SECRETS:-$MACHINE/secrets}"
 # Keep the node name stable whatever the container/host name is.
 export RABBITMQ_NODENAME="${RABBITMQ_NODENAME:-rabbit@localhost}"
 export RABBITMQ_NODE_IP_ADDRESS="${RABBITMQ_NODE_IP_ADDRESS:-127.0.0.1}"
@@ -96,9 +100,12 @@ dev_users() {
   touch "$marker"
 }
 
-# The dev stack's certificates and secret files (no broker needed), before anything starts.
+# The dev stack's certificates and secret files (no broker needed), before anything starts; this clone's
+# var/certs and var/secrets (which docker/fleet/*.toml name) link to them.
 dev_files() {
   [ -n "$DEV_NODES" ] || return 0
+  CRAWLFLEET_RABBITMQ_CERTS="$CERTS" CRAWLFLEET_RABBITMQ_SECRETS="$SECRETS" CRAWLFLEET_RABBITMQ_TLS_PORT="$TLS_PORT" \
+    CRAWLFLEET_RABBITMQ_TLS_BIND="$TLS_BIND" "$ROOT/scripts/fleet-files.sh" link
   # shellcheck disable=SC2086  # a list of node names
   "$ROOT/scripts/certs.sh" --dir "$CERTS" $DEV_NODES >/dev/null
   # shellcheck disable=SC2086
@@ -141,6 +148,14 @@ do_conf() {
 
 tls_open() { (exec 3<>"/dev/tcp/${TLS_BIND/0.0.0.0/127.0.0.1}/$TLS_PORT") 2>/dev/null; }
 
+# Attached to a broker someone else started: one line when its certificate does not verify against the
+# machine's CA (the fleet processes of this clone would fail TLS verification), and how to fix it.
+ca_check() {
+  [ "$TLS" = 1 ] && tls_open || return 0
+  CRAWLFLEET_RABBITMQ_CERTS="$CERTS" CRAWLFLEET_RABBITMQ_TLS_PORT="$TLS_PORT" CRAWLFLEET_RABBITMQ_TLS_BIND="$TLS_BIND" \
+    "$ROOT/scripts/fleet-files.sh" check || true
+}
+
 do_start() {
   installed || do_install
   if amqp_ready; then
@@ -150,6 +165,7 @@ do_start() {
     if [ "$TLS" = 1 ] && ! tls_open; then
       echo "rabbitmq: no TLS listener on $TLS_PORT yet: it comes with the broker's next start ($0 conf; stop; start)" >&2
     fi
+    ca_check
     return 0
   fi
   if ! port_open; then
@@ -187,6 +203,7 @@ do_run() {
     echo "rabbitmq: already running on 127.0.0.1:$PORT; attached, watching it"
     dev_files
     dev_users
+    ca_check
     trap 'echo "rabbitmq: detached; the broker on 127.0.0.1:$PORT keeps running"; [ -z "$NAP_PID" ] || kill "$NAP_PID" 2>/dev/null; exit 0' TERM INT
     while port_open; do nap 5; done
     echo "rabbitmq: went away" >&2

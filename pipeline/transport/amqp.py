@@ -282,7 +282,7 @@ class Outbox:
             self._producer = Producer(channel)
         except Exception as exc:
             if self._down_since is None:
-                log.warning("outbox: broker unreachable (%s); retrying every %.1fs", exc, self.retry_s)
+                log.warning("outbox: broker unreachable (%s); retrying every %.1fs", tls.describe(exc, self.fleet), self.retry_s)
                 self._down_since = now
             self._last_attempt = now
             _close_quietly(conn)

@@ -99,7 +99,7 @@ class FleetConsumer(Consumer):
 
     def ensure_connected(self, conn: Any) -> Any:
         def on_error(exc: Exception, interval: float) -> None:
-            log.warning("broker unreachable (%s); retrying in %.1fs", exc, interval)
+            log.warning("broker unreachable (%s); retrying in %.1fs", tls.describe(exc, current_settings().fleet), interval)
 
         conn = conn.ensure_connection(
             on_error,

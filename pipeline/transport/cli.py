@@ -322,6 +322,7 @@ def _cmd_submit(args: argparse.Namespace) -> int:
     from pipeline.transport import topology
     from pipeline.transport.amqp import fleet_connection
     from pipeline.transport.messages import encode, submit_message
+    from pipeline.transport.tls import describe
 
     settings = load_settings(args.config, overrides={"fleet": {"broker_url": args.broker_url}})
     service = topology.check_name(args.service, what="service")
@@ -338,6 +339,7 @@ def _cmd_submit(args: argparse.Namespace) -> int:
                              content_type=enc.content_type, content_encoding=enc.content_encoding, delivery_mode=2,
                              declare=[topology.submit_queue(service)], retry=True)  # fmt: skip
     except (OSError, OperationalError) as exc:  # one line naming the broker (not its password), no traceback
-        raise ConnectionError(f"cannot reach the broker at {_redacted(settings.fleet.broker_url)}: {exc}") from exc
+        raise ConnectionError(f"cannot reach the broker at {_redacted(settings.fleet.broker_url)}: "
+                              f"{describe(exc, settings.fleet)}") from exc
     print(f"submitted {len(args.seeds)} URL(s) to service {service}")
     return 0

@@ -337,6 +337,7 @@ def amqp_publisher(settings: Settings, service: str) -> Callable[[LinksReport], 
     from pipeline.transport.amqp import fleet_connection
     from pipeline.transport.messages import encode
     from pipeline.transport.msgauth import links_headers
+    from pipeline.transport.tls import describe
 
     state: dict[str, Any] = {}
 
@@ -355,7 +356,7 @@ def amqp_publisher(settings: Settings, service: str) -> Callable[[LinksReport], 
                 )  # fmt: skip
                 return
             except Exception as exc:  # broker away: reconnect and try again, bounded
-                log.warning("links: publish failed (%s: %s); retrying", type(exc).__name__, exc)
+                log.warning("links: publish failed (%s: %s); retrying", type(exc).__name__, describe(exc, settings.fleet))
                 conn = state.pop("conn", None)
                 state.pop("producer", None)
                 if conn is not None:

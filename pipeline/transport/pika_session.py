@@ -68,7 +68,7 @@ class PikaSession(BrokerSession):
             self._open()
         except Exception as exc:
             if self._down_since is None:
-                log.warning("broker unreachable (%s); retrying every %.1fs", exc, self.retry_s)
+                log.warning("broker unreachable (%s); retrying every %.1fs", tls.describe(exc, self.fleet), self.retry_s)
                 self._down_since = now
             self._teardown()
             return False

@@ -40,7 +40,7 @@ from pipeline.transport import topology
 from pipeline.transport.amqp import dead_letter, fleet_connection
 from pipeline.transport.messages import BadMessage, decode, parse_submit
 from pipeline.transport.msgauth import MessageKeys, check_node_message, require_signing
-from pipeline.transport.tls import check_broker
+from pipeline.transport.tls import check_broker, describe
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ class BrokerSession:
             self._setup(conn)
         except Exception as exc:
             if self._down_since is None:
-                log.warning("broker unreachable (%s); retrying every %.1fs", exc, self.retry_s)
+                log.warning("broker unreachable (%s); retrying every %.1fs", describe(exc, self.fleet), self.retry_s)
                 self._down_since = now
             _close(conn)
             self.conn = self.producer = None

@@ -12,6 +12,8 @@ rule, the broker password from a file, and secret files read with their permissi
   the URL carries none).
 - ``read_secret(path)``: a secret file's text, refused when group or others may read it (as ssh
   refuses a private key), so a key does not sit world-readable on a shared machine.
+- ``describe(exc, fleet)``: a failed connection's message, with what to do when the TLS certificates
+  do not match the broker's CA (``tls_hint``): the one line ``submit`` prints and the fleet processes log.
 """
 
 from __future__ import annotations
@@ -139,3 +141,37 @@ def pika_ssl(fleet: FleetSettings) -> Any:
     import pika
 
     return pika.SSLOptions(client_context(fleet), server_hostname=_parts(fleet.broker_url)[1])
+
+
+# Where OpenSSL's messages say which side refused the other's certificate.
+_WE_REFUSE = ("CERTIFICATE_VERIFY_FAILED", "certificate verify failed")
+_BROKER_REFUSES = ("TLSV1_ALERT_UNKNOWN_CA", "alert unknown ca", "TLSV1_ALERT_BAD_CERTIFICATE")
+
+
+def _texts(exc: BaseException) -> str:
+    """The messages of ``exc`` and of the exceptions it wraps (cause, context, exception arguments)."""
+    seen: dict[int, BaseException] = {}
+    todo = [exc]
+    while todo and len(seen) < 16:
+        e = todo.pop()
+        if id(e) not in seen:
+            seen[id(e)] = e
+            todo += [x for x in (e.__cause__, e.__context__, *e.args) if isinstance(x, BaseException)]
+    return " ".join(f"{type(e).__name__} {e}" for e in seen.values())
+
+
+def tls_hint(exc: BaseException, fleet: FleetSettings) -> str:
+    """What to do about a connection that failed on the TLS certificates ("" for any other failure)."""
+    text = _texts(exc)
+    why = "set up with another CA, e.g. from another clone on its machine: scripts/fleet-files.sh check there; docs/SECURITY.md"
+    if isinstance(exc, ssl.SSLCertVerificationError) or any(t in text for t in _WE_REFUSE):
+        return f"CA mismatch: fleet.tls_ca {fleet.tls_ca} does not verify the broker's certificate (the broker was {why})"
+    if any(t in text for t in _BROKER_REFUSES):
+        return f"CA mismatch: the broker does not trust fleet.tls_cert {fleet.tls_cert} (it was {why})"
+    return ""
+
+
+def describe(exc: BaseException, fleet: FleetSettings) -> str:
+    """``exc`` as one line, with ``tls_hint`` after it when the certificates are the cause."""
+    hint = tls_hint(exc, fleet)
+    return f"{exc}; {hint}" if hint else str(exc)

@@ -18,7 +18,7 @@ from amqp.exceptions import AccessRefused
 from kombu import Producer
 
 from pipeline.settings import FleetSettings
-from pipeline.transport import topology
+from pipeline.transport import tls, topology
 from pipeline.transport.amqp import fleet_connection
 from pipeline.transport.pika_session import PikaSession
 from tests.fixtures.tlsbroker import SCRIPTS, TlsRabbit, Users, fleet_as, two_node_broker
@@ -58,12 +58,16 @@ def test_tls_connects_with_a_client_certificate_and_refuses_without(
     subprocess.run([str(SCRIPTS / "certs.sh"), "--dir", str(other), "n1"], check=True, capture_output=True)
     foreign = FleetSettings(broker_url=fleet.broker_url, broker_password_file=fleet.broker_password_file,
                             tls_ca=fleet.tls_ca, tls_cert=str(other / "client-n1.pem"), tls_key=str(other / "client-n1.key"))  # fmt: skip
-    with pytest.raises(Exception), fleet_connection(foreign) as conn:  # noqa: B017
+    with pytest.raises(Exception) as refused, fleet_connection(foreign) as conn:  # noqa: B017
         conn.connect()
     wrong_ca = FleetSettings(broker_url=fleet.broker_url, broker_password_file=fleet.broker_password_file,
                              tls_ca=str(other / "ca.pem"), tls_cert=fleet.tls_cert, tls_key=fleet.tls_key)  # fmt: skip
-    with pytest.raises(Exception, match="(?i)certificate"), fleet_connection(wrong_ca) as conn:
+    with pytest.raises(Exception, match="(?i)certificate") as unverified, fleet_connection(wrong_ca) as conn:
         conn.connect()
+    # Each is named a CA mismatch, with the side that refused (the one line `submit` prints).
+    assert "does not verify the broker's certificate" in tls.describe(unverified.value, wrong_ca)
+    said = tls.describe(refused.value, foreign)  # the broker's "unknown ca" alert (or a reset, should it close first)
+    assert "does not trust fleet.tls_cert" in said or "EOF" in said or "reset" in said.lower(), said
 
 
 def test_the_pika_session_of_the_dispatcher_runs_over_tls(broker: tuple[TlsRabbit, Users]) -> None:

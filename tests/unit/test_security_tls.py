@@ -103,3 +103,31 @@ def test_settings_command_never_prints_a_secret(capsys: pytest.CaptureFixture[st
 
     assert all(s not in json.dumps(crawl_info(loaded.settings)) for s in ("KEY-SECRET-2", "PW-SECRET-1"))
     assert isinstance(Settings(), Settings)
+
+
+def test_a_certificate_refused_either_way_is_named_a_ca_mismatch_with_its_fix() -> None:
+    fleet = FleetSettings(broker_url="amqps://u@localhost:5671/v", tls_ca="var/certs/ca.pem",
+                          tls_cert="var/certs/client-dispatcher.pem", tls_key="var/certs/client-dispatcher.key")  # fmt: skip
+    ours = ssl.SSLCertVerificationError(1, "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: "
+                                           "self-signed certificate in certificate chain (_ssl.c:1006)")  # fmt: skip
+    line = tls.describe(ours, fleet)
+    assert line.startswith("[SSL: CERTIFICATE_VERIFY_FAILED]") and "\n" not in line
+    assert "CA mismatch: fleet.tls_ca var/certs/ca.pem does not verify" in line and "fleet-files.sh" in line
+    theirs = ssl.SSLError(1, "[SSL: TLSV1_ALERT_UNKNOWN_CA] tlsv1 alert unknown ca (_ssl.c:2580)")
+    assert "the broker does not trust fleet.tls_cert var/certs/client-dispatcher.pem" in tls.describe(theirs, fleet)
+    # Wrapped, as pika and kombu may hand it on.
+    try:
+        try:
+            raise ours
+        except OSError as inner:
+            raise ConnectionError("broker connection closed") from inner
+    except ConnectionError as wrapped:
+        assert "CA mismatch" in tls.describe(wrapped, fleet)
+
+
+@pytest.mark.parametrize("exc", [ConnectionRefusedError(111, "Connection refused"), TimeoutError("timed out"),
+                                 ssl.SSLError(1, "[SSL: WRONG_VERSION_NUMBER] wrong version number")])  # fmt: skip
+def test_other_connection_failures_get_no_ca_hint(exc: OSError) -> None:
+    fleet = FleetSettings(broker_url="amqps://u@localhost:5671/v", tls_ca="ca.pem")
+    assert tls.tls_hint(exc, fleet) == ""
+    assert tls.describe(exc, fleet) == str(exc)
