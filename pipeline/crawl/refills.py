@@ -1,8 +1,8 @@
 """The frontier's refill reads on a thread of their own, so the caller's loop never waits on the store.
 
 The fleet dispatcher's loop used to read each drained host's pending rows from HBase itself (a scan and
-a multi-get per host, a few Thrift round trips each): in session 10's profile that was half of the
-loop's busy time, and while it ran no reply was taken and no batch went out. ``RefillReader`` takes the
+a multi-get per host, a few Thrift round trips each): in a py-spy profile of 2026-11-24 (the code before
+6374fec; docs/bench/fleet.md) that was half of the loop's busy time, and while it ran no reply was taken and no batch went out. ``RefillReader`` takes the
 hosts the frontier wants refilled (``ask``), reads them on one daemon thread with ``read`` (for HBase,
 ``HBaseStore.pending_many``: one scanner per host and one multi-get for all), and hands the records back
 (``take``) to be applied on the caller's thread, the only one that touches the frontier.

@@ -5,7 +5,7 @@
   seconds over total weighted pages (``page_time``). The window bounds the memory; the half-life makes
   t_i forget the start (robots.txt, cold DNS, n(0) = k batches whose fixed costs weigh more per page)
   within a few batches and follow a fetcher whose speed changes. ``history_halflife = 0`` weighs every
-  batch in the window alike (session 10's plain mean). Pages, not batches, carry the weight inside a
+  batch in the window alike (a plain mean). Pages, not batches, carry the weight inside a
   batch's share, so a short batch cut by the frontier moves t_i by its few pages, not by a whole vote.
 - *Horizontal* comparison: avg is the mean of t_i over the live fetchers that have a history.
 - A fetcher with no history gets k (n(0) = k); so does everyone while no fetcher has a history.

@@ -62,7 +62,7 @@ class FetchProcessGaveUp(RuntimeError):
 def processes_for(settings: Settings) -> int:
     """Fetch processes for the embedded crawl: ``fetch.processes``, or, when negative, one per spare core
     (at most four) if there are two or more, else none. One fetch process is never the machine's best:
-    it is no faster than none (docs/bench/local.md, sessions 2 and 5), and it leaves link extraction
+    it is no faster than none (docs/bench/local.md, runs of 2026-11-22), and it leaves link extraction
     to the crawl's own process, outside the parse guard, where none keeps a parse process."""
     wanted = settings.fetch.processes
     if wanted >= 0:

@@ -70,7 +70,7 @@ def parse_processes_for(settings: Settings, *, fetch_processes: int) -> int:
     spare core, at least one and at most two (past two the crawl's own process is the bottleneck).
     One even without a spare core: a page that kills or stalls its parser then costs a parse process
     and its own links, never the crawl (``pipeline.links.guard``); on one core it costs about 6% more
-    CPU per page and no pages/s (docs/bench/local.md, session 15). None when fetch processes run: they
+    CPU per page and no pages/s (docs/bench/local.md, 2026-11-25). None when fetch processes run: they
     prepare their results themselves."""
     if fetch_processes > 0:
         return 0

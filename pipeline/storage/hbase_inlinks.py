@@ -4,8 +4,8 @@ Two ways, chosen by ``HBaseStore``:
 
 - **Blind, per round** (a link-jobs round, ``set_link_round``, on a crawl db with family ``n``): a known URL
   gets one cell ``n:<round id>`` holding the in-links this round found, written without reading the row.
-  The fleet's update step raises every distinct known target of every round; measured in session 12,
-  reading each row first made HBase the fleet's largest CPU user (~5.5 rows read and 4.5 put per fetched
+  The fleet's update step raises every distinct known target of every round; measured on 2026-11-24
+  (before f0f182d), reading each row first made HBase the fleet's largest CPU user (~5.5 rows read and 4.5 put per fetched
   page). A blind put is idempotent: a round killed mid-merge and run again under its id writes the same
   cells with the same values.
 - **Read-then-put** (the embedded crawl, seeds, crawl dbs made before family ``n``): ``m:n`` is read and

@@ -125,7 +125,7 @@ class FetchRuntime:
         self.stale = 0
         # Page writes (segment, store, WARC) are blocking I/O: threads of their own keep them off the
         # fetch loop. More than one, because with one the batches of all slots queued behind each other's
-        # store writes (session 10: ~1 s between a batch's fetch and its reply, the node idle meanwhile).
+        # store writes (measured 2026-11-24: ~1 s between a batch's fetch and its reply, the node idle meanwhile).
         # Each thread has its own sinks, so its own store connection (happybase is not thread-safe).
         self._sink_pool = concurrent.futures.ThreadPoolExecutor(
             SINK_THREADS, thread_name_prefix=f"sink-{node}"

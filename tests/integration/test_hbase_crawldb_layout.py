@@ -123,7 +123,7 @@ def test_a_round_id_of_another_form_counts_read_then_put(store: HBaseStore, hbas
 def test_a_crawl_db_made_before_family_n_keeps_read_then_put(hbase_thrift: tuple[str, int], hbase_prefix: str) -> None:
     prefix = f"{hbase_prefix}legacy"
     conn = happybase.Connection(*hbase_thrift, table_prefix=prefix)
-    conn.create_table("crawldb", {"m": {"max_versions": 1}})  # the layout before session 13
+    conn.create_table("crawldb", {"m": {"max_versions": 1}})  # the layout before f0f182d (no family n)
     conn.close()
     st = HBaseStore(*hbase_thrift, prefix=prefix, batch_size=100, retry_seconds=60)
     try:

@@ -4,7 +4,7 @@ bench's warm-up rule ``settled_round``.
 
 The fleet model here: a batch of n pages on node i takes F + n * b_i seconds (a fixed part per batch
 and a part per page), deterministic, so every figure below is exact and the comparisons with the plain
-mean (``history_halflife = 0``, session 10's estimator) can fail.
+mean (``history_halflife = 0``, the estimator before dc00fbe) can fail.
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ def test_settled_round_equal_batches_and_never() -> None:
 
 
 def test_settled_round_a_node_held_short_by_the_frontier_is_not_settled() -> None:
-    """Session 11's dev run: with equal batches of 32 one node got 4 URLs a batch for 7 rounds (a short
+    """A dev run of 2026-11-24: with equal batches of 32 one node got 4 URLs a batch for 7 rounds (a short
     frontier). Steady sizes, but not the ones asked for: not settled until 3 full batches."""
     sizes = [[32] * 12, [4] * 7 + [32, 31, 32, 32, 32], [32] * 12]
     wanted = [[32] * 12] * 3

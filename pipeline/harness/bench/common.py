@@ -12,7 +12,7 @@ def testbed_crawl_settings(tb: TestbedProcess) -> Settings:
     these waits either), and the slow and huge pages skipped, so that the figures measure the crawler,
     not a 1.5 s sleep or a 5 MB body. Retries still happen (same requests as the default), only without
     the sleeps: the testbed's error pages otherwise hold their host for 1.5 s each, which at the end of
-    a 10k crawl left one host's last ~80 URLs waiting for up to 20% of the run (session 4)."""
+    a 10k crawl left one host's last ~80 URLs waiting for up to 20% of the run (measured 2026-11-22)."""
     return load_settings(overrides={
         "dns": {"servers": (f"127.0.0.1:{tb.dns_port}",)},
         "security": {"allow_networks": ("127.0.10.0/24",)},

@@ -23,7 +23,7 @@ warm-up ends when every node's batch size has settled (``s3rounds.py``: >= ``--s
 batches behind it and its sizes as issued within ``--settle-tolerance`` over its last ``--settle-span``
 rounds; a batch the frontier cut short keeps it going), by the same rule for n_i and for equal batches;
 the JSON lists every round, warm-up included, with its sizes, times and why it did not count.
-``--warmup-rounds N`` brings back session 10's fixed warm-up (to repeat its runs). S3's goal: batches of
+``--warmup-rounds N`` uses a fixed warm-up instead (the rule of the runs before f383ea4, to repeat them). S3's goal: batches of
 nodes of different speed finish at about the same time; ours: median spread <= 1.25 with n_i and at
 least 2x better than equal batches. The simulation (``bench dispatch``) stays a unit check.
 """
@@ -61,7 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--warmup-rounds",
         type=int,
         default=None,
-        help="a fixed warm-up of this many rounds (session 10's rule) instead of waiting until settled",
+        help="a fixed warm-up of this many rounds instead of waiting until settled",
     )
     p.add_argument(
         "--settle-min-batches", type=int, default=3, help="batches behind every node before a round counts"

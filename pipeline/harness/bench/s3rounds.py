@@ -33,7 +33,7 @@ class Done:
 class WarmupRule:
     """A round counts from the first one at which every node has ``min_batches`` batches behind it and
     sizes within ``tolerance`` over its last ``span`` rounds; at most ``max_rounds`` of warm-up (then
-    the rest counts, flagged not settled). ``fixed``: a fixed count instead (session 10's rule)."""
+    the rest counts, flagged not settled). ``fixed``: a fixed count instead (``--warmup-rounds``)."""
 
     min_batches: int = 3
     span: int = 3
