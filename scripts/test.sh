@@ -15,7 +15,7 @@ mkdir -p var/test "$TMP"
 "$PY" -m pytest -q -p no:cacheprovider --basetemp="$TMP/faults" tests/faults > var/test/faults.log 2>&1 &
 faults_pid=$!
 # The end-to-end tier in a third process: its crawls also mostly wait (subprocesses, namespaces, the dev
-# stack), and session 9's tests would have put the two-process run near CI's 40 minutes. Shared services
+# stack), and with it the two-process run came near CI's 40 minutes (2026-11-24, 90f39d0). Shared services
 # are safe to share: every test has its own vhost, HBase prefix and testbed ports.
 "$PY" -m pytest -q -p no:cacheprovider --basetemp="$TMP/e2e" tests/e2e > var/test/e2e.log 2>&1 &
 e2e_pid=$!
