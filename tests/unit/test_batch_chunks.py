@@ -5,6 +5,7 @@ URLs no stored chunk answered handed back when the last chunk cannot be stored."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from fetchers.records import Batch, FetchResult, UrlTask
 from pipeline.transport.batchchunks import BatchChunks
@@ -56,10 +57,8 @@ def test_a_failed_chunk_is_kept_and_a_failed_end_hands_back_only_the_unstored() 
     async def main() -> tuple[list[FetchResult], Receipt | None, list[UrlTask]]:
         chunks = BatchChunks(BATCH, write, lambda _rs, _seg: None, every_s=10)
         chunks.add(res(URLS[0]))
-        try:
+        with contextlib.suppress(OSError):
             await chunks._store_held()
-        except OSError:
-            pass
         chunks.add(res(URLS[1]))
         results, _ = await chunks._store_held()  # the kept result goes with the next chunk
         assert [r.url for r in results] == URLS[:2]
