@@ -1,18 +1,43 @@
-"""Incremental, capped body decoding: identity, gzip, deflate (zlib or raw) and brotli.
+"""Incremental, capped body decoding: identity, gzip, deflate (zlib or raw), brotli and zstd.
 
 Bodies are read raw (aiohttp ``auto_decompress=False``, urllib3 ``decode_content=False``) and fed here
-chunk by chunk. Output never grows past ``limit`` bytes: zlib is called with ``max_length`` and brotli
-with ``output_buffer_limit``, so a decompression bomb costs at most ``limit`` bytes of memory plus one
-input chunk, however large it would inflate.
+chunk by chunk. Output never grows past ``limit`` bytes: zlib is called with ``max_length``, brotli
+with ``output_buffer_limit``, and zstd (the ``zstandard`` package) writes into a sink that stops the
+decoder once the cap is passed, at most ``ZSTD_STEP`` bytes later. So a decompression bomb costs at most
+``limit`` bytes of memory plus one input chunk and one step, however large it would inflate. A zstd frame
+may also ask for a large window (the decoder's own buffer): windows above ``ZSTD_MAX_WINDOW`` (8 MiB, the
+limit RFC 9659 sets for ``Content-Encoding: zstd``) are refused as a decode error.
 """
 
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 
 import brotli
+import zstandard
 
-ACCEPT_ENCODING = "gzip, deflate, br"
+ACCEPT_ENCODING = "gzip, deflate, br, zstd"
+ZSTD_MAX_WINDOW = 8 * 1024 * 1024  # RFC 9659 section 3: HTTP zstd windows are at most 8 MiB
+ZSTD_STEP = 64 * 1024  # zstd output is produced (and checked against the cap) in steps of this size
+
+
+class _Capped(Exception):
+    """Raised by the zstd sink once the cap is passed, to stop the decoder mid-input."""
+
+
+class _ZstdSink:
+    """Where ``zstandard``'s stream writer puts decoded bytes: kept by the decoder up to its cap."""
+
+    __slots__ = ("_keep",)
+
+    def __init__(self, keep: Callable[[bytes], bool]) -> None:
+        self._keep = keep
+
+    def write(self, data: bytes) -> int:
+        if not self._keep(bytes(data)):
+            raise _Capped
+        return len(data)
 
 
 class BodyDecoder:
@@ -22,7 +47,7 @@ class BodyDecoder:
     so the caller can stop reading and drop the connection. Never raises.
     """
 
-    __slots__ = ("_parts", "_size", "_limit", "_mode", "_z", "_br", "_raw", "truncated", "error", "wire")
+    __slots__ = ("_parts", "_size", "_limit", "_mode", "_z", "_br", "_zst", "_raw", "truncated", "error", "wire")
 
     def __init__(self, content_encoding: str, limit: int, *, keep_raw: bool = False) -> None:
         """``keep_raw``: also keep the chunks as fed, for an archive (``raw``)."""
@@ -34,6 +59,7 @@ class BodyDecoder:
         self.wire = 0
         self._z: zlib._Decompress | None = None
         self._br: brotli.Decompressor | None = None
+        self._zst: zstandard.ZstdDecompressionWriter | None = None
         enc = content_encoding.strip().lower() if content_encoding else ""
         if enc in ("", "identity"):
             self._mode = "identity"
@@ -45,6 +71,10 @@ class BodyDecoder:
         elif enc == "br":
             self._mode = "br"
             self._br = brotli.Decompressor()
+        elif enc == "zstd":
+            self._mode = "zstd"
+            dctx = zstandard.ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW)
+            self._zst = dctx.stream_writer(_ZstdSink(self._keep), write_size=ZSTD_STEP, write_return_read=True)
         else:
             self._mode = "identity"
             self.error = f"unsupported content-encoding {enc!r}; body kept encoded"
@@ -85,10 +115,12 @@ class BodyDecoder:
         try:
             if self._mode == "br":
                 return self._feed_br(chunk)
+            if self._mode == "zstd":
+                return self._feed_zstd(chunk)
             if self._mode == "deflate":
                 self._start_deflate(chunk)
             return self._feed_zlib(chunk)
-        except (zlib.error, brotli.error) as exc:
+        except (zlib.error, brotli.error, zstandard.ZstdError) as exc:
             self.error = f"{self._mode} decode failed: {exc}"
             return False
 
@@ -118,4 +150,13 @@ class BodyDecoder:
             out = br.process(b"", output_buffer_limit=self._limit - self._size + 1)
             if not out or not self._keep(out):
                 return not self.truncated
+        return True
+
+    def _feed_zstd(self, chunk: bytes) -> bool:
+        zst = self._zst
+        assert zst is not None
+        try:
+            zst.write(chunk)  # the sink keeps the output; concatenated frames decode one after another
+        except _Capped:
+            return False
         return True

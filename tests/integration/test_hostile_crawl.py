@@ -49,7 +49,7 @@ deny_regex = ["/m/[0-9]+$"]  # the 1M-link page's targets: extracted (capped), n
 """
 # What each path must end as: (state, error class or "" for a page).
 EXPECTED = {
-    "/bomb": ("DONE", ""), "/brbomb": ("DONE", ""), "/endless": ("DONE", ""), "/manylinks": ("DONE", ""),
+    "/bomb": ("DONE", ""), "/brbomb": ("DONE", ""), "/zstdbomb": ("DONE", ""), "/endless": ("DONE", ""), "/manylinks": ("DONE", ""),
     "/nested": ("DONE", "parse_failed"), "/badutf8": ("DONE", ""), "/trickle": ("FAILED", "timeout"),
     "/deep-redirect/0": ("FAILED", "too_many_redirects"), "/badlen": ("FAILED", "incomplete_body"),
     "/hugeheaders": ("FAILED", "headers_too_large"), "/ssrf-redirect": ("FAILED", "ssrf_blocked"),
@@ -121,7 +121,7 @@ def test_crawl_survives_and_records_each_hostile_path(crawl: dict[str, Any]) -> 
     for path, (state, error, _status, _trunc) in got.items():
         assert error != "internal_error" and state not in ("PENDING", "UNKNOWN"), (path, state, error)
     assert {p: got[p][:2] for p in EXPECTED} == {**EXPECTED, **MODE_EXPECTED.get(crawl["mode"], {})}
-    for path in ("/bomb", "/brbomb", "/endless", "/manylinks"):
+    for path in ("/bomb", "/brbomb", "/zstdbomb", "/endless", "/manylinks"):
         assert got[path][3], f"{path} must be kept truncated at max_body_bytes"
     assert crawl["summary"]["parse_failed"] == 1, crawl["summary"]
     if crawl["mode"] == "embedded-1core":  # the parse process that took /nested's deaths

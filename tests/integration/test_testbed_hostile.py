@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import aiohttp
 import brotli
 import pytest
+import zstandard
 from dnslib import DNSRecord
 
 from pipeline.harness.testbed.harness import TestbedProcess
@@ -61,6 +62,11 @@ def test_bombs_small_on_wire(tb: TestbedProcess) -> None:
     head, _, body = out.partition(b"\r\n\r\n")
     assert b"Content-Encoding: br" in head and len(body) < 1 << 20
     assert len(brotli.Decompressor().process(body[:4096])) > 1 << 20
+    out = raw(tb, "/zstdbomb", limit=1 << 30, timeout=60)
+    head, _, body = out.partition(b"\r\n\r\n")
+    assert b"Content-Encoding: zstd" in head and len(body) < 1 << 20
+    reader = zstandard.ZstdDecompressor().stream_reader(body)
+    assert len(reader.read(1 << 20)) == 1 << 20  # inflates; we stop at 1 MiB
 
 
 def test_streams_and_chains(tb: TestbedProcess) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+import zstandard
 from aiohttp.abc import ResolveResult
 
 from pipeline.harness.testbed.harness import TestbedProcess
@@ -200,3 +201,13 @@ def test_gzip_pages_option(make_testbed: Any) -> None:
         t, t.url(1, "/p/1"), auto_decompress=False, headers={"Accept-Encoding": "identity"}
     )
     assert "Content-Encoding" not in headers and b"/p/2" in body
+
+
+def test_zstd_pages_option(make_testbed: Any) -> None:
+    t = make_testbed(3, 4, extra_args=("--gzip-pages", "--zstd-pages"))
+    status, headers, body, _ = get(
+        t, t.url(1, "/p/1"), auto_decompress=False, headers={"Accept-Encoding": "gzip, deflate, br, zstd"}
+    )
+    assert headers["Content-Encoding"] == "zstd" and b"/p/2" in zstandard.ZstdDecompressor().decompress(body)
+    status, headers, body, _ = get(t, t.url(1, "/p/1"), auto_decompress=False, headers={"Accept-Encoding": "gzip"})
+    assert headers["Content-Encoding"] == "gzip"

@@ -8,6 +8,7 @@ import tracemalloc
 import zlib
 
 import brotli
+import zstandard
 
 from fetchers.body import BodyDecoder
 
@@ -93,3 +94,46 @@ def test_corrupt_and_unknown() -> None:
     d = BodyDecoder("compress", 100)
     d.feed(b"abc")
     assert d.body == b"abc" and "unsupported" in d.error
+
+
+def _zstd(data: bytes, **kw: int) -> bytes:
+    return zstandard.ZstdCompressor(**kw).compress(data)
+
+
+def test_zstd_streamed_frames_and_cap() -> None:
+    # A streamed frame (no content size in its header) cut into odd pieces; two frames back to back.
+    c = zstandard.ZstdCompressor().compressobj()
+    streamed = c.compress(PAGE) + c.flush()
+    for data in (streamed, _zstd(PAGE), _zstd(PAGE[:1000]) + _zstd(PAGE[1000:])):
+        d = BodyDecoder("zstd", 10 * len(PAGE))
+        _feed(d, data, step=333)
+        assert d.body == PAGE and not d.truncated and not d.error
+        assert d.wire == len(data)
+    d = BodyDecoder("zstd", 5000)
+    _feed(d, _zstd(PAGE))
+    assert d.truncated and d.body == PAGE[:5000]
+
+
+def test_zstd_bomb_memory_bounded() -> None:
+    c = zstandard.ZstdCompressor(level=3).compressobj()
+    bomb = b"".join(c.compress(bytes(1 << 20)) for _ in range(256)) + c.flush()
+    assert len(bomb) < 1 << 20
+    peak = _bounded_peak("zstd", bomb, 1 << 20)
+    assert peak < 8 << 20
+
+
+def test_zstd_window_above_rfc9659_limit_is_refused() -> None:
+    # A frame that asks for a 64 MiB window would make the decoder allocate it: refused, not decoded.
+    big_window = zstandard.ZstdCompressor(
+        compression_params=zstandard.ZstdCompressionParameters(window_log=26)
+    ).compressobj()
+    data = big_window.compress(os.urandom(1 << 16) * 4) + big_window.flush()
+    d = BodyDecoder("zstd", 1 << 20)
+    assert d.feed(data) is False
+    assert d.error.startswith("zstd decode failed") and d.body == b""
+
+
+def test_zstd_corrupt() -> None:
+    d = BodyDecoder("zstd", 1 << 20)
+    assert d.feed(b"not a zstd frame at all") is False
+    assert d.error.startswith("zstd decode failed")

@@ -58,6 +58,11 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="gzip ordinary pages for clients that accept it (fast engine)",
     )
+    serve.add_argument(
+        "--zstd-pages",
+        action="store_true",
+        help="zstd-code ordinary pages for clients that accept it, before gzip (fast engine)",
+    )
     serve.add_argument("--no-ipv6", action="store_true", help="do not also listen on ::1")
     serve.add_argument(
         "--mutate", action="store_true", help="the living web: pages change, ETag/304, sitemaps (living.py)"
@@ -125,6 +130,7 @@ def _serve(args: argparse.Namespace) -> int:
         ipv6=not args.no_ipv6,
         engine=args.engine,
         gzip_pages=args.gzip_pages,
+        zstd_pages=args.zstd_pages,
         mutate=args.mutate,
         mutate_epoch=args.mutate_epoch,
         mutate_rate=args.mutate_rate,

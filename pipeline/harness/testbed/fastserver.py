@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import cast
 
+import zstandard
+
 from pipeline.harness.testbed.accesslog import AccessLog
 from pipeline.harness.testbed.liverender import LiveRenderer
 from pipeline.harness.testbed.model import Web, host_index
@@ -57,23 +59,25 @@ class FastHTTP:
     log: AccessLog
     cache_size: int = 4096
     gzip_pages: bool = False  # honour Accept-Encoding: gzip for ordinary 200 HTML pages
+    zstd_pages: bool = False  # honour Accept-Encoding: zstd for them (preferred over gzip when both)
     now: Callable[[], float] = time.time  # the living web's clock (wall seconds)
     renderer: Renderer = field(init=False)
     live: LiveRenderer | None = field(init=False, default=None)
     _gzipped: Callable[[int, str], Reply] = field(init=False)
+    _zstded: Callable[[int, str], Reply] = field(init=False)
 
     def __post_init__(self) -> None:
         self.renderer = Renderer(self.web, cache_size=self.cache_size)
         if self.web.living is not None:
             self.live = LiveRenderer(self.web, cache_size=self.cache_size)
         self._gzipped = functools.lru_cache(maxsize=self.cache_size)(self._gzip)
+        self._zstded = functools.lru_cache(maxsize=self.cache_size)(self._zstd)
 
     def _gzip(self, i: int, path: str) -> Reply:
-        r = self.renderer.reply(i, path)
-        if r.status != 200 or r.headers or r.delay_s or not r.content_type.startswith("text/html"):
-            return r
-        body = zlib.compress(r.body, 1, wbits=31)
-        return Reply(200, body, r.content_type, (("Content-Encoding", "gzip"), ("Vary", "Accept-Encoding")))
+        return _encoded(self.renderer.reply(i, path), "gzip")
+
+    def _zstd(self, i: int, path: str) -> Reply:
+        return _encoded(self.renderer.reply(i, path), "zstd")
 
     def reply_for(
         self,
@@ -82,6 +86,7 @@ class FastHTTP:
         client: str,
         *,
         gzip_ok: bool = False,
+        zstd_ok: bool = False,
         if_none_match: str | None = None,
         if_modified_since: str | None = None,
     ) -> Reply:
@@ -103,8 +108,12 @@ class FastHTTP:
             reply = self.live.reply(
                 i, path, self.now(), if_none_match=if_none_match, if_modified_since=if_modified_since
             )
-            if gzip_ok and self.gzip_pages:
-                reply = _gzip_live(reply)
+            if zstd_ok and self.zstd_pages:
+                reply = _encoded(reply, "zstd")
+            elif gzip_ok and self.gzip_pages:
+                reply = _encoded(reply, "gzip")
+        elif zstd_ok and self.zstd_pages:
+            reply = self._zstded(i, path)
         elif gzip_ok and self.gzip_pages:
             reply = self._gzipped(i, path)
         else:
@@ -118,16 +127,20 @@ class FastHTTP:
         return [await loop.create_server(lambda: _Conn(self), sock=s, backlog=2048) for s in socks]
 
 
-def _gzip_live(r: Reply) -> Reply:
-    """A living web's 200 HTML reply, gzipped (not cached: its bytes change over time)."""
+def _encoded(r: Reply, coding: str) -> Reply:
+    """A 200 HTML reply in content coding ``coding`` (gzip or zstd); any other reply as it is. A living
+    web's reply keeps its validators (it is not cached: its bytes change over time)."""
     if r.status != 200 or r.delay_s or not r.content_type.startswith("text/html"):
         return r
     if any(k == "Content-Encoding" for k, _ in r.headers):
         return r
-    body = zlib.compress(r.body, 1, wbits=31)
+    body = _ZSTD.compress(r.body) if coding == "zstd" else zlib.compress(r.body, 1, wbits=31)
     return Reply(
-        200, body, r.content_type, (*r.headers, ("Content-Encoding", "gzip"), ("Vary", "Accept-Encoding"))
+        200, body, r.content_type, (*r.headers, ("Content-Encoding", coding), ("Vary", "Accept-Encoding"))
     )
+
+
+_ZSTD = zstandard.ZstdCompressor(level=1)
 
 
 class _Conn(asyncio.Protocol):
@@ -173,7 +186,7 @@ class _Conn(asyncio.Protocol):
             if parsed is None:
                 self._fail(400)
                 return
-            method, target, host, close, length, gzip_ok, inm, ims = parsed
+            method, target, host, close, length, accepts, inm, ims = parsed
             if length < 0:
                 self._fail(501)
                 return
@@ -182,8 +195,9 @@ class _Conn(asyncio.Protocol):
                 buf = buf[n:]
                 self.skip = length - n
             reply = self.app.reply_for(
-                host, target, self.peer, gzip_ok=gzip_ok, if_none_match=inm, if_modified_since=ims
-            )
+                host, target, self.peer, gzip_ok=b"gzip" in accepts, zstd_ok=b"zstd" in accepts,
+                if_none_match=inm, if_modified_since=ims,
+            )  # fmt: skip
             out = _head(reply, close=close)
             if method != b"HEAD":
                 out += reply.body
@@ -217,9 +231,9 @@ class _Conn(asyncio.Protocol):
         self.buf = b""
 
 
-def _parse(head: bytes) -> tuple[bytes, bytes, bytes, bool, int, bool, str | None, str | None] | None:
-    """(method, target, host, close, content_length, accepts_gzip, if_none_match, if_modified_since) of a
-    request head; None when malformed.
+def _parse(head: bytes) -> tuple[bytes, bytes, bytes, bool, int, bytes, str | None, str | None] | None:
+    """(method, target, host, close, content_length, accept_encoding, if_none_match, if_modified_since) of a
+    request head (accept_encoding lower-cased, b"" when absent); None when malformed.
 
     content_length is -1 for a chunked request body, which this server does not accept."""
     lines = head.split(b"\r\n")
@@ -230,7 +244,7 @@ def _parse(head: bytes) -> tuple[bytes, bytes, bytes, bool, int, bool, str | Non
     close = version == b"HTTP/1.0"
     host = b""
     length = 0
-    gzip_ok = False
+    accepts = b""
     inm: str | None = None
     ims: str | None = None
     for line in lines[1:]:
@@ -251,9 +265,9 @@ def _parse(head: bytes) -> tuple[bytes, bytes, bytes, bool, int, bool, str | Non
         elif name == b"transfer-encoding":
             length = -1
         elif name == b"accept-encoding":
-            gzip_ok = b"gzip" in value.lower()
+            accepts = value.lower()
         elif name == b"if-none-match":
             inm = value.strip().decode("latin-1")
         elif name == b"if-modified-since":
             ims = value.strip().decode("latin-1")
-    return method, target, host, close, length, gzip_ok, inm, ims
+    return method, target, host, close, length, accepts, inm, ims

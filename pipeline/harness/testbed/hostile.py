@@ -10,6 +10,7 @@ path                       behaviour
 /                          index linking every path below
 /bomb                      gzip bomb: ~1 MB on the wire, 1 GiB decompressed
 /brbomb                    brotli bomb (when ``brotli`` imports): ~200 KB -> 1 GiB
+/zstdbomb                  zstd bomb (``Content-Encoding: zstd``): ~40 KB -> 1 GiB
 /trickle                   slowloris: Content-Length 600, one byte a second
 /endless                   chunked body that never ends
 /deep-redirect/{n}         302 to n+1 until n = 10000, then 200
@@ -48,7 +49,7 @@ TRICKLE_BYTES = 600
 MANY_LINKS = 1_000_000
 NESTING = 100_000
 PATHS = (
-    "/bomb", "/brbomb", "/trickle", "/endless", "/deep-redirect/0", "/badlen", "/hugeheaders",
+    "/bomb", "/brbomb", "/zstdbomb", "/trickle", "/endless", "/deep-redirect/0", "/badlen", "/hugeheaders",
     "/manylinks", "/nested", "/badutf8", "/ssrf-redirect", "/ip-redirect",
     "/rawbad/status", "/rawbad/garbage", "/rawbad/chunked", "/rawbad/latechunk", "/rawbad/header",
     "/rawbad/close",
@@ -78,6 +79,18 @@ def brotli_bomb(mb: int = BOMB_MB) -> bytes | None:
     c = brotli.Compressor(quality=1)
     parts = [c.process(zeros) for _ in range(mb)]
     parts.append(c.finish())
+    return b"".join(parts)
+
+
+def zstd_bomb(mb: int = BOMB_MB) -> bytes:
+    """One zstd frame of ``mb`` MiB of zeros (a streamed frame: no content size in its header, as a server
+    compressing on the fly sends it), built 1 MiB at a time."""
+    import zstandard
+
+    zeros = bytes(1 << 20)
+    c = zstandard.ZstdCompressor(level=3).compressobj()
+    parts = [c.compress(zeros) for _ in range(mb)]
+    parts.append(c.flush())
     return b"".join(parts)
 
 
@@ -150,7 +163,7 @@ class HostileSite:
 
     async def _bomb(self, w: Writer, kind: str) -> int:
         if kind not in self._bombs:
-            make = gzip_bomb if kind == "gzip" else brotli_bomb
+            make = {"gzip": gzip_bomb, "br": brotli_bomb, "zstd": zstd_bomb}[kind]
             self._bombs[kind] = await asyncio.get_running_loop().run_in_executor(None, make)
         data = self._bombs[kind]
         if data is None:
@@ -168,6 +181,9 @@ class HostileSite:
 
     async def brbomb(self, w: Writer, path: str) -> int:
         return await self._bomb(w, "br")
+
+    async def zstdbomb(self, w: Writer, path: str) -> int:
+        return await self._bomb(w, "zstd")
 
     async def trickle(self, w: Writer, path: str) -> int:
         w.write(_head("200 OK", [("Content-Type", "text/html"), ("Content-Length", str(TRICKLE_BYTES))]))
@@ -281,6 +297,7 @@ _ROUTES: dict[str, Handler] = {
     "/": HostileSite.index,
     "/bomb": HostileSite.bomb,
     "/brbomb": HostileSite.brbomb,
+    "/zstdbomb": HostileSite.zstdbomb,
     "/trickle": HostileSite.trickle,
     "/endless": HostileSite.endless,
     "/badlen": HostileSite.badlen,

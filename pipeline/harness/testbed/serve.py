@@ -48,6 +48,7 @@ class ServeOptions:
     ipv6: bool = True
     hostile_port: int = 0
     gzip_pages: bool = False
+    zstd_pages: bool = False
     engine: str = "fast"  # "fast" (fastserver.py) or "aiohttp" (server.py)
     mutate: bool = False  # the living web (living.py): pages change, validators, 304, sitemaps
     mutate_epoch: float | None = None  # wall seconds at test time 0; None = when serving starts
@@ -112,7 +113,9 @@ def _stop_event() -> asyncio.Event:
 
 def _make_http(opts: ServeOptions, web: Web, log: AccessLog) -> TestbedHTTP | FastHTTP:
     if opts.engine == "fast":
-        return FastHTTP(web, log, cache_size=opts.cache_size, gzip_pages=opts.gzip_pages)
+        return FastHTTP(
+            web, log, cache_size=opts.cache_size, gzip_pages=opts.gzip_pages, zstd_pages=opts.zstd_pages
+        )
     return TestbedHTTP(web, log, cache_size=opts.cache_size)
 
 
