@@ -27,6 +27,7 @@ from fetchers.conditional import REQUEST_HEADERS
 from fetchers.exchange import REDIRECT_STATUSES, Exchange, dns_error_class
 from fetchers.fetcher import EngineFetcher
 from fetchers.guard import GuardedResolver, SsrfBlocked
+from fetchers.tls import cert_error_class, client_context
 from fetchers.wire import WireRecord, status_line
 from pipeline.settings import FetchSettings
 
@@ -90,8 +91,8 @@ def classify(exc: BaseException, *, got_response: bool) -> tuple[str, bool]:
         if isinstance(os_error, SsrfBlocked):
             return "ssrf_blocked", False
         return dns_error_class(os_error), False
-    if isinstance(exc, aiohttp.ClientSSLError):
-        return "tls_error", False
+    if isinstance(exc, aiohttp.ClientSSLError):  # a certificate failure is a class of its own (fetchers.tls)
+        return cert_error_class(exc) or "tls_error", False
     if isinstance(exc, aiohttp.ClientConnectorError):
         return "connect_error", True
     if isinstance(exc, asyncio.TimeoutError):  # includes aiohttp.ServerTimeoutError
@@ -238,6 +239,7 @@ class AioFetcher(EngineFetcher):
             use_dns_cache=self._given_resolver is None,  # our DNS layer caches with real TTLs
             ttl_dns_cache=30,
             keepalive_timeout=15.0,
+            ssl=client_context(f),
         )
         self._session = aiohttp.ClientSession(
             connector=connector,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable
+from typing import Any
 
 import brotli
 import zstandard
@@ -74,7 +75,8 @@ class BodyDecoder:
         elif enc == "zstd":
             self._mode = "zstd"
             dctx = zstandard.ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW)
-            self._zst = dctx.stream_writer(_ZstdSink(self._keep), write_size=ZSTD_STEP, write_return_read=True)
+            sink: Any = _ZstdSink(self._keep)  # the writer calls only write(); typed IO[bytes]
+            self._zst = dctx.stream_writer(sink, write_size=ZSTD_STEP, write_return_read=True)
         else:
             self._mode = "identity"
             self.error = f"unsupported content-encoding {enc!r}; body kept encoded"

@@ -47,12 +47,14 @@ from fetchers.report import (
 from fetchers.robots import (
     MAX_ROBOTS_BYTES,
     MAX_ROBOTS_REDIRECTS,
+    OriginFailed,
     RobotsCache,
     RobotsShare,
     origin_of,
     robots_url,
     x_robots_tag,
 )
+from fetchers.tls import CERT_ERRORS
 from fetchers.wire import Archive
 from pipeline.settings import Settings
 from pipeline.urls import Scope, host_of, join, normalize
@@ -208,6 +210,8 @@ class Engine:
                         if ctx.fence is not None and not ctx.fence():  # robots.txt would be a new request
                             raise Fail(LEASE_LAPSED, "not sent: the batch was stopped")
                         rules = await self.robots.get(origin, self._fetch_robots)
+                    if rules.error_class:  # the origin fails for every URL (its certificate): this one too
+                        raise Fail(rules.error_class, f"{origin}: {rules.message}")
                     if rules.unreachable:
                         raise Fail(
                             ROBOTS_UNAVAILABLE, f"robots.txt of {origin} unavailable (status {rules.status})"
@@ -347,7 +351,8 @@ class Engine:
 
     async def _fetch_robots(self, origin: str) -> tuple[int, bytes]:
         """GET robots.txt for ``origin`` through the same transport, guard and pacer; follows up to 5
-        redirects (RFC 9309). Returns (0, b'') when there is no HTTP answer."""
+        redirects (RFC 9309). Returns (0, b'') when there is no HTTP answer; raises ``OriginFailed`` for a
+        certificate failure (fetchers.tls), which every URL of the origin would meet."""
         url = robots_url(origin)
         for _ in range(MAX_ROBOTS_REDIRECTS + 1):
             host = host_of(url)
@@ -356,6 +361,8 @@ class Engine:
             except Fail:
                 return 0, b""
             ex = await self.exchange(url, host, ip, MAX_ROBOTS_BYTES)
+            if ex.error_class in CERT_ERRORS and url == robots_url(origin):
+                raise OriginFailed(ex.error_class, ex.error_message)
             if ex.error_class:
                 return 0, b""
             if ex.status in REDIRECT_STATUSES:

@@ -11,6 +11,10 @@ Status handling (RFC 9309 section 2.3.1):
 - 429, 5xx, network errors: "unreachable": the whole origin is treated as disallowed for
   ``robots_5xx_retry_s``, after which robots.txt is fetched again. URLs refused this way are to be
   retried later, not recorded as blocked.
+- a failure that every request to the origin would meet the same way (the fetch function raises
+  ``OriginFailed``: an HTTPS certificate the fetcher does not trust): "failed", kept for
+  ``robots_5xx_retry_s``; each URL of the origin ends with that failure's error class, not retried.
+An origin is ``scheme://host[:port]``: the http and https sides of one host have a robots.txt each.
 Crawl-delay (and Request-rate, as seconds per request) of the matching group is honoured, capped at
 ``max_crawl_delay_s``.
 
@@ -43,9 +47,19 @@ log = logging.getLogger(__name__)
 RobotsFetch = Callable[[str], Awaitable[tuple[int, bytes]]]
 
 
+class OriginFailed(Exception):
+    """Raised by a robots fetch function when the origin fails in a way each of its URLs would (a TLS
+    certificate error): ``error_class`` becomes every such URL's outcome."""
+
+    def __init__(self, error_class: str, message: str) -> None:
+        super().__init__(message)
+        self.error_class = error_class
+
+
 @dataclass(slots=True)
 class RobotsRules:
-    """What one origin's robots.txt says for our agent. ``state``: parsed | allow_all | unreachable."""
+    """What one origin's robots.txt says for our agent. ``state``: parsed | allow_all | unreachable | failed
+    (``error_class`` and ``message`` say why)."""
 
     state: str
     expires: float
@@ -53,6 +67,8 @@ class RobotsRules:
     crawl_delay: float = 0.0
     parser: Protego | None = None
     agent: str = ""
+    error_class: str = ""
+    message: str = ""
 
     def allows(self, url: str) -> bool:
         """May ``url`` (on this origin) be fetched? Unreachable robots disallow everything."""
@@ -148,6 +164,11 @@ class RobotsCache:
             log.debug("robots: fetching %s/robots.txt (share: %s)", origin, self._share is not None)
             try:
                 status, body = await fetch(origin)
+            except OriginFailed as failed:
+                rules = RobotsRules("failed", self._clock() + self._p.robots_5xx_retry_s, agent=self.agent,
+                                    error_class=failed.error_class, message=str(failed))  # fmt: skip
+                self._store(origin, rules)  # not shared: another node may reach the origin another way
+                return rules
             except Exception:  # a fetch function must not fail the cache; treat as unreachable
                 status, body = 0, b""
             rules = self.from_response(status, body)

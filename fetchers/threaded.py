@@ -15,6 +15,7 @@ import asyncio
 import http.client
 import socket
 import time
+import warnings
 from collections.abc import Callable
 from http.cookiejar import DefaultCookiePolicy
 from typing import Any
@@ -33,6 +34,7 @@ from fetchers.conditional import REQUEST_HEADERS
 from fetchers.exchange import REDIRECT_STATUSES, Exchange, split_host
 from fetchers.fetcher import EngineFetcher
 from fetchers.guard import GuardedResolver, SsrfBlocked
+from fetchers.tls import cert_error_class, client_context
 from fetchers.wire import WireRecord, status_line
 from pipeline.settings import FetchSettings, Settings
 
@@ -87,12 +89,14 @@ def _capturing_methods() -> dict[str, Any]:
 
 
 class _PinnedAdapter(HTTPAdapter):
-    def __init__(self, pins: Pins, *, capture: bool = False, **kw: Any) -> None:
+    def __init__(self, pins: Pins, *, fetch: FetchSettings, capture: bool = False, **kw: Any) -> None:
         self._pins = pins
         self._capture = capture
+        self._ssl = client_context(fetch)  # the aio fetcher's policy: fetch.tls_verify, fetch.tls_ca_bundle
         super().__init__(**kw)
 
     def init_poolmanager(self, *args: Any, **kw: Any) -> None:
+        kw["ssl_context"] = self._ssl
         super().init_poolmanager(*args, **kw)
         self.poolmanager.pool_classes_by_scheme = _pinned_classes(self._pins, capture=self._capture)
 
@@ -121,6 +125,10 @@ def classify(exc: BaseException, *, got_response: bool) -> tuple[str, bool]:
     for c in chain:
         if isinstance(c, SsrfBlocked) or "ssrf guard" in str(c):
             return "ssrf_blocked", False
+    if cert := cert_error_class(exc):
+        return cert, False
+    if isinstance(exc, requests.exceptions.SSLError):
+        return "tls_error", False
     text = " ".join(f"{type(c).__name__} {c}" for c in chain).lower()
     if any(isinstance(c, http.client.LineTooLong | _HeadersTooLarge) for c in chain) or "got more than" in text:
         return "headers_too_large", False
@@ -155,10 +163,15 @@ class ThreadedTransport:
         self.capture = capture  # fill Exchange.wire (fetchers.wire) for an archive
         self.pins: Pins = {}
         self.session = FuturesSession(max_workers=threads)
-        adapter = _PinnedAdapter(self.pins, capture=capture, pool_connections=1024, pool_maxsize=threads, max_retries=0)
+        adapter = _PinnedAdapter(
+            self.pins, fetch=fetch, capture=capture, pool_connections=1024, pool_maxsize=threads, max_retries=0
+        )
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
         self.session.trust_env = False
+        self.session.verify = fetch.tls_verify  # the CAs are the adapter's context's (system + tls_ca_bundle)
+        if not fetch.tls_verify:  # chosen in the settings: not worth a warning per request
+            warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
         self.session.headers.clear()
         self.session.headers.update(
             {"User-Agent": fetch.user_agent, "Accept-Encoding": ACCEPT_ENCODING, "Accept": "*/*"}

@@ -216,6 +216,8 @@ def check_value(key: str, value: Any) -> str | None:
         return f"expected a directory or a file:///, hdfs:// or s3:// URI, got {value!r}"
     if key in _CHOICES and value not in _CHOICES[key]:
         return f"expected one of {', '.join(_CHOICES[key])}, got {value!r}"
+    if key == "fetch.tls_ca_bundle" and value and not os.path.isfile(value):
+        return f"expected a PEM file of CA certificates, got {value!r} (no such file)"
     if key == "scope.sort_query" and value is True:
         # Refused rather than ignored: seeds, links, redirects and sitemaps would all have to sort alike, on
         # both scales, or one page would be fetched under two URLs.

@@ -33,6 +33,11 @@ class FetchSettings:
     # kept without being parsed: a host serving such pages must not hold the parsers. 0 = never.
     parse_failed_per_host: int = 3
     keep_body: bool = True
+    # HTTPS: verify the server's certificate chain and name (docs/HTTPS.md says why this is the default).
+    # A page whose certificate fails is recorded with a tls_cert_* error class; false fetches it anyway.
+    tls_verify: bool = True
+    # A PEM file of extra CA certificates trusted besides the system's (e.g. an internal CA); "" = none.
+    tls_ca_bundle: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,8 @@
 """Buffered JSON-lines access log: one line per request, flushed every ``interval_s`` and on close.
 
 Each line: {"t": epoch float, "host": host header lower-cased without port, "path": path+query,
-"client": peer ip, "status": int}. Appending is a string format and a list append; the file is
+"client": peer ip, "status": int}, plus "scheme": "https" for a request that came over TLS (a line
+without it came over plain HTTP). Appending is a string format and a list append; the file is
 opened with O_APPEND so several worker processes can share it (each flush is one write()).
 """
 
@@ -28,13 +29,14 @@ class AccessLog:
     def enabled(self) -> bool:
         return self._fd >= 0
 
-    def record(self, host: str, path: str, client: str, status: int) -> None:
+    def record(self, host: str, path: str, client: str, status: int, scheme: str = "http") -> None:
         if self._fd < 0:
             return
         # json.dumps only for the two fields a client controls; the rest cannot need escaping.
+        tail = "}\n" if scheme == "http" else f', "scheme": "{scheme}"}}\n'
         self._buf.append(
             f'{{"t": {time.time():.6f}, "host": {json.dumps(host)}, "path": {json.dumps(path)}, '
-            f'"client": "{client}", "status": {status}}}\n'
+            f'"client": "{client}", "status": {status}{tail}'
         )
 
     def flush(self) -> None:

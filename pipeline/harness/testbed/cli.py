@@ -64,6 +64,12 @@ def register(subparsers: Any) -> None:
         help="zstd-code ordinary pages for clients that accept it, before gzip (fast engine)",
     )
     serve.add_argument("--no-ipv6", action="store_true", help="do not also listen on ::1")
+    serve.add_argument("--tls", action="store_true",
+                       help="also serve the web over HTTPS with the testbed's own CA (fast engine; tlscerts.py)")
+    serve.add_argument("--tls-port", type=_PORT, default=0, help="HTTPS port on every testbed address (0 = free)")
+    serve.add_argument("--tls-dir", default=None, help="write the CA and certificates here (default: a temporary directory)")
+    serve.add_argument("--plain-http", choices=("serve", "redirect", "disallow"), default="serve",
+                       help="with --tls, the plain port: serve the http web, 301 to https, or disallow it in robots.txt")  # fmt: skip
     serve.add_argument(
         "--mutate", action="store_true", help="the living web: pages change, ETag/304, sitemaps (living.py)"
     )
@@ -136,6 +142,10 @@ def _serve(args: argparse.Namespace) -> int:
         mutate_rate=args.mutate_rate,
         mutate_mix=args.mutate_mix,
         hostile_sitemaps=not args.no_hostile_sitemaps,
+        tls=args.tls,
+        tls_port=args.tls_port,
+        tls_dir=args.tls_dir,
+        plain_http=args.plain_http,
     )
     try:
         return serve(options)

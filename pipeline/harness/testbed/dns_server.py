@@ -19,6 +19,8 @@ garbage.crawl.test     malformed bytes after the query id
 silent.crawl.test      never answers
 servfail.crawl.test    SERVFAIL
 slow.crawl.test        A 127.0.10.1 after ``slow_ms``
+expired.crawl.test     A 127.0.10.1 (its TLS certificate has expired: tlscerts.py)
+wrongname.crawl.test   A 127.0.10.1 (its TLS certificate names another host)
 ====================== ==================================================================
 ``latency_ms`` delays every answer (DNS benchmarks); ``jitter`` multiplies that delay by a log-normal
 factor (sigma ``jitter``, median 1) so most answers take about the latency and a few much longer, as
@@ -40,7 +42,7 @@ from typing import cast
 
 from dnslib import AAAA, NS, QTYPE, RCODE, RR, SOA, A, DNSError, DNSRecord
 
-from pipeline.harness.testbed.model import DOMAIN, Web, host_index, ip_for_host
+from pipeline.harness.testbed.model import DOMAIN, EXPIRED_HOST, WRONGNAME_HOST, Web, host_index, ip_for_host
 
 LONG_TTL = 7 * 24 * 3600
 _FIXED_A = {
@@ -51,6 +53,8 @@ _FIXED_A = {
     "slow.crawl.test": ("127.0.10.1", 300),
     "hostile.crawl.test": ("127.0.10.1", 300),
     "ns.crawl.test": ("127.0.0.1", 3600),
+    EXPIRED_HOST: ("127.0.10.1", 300),
+    WRONGNAME_HOST: ("127.0.10.1", 300),
 }
 _SPECIAL = frozenset(
     {

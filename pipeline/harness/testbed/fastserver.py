@@ -8,6 +8,11 @@ what a crawler's client needs: GET/HEAD, keep-alive, pipelining (responses in or
 (``server.TestbedHTTP``), which stays available with ``--engine aiohttp`` and serves the
 streamed hostile host.
 
+Over TLS (``testbed serve --tls``) a second FastHTTP serves the https web (``scheme`` "https") on the TLS
+sockets; the plain one then serves the http web as before (``plain_mode`` ""), answers every request of a
+known host with a 301 to the same path on the TLS port ("redirect"), or serves the http web under a
+robots.txt that disallows everything ("disallow"; http and https of a host are two origins, RFC 9309).
+
 On a living web (``Web.living`` set, ``testbed serve --mutate``) replies come from ``LiveRenderer`` at
 the server's clock (``now``, injectable), with ETag/Last-Modified, and a request's If-None-Match /
 If-Modified-Since may get a 304 (no Content-Type, no Content-Length, no body).
@@ -18,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import socket
+import ssl as _ssl
 import time
 import zlib
 from collections.abc import Callable
@@ -38,6 +44,7 @@ _REASONS = {
     431: "Request Header Fields Too Large", 500: "Internal Server Error", 501: "Not Implemented",
 }  # fmt: skip
 _UNKNOWN = Reply(404, b"unknown host", "text/plain")
+_DISALLOW_ALL = b"# the plain-HTTP origin of a crawlfleet testbed host\nUser-agent: *\nDisallow: /\n"
 
 
 def _head(reply: Reply, *, close: bool) -> bytes:
@@ -61,6 +68,9 @@ class FastHTTP:
     gzip_pages: bool = False  # honour Accept-Encoding: gzip for ordinary 200 HTML pages
     zstd_pages: bool = False  # honour Accept-Encoding: zstd for them (preferred over gzip when both)
     now: Callable[[], float] = time.time  # the living web's clock (wall seconds)
+    scheme: str = "http"  # what the access log says the requests came over
+    plain_mode: str = ""  # on the plain port of a TLS testbed: "", "redirect" or "disallow" (see above)
+    tls_port: int = 0  # where "redirect" sends clients
     renderer: Renderer = field(init=False)
     live: LiveRenderer | None = field(init=False, default=None)
     _gzipped: Callable[[int, str], Reply] = field(init=False)
@@ -96,13 +106,18 @@ class FastHTTP:
             slash = path.find("/", path.index("//") + 2)
             path = path[slash:] if slash >= 0 else "/"
         i = host_index(host, self.web.hosts)
+        if self.plain_mode and (i >= 0 or host in MISC_HOSTS):
+            reply = self._plain(host, path)
+            if reply is not None:
+                self.log.record(host, path, client, reply.status)
+                return reply
         if i < 0:
             if host in MISC_HOSTS and path == "/":
                 reply = Reply(200, f"<html><body>{host}</body></html>".encode())
             else:
                 reply = _UNKNOWN
             if host != READY_HOST:
-                self.log.record(host, path, client, reply.status)
+                self.log.record(host, path, client, reply.status, self.scheme)
             return reply
         if self.live is not None:
             reply = self.live.reply(
@@ -118,13 +133,23 @@ class FastHTTP:
             reply = self._gzipped(i, path)
         else:
             reply = self.renderer.reply(i, path)
-        self.log.record(host, path, client, reply.status)
+        self.log.record(host, path, client, reply.status, self.scheme)
         return reply
 
-    async def start(self, socks: list[socket.socket]) -> list[asyncio.AbstractServer]:
+    def _plain(self, host: str, path: str) -> Reply | None:
+        """The plain port's answer in a TLS testbed's ``plain_mode``, or None for the ordinary page."""
+        if self.plain_mode == "redirect":
+            return Reply(301, b"", headers=(("Location", f"https://{host}:{self.tls_port}{path}"),))
+        if path == "/robots.txt":
+            return Reply(200, _DISALLOW_ALL, "text/plain")
+        return None
+
+    async def start(
+        self, socks: list[socket.socket], *, ssl: _ssl.SSLContext | None = None
+    ) -> list[asyncio.AbstractServer]:
         loop = asyncio.get_running_loop()
         self.log.start()
-        return [await loop.create_server(lambda: _Conn(self), sock=s, backlog=2048) for s in socks]
+        return [await loop.create_server(lambda: _Conn(self), sock=s, backlog=2048, ssl=ssl) for s in socks]
 
 
 def _encoded(r: Reply, coding: str) -> Reply:

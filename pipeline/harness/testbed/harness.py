@@ -3,6 +3,10 @@
     with TestbedProcess(hosts=20, pages=50) as tb:
         tb.seeds, tb.port, tb.dns_port, tb.truth(), tb.read_access_log()
 
+``TestbedProcess(..., tls=True, plain_http="serve"|"redirect"|"disallow")`` also serves the https web with the
+testbed's own CA: ``tb.tls_port``, ``tb.ca_file`` (trust it in the crawler only: ``fetch.tls_ca_bundle``),
+``tb.https_seeds``, ``tb.truth(scheme="https")``, ``tb.url(i, path, scheme="https")``.
+
 ``TestbedProcess(..., mutate=True, mutate_rate=R)`` serves the living web (``living.py``): pages change
 over test time ``(wall - epoch) * R``; ``tb.living``, ``tb.test_time()``, ``tb.versions_at()`` give the
 truth the server uses (its epoch comes from the ready file).
@@ -57,6 +61,8 @@ class TestbedProcess:
         mutate_epoch: float | None = None,
         mutate_mix: str = CLASSIC,
         hostile_sitemaps: bool = True,
+        tls: bool = False,
+        plain_http: str = "serve",
     ) -> None:
         self.hosts, self.pages, self.seed = hosts, pages, seed
         self.hostile, self.dns_latency_ms, self.workers = hostile, dns_latency_ms, workers
@@ -65,6 +71,7 @@ class TestbedProcess:
         self.hostile_sitemaps = hostile_sitemaps
         self.mutate_mix = mutate_mix
         self.engine = engine
+        self.tls, self.plain_http = tls, plain_http
         self.start_timeout_s, self.stop_timeout_s = start_timeout_s, stop_timeout_s
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if workdir is None:
@@ -89,6 +96,8 @@ class TestbedProcess:
         ]  # fmt: skip
         if self.hostile:
             cmd.append("--hostile")
+        if self.tls:
+            cmd += ["--tls", "--tls-port", "0", "--tls-dir", str(self.workdir / "tls"), "--plain-http", self.plain_http]
         if self.mutate:
             cmd += ["--mutate", "--mutate-rate", repr(self.mutate_rate), "--mutate-mix", self.mutate_mix]
             if self.mutate_epoch is not None:
@@ -188,6 +197,30 @@ class TestbedProcess:
         """The served web's model (with its ``living`` clock when started with ``mutate=True``)."""
         return Web(self.hosts, self.pages, seed=self.seed, port=self.port, living=self.living)
 
+    def web_for(self, scheme: str) -> Web:
+        """The web as served over ``scheme`` ("http" or, with ``tls=True``, "https" on the TLS port)."""
+        if scheme == "http":
+            return self.web
+        return Web(self.hosts, self.pages, seed=self.seed, port=self.tls_port, living=self.living, scheme=scheme)
+
+    @property
+    def tls_port(self) -> int:
+        """The HTTPS port (only with ``tls=True``)."""
+        return int(self.info["tls"]["port"])
+
+    @property
+    def ca_file(self) -> str:
+        """The testbed CA's certificate (PEM), to be trusted by the crawler under test only."""
+        return str(self.info["tls"]["ca"])
+
+    @property
+    def https_seeds(self) -> list[str]:
+        return list(self.info["tls"]["seeds"])
+
+    def bad_cert_url(self, host: str, path: str = "/") -> str:
+        """An https URL on one of the bad-certificate hosts (``tlscerts.BAD_CERT_HOSTS``)."""
+        return f"https://{host}:{self.tls_port}{path}"
+
     @property
     def living(self) -> Living | None:
         """The living web's clock as the server uses it (from the ready file), None when static."""
@@ -210,13 +243,13 @@ class TestbedProcess:
 
         return dict(versions_at(self.web, self.test_time(wall), digests=digests))
 
-    def url(self, i: int, path: str) -> str:
-        return self.web.url(i, path)
+    def url(self, i: int, path: str, *, scheme: str = "http") -> str:
+        return self.web_for(scheme).url(i, path)
 
-    def truth(self, *, max_depth: int = 20) -> dict[str, Any]:
+    def truth(self, *, max_depth: int = 20, scheme: str = "http") -> dict[str, Any]:
         from pipeline.harness.testbed.truth import compute_truth
 
-        return compute_truth(self.web, max_depth=max_depth)
+        return compute_truth(self.web_for(scheme), max_depth=max_depth)
 
     def read_access_log(self) -> list[dict[str, Any]]:
         """Every complete line of the access log (flushed every 0.5 s and at shutdown)."""

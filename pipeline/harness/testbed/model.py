@@ -34,6 +34,9 @@ never a rule, so robots truth is unchanged. Without it the web is the static one
 
 Normal pages whose page number is 3 mod 7 carry ``<base href="http://host:port/">``, so their
 relative links resolve against the root, not against ``/p/``.
+
+``scheme`` "https" is the same web as the testbed's TLS port serves it (``testbed serve --tls``): every
+absolute link, base and redirect says ``https://`` and the TLS port; nothing else differs.
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ from dataclasses import dataclass
 from pipeline.harness.testbed.living import Living
 
 DOMAIN = "crawl.test"
+# Hosts outside the web whose TLS certificate is bad on purpose (tlscerts.py); each answers "/" only.
+EXPIRED_HOST = f"expired.{DOMAIN}"
+WRONGNAME_HOST = f"wrongname.{DOMAIN}"
 IP_PREFIX = "127.0.10."
 MAX_IPS = 64
 N_SPECIAL = 3  # /r/0..2, /missing/0..2, /nf/0..2, /private/0..2 ...
@@ -158,6 +164,7 @@ class Web:
     seed: int = 0
     port: int = 8080
     living: Living | None = None  # None: the static web (issue #23's mutating web is opt-in)
+    scheme: str = "http"  # "https": the web as its TLS port serves it (links and redirects say https)
 
     def __post_init__(self) -> None:
         if self.hosts < 1 or self.pages < 1:
@@ -165,11 +172,11 @@ class Web:
 
     # --- names and addresses -------------------------------------------------------------
     def origin(self, i: int) -> str:
-        return f"http://{host_name(i)}:{self.port}"
+        return f"{self.scheme}://{host_name(i)}:{self.port}"
 
     def url(self, i: int, path: str) -> str:
         """Canonical URL (the form pipeline.urls.normalize returns) of ``path`` on host ``i``."""
-        return f"http://{host_name(i)}:{self.port}{path}"
+        return f"{self.scheme}://{host_name(i)}:{self.port}{path}"
 
     def seeds(self) -> list[str]:
         return [self.url(i, "/") for i in range(self.hosts)]
@@ -303,10 +310,10 @@ class Web:
         frag = "#sec" if fragment else ""
         if j != i or form <= 1:
             if form == 0:
-                return f"http://{host_name(j).upper()}:{self.port}{path}{frag}"
+                return f"{self.scheme}://{host_name(j).upper()}:{self.port}{path}{frag}"
             if form == 1 and j != i:
                 return f"//{host_name(j)}:{self.port}{path}{frag}"
-            return f"http://{host_name(j)}:{self.port}{path}{frag}"
+            return f"{self.scheme}://{host_name(j)}:{self.port}{path}{frag}"
         if form <= 4:
             return f"{path}{frag}"
         # relative forms

@@ -4,19 +4,27 @@ With ``workers > 1`` the listening sockets are created first and the process for
 process accepts on the same sockets (the kernel spreads connections), the parent alone runs DNS
 and the readiness check. The ready file (JSON, written atomically) appears only once an HTTP
 request and a DNS query have both been answered.
+
+With ``tls`` every address also listens on ``tls_port`` with the testbed's own CA (tlscerts.py; made
+before the fork, so every worker serves the same certificates) and serves the https web there;
+``plain_http`` says what the plain port does then (fastserver.py: "serve", "redirect", "disallow").
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import signal
 import socket
+import ssl
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -28,6 +36,7 @@ from pipeline.harness.testbed.hostile import HostileSite, start_hostile
 from pipeline.harness.testbed.living import CLASSIC, Living
 from pipeline.harness.testbed.model import Web, all_ips, host_name, ip_for_host
 from pipeline.harness.testbed.server import READY_HOST, TestbedHTTP, bind_sockets
+from pipeline.harness.testbed.tlscerts import BAD_CERT_HOSTS, TlsPki, make_pki
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +64,10 @@ class ServeOptions:
     mutate_rate: float = 1.0  # test seconds per wall second
     mutate_mix: str = CLASSIC  # the pages' change classes (living.MIXES)
     hostile_sitemaps: bool = True  # with mutate: serve sitemapgen's hostile files
+    tls: bool = False  # also serve the https web on tls_port (fast engine only)
+    tls_port: int = 0
+    tls_dir: str | None = None  # where the CA and certificates are written (None: a temporary directory)
+    plain_http: str = "serve"  # with tls: "serve", "redirect" (301 to https) or "disallow" (robots.txt)
 
 
 def living_of(opts: ServeOptions) -> Living | None:
@@ -76,25 +89,46 @@ def _listen_ips(opts: ServeOptions) -> list[str]:
     return ips
 
 
+@dataclass(slots=True)
+class Listeners:
+    """The listening sockets of one testbed and, with TLS, its certificates."""
+
+    plain: list[socket.socket]
+    tls: list[socket.socket]
+    pki: TlsPki | None = None
+
+
 def serve(opts: ServeOptions) -> int:
     """Blocking entry point of ``crawlfleet testbed serve``."""
-    socks = bind_sockets(_listen_ips(opts), opts.port, reuse_port=opts.workers > 1)
+    if opts.tls and opts.engine != "fast":
+        raise ValueError("--tls needs --engine fast")
+    ips = _listen_ips(opts)
+    socks = bind_sockets(ips, opts.port, reuse_port=opts.workers > 1)
     port = socks[0].getsockname()[1]
     web = Web(opts.hosts, opts.pages, seed=opts.seed, port=port, living=living_of(opts))
+    listen = Listeners(socks, [])
+    tmp: tempfile.TemporaryDirectory[str] | None = None
+    if opts.tls:
+        listen.tls = bind_sockets(ips, opts.tls_port, reuse_port=opts.workers > 1)
+        if opts.tls_dir is None:
+            tmp = tempfile.TemporaryDirectory(prefix="testbed-tls-")
+        listen.pki = make_pki(Path(opts.tls_dir or tmp.name), opts.hosts)  # type: ignore[union-attr]
     children: list[int] = []
     for _ in range(max(0, opts.workers - 1)):
         pid = os.fork()
         if pid == 0:  # worker: HTTP only
             code = 0
             try:
-                asyncio.run(_run_worker(opts, web, socks))
+                asyncio.run(_run_worker(opts, web, listen))
             except BaseException:  # noqa: BLE001 - a worker must never return into the parent's code
                 code = 1
             os._exit(code)
         children.append(pid)
     try:
-        return asyncio.run(_run_main(opts, web, socks, children))
+        return asyncio.run(_run_main(opts, web, listen, children))
     finally:
+        if tmp is not None:
+            tmp.cleanup()
         for pid in children:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
@@ -111,18 +145,38 @@ def _stop_event() -> asyncio.Event:
     return stop
 
 
-def _make_http(opts: ServeOptions, web: Web, log: AccessLog) -> TestbedHTTP | FastHTTP:
-    if opts.engine == "fast":
-        return FastHTTP(
-            web, log, cache_size=opts.cache_size, gzip_pages=opts.gzip_pages, zstd_pages=opts.zstd_pages
-        )
-    return TestbedHTTP(web, log, cache_size=opts.cache_size)
+async def _start_http(
+    opts: ServeOptions, web: Web, log: AccessLog, listen: Listeners
+) -> list[asyncio.AbstractServer]:
+    """Serve the web on the plain sockets and, with TLS, the https web on the TLS sockets."""
+    if opts.engine != "fast":
+        return await TestbedHTTP(web, log, cache_size=opts.cache_size).start(listen.plain)
+    tls_port = listen.tls[0].getsockname()[1] if listen.tls else 0
+    plain_mode = "" if not listen.tls or opts.plain_http == "serve" else opts.plain_http
+    plain = FastHTTP(web, log, cache_size=opts.cache_size, gzip_pages=opts.gzip_pages, zstd_pages=opts.zstd_pages,
+                     plain_mode=plain_mode, tls_port=tls_port)  # fmt: skip
+    servers = await plain.start(listen.plain)
+    if listen.pki is not None:
+        asyncio.get_running_loop().set_exception_handler(_quiet_tls_failures)
+        https = dataclasses.replace(web, scheme="https", port=tls_port)
+        secure = FastHTTP(https, log, cache_size=opts.cache_size, gzip_pages=opts.gzip_pages,
+                          zstd_pages=opts.zstd_pages, scheme="https")  # fmt: skip
+        servers += await secure.start(listen.tls, ssl=listen.pki.listening_context(opts.hosts))
+    return servers
 
 
-async def _run_worker(opts: ServeOptions, web: Web, socks: list[socket.socket]) -> None:
+def _quiet_tls_failures(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """Clients that refuse a certificate (the expired and wrong-name hosts) end handshakes on purpose:
+    not worth a traceback on stderr per connection."""
+    if isinstance(context.get("exception"), ssl.SSLError | ConnectionError):
+        return
+    loop.default_exception_handler(context)
+
+
+async def _run_worker(opts: ServeOptions, web: Web, listen: Listeners) -> None:
     stop = _stop_event()
     log = AccessLog(opts.access_log)
-    servers = await _make_http(opts, web, log).start(socks)
+    servers = await _start_http(opts, web, log, listen)
     try:
         await stop.wait()
     finally:
@@ -131,10 +185,11 @@ async def _run_worker(opts: ServeOptions, web: Web, socks: list[socket.socket]) 
         log.close()
 
 
-async def _run_main(opts: ServeOptions, web: Web, socks: list[socket.socket], children: list[int]) -> int:
+async def _run_main(opts: ServeOptions, web: Web, listen: Listeners, children: list[int]) -> int:
     stop = _stop_event()
     log = AccessLog(opts.access_log)
-    servers = await _make_http(opts, web, log).start(socks)
+    socks = listen.plain
+    servers = await _start_http(opts, web, log, listen)
     zone = Zone(web, hostile=opts.hostile, latency_ms=opts.dns_latency_ms, slow_ms=opts.dns_slow_ms)
     dns_port, dns_parts = await start_dns(zone, opts.dns_host, opts.dns_port)
     hostile: HostileSite | None = None
@@ -166,6 +221,11 @@ async def _run_main(opts: ServeOptions, web: Web, socks: list[socket.socket], ch
                 "hostile_sitemaps": web.living.hostile_sitemaps,
                 "mix": web.living.mix,
             }
+        if listen.pki is not None:
+            tls_port = listen.tls[0].getsockname()[1]
+            https = dataclasses.replace(web, scheme="https", port=tls_port)
+            info["tls"] = {"port": tls_port, "ca": str(listen.pki.ca), "seeds": https.seeds(),
+                           "plain_http": opts.plain_http, "bad_cert_hosts": list(BAD_CERT_HOSTS)}  # fmt: skip
         if hostile is not None:
             info["hostile_port"] = hostile.port
             info["hostile_seed"] = hostile.url("/")

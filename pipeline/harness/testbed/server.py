@@ -18,11 +18,12 @@ from aiohttp.web_server import Server
 
 from pipeline.harness.testbed.accesslog import AccessLog
 from pipeline.harness.testbed.liverender import LiveRenderer
-from pipeline.harness.testbed.model import Web, host_index
+from pipeline.harness.testbed.model import EXPIRED_HOST, WRONGNAME_HOST, Web, host_index
 from pipeline.harness.testbed.render import Renderer
 
-# Names that resolve in the DNS zone and answer a tiny page (IPv6, TTL and SSRF tests).
-MISC_HOSTS = frozenset({"v6.crawl.test", "shortttl.crawl.test", "longttl.crawl.test", "private.crawl.test"})
+# Names that resolve in the DNS zone and answer a tiny page (IPv6, TTL, SSRF and TLS certificate tests).
+MISC_HOSTS = frozenset({"v6.crawl.test", "shortttl.crawl.test", "longttl.crawl.test", "private.crawl.test",
+                        EXPIRED_HOST, WRONGNAME_HOST})  # fmt: skip
 READY_HOST = "readiness.invalid"  # the self-check; not logged
 
 
