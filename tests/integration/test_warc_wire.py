@@ -1,7 +1,9 @@
 """The live WARC is what went over the wire: a raw TCP server records the exact request bytes it got and
 sends exact response bytes (odd header case and order, repeated headers, a redirect, a chunked body, a
 gzip body); both fetchers archive through ``WarcWriter.write_exchange`` and the records read back with
-warcio (digests checked) must hold those bytes. ``warcio check`` passes on the files."""
+warcio (digests checked) must hold those bytes. ``warcio check`` passes on the files. The same holds over
+TLS (the server behind the testbed's own CA, trusted through ``fetch.tls_ca_bundle``): the records hold the
+HTTP bytes inside the TLS stream."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from warcio.archiveiterator import ArchiveIterator
 from fetchers.aio import AioFetcher
 from fetchers.testing import StaticResolver, run_urls
 from fetchers.threaded import ThreadedFetcher
+from pipeline.harness.testbed.tlscerts import make_pki
 from pipeline.settings import Settings
 from pipeline.storage.warc import WarcWriter
 from pipeline.storage.warcinfo import crawl_info
@@ -57,13 +60,14 @@ ROUTES: dict[bytes, bytes] = {
 class RawSite:
     """Records every request head byte for byte and answers from ROUTES byte for byte (keep-alive)."""
 
-    def __init__(self) -> None:
+    def __init__(self, ssl: Any = None) -> None:
         self.requests: dict[bytes, list[bytes]] = {}
         self.port = 0
+        self._ssl = ssl
         self._server: asyncio.AbstractServer | None = None
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, IP, 0)
+        self._server = await asyncio.start_server(self._serve, IP, 0, ssl=self._ssl)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
@@ -97,33 +101,40 @@ def _records(files: list[Path]) -> Iterator[tuple[str, dict[str, str], bytes]]:
                 yield rec.rec_type, dict(rec.rec_headers.headers), rec.raw_stream.read()
 
 
+@pytest.mark.parametrize("scheme", ["http", "https"])
 @pytest.mark.parametrize("kind", [AioFetcher, ThreadedFetcher], ids=["aio", "threaded"])
-def test_records_hold_the_exact_bytes(kind: type, tmp_path: Path) -> None:
+def test_records_hold_the_exact_bytes(kind: type, scheme: str, tmp_path: Path) -> None:
+    fetch: dict[str, Any] = {"retries": 0, "user_agent": UA}
+    server_ssl = None
+    if scheme == "https":  # the wildcard certificate names *.crawl.test; raw.test is served as raw.crawl.test
+        pki = make_pki(tmp_path / "tls", 1)
+        server_ssl, fetch["tls_ca_bundle"] = pki.server_context("wildcard"), str(pki.ca)
+    host = "raw.crawl.test" if scheme == "https" else "raw.test"
     settings = Settings().with_overrides(
         {
             "security": {"allow_networks": ("127.0.21.0/24",)},
             "politeness": {"min_host_delay_s": 0.0},
-            "fetch": {"retries": 0, "user_agent": UA},
+            "fetch": fetch,
         }
     )
-    site = RawSite()
+    site = RawSite(server_ssl)
     writer = WarcWriter(tmp_path / "warc", info=crawl_info(settings), prefix="wire")
 
     async def go() -> dict[str, Any]:
         await site.start()
         try:
             async with kind(
-                settings, fetcher_id="w", resolver=StaticResolver({"raw.test": [IP]}),
-                scope=Scope.build([], allowed_domains=("raw.test",)), archive=writer.write_exchange,
+                settings, fetcher_id="w", resolver=StaticResolver({host: [IP]}),
+                scope=Scope.build([], allowed_domains=(host,)), archive=writer.write_exchange,
             ) as f:  # fmt: skip
-                res, _ = await run_urls(f, [f"http://raw.test:{site.port}/start", f"http://raw.test:{site.port}/gz"])
+                res, _ = await run_urls(f, [f"{scheme}://{host}:{site.port}/start", f"{scheme}://{host}:{site.port}/gz"])
                 return res
         finally:
             await site.stop()
 
     results = asyncio.run(go())
     writer.close()
-    base = f"http://raw.test:{site.port}"
+    base = f"{scheme}://{host}:{site.port}"
     assert results[f"{base}/start"].final_url == f"{base}/final" and results[f"{base}/start"].ok
     assert results[f"{base}/gz"].body.startswith(b"<html><body>zipped")
 
