@@ -22,4 +22,5 @@ BENCHES: dict[str, str] = {
     "freshness": "pipeline.harness.bench.freshness",  # adaptive vs uniform revisiting on the living web (#23)
     "s3": "pipeline.harness.bench.s3",  # S3 n_i across nodes of 1x/2x/4x speed in a real fleet crawl (#19)
     "testbed": "pipeline.harness.testbed.bench",  # testbed HTTP/DNS throughput (#2)
+    "peers": "pipeline.harness.bench.peers.bench",  # crawlfleet vs colly, Scrapy and the bare loop (#40)
 }

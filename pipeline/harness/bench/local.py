@@ -18,6 +18,7 @@ import asyncio
 import resource
 import shutil
 import socket
+import ssl as ssl_
 import tempfile
 import time
 from pathlib import Path
@@ -66,9 +67,11 @@ def _cpu() -> float:
     return total
 
 
-async def bare_loop(urls: list[str], hosts: int) -> dict[str, float]:
-    """The ceiling: fetch every URL and extract its links, nothing more."""
-    conn = aiohttp.TCPConnector(limit=256, limit_per_host=8, resolver=_StaticResolver(hosts))
+async def bare_loop(
+    urls: list[str], hosts: int, *, per_host: int = 8, ssl: ssl_.SSLContext | bool = True
+) -> dict[str, float]:
+    """The ceiling: fetch every URL and extract its links, nothing more (``ssl``: aiohttp's, for https)."""
+    conn = aiohttp.TCPConnector(limit=256, limit_per_host=per_host, resolver=_StaticResolver(hosts), ssl=ssl)
     links = 0
     queue: asyncio.Queue[str] = asyncio.Queue()
     for u in urls:
