@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
+from fetchers import loops
 from pipeline.crawl.flags import add_crawl_flags
 from pipeline.observe import logs
 from pipeline.settings import Settings
@@ -29,13 +29,15 @@ def run_crawl(
             settings, CrawlRequest(seeds, out, resume=resume, fetcher=fetcher), stats=stats, on_tick=lambda _core, _row: bar.update()
         )
         install_signal_handlers(crawl)
-        return await crawl.run()
+        summary = await crawl.run()
+        summary["event_loop"] = loops.running_kind()
+        return summary
 
     from pipeline.crawl import gcpolicy
 
     gcpolicy.tune_for_crawl()  # this process is the crawl from here on (see gcpolicy for the numbers)
     with bar:
-        return asyncio.run(main())
+        return loops.run(main(), settings.fetch.event_loop)
 
 
 def print_summary(summary: dict[str, Any], *, as_json: bool) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
+from fetchers import loops
 from fetchers.records import Batch, FetchResult, Prepared
 from pipeline.links import guard
 from pipeline.settings import Settings
@@ -42,8 +43,8 @@ def _child_main(fd: int) -> None:
     try:
         settings, fetcher_id, scope, traps, parse_links, kind, warc, marker, hostile, robots = conn.recv()
         parse_guard = guard.ParseGuard(marker, cpu_limit_s=settings.fetch.parse_cpu_limit_s)
-        asyncio.run(_serve(conn, settings, fetcher_id, scope, traps, parse_links=parse_links, kind=kind, warc=warc,
-                           parse_guard=parse_guard, hostile=hostile, robots=robots))  # fmt: skip
+        loops.run(_serve(conn, settings, fetcher_id, scope, traps, parse_links=parse_links, kind=kind, warc=warc,
+                         parse_guard=parse_guard, hostile=hostile, robots=robots), settings.fetch.event_loop)  # fmt: skip
     except EOFError:
         pass
     finally:
@@ -162,6 +163,9 @@ async def _serve(
             gone()
 
     loop.add_reader(conn.fileno(), readable)
+    # uvloop (fetch.event_loop) makes a watched fd non-blocking (libuv's uv_poll_init does); the pipe's
+    # sends are blocking writes of whole messages, and one cut short by EAGAIN read as "the parent is gone".
+    os.set_blocking(conn.fileno(), True)
     await stop.wait()
     loop.remove_reader(conn.fileno())
     for task in running:

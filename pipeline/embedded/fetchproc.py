@@ -175,6 +175,7 @@ class ProcessFetcher:
                          self.marker, self.hostile.snapshot(), robots))  # fmt: skip
         self._told = self.hostile.version
         self._loop.add_reader(self._conn.fileno(), self._readable)
+        os.set_blocking(self._conn.fileno(), True)  # uvloop made it non-blocking; sends are whole messages
         self._started = True
 
     async def fetch_batch(

@@ -171,6 +171,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "fleet.amqp_client": ("kombu", "pika"),
     "recrawl.policy": ("nutch", "poisson"),
     "dispatch.priority": ("inlinks", "depth"),
+    "fetch.event_loop": ("asyncio", "uvloop", "auto"),
 }
 
 

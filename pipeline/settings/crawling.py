@@ -38,6 +38,9 @@ class FetchSettings:
     tls_verify: bool = True
     # A PEM file of extra CA certificates trusted besides the system's (e.g. an internal CA); "" = none.
     tls_ca_bundle: str = ""
+    # The event loop of the embedded crawl, its fetch processes and a fleet node: asyncio, uvloop, or auto
+    # (uvloop when it imports). fetchers/loops.py.
+    event_loop: str = "asyncio"
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fetchers import loops
 from fetchers.protocol import Fetcher
 from fetchers.records import Batch, FetchResult
 from fetchers.report import BatchReport
@@ -97,7 +98,7 @@ class FetchRuntime:
         self.incarnation = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._factory = factory
         self._reserved = reserved
-        self._loop = asyncio.new_event_loop()
+        self._loop = loops.loop_factory(settings.fetch.event_loop)()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"fetch-loop-{node}", daemon=True)
         self._shared: dict[str, Any] = {}
         self._robots_shares: dict[str, HBaseRobotsShare | SqliteRobotsShare | None] = {}  # store spec -> its share
@@ -314,8 +315,8 @@ class FetchRuntime:
             fetcher = self._factory(self.settings, self.node, scope, self._shared)
             await fetcher.start()
             self._fetchers[key] = fetcher
-            log.info("node %s: %s for a new scope (%d in this process)", self.node, type(fetcher).__name__,
-                     len(self._fetchers))  # fmt: skip
+            log.info("node %s: %s for a new scope (%d in this process) on %s", self.node, type(fetcher).__name__,
+                     len(self._fetchers), loops.running_kind())  # fmt: skip
         return fetcher
 
     async def _robots_share(self, store: str) -> HBaseRobotsShare | SqliteRobotsShare | None:
