@@ -25,7 +25,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
@@ -34,9 +34,11 @@ from pipeline.harness.testbed.dns_server import Zone, start_dns
 from pipeline.harness.testbed.fastserver import FastHTTP
 from pipeline.harness.testbed.hostile import HostileSite, start_hostile
 from pipeline.harness.testbed.living import CLASSIC, Living
-from pipeline.harness.testbed.model import Web, all_ips, host_name, ip_for_host
+from pipeline.harness.testbed.model import EXPIRED_HOST, WRONGNAME_HOST, Web, all_ips, host_name, ip_for_host
 from pipeline.harness.testbed.server import READY_HOST, TestbedHTTP, bind_sockets
-from pipeline.harness.testbed.tlscerts import BAD_CERT_HOSTS, TlsPki, make_pki
+
+if TYPE_CHECKING:
+    from pipeline.harness.testbed.tlscerts import TlsPki
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +111,8 @@ def serve(opts: ServeOptions) -> int:
     listen = Listeners(socks, [])
     tmp: tempfile.TemporaryDirectory[str] | None = None
     if opts.tls:
+        from pipeline.harness.testbed.tlscerts import make_pki  # cryptography: imported only for TLS
+
         listen.tls = bind_sockets(ips, opts.tls_port, reuse_port=opts.workers > 1)
         if opts.tls_dir is None:
             tmp = tempfile.TemporaryDirectory(prefix="testbed-tls-")
@@ -225,7 +229,7 @@ async def _run_main(opts: ServeOptions, web: Web, listen: Listeners, children: l
             tls_port = listen.tls[0].getsockname()[1]
             https = dataclasses.replace(web, scheme="https", port=tls_port)
             info["tls"] = {"port": tls_port, "ca": str(listen.pki.ca), "seeds": https.seeds(),
-                           "plain_http": opts.plain_http, "bad_cert_hosts": list(BAD_CERT_HOSTS)}  # fmt: skip
+                           "plain_http": opts.plain_http, "bad_cert_hosts": [EXPIRED_HOST, WRONGNAME_HOST]}  # fmt: skip
         if hostile is not None:
             info["hostile_port"] = hostile.port
             info["hostile_seed"] = hostile.url("/")
