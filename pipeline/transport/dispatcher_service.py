@@ -288,4 +288,5 @@ class FleetDispatcher(CrawlOpening, Periodic, Inbound):
         return fleet_summary(core.summary(), self._mono() - started, self.counters, nodes=sorted(self.fleet.nodes),
                              reconnects=s.reconnects, stalls=s.stalls, paused_s=s.paused_s,
                              interrupted=self._stopping and not core.done(), node_heartbeats=self.fleet.heartbeats(),
+                             link_lag=self.links.lag_summary(),
                              quota=quota_line(self.settings.dispatch.quotas_file, core.dispatcher.quota_of(self.service)))  # fmt: skip

@@ -60,7 +60,8 @@ class FleetCounters:
 
 def fleet_summary(core: Mapping[str, Any], elapsed: float, counters: FleetCounters, *, nodes: list[str],
                   reconnects: int, stalls: int, paused_s: float, interrupted: bool, quota: str = "",
-                  node_heartbeats: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+                  node_heartbeats: Mapping[str, Mapping[str, Any]] | None = None,
+                  link_lag: Mapping[str, float] | None = None) -> dict[str, Any]:
     """The dispatcher's summary.json: the crawl core's summary, its rate, and the fleet's counters."""
     out = dict(core)
     if quota:
@@ -70,5 +71,6 @@ def fleet_summary(core: Mapping[str, Any], elapsed: float, counters: FleetCounte
     out["pages_per_s"] = round(fetched / elapsed, 1) if elapsed > 0 else 0.0
     out["fleet"] = dict(dataclasses.asdict(counters), reconnects=reconnects, stalls=stalls, paused_s=round(paused_s, 3),
                         nodes=nodes, interrupted=interrupted,
-                        node_heartbeats={k: dict(v) for k, v in (node_heartbeats or {}).items()})  # fmt: skip
+                        node_heartbeats={k: dict(v) for k, v in (node_heartbeats or {}).items()},
+                        link_lag=dict(link_lag or {}))  # fmt: skip
     return out

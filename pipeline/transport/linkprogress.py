@@ -17,6 +17,7 @@ log = logging.getLogger(__name__)
 
 PENDING_CHECK_S = 2.0  # between two re-reads of the pending set (a full key scan of the store)
 SILENCE_S = 30.0  # segments waiting this long with no links report: say so (once per period)
+LAG_SAMPLES = 100_000  # link lags kept for the summary's percentiles (the newest)
 
 
 class LinkProgress:
@@ -28,6 +29,8 @@ class LinkProgress:
         self._settled = False  # the last check found nothing owed, and nothing came since
         self._heard = clock()
         self._warned = float("-inf")
+        self._arrived: dict[str, float] = {}  # awaited segment -> when its reply arrived
+        self.lags: list[float] = []  # seconds from a segment's reply to the links report naming it
 
     def on_reply(self, segment: str, *, late: bool = False) -> None:
         """A node's reply names ``segment``. ``late``: every batch it answers is closed already, so this is
@@ -39,17 +42,35 @@ class LinkProgress:
         self._settled = False
         if segment in self._early:
             self._early.discard(segment)
+            self._lag(0.0)
         else:
             self.awaiting.add(segment)
+            self._arrived[segment] = self._clock()
 
     def on_report(self, segments: Iterable[str]) -> None:
         self._settled = False
         self._heard = self._clock()
+        now = self._heard
         for seg in segments:
             if seg in self.awaiting:
                 self.awaiting.discard(seg)
+                self._lag(now - self._arrived.pop(seg, now))
             else:
                 self._early.add(seg)
+
+    def _lag(self, seconds: float) -> None:
+        self.lags.append(seconds)
+        if len(self.lags) > 2 * LAG_SAMPLES:
+            del self.lags[:-LAG_SAMPLES]
+
+    def lag_summary(self) -> dict[str, float]:
+        """The link lag (a segment's reply to the links report naming it: the time its pages' links take to
+        reach the pending set, less the node's part of a second): p50, p95, max, count."""
+        if not self.lags:
+            return {"count": 0}
+        ordered = sorted(self.lags[-LAG_SAMPLES:])
+        p50, p95 = (ordered[min(len(ordered) - 1, int(q * len(ordered)))] for q in (0.5, 0.95))
+        return {"count": len(ordered), "p50_s": round(p50, 3), "p95_s": round(p95, 3), "max_s": round(ordered[-1], 3)}
 
     def settled(self, restore: Callable[[], int]) -> bool:
         """True when the jobs owe nothing: no segment waits, and ``restore()`` (re-read the pending set,

@@ -249,3 +249,19 @@ def test_a_late_copy_of_a_reply_waits_for_nothing() -> None:
     assert lp.awaiting == set() and lp.settled(lambda: 0)
     lp.on_reply("n1/b", late=False)
     assert lp.awaiting == {"n1/b"}
+
+
+def test_link_lag_is_reply_to_report_per_segment() -> None:
+    from pipeline.transport.linkprogress import LinkProgress
+
+    now = [0.0]
+    lp = LinkProgress(clock=lambda: now[0])
+    assert lp.lag_summary() == {"count": 0}
+    lp.on_reply("n1/a")
+    now[0] = 1.0
+    lp.on_reply("n1/b")
+    now[0] = 4.0
+    lp.on_report(["n1/a", "n1/b", "n1/c"])  # n1/c's report overtook its reply: a lag of 0 when it comes
+    lp.on_reply("n1/c")
+    assert sorted(lp.lags) == [0.0, 3.0, 4.0]
+    assert lp.lag_summary() == {"count": 3, "p50_s": 3.0, "p95_s": 4.0, "max_s": 4.0}
