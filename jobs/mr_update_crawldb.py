@@ -105,6 +105,10 @@ class MRUpdateCrawlDb(MRJob):
         if not isinstance(merged, dict):
             self.increment_counter("update", "bad_lines")
             return
+        yield from self.take(merged)
+
+    def take(self, merged: dict[str, Any]) -> Iterator[tuple[None, dict[str, Any]]]:
+        """One input record: a fetch result (re-crawl scheduling) or an extracted link target."""
         if "timings" in merged:  # a fetch result from the round's segments: re-crawl scheduling
             self._observe(merged)
             return

@@ -31,12 +31,16 @@ from mrjob.job import MRJob
 from jobs import hadoop, logic, snapshot
 from jobs.mr_extract_links import MRExtractLinks
 from jobs.mr_host_stats import MRHostStats
+from jobs.mr_link_round import MRLinkRound
 from jobs.mr_update_crawldb import MRUpdateCrawlDb
 from pipeline.frontier.schedule import RECRAWL_META
 from pipeline.storage import uris
 from pipeline.urls import fingerprint
 
 RUNNERS = ("inline", "local", "spark", "hadoop", "emr")
+# Runners whose tasks run on a cluster: a link round is one job there (``LinkPipeline.run_round``), its
+# extract output chained to its merge on the cluster, not through this process.
+CLUSTER_RUNNERS = ("spark", "hadoop", "emr")
 
 # The driver JVM of a link job lives for one round and carries little data (manifests in, combined records
 # through the shuffle), so its CPU is start-up: class loading and the JIT. The C1 compiler alone and the serial
@@ -296,6 +300,22 @@ class LinkPipeline:
         return RoundResult(
             name, len(extracted.records), updated.records, extracted.seconds, updated.seconds, counters, stats
         )
+
+    def run_round(self, segments: Sequence[Path | str], *, name: str, round_id: str) -> RoundResult:
+        """A whole round as one job (``mr_link_round``): extract and merge chained on the runner, for the
+        cluster runners. Only the URLs that became PENDING come back here."""
+        self.cfg.work_dir.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix="round-", dir=self.cfg.work_dir))
+        try:
+            tasks = 1 if self.cfg.runner == "inline" else self.cfg.map_tasks
+            args = [*self.args.extract(), *self.args.update(), "--round-id", round_id]
+            if self._recrawl_on():
+                args.append("--recrawl")
+            out = run_job(MRLinkRound, manifests(segments, work, tasks=tasks), args, self.cfg)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        candidates = sum(out.counters.get("dedup", {}).get(k, 0) for k in ("local_hits", "remote_lookups"))
+        return RoundResult(name, candidates, out.records, out.seconds, 0.0, out.counters)
 
     def _recrawl_on(self) -> bool:
         """The store's meta holds recrawl settings (the dispatcher writes them when re-crawling is on)."""

@@ -14,6 +14,7 @@ other the two never both act as owner. Pure apart from the store; the clock is i
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -116,3 +117,45 @@ class Leases:
             return new
         now, _ = self.holder(name)
         return new if now is not None and now.token == new.token else None
+
+
+class LeaseKeeper:
+    """Renews leases on a thread of its own (with a store connection of its own) while the holder blocks in
+    a long call, e.g. a cluster job: ``with LeaseKeeper(open_store, leases, [a, b]) as keeper: ...``, then
+    ``keeper.current(a)`` is the renewed lease, or None if it was lost meanwhile (a fence: do not act)."""
+
+    def __init__(self, open_store: Callable[[], Store], template: Leases, held: list[Lease]) -> None:
+        self._open = open_store
+        self._template = template
+        self._held = {lease.name: lease for lease in held}
+        self._lost: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="lease-keeper", daemon=True)
+
+    def __enter__(self) -> LeaseKeeper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def current(self, lease: Lease) -> Lease | None:
+        return None if lease.name in self._lost else self._held.get(lease.name, lease)
+
+    def _run(self) -> None:
+        t = self._template
+        store = self._open()
+        try:
+            leases = Leases(store, owner=t.owner, ttl_s=t.ttl_s, skew_s=t.skew_s, clock=t.clock, token=t._token)
+            while not self._stop.wait(t.ttl_s / 3):
+                for name, lease in list(self._held.items()):
+                    if name in self._lost:
+                        continue
+                    renewed = leases.renew(lease)
+                    if renewed is None:
+                        self._lost.add(name)
+                    else:
+                        self._held[name] = renewed
+        finally:
+            store.close()

@@ -283,7 +283,8 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 
 def _cmd_links(args: argparse.Namespace) -> int:
     from jobs.runner import RunnerConfig
-    from pipeline.transport.linkjobs import LinkJobsService, amqp_publisher
+    from pipeline.transport.linkjobs import LinkJobsService
+    from pipeline.transport.linkpublish import amqp_publisher
     from pipeline.transport.nodesink import crawl_sink
 
     logs.setup_from_args(args)

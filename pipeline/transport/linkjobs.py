@@ -40,10 +40,9 @@ from pathlib import Path
 from typing import Any
 
 from jobs.logic import open_store
-from jobs.runner import JobOutput, LinkPipeline, RoundResult, RunnerConfig, extract_links
-from pipeline.settings import Settings
+from jobs.runner import CLUSTER_RUNNERS, JobOutput, LinkPipeline, RoundResult, RunnerConfig, extract_links
 from pipeline.storage.base import Store
-from pipeline.storage.leases import Lease, Leases
+from pipeline.storage.leases import Lease, LeaseKeeper, Leases
 from pipeline.storage.segments import Segments
 from pipeline.transport.linkquarantine import LinkQuarantine
 from pipeline.transport.linkrounds import Round, RoundBook
@@ -170,6 +169,8 @@ class LinkJobsService:
                 rules.job_args(store=self.store_spec, batch_size=self.batch_size, lru_size=self.lru_size))
             self._pipeline = LinkPipeline(self.runner, args)
         self._keep_leases()
+        if self.runner.runner in CLUSTER_RUNNERS:
+            return self._cluster_step()
         if self._merge is None:
             if self._next is None:
                 self._next = self._start_extract()
@@ -232,6 +233,39 @@ class LinkJobsService:
         todo = [s.key for s in self.segments.closed(now=time.time()) if s.key not in claimed]
         return book.open(todo[: self.max_segments]) if todo else None
 
+    def _cluster_step(self) -> bool:
+        """On a cluster runner a round is one job, extract and merge chained there (``run_round``): it runs
+        under the merge lease, after any merge a dead service left unfinished; False when there was nothing
+        to do or another service is merging now."""
+        book = self.book
+        merge = book.merge_lease()
+        if merge is None:
+            return False
+        try:
+            for rid in book.merging():
+                taken = book.take_over(rid)
+                if taken is None:
+                    return False  # its owner may still be alive: its merge id comes first, so wait
+                self.taken_over += 1
+                merge = self._cluster_round(Held(*taken, started=time.monotonic()), merge)
+            taken = self._take_round()
+            if taken is None:
+                return False
+            self._cluster_round(Held(*taken, started=time.monotonic()), merge)
+            return True
+        finally:
+            book.leases.release(merge)
+
+    def _cluster_round(self, held: Held, merge: Lease) -> Lease:
+        """Run one round as one job (extract and merge on the cluster); the merge lease back."""
+        assert self._pipeline is not None
+        rnd = self.book.begin_merge(held.round, held.lease)
+        if rnd is None:
+            log.warning("links: round %s was taken over while this service paused; leaving it", held.round.id)
+            return merge
+        return self._keeping(held, rnd, merge, lambda uris: self._pipeline.run_round(  # type: ignore[union-attr]
+            uris, name=f"round-{self.rounds}", round_id=rnd.mid))
+
     def _merge_held(self) -> bool:
         """Merge the extracted round under the fleet's merge lease (after any merge a dead service left
         unfinished); False when another service is merging now."""
@@ -252,22 +286,35 @@ class LinkJobsService:
                 other = Held(*taken, started=time.monotonic())
                 other.extracted = (self._extract or extract_links)(
                     self._uris(other.round), self._pipeline.args.extract(), self._pipeline.cfg)
-                self._merge_one(other)
-            self._merge_one(held)
+                merge = self._merge_one(other, merge)
+            merge = self._merge_one(held, merge)
             self._merge = None
             return True
         finally:
             book.leases.release(merge)
 
-    def _merge_one(self, held: Held) -> None:
+    def _merge_one(self, held: Held, merge: Lease) -> Lease:
+        """Merge one extracted round, renewing its lease and the merge lease meanwhile; the merge lease back."""
         assert held.extracted is not None and self._pipeline is not None
         rnd = self.book.begin_merge(held.round, held.lease)
         if rnd is None:
             log.warning("links: round %s was taken over while this service paused; leaving it", held.round.id)
-            return
-        uris = self._uris(rnd)
-        result = self._pipeline.update(uris, held.extracted, name=f"round-{self.rounds}", round_id=rnd.mid)
-        self._report(rnd, held.lease, result, held.started)
+            return merge
+        extracted = held.extracted
+        return self._keeping(held, rnd, merge, lambda uris: self._pipeline.update(  # type: ignore[union-attr]
+            uris, extracted, name=f"round-{self.rounds}", round_id=rnd.mid))
+
+    def _keeping(self, held: Held, rnd: Round, merge: Lease, run: Callable[[list[str]], RoundResult]) -> Lease:
+        """``run`` the round's merge with its lease and the merge lease renewed on a thread meanwhile, then
+        report it; the merge lease back. A lease lost meanwhile fails the step (the new owner reports)."""
+        with LeaseKeeper(lambda: open_store(self.store_spec), self.book.leases, [held.lease, merge]) as keeper:
+            result = run(self._uris(rnd))
+        lease, merge_now = keeper.current(held.lease), keeper.current(merge)
+        if lease is None or merge_now is None:
+            raise RuntimeError(f"links: lost a lease while round {rnd.id} merged; another service runs it")
+        held.lease = lease
+        self._report(rnd, lease, result, held.started)
+        return merge_now
 
     def _uris(self, rnd: Round) -> list[str]:
         """URIs of the round's segments still there (a killed service may have retired some already)."""
@@ -327,42 +374,3 @@ class LinkJobsService:
         if self._store is not None:
             self._store.close()
             self._store = self._book = None
-
-
-def amqp_publisher(settings: Settings, service: str) -> Callable[[LinksReport], None]:
-    """``publish(report)`` over a confirmed channel to the service's results queue (reconnecting)."""
-    from kombu import Producer
-
-    from pipeline.transport import topology
-    from pipeline.transport.amqp import fleet_connection
-    from pipeline.transport.messages import encode
-    from pipeline.transport.msgauth import links_headers
-    from pipeline.transport.tls import describe
-
-    state: dict[str, Any] = {}
-
-    def publish(report: LinksReport) -> None:
-        enc = encode(report.to_json())
-        for attempt in range(30):
-            try:
-                if "producer" not in state:
-                    conn = fleet_connection(settings.fleet, confirm=True)  # TLS, password file (tls.py)
-                    state["conn"], state["producer"] = conn, Producer(conn.channel())
-                state["producer"].publish(
-                    enc.body, exchange=topology.results_exchange(settings.fleet), routing_key=service,
-                    content_type=enc.content_type, content_encoding=enc.content_encoding, delivery_mode=2,
-                    declare=[topology.results_queue(settings.fleet, service)], retry=False,
-                    headers=links_headers(settings.fleet, enc.body),  # signed: the dispatcher drops forgeries
-                )  # fmt: skip
-                return
-            except Exception as exc:  # broker away: reconnect and try again, bounded
-                log.warning("links: publish failed (%s: %s); retrying", type(exc).__name__, describe(exc, settings.fleet))
-                conn = state.pop("conn", None)
-                state.pop("producer", None)
-                if conn is not None:
-                    with contextlib.suppress(Exception):  # closing a broken connection
-                        conn.release()
-                time.sleep(min(5.0, 0.5 * (attempt + 1)))
-        raise RuntimeError("links: the broker did not take the report in 30 attempts")
-
-    return publish

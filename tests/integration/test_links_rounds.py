@@ -17,6 +17,7 @@ import pytest
 
 from jobs.runner import JobOutput, LinkPipeline, RunnerConfig
 from jobs.synth import make_results, write_segment
+from pipeline.storage.base import UrlRecord
 from pipeline.storage.factory import from_spec
 from pipeline.storage.leases import Leases
 from pipeline.storage.segments import Segments
@@ -25,6 +26,7 @@ from pipeline.transport.linkjobs import LinkJobsService
 from pipeline.transport.linkrounds import RoundBook
 from pipeline.transport.linkrules import RULES_KEY, CrawlLinkRules
 from pipeline.transport.replies import LinksReport
+from pipeline.urls import host_of
 
 pytestmark = pytest.mark.integration
 
@@ -222,3 +224,38 @@ def _rounds_gone(spec: str) -> bool:
         return not [k for k, _ in store.scan_meta("links:round:")]
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("recrawl", [False, True])
+def test_a_round_as_one_job_gives_the_crawl_db_of_the_two_jobs(tmp_path: Path, recrawl: bool) -> None:
+    """``mr_link_round`` (what the cluster runners run: extract chained to the merge on the runner) on the
+    inline runner against the two jobs it chains: the same new URLs, in-link counts and re-crawl state."""
+    import json
+
+    from pipeline.frontier.schedule import RECRAWL_META
+
+    segs = segments(tmp_path / "segs", 3)
+    fetched = list(make_results(90, hosts=3, links=16, page_bytes=3000, seed=5))
+    dbs = {}
+    for name in ("two", "one"):
+        db = tmp_path / f"{name}.db"
+        spec = store_with_rules(db)
+        if recrawl:  # the fetched URLs are in the crawl db, as the dispatcher leased them from it
+            with SqliteStore(db) as store:
+                store.put_meta(RECRAWL_META, json.dumps({"enabled": True}))
+                store.add_urls([UrlRecord(r.url, r.url_id, host_of(r.url), r.depth) for r in fetched])
+        pipe = LinkPipeline(RunnerConfig(work_dir=tmp_path / f"w-{name}"),
+                            RULES.job_args(store=spec, batch_size=50, lru_size=1000))  # fmt: skip
+        if name == "two":
+            got = pipe.process_many(segs, name="r", round_id="rtwo")
+        else:
+            got = pipe.run_round(segs, name="r", round_id="rone")
+        dbs[name] = (sorted(r["url"] for r in got.new_pending), inlinks(db))
+        if recrawl:
+            with SqliteStore(db) as store:
+                revisits = [store.get_revisit(r.url) for r in fetched]
+            assert sum(r is not None for r in revisits) > 0
+            dbs[name] += (sorted(round(r.next_fetch) for r in revisits if r is not None),)
+    assert dbs["one"][0] and dbs["one"][:2] == dbs["two"][:2]
+    if recrawl:
+        assert len(dbs["one"][2]) == len(dbs["two"][2]) > 0
