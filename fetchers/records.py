@@ -142,6 +142,14 @@ class Prepared:
     # Why the page has no links although it is HTML: its parse killed parser processes (the page's
     # row records it; ``pipeline.embedded.parseproc``). "": parsed, or not parseable.
     parse_error: str = ""
+    # Extraction plugins (``pipeline.plugins.prepare``): the page's item lines (None: no plugin ran on it;
+    # b"": they ran and gave none), how many, the first errors of its plugins and their number, and the
+    # priority (url_id -> extra in-links) of the links a plugin yielded.
+    items: bytes | None = None
+    item_count: int = 0
+    plugin_errors: tuple[str, ...] = ()
+    plugin_error_count: int = 0
+    boost: dict[int, int] | None = None
 
 
 @_pickled_by_fields

@@ -9,7 +9,7 @@ core's thread only.
 
 from __future__ import annotations
 
-from fetchers.records import FetchResult
+from fetchers.records import FetchResult, Prepared
 from pipeline.crawl.redirects import RedirectBook
 from pipeline.frontier.dedup import SeenFilter
 from pipeline.frontier.frontier import Frontier
@@ -45,8 +45,17 @@ class Discoveries:
 
     def links_of(self, result: FetchResult) -> None:
         """Buffer the new links of ``result``'s page (a DONE result)."""
-        known_many, claimed = self.seen.known_many, self.redirects.claimed
         prepared = result.prepared
+        if prepared is not None and prepared.boost:  # links a plugin gave a priority (pipeline/plugins)
+            start = len(self._new)
+            self._links_of(result, prepared)
+            for rec in self._new[start:]:
+                rec.inlinks += prepared.boost.get(rec.url_id, 0)
+            return
+        self._links_of(result, prepared)
+
+    def _links_of(self, result: FetchResult, prepared: Prepared | None) -> None:
+        known_many, claimed = self.seen.known_many, self.redirects.claimed
         if prepared is not None and prepared.links is not None:  # a fetch process parsed the page already
             if prepared.links:
                 child, source = result.depth + 1, prepared.source

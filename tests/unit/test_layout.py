@@ -25,7 +25,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("fetchers",),  # the fetch node's own room; its records are the loop's messages
     ("pipeline.storage", "pipeline.dispatch", "pipeline.observe"),
     ("pipeline.links", "pipeline.frontier", "pipeline.report"),
-    ("jobs",),
+    ("pipeline.plugins",),  # extraction plugins: run wherever pages are parsed, on both scales
+    ("jobs", "pipeline.export"),
     ("pipeline.crawl",),
     ("pipeline.embedded",),
     ("pipeline.transport",),
