@@ -175,6 +175,39 @@ def _merge_counters(per_step: list[dict[str, dict[str, int]]]) -> dict[str, dict
 
 
 @dataclass(frozen=True, slots=True)
+class ItemArgs:
+    """The crawl's plugins in the extract job (``jobs.plugged``): their ``module:Name`` specs, the item root
+    (a path or URI fsspec opens where the tasks run), the item files' format and the per-item size limit."""
+
+    plugins: tuple[str, ...] = ()
+    root: str = ""
+    fmt: str = "jsonl"
+    item_max_bytes: int = 1024 * 1024
+
+    def to_json(self) -> dict[str, Any]:
+        return {"plugins": list(self.plugins), "root": self.root, "fmt": self.fmt, "item_max_bytes": self.item_max_bytes}
+
+    @classmethod
+    def from_json(cls, obj: Any) -> ItemArgs:
+        if not isinstance(obj, dict):
+            return cls()
+        return cls(tuple(str(p) for p in obj.get("plugins", ())), str(obj.get("root", "")), str(obj.get("fmt", "jsonl")),
+                   int(obj.get("item_max_bytes", 1024 * 1024)))  # fmt: skip
+
+    def args(self, *, store: str, work_dir: Path) -> list[str]:
+        """The extract job's arguments for the plugins, with their code packed for the tasks (``--py-files``)."""
+        if not self.plugins:
+            return []
+        from pipeline.plugins.shipping import pack
+
+        out = [arg for spec in self.plugins for arg in ("--plugin", spec)]
+        out += ["--items-root", self.root, "--items-format", self.fmt, "--item-max-bytes", str(self.item_max_bytes),
+                "--store", store]  # fmt: skip
+        shipped = pack(self.plugins, work_dir)
+        return [*out, "--py-files", str(shipped)] if shipped is not None else out
+
+
+@dataclass(frozen=True, slots=True)
 class JobArgs:
     """Arguments of the link jobs (scope, depth, store)."""
 
@@ -193,6 +226,7 @@ class JobArgs:
     guard_dir: str = ""
     quarantine: str = ""
     parse_cpu_limit_s: float = 3.0
+    items: ItemArgs = ItemArgs()  # the crawl's plugins (jobs/plugged.py)
 
     def extract(self) -> list[str]:
         out = ["--max-depth", str(self.max_depth), "--max-links", str(self.max_links)]
@@ -207,7 +241,7 @@ class JobArgs:
             out += ["--guard-dir", self.guard_dir, "--parse-cpu-limit", str(self.parse_cpu_limit_s)]
         if self.quarantine:
             out += ["--quarantine", self.quarantine]
-        return out
+        return out + self.items.args(store=self.store, work_dir=Path(tempfile.gettempdir()) / "crawlfleet-plugins")
 
     def update(self) -> list[str]:
         out = ["--store", self.store, "--batch-size", str(self.batch_size), "--lru-size", str(self.lru_size)]

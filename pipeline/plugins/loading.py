@@ -87,6 +87,22 @@ def entry_point_specs() -> list[str]:
     return [ep.value for ep in metadata.entry_points(group=GROUP)]
 
 
+def job_specs(settings: Settings) -> list[str]:
+    """The crawl's plugins as ``module:Name`` specs a link-job task can import without the entry-point
+    metadata of this machine (entry point names resolved to what they point at); PluginError as ``load``."""
+    ps = settings.plugins
+    out: list[str] = []
+    for spec in ps.enabled:
+        if ":" in spec:
+            out.append(spec.strip())
+            continue
+        resolve(spec)  # the one-line error for a missing or broken entry point
+        out += [ep.value for ep in metadata.entry_points(group=GROUP) if ep.name == spec.strip()][:1]
+    if ps.entry_points:
+        out += [s for s in entry_point_specs() if s not in out]
+    return out
+
+
 def build(objects: Iterable[tuple[str, Any]], *, specs: Sequence[str] = (), item_max_bytes: int) -> PluginSet | None:
     """A PluginSet of ``(where, object)`` pairs; None when there are none."""
     extractors: list[BoundExtractor] = []

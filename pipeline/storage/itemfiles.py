@@ -77,7 +77,8 @@ def read_items(root: str) -> Iterator[dict[str, Any]]:
     fs, base = filesystem(root)
     if not fs.exists(base):
         return
-    names = sorted(p for p in fs.find(base) if not p.rsplit("/", 1)[-1].startswith("."))
+    names = sorted(p for p in fs.find(base)
+                   if not p.rsplit("/", 1)[-1].startswith(".") and not p.endswith(".errors.jsonl"))  # fmt: skip
     jsonl = {p.removesuffix(".jsonl") for p in names if p.endswith(".jsonl")}
     for path in names:
         if path.endswith(".jsonl"):

@@ -232,7 +232,7 @@ def _resumed_settings(args: argparse.Namespace, out: Path, seeds: list[str]) -> 
     import dataclasses
 
     from pipeline.crawl import remember
-    from pipeline.crawl.flags import check_stop_file, loaded_from_args
+    from pipeline.crawl.flags import check_stop_file, loaded_from_args, plugins_of
 
     memory = remember.load(out) if args.resume and out.is_dir() else None
     loaded = loaded_from_args(args, remembered=memory.settings if memory else None)
@@ -240,6 +240,7 @@ def _resumed_settings(args: argparse.Namespace, out: Path, seeds: list[str]) -> 
         log.info(override.line())
     settings = loaded.settings.with_overrides(_fleet_overrides(args))
     check_stop_file(args, settings)  # before anything is written
+    plugins_of(settings)  # a plugin that cannot be used is one line here, not a failing link job later
     holds = memory is not None or (out / "crawl.db").exists()
     if args.resume and not holds and not seeds and not args.serve and settings.store.kind == "sqlite":
         # as `crawl --resume`: a mistyped --out must not leave a dispatcher waiting for a crawl that is elsewhere
