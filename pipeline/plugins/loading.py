@@ -153,8 +153,11 @@ def load(settings: Settings, *, objects: Sequence[Any] = ()) -> PluginSet | None
     PluginError (one line) for the first that cannot be used."""
     ps = settings.plugins
     specs = list(ps.enabled)
-    if ps.entry_points:
-        specs += [s for s in entry_point_specs() if s not in specs]
     pairs = [resolve(spec) for spec in specs]
+    if ps.entry_points:
+        for ep in metadata.entry_points(group=GROUP):
+            if ep.value not in specs and ep.name not in specs:
+                pairs.append(_from_entry_point(ep))
+                specs.append(ep.value)
     pairs += [(f"{type(obj).__module__}.{type(obj).__qualname__}", obj) for obj in objects]
     return build(pairs, specs=specs, item_max_bytes=ps.item_max_bytes)

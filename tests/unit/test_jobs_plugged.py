@@ -1,0 +1,64 @@
+"""The extract job's item files (jobs/plugged.py), on a real SQLite crawl db: one item set per recorded
+fetch, one file per segment, never written twice."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from crawlfleet import Item, Page
+from fetchers.records import FetchResult
+from jobs import logic, plugged
+from pipeline.plugins.loading import build
+from pipeline.storage.base import Outcome, PageRecord, UrlRecord, UrlState
+from pipeline.storage.itemfiles import read_items
+from pipeline.storage.sqlite import SqliteStore
+from pipeline.urls import fingerprint
+
+URL = "http://site.test/p/1"
+BODY = b"<html><title>A</title><a href='/next'>n</a></html>"
+
+
+class Titles:
+    def extract(self, page: Page) -> Any:
+        yield Item("title", {"t": page.tree.css_first("title").text()})
+
+
+def _result(fetched_at: float) -> FetchResult:
+    return FetchResult(URL, fingerprint(URL), 0, final_url=URL, status=200, content_type="text/html", body=BODY,
+                       fetched_at=fetched_at)  # fmt: skip
+
+
+def _store(tmp_path: Path, fetched_at: float) -> SqliteStore:
+    store = SqliteStore(tmp_path / "crawl.db")
+    store.add_urls([UrlRecord(URL, fingerprint(URL), "site.test", 0)])
+    page = PageRecord(URL, fingerprint(URL), URL, 200, "text/html", BODY, fetched_at)
+    store.record_results([Outcome(URL, fingerprint(URL), UrlState.DONE, 200, fetched_at, page=page)])
+    return store
+
+
+def test_only_the_fetch_the_crawl_db_recorded_gives_items_and_a_file_is_written_once(tmp_path: Path) -> None:
+    plugins = build([("t", Titles())], item_max_bytes=1000)
+    assert plugins is not None
+    rules = logic.LinkRules.build(max_depth=5)
+    store = _store(tmp_path, fetched_at=200.0)
+    root = str(tmp_path / "items")
+    counts = {}
+    for name, fetched_at in (("n1/seg-a", 100.0), ("n2/seg-b", 200.0)):  # an adopted copy, the recorded fetch
+        seg = plugged.SegmentItems()
+        cands, run = plugged.page_candidates(_result(fetched_at), rules, plugins)
+        assert [c.url for c in cands] == ["http://site.test/next"]
+        seg.add(_result(fetched_at), run)
+        counts[name] = seg.write(root, name, fmt="jsonl", store=store)
+    assert counts["n1/seg-a"]["unrecorded"] == 1 and counts["n2/seg-b"]["items"] == 1
+    assert [(i["url"], i["fetched_at"], i["item"]) for i in read_items(root)] == [(URL, 200.0, {"t": "A"})]
+    again = plugged.SegmentItems()  # the round run again after a kill: the file stands
+    again.add(_result(200.0), plugged.page_candidates(_result(200.0), rules, plugins)[1])
+    assert again.write(root, "n2/seg-b", fmt="jsonl", store=store)["exists"] == 1
+    assert len(list(read_items(root))) == 1
+    store.close()
+
+
+def test_segment_names_are_node_and_file() -> None:
+    assert plugged.segment_name("/x/node-segments/n1/default-000000001-17.jsonl") == "n1/default-000000001-17"
+    assert plugged.segment_name("file:///x/n2/s.jsonl") == "n2/s"
