@@ -188,6 +188,20 @@ def _cmd_dispatcher(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_node_broker(settings: Settings, node: str) -> None:
+    """The broker checks the node's Celery app makes (``celery_app.configure``), made here first: a refused
+    broker URL (plain AMQP off loopback, amqps:// without its CA) or an unsigned node off loopback is one
+    line and exit 2, not a traceback from inside Celery after the exec."""
+    from pipeline.transport import tls
+    from pipeline.transport.msgauth import MessageKeys, require_signing
+
+    try:
+        tls.check_broker(settings.fleet)
+        require_signing(settings.fleet, MessageKeys.for_node(settings.fleet, node))
+    except tls.BrokerPolicyError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def worker_command(args: argparse.Namespace, settings: Settings) -> tuple[list[str], dict[str, str]]:
     """The celery command line and environment for ``crawlfleet worker`` (pure, for tests)."""
     from pipeline.transport import topology
@@ -278,6 +292,7 @@ def _settled(settings: Settings, out: Path) -> int:
 def _cmd_worker(args: argparse.Namespace) -> int:
     settings = load_settings(args.config, overrides=_fleet_overrides(args))
     cmd, env = worker_command(args, settings)
+    _check_node_broker(settings, args.node)
     os.execvpe(cmd[0], cmd, env)
     return 0  # not reached
 
