@@ -8,8 +8,8 @@ It is ``crawlfleet crawl`` without the command line: the same checks (seeds, the
 plugins: a ``ValueError`` naming the bad one, before anything is created), the same crawl directory
 (crawl db, segments, items/, summary.json, crawl-settings.json, so ``crawlfleet crawl --resume`` and
 ``crawlfleet export`` work on it too), and the same guarantees. Plugins may be objects or specs
-(``"package.module:Name"``); an object whose class is defined in ``__main__`` is run in the crawl's own
-process (a parse process cannot import it), so put plugins in a module of their own for speed.
+(``"package.module:Name"``). An object a parse process cannot unpickle (its class defined in ``__main__`` or
+in a function) runs in the crawl's own process, pages and all: put plugins in a module of their own for speed.
 """
 
 from __future__ import annotations

@@ -107,8 +107,9 @@ class EmbeddedCrawl:
         plugins = self.plugins
         here = plugins is not None and not portable(
             [e.plugin for e in plugins.extractors] + [p for _, p in plugins.filters] + [p for _, p in plugins.pipelines])
-        if here:  # a plugin class of __main__ cannot be imported by a helper process: parse in this one
-            log.info("plugins defined in __main__: pages are parsed in the crawl's own process")
+        if here:  # a plugin a helper process cannot unpickle (a class of __main__, a local one): parse here
+            log.info("a plugin cannot be pickled to a helper process (defined in __main__ or in a function): "
+                     "pages are parsed in the crawl's own process")
             n_proc = 0
         # Fetch processes are launched first: they import their modules while the store opens. Who
         # extracts links is a balance of CPU: without it a fetch process does less work per page than

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import pickle
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -182,5 +183,13 @@ class PluginSet:
 
 
 def portable(objects: Iterable[Any]) -> bool:
-    """True when every object's class can be imported by another process (not defined in ``__main__``)."""
-    return all(type(o).__module__ != "__main__" for o in objects)
+    """True when every object can be pickled to another process and its class imported there (not a class
+    of ``__main__`` or one defined inside a function)."""
+    for obj in objects:
+        if type(obj).__module__ == "__main__":
+            return False
+        try:
+            pickle.dumps(obj)
+        except Exception:  # noqa: BLE001 - whatever stops pickling (a local class, a lock, a socket...)
+            return False
+    return True
