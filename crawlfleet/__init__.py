@@ -23,6 +23,8 @@ docs/PLUGINS.md. The command line, the fleet and the settings are the README.
 
 Importing this package is cheap (plugins import it in every parse process and link-job task): ``Crawl``,
 ``iter_pages`` and ``iter_items`` load the crawler when first used.
+
+May import: every room of pipeline, fetchers and jobs (it sits above them all, beside pipeline/cli.py).
 """
 
 from __future__ import annotations
