@@ -126,6 +126,9 @@ class MRExtractLinks(MRJob):
             self._write_items(plugged.segment_name(segment))
 
     def _write_items(self, name: str) -> None:
+        if not self.options.items_root:  # links only: the items have nowhere to go
+            self.items.pages = []
+            return
         if self._store is None and self.options.store:
             self._store = logic.open_store(self.options.store)
         counts = self.items.write(self.options.items_root, name, fmt=self.options.items_format, store=self._store)

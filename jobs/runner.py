@@ -201,8 +201,10 @@ class ItemArgs:
         from pipeline.plugins.shipping import pack
 
         out = [arg for spec in self.plugins for arg in ("--plugin", spec)]
-        out += ["--items-root", self.root, "--items-format", self.fmt, "--item-max-bytes", str(self.item_max_bytes),
-                "--store", store]  # fmt: skip
+        # No empty argument: Hadoop streaming passes the task's command line through a shell, which drops it.
+        out += ["--items-format", self.fmt, "--item-max-bytes", str(self.item_max_bytes)]
+        out += ["--items-root", self.root] if self.root else []
+        out += ["--store", store] if store else []
         shipped = pack(self.plugins, work_dir)
         return [*out, "--py-files", str(shipped)] if shipped is not None else out
 

@@ -65,6 +65,18 @@ def test_every_product_once_with_jsonl_and_parquet(tmp_path: Path) -> None:
     assert rows == len(got)
 
 
+def test_fetch_processes_run_the_plugin_with_the_links(tmp_path: Path) -> None:
+    """With two fetch processes the children extract links, and the plugins with them (fetchchild.py)."""
+    with TestbedProcess(8, 30, seed=45, workdir=tmp_path / "tb", products=True) as tb:
+        out = tmp_path / "out"
+        cmd = crawl_cmd(tb, out, "--plugin", PLUGIN)
+        env = dict(os.environ, CRAWLFLEET_FETCH_PROCESSES="2", CRAWLFLEET_FETCH_PARSE_PROCESSES="0")
+        proc = subprocess.Popen(cmd, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        summary = _summary(proc)
+        judge_products(tb, out)
+    assert "parse_processes" not in summary
+
+
 def test_a_parse_process_killed_mid_crawl_costs_no_product(tmp_path: Path) -> None:
     with TestbedProcess(8, 30, seed=42, workdir=tmp_path / "tb", products=True) as tb:
         out = tmp_path / "out"

@@ -1,5 +1,5 @@
-"""The plugins' code ships with the extract job: on mrjob's local runner every task is a process of its
-own that does not share the driver's import path, so a plugin importable only in the driver (a directory
+"""The plugins' code ships with the extract job: on mrjob's local, Spark and Hadoop runners every task is a
+process of its own (a Python worker, a streaming task) that does not share the driver's import path, so a plugin importable only in the driver (a directory
 put on its ``sys.path`` at run time, as a program that embeds the crawl may do) reaches the tasks only in
 the ``--py-files`` zip (pipeline/plugins/shipping.py). Without the zip the same job fails."""
 
@@ -51,12 +51,16 @@ def _segment(tmp_path: Path) -> Path:
     return seg
 
 
-def test_a_plugin_only_the_driver_can_import_runs_in_the_local_runners_tasks(
-    tmp_path: Path, only_in_the_driver: str
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("runner", ["local", "spark", "hadoop"])
+def test_a_plugin_only_the_driver_can_import_runs_in_the_runners_tasks(
+    tmp_path: Path, only_in_the_driver: str, runner: str, request: pytest.FixtureRequest
 ) -> None:
+    if runner != "local":
+        request.getfixturevalue(f"{runner}_ready")
     seg = _segment(tmp_path)
     items = ItemArgs(plugins=(only_in_the_driver,), root=str(tmp_path / "items"))
-    cfg = RunnerConfig(runner="local", work_dir=tmp_path / "work", map_tasks=1)
+    cfg = RunnerConfig(runner=runner, work_dir=tmp_path / "work", map_tasks=1)
     out = extract_links([seg], JobArgs(store="", max_depth=3, items=items).extract(), cfg)
     assert sorted(r["url"] for r in out.records) == ["http://site.test/a", "http://site.test/shipped"]
     got = list(read_items(str(tmp_path / "items")))
