@@ -1,4 +1,5 @@
-"""Item files at a root URI (fsspec: a local path, ``file://``, ``hdfs://``, ``s3://``), each written whole.
+"""Item files at a root URI (a local path, ``file://``, ``hdfs://``, ``s3://``: fsspec through
+``pipeline.storage.uris``, as the fleet's segments), each written whole.
 
 The fleet's extract tasks write one item file per segment here (jobs/plugged.py); the embedded crawl's
 ``ItemLog`` converts its closed JSONL files to Parquet with ``to_parquet``. Every file appears whole or
@@ -12,19 +13,25 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import fsspec
 
+from pipeline.storage import uris
+
 _COLUMNS = ("type", "plugin", "url", "final_url", "fetched_at", "digest")
 
 
 def filesystem(root: str) -> tuple[Any, str]:
-    """``(fsspec filesystem, path)`` of a root URI or local path."""
-    fs, path = fsspec.core.url_to_fs(root)
-    return fs, path.rstrip("/") or "/"
+    """``(fsspec filesystem, path)`` of a local path (relative ones too) or a storage URI (``file://``,
+    ``hdfs://`` through WebHDFS, ``s3://``: ``pipeline.storage.uris``, as segments are opened)."""
+    if "://" not in root:
+        return fsspec.filesystem("file"), os.path.abspath(root).rstrip("/") or "/"
+    loc = uris.locate(root)
+    return loc.fs, loc.path.rstrip("/") or "/"
 
 
 def write_whole(fs: Any, path: str, data: bytes) -> None:
