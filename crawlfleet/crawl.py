@@ -113,8 +113,8 @@ def _adapter(on_page: Callable[[PageResult], None]) -> Callable[[Any], None]:
     def deliver(res: Any) -> None:
         if not is_final(res):
             return  # tried again later: the callback sees its final outcome
-        prepared = res.prepared
-        raw = prepared.items if prepared is not None and prepared.items else b""
+        plugged = res.prepared.plugged if res.prepared is not None else None
+        raw = plugged.items if plugged is not None else b""
         items = [json.loads(line) for line in raw.splitlines() if line]
         error = f"{res.error_class}: {res.error_message}" if res.error_class else ""
         on_page(PageResult(res.url, res.final_url or res.url, res.status, res.fetched_at, error, res.content_type, items))

@@ -143,27 +143,33 @@ class MRExtractLinks(MRJob):
         if result.url in self.skip:
             self.lines["quarantined"] += 1
             return
+        boost: dict[int, int] = {}
         if self.plugins is not None:
-            cands = self._plugged(result)
+            cands, boost = self._plugged(result)
         elif self.guard is None:
             cands = logic.page_candidates(result, self.rules, stats=self.drops)
         else:
             with self.guard.page(0, result.url):
                 cands = logic.page_candidates(result, self.rules, stats=self.drops)
         add = self.combiner.add
+        if boost:  # links a plugin gave a priority count for more in-links
+            for cand in cands:
+                if add(cand, 1 + boost.get(cand.url_id, 0)):
+                    yield from self.combiner.drain()
+            return
         for cand in cands:
             if add(cand):
                 yield from self.combiner.drain()
 
-    def _plugged(self, result: FetchResult) -> list[Candidate]:
+    def _plugged(self, result: FetchResult) -> tuple[list[Candidate], dict[int, int]]:
         assert self.plugins is not None
         if self.guard is None:
-            cands, run = plugged.page_candidates(result, self.rules, self.plugins, stats=self.drops)
+            cands, run, boost = plugged.page_candidates(result, self.rules, self.plugins, stats=self.drops)
         else:
             with self.guard.page(0, result.url):
-                cands, run = plugged.page_candidates(result, self.rules, self.plugins, stats=self.drops)
+                cands, run, boost = plugged.page_candidates(result, self.rules, self.plugins, stats=self.drops)
         self.items.add(result, run)
-        return cands
+        return cands, boost
 
     def extractor_final(self) -> Iterator[tuple[str, list[Any]]]:
         if self.plugins is not None and self.items.pages:  # pages given as lines, not as segments

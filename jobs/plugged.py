@@ -43,25 +43,23 @@ def load(specs: list[str], *, item_max_bytes: int) -> PluginSet | None:
 
 def page_candidates(
     result: FetchResult, rules: logic.LinkRules, plugins: PluginSet, *, stats: MutableMapping[str, int] | None = None
-) -> tuple[list[Candidate], PageRun | None]:
-    """``logic.page_candidates`` with the plugins: the page's candidates (plugin links and URL filters in)
-    and what the plugins made of it (None: no extractor wanted it)."""
+) -> tuple[list[Candidate], PageRun | None, dict[int, int]]:
+    """``logic.page_candidates`` with the plugins: the page's candidates (plugin links and URL filters in),
+    what the plugins made of it (None: no extractor wanted it) and the plugin links' priorities by url_id."""
     if stopped_target(result) or not result.ok or not result.body:
-        return logic.page_candidates(result, rules, stats=stats), None
+        return logic.page_candidates(result, rules, stats=stats), None, {}
     if (listed := sitemap_links.sitemap_candidates(result, rules, stats=stats)) is not None:
-        return listed, None
+        return listed, None, {}
     html = not result.nofollow and "html" in result.content_type.lower()
     plugged = page_links(result, plugins, html=html, max_links=rules.max_links, max_anchor=extract.DEFAULT_MAX_ANCHOR)
     page = plugged.page
     if page is None:
-        return [], plugged.run
+        return [], plugged.run, {}
     if stats is not None:
         stats["links"] = stats.get("links", 0) + len(page.links)
     cands = filtering.candidates(result.url, result.final_url, result.depth, page, scope=rules.scope,
                                  traps=rules.traps, max_depth=rules.max_depth, stats=stats)  # fmt: skip
-    for cand in cands:
-        cand.inlinks += plugged.boost.get(cand.url_id, 0)
-    return cands, plugged.run
+    return cands, plugged.run, plugged.boost
 
 
 @dataclass(slots=True)

@@ -302,7 +302,9 @@ class CrawlCore(PendingInputs):
             self.frontier.add(self.seen.add_new(found))
         if self.page_items is not None:  # before the links: the plugins' pass gives them too
             self.page_items.apply(result, outcome, position=position)
-        if outcome.state is UrlState.DONE:
+            if outcome.state is UrlState.DONE:
+                self.found.boosted_links_of(result)
+        elif outcome.state is UrlState.DONE:
             self.found.links_of(result)
         if result.redirects:
             self.found.chain_of(result)

@@ -9,7 +9,7 @@ core's thread only.
 
 from __future__ import annotations
 
-from fetchers.records import FetchResult, Prepared
+from fetchers.records import FetchResult
 from pipeline.crawl.redirects import RedirectBook
 from pipeline.frontier.dedup import SeenFilter
 from pipeline.frontier.frontier import Frontier
@@ -43,19 +43,19 @@ class Discoveries:
     def buffered(self) -> bool:
         return bool(self._new or self._settled or self._outcomes)
 
+    def boosted_links_of(self, result: FetchResult) -> None:
+        """``links_of`` in a crawl with plugins: the links a plugin gave a priority get it as extra in-links."""
+        plugged = result.prepared.plugged if result.prepared is not None else None
+        start = len(self._new)
+        self.links_of(result)
+        if plugged is not None and plugged.boost:
+            for rec in self._new[start:]:
+                rec.inlinks += plugged.boost.get(rec.url_id, 0)
+
     def links_of(self, result: FetchResult) -> None:
         """Buffer the new links of ``result``'s page (a DONE result)."""
-        prepared = result.prepared
-        if prepared is not None and prepared.boost:  # links a plugin gave a priority (pipeline/plugins)
-            start = len(self._new)
-            self._links_of(result, prepared)
-            for rec in self._new[start:]:
-                rec.inlinks += prepared.boost.get(rec.url_id, 0)
-            return
-        self._links_of(result, prepared)
-
-    def _links_of(self, result: FetchResult, prepared: Prepared | None) -> None:
         known_many, claimed = self.seen.known_many, self.redirects.claimed
+        prepared = result.prepared
         if prepared is not None and prepared.links is not None:  # a fetch process parsed the page already
             if prepared.links:
                 child, source = result.depth + 1, prepared.source

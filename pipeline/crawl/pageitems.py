@@ -63,21 +63,21 @@ class PageItems:
         if outcome.state is not UrlState.DONE:
             return
         complete(result, self.settings, self.plugins)
-        prepared = result.prepared
-        if prepared is None or prepared.items is None:
+        out = result.prepared.plugged if result.prepared is not None else None
+        if out is None:
             return  # quarantined by the parse guard: kept without links or items
-        if prepared.plugin_error_count:
-            self._errors(result, outcome, prepared.plugin_errors, prepared.plugin_error_count)
+        if out.error_count:
+            self._errors(result, outcome, out.errors, out.error_count)
         if outcome.page is None:
             return  # a 304 or an unchanged body: the stored version stands, and so do its items
         committed = self.items.committed
         if position is not None and committed is not None and position < committed:
             self.counts.replayed_skipped += 1
             return
-        if prepared.items:
-            self.items.write(prepared.items)
+        if out.items:
+            self.items.write(out.items)
             self.counts.pages += 1
-            self.counts.items += prepared.item_count
+            self.counts.items += out.count
         if self.listener is not None:
             self.listener(result)
 

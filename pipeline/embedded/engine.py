@@ -69,7 +69,7 @@ class EmbeddedCrawl:
         on_result: Callable[[FetchResult], None] | None = None,
     ) -> None:
         """``plugins``: loaded (``pipeline.plugins.loading.load``); ``on_result``: called with every result
-        once the crawl core has applied it (its page's items, if any, are in ``result.prepared.items``)."""
+        once the crawl core has applied it (its page's items, if any, are in ``result.prepared.plugged.items``)."""
         self.settings = settings
         self.plugins = plugins
         self.on_result = on_result

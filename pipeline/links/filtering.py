@@ -27,7 +27,6 @@ class Candidate:
     source: str
     anchor: str = ""
     redirect_hops: int = 0  # a redirect's target: the hops of its chain (``UrlRecord.redirect_hops``)
-    inlinks: int = 1  # what this link adds to the target's in-link count (a plugin's priority adds to it)
 
     def to_record(self, *, inlinks: int = 1) -> UrlRecord:
         """The crawl-db row for this candidate: PENDING, one in-link (or ``inlinks``)."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fetchers.records import FetchResult, Prepared
+from fetchers.records import FetchResult, PluginOutput, Prepared
 from pipeline.links import extract, filtering
 from pipeline.links.change import content_digest
 from pipeline.links.prepare import candidates, followable
@@ -98,11 +98,10 @@ def _filter(page: extract.ExtractedPage, plugins: PluginSet, source: str, run: P
 
 def _fill(prepared: Prepared, plugged: Plugged) -> Prepared:
     run = plugged.run
-    prepared.items = run.items if run is not None else b""
-    if run is not None:
-        prepared.item_count = run.count
-        prepared.plugin_errors, prepared.plugin_error_count = tuple(run.errors), run.error_count
-    prepared.boost = plugged.boost or None
+    if run is None:
+        prepared.plugged = PluginOutput(boost=plugged.boost or None)
+    else:
+        prepared.plugged = PluginOutput(run.items, run.count, tuple(run.errors), run.error_count, plugged.boost or None)
     return prepared
 
 
@@ -142,7 +141,7 @@ def complete(result: FetchResult, settings: Settings, plugins: PluginSet) -> Non
     if prepared is None:
         result.prepared = prepare_found(result, settings, plugins)
         return
-    if prepared.items is not None or prepared.parse_error:
+    if prepared.plugged is not None or prepared.parse_error:
         return
     if prepared.found is None and prepared.links is None:
         plugged = page_links(result, plugins, html=followable(result, settings))

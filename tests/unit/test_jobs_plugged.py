@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from crawlfleet import Item, Page
+from crawlfleet import Item, Link, Page
 from fetchers.records import FetchResult
 from jobs import logic, plugged
 from pipeline.plugins.loading import build
@@ -46,7 +46,7 @@ def test_only_the_fetch_the_crawl_db_recorded_gives_items_and_a_file_is_written_
     counts = {}
     for name, fetched_at in (("n1/seg-a", 100.0), ("n2/seg-b", 200.0)):  # an adopted copy, the recorded fetch
         seg = plugged.SegmentItems()
-        cands, run = plugged.page_candidates(_result(fetched_at), rules, plugins)
+        cands, run, _ = plugged.page_candidates(_result(fetched_at), rules, plugins)
         assert [c.url for c in cands] == ["http://site.test/next"]
         seg.add(_result(fetched_at), run)
         counts[name] = seg.write(root, name, fmt="jsonl", store=store)
@@ -62,3 +62,21 @@ def test_only_the_fetch_the_crawl_db_recorded_gives_items_and_a_file_is_written_
 def test_segment_names_are_node_and_file() -> None:
     assert plugged.segment_name("/x/node-segments/n1/default-000000001-17.jsonl") == "n1/default-000000001-17"
     assert plugged.segment_name("file:///x/n2/s.jsonl") == "n2/s"
+
+
+class Next:
+    def extract(self, page: Page) -> Any:
+        yield Link("/soon", priority=5)
+
+
+def test_a_plugin_links_priority_counts_as_in_links_in_the_merged_record() -> None:
+    plugins = build([("n", Next())], item_max_bytes=1000)
+    assert plugins is not None
+    cands, run, boost = plugged.page_candidates(_result(1.0), logic.LinkRules.build(max_depth=5), plugins)
+    assert run is not None and run.items == b"" and sorted(c.url for c in cands) == ["http://site.test/next",
+                                                                                      "http://site.test/soon"]
+    combiner = logic.LinkCombiner()
+    for cand in cands:
+        combiner.add(cand, 1 + boost.get(cand.url_id, 0))
+    merged = {url: logic.merge_link_values(url, [part]) for url, part in combiner.drain()}
+    assert merged["http://site.test/soon"]["inlinks"] == 6 and merged["http://site.test/next"]["inlinks"] == 1

@@ -63,7 +63,7 @@ class Gate:
         return item
 
 
-def _lines(raw: bytes | None) -> list[dict[str, Any]]:
+def _lines(raw: bytes) -> list[dict[str, Any]]:
     return [json.loads(x) for x in (raw or b"").splitlines()]
 
 
@@ -71,7 +71,8 @@ def test_items_links_priorities_and_filters_reach_the_prepared_result() -> None:
     plugins = build([("t", Titles()), ("g", Gate())], item_max_bytes=1000)
     assert plugins is not None
     prepared = prepare_found(_result(), Settings(), plugins)
-    items = _lines(prepared.items)
+    assert prepared.plugged is not None
+    items = _lines(prepared.plugged.items)
     assert [(i["type"], i["item"]) for i in items] == [("title", {"title": "T", "checked": True}),
                                                        ("titles", {"plain": "dict"})]
     first = items[0]
@@ -80,16 +81,17 @@ def test_items_links_priorities_and_filters_reach_the_prepared_result() -> None:
     found = [u for u, _ in prepared.found or []]
     assert found == ["http://site.test/a", "http://other.test/y", "http://site.test/from-plugin"]
     assert dict(prepared.found or [])["http://other.test/y"] == fingerprint("http://other.test/y")
-    assert prepared.boost == {fingerprint("http://site.test/from-plugin"): 5}
-    assert prepared.item_count == 2 and prepared.plugin_error_count == 0
+    assert prepared.plugged.boost == {fingerprint("http://site.test/from-plugin"): 5}
+    assert prepared.plugged.count == 2 and prepared.plugged.error_count == 0
 
 
 def test_a_raising_extractor_costs_its_own_output_on_that_page_only() -> None:
     plugins = build([("boom", Boom()), ("t", Titles())], item_max_bytes=1000)
     assert plugins is not None
     prepared = prepare_found(_result(), Settings(), plugins)
-    assert [i["type"] for i in _lines(prepared.items)] == ["title", "titles"]
-    assert prepared.plugin_errors == ("plugin_failed: Boom raised ValueError: bad page",)
+    assert prepared.plugged is not None
+    assert [i["type"] for i in _lines(prepared.plugged.items)] == ["title", "titles"]
+    assert prepared.plugged.errors == ("plugin_failed: Boom raised ValueError: bad page",)
     assert len(prepared.found or []) == 4  # the page's links and the other plugin's link stand
 
 
@@ -97,9 +99,10 @@ def test_malformed_and_oversized_items_are_per_item_errors() -> None:
     plugins = build([("bad", Bad())], item_max_bytes=1000)
     assert plugins is not None
     prepared = prepare_found(_result(), Settings(), plugins)
-    assert [i["type"] for i in _lines(prepared.items)] == ["ok"]
-    errors = prepared.plugin_errors
-    assert prepared.plugin_error_count == 4 and all(e.startswith("item_error: bad: ") for e in errors)
+    assert prepared.plugged is not None
+    assert [i["type"] for i in _lines(prepared.plugged.items)] == ["ok"]
+    errors = prepared.plugged.errors
+    assert prepared.plugged.error_count == 4 and all(e.startswith("item_error: bad: ") for e in errors)
     assert "not JSON-serialisable" in errors[0] and "not JSON-serialisable" in errors[1]
     assert "over plugins.item_max_bytes (1000)" in errors[2] and "yielded a int" in errors[3]
 
@@ -119,9 +122,10 @@ def test_extractors_match_by_url_pattern_and_content_type() -> None:
     assert not plugins.wants("http://site.test/p/1", 200, "application/json", b"{}")
     assert not plugins.wants(api.url, 404, api.content_type, api.body)
     prepared = prepare_found(api, Settings(), plugins)
-    assert [i["item"] for i in _lines(prepared.items)] == [{"n": 3}] and prepared.found == []
+    assert prepared.plugged is not None and prepared.found == []
+    assert [i["item"] for i in _lines(prepared.plugged.items)] == [{"n": 3}]
     page = prepare_found(_result(), Settings(), plugins)  # HTML: links as ever, no items
-    assert page.items == b"" and len(page.found or []) == 3
+    assert page.plugged is not None and page.plugged.items == b"" and len(page.found or []) == 3
 
 
 def test_complete_prepares_what_no_process_did_and_leaves_a_quarantined_page_alone() -> None:
@@ -129,10 +133,11 @@ def test_complete_prepares_what_no_process_did_and_leaves_a_quarantined_page_alo
     assert plugins is not None
     res = _result()
     complete(res, Settings(), plugins)
-    assert res.prepared is not None and res.prepared.item_count == 2 and res.prepared.found
+    assert res.prepared is not None and res.prepared.plugged is not None and res.prepared.found
+    assert res.prepared.plugged.count == 2
     from fetchers.records import Prepared
 
     hostile = _result()
     hostile.prepared = Prepared(b"line\n", links=[], parse_error="parse_failed: ...")
     complete(hostile, Settings(), plugins)
-    assert hostile.prepared.items is None
+    assert hostile.prepared.plugged is None
