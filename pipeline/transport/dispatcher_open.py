@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from jobs.runner import ItemArgs
+from jobs.itemargs import ItemArgs
 from pipeline.crawl.core import CrawlCore
 from pipeline.dispatch.quotas import Quotas
 from pipeline.observe.metrics import LatestSnapshot, MetricsServer

@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from jobs.itemargs import ItemArgs
 from jobs.logic import traps_arg
-from jobs.runner import ItemArgs, JobArgs
+from jobs.runner import JobArgs
 from pipeline.links.extract import DEFAULT_MAX_LINKS
 from pipeline.urls import Scope, TrapRules
 

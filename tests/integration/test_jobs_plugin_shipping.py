@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from fetchers.records import FetchResult
-from jobs.runner import ItemArgs, JobArgs, RunnerConfig, extract_links
+from jobs.itemargs import ItemArgs
+from jobs.runner import JobArgs, RunnerConfig, extract_links
 from pipeline.storage.itemfiles import read_items
 from pipeline.storage.journal import journal_line
 from pipeline.urls import fingerprint

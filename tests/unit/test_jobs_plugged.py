@@ -3,6 +3,7 @@ fetch, one file per segment, never written twice."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -80,3 +81,21 @@ def test_a_plugin_links_priority_counts_as_in_links_in_the_merged_record() -> No
         combiner.add(cand, 1 + boost.get(cand.url_id, 0))
     merged = {url: logic.merge_link_values(url, [part]) for url, part in combiner.drain()}
     assert merged["http://site.test/soon"]["inlinks"] == 6 and merged["http://site.test/next"]["inlinks"] == 1
+
+
+class Fails:
+    def extract(self, page: Page) -> Any:
+        raise RuntimeError("layout changed")
+
+
+def test_a_plugin_that_fails_on_a_page_is_listed_beside_the_segments_items(tmp_path: Path) -> None:
+    plugins = build([("f", Fails()), ("t", Titles())], item_max_bytes=1000)
+    assert plugins is not None
+    seg = plugged.SegmentItems()
+    seg.add(_result(3.0), plugged.page_candidates(_result(3.0), logic.LinkRules.build(max_depth=5), plugins)[1])
+    counts = seg.write(str(tmp_path), "n1/s", fmt="both", store=None)
+    assert counts["items"] == 1 and counts["errors"] == 1
+    errors = [json.loads(line) for line in (tmp_path / "n1" / "s.errors.jsonl").read_text().splitlines()]
+    assert errors == [{"url": URL, "fetched_at": 3.0, "digest": errors[0]["digest"],
+                       "error": "plugin_failed: Fails raised RuntimeError: layout changed"}]
+    assert (tmp_path / "n1" / "s.parquet").exists() and [i["type"] for i in read_items(str(tmp_path))] == ["title"]
