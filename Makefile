@@ -36,8 +36,8 @@ test: $(STAMP) services
 	./scripts/test.sh
 
 lint: $(STAMP)
-	$(BIN)/ruff check pipeline fetchers jobs tests
-	$(BIN)/mypy pipeline fetchers jobs
+	$(BIN)/ruff check pipeline fetchers jobs crawlfleet tests
+	$(BIN)/mypy pipeline fetchers jobs crawlfleet
 
 # Dependency audit alone (pip-audit against PyPI's vulnerability data; also the first step of `make test`).
 # Findings and accepted risks: docs/AUDIT.md.

@@ -127,6 +127,20 @@ class Timings:
 
 @_pickled_by_fields
 @dataclass(slots=True)
+class PluginOutput:
+    """The extraction plugins' output for one page: its item lines (JSON, ``pipeline.plugins.records``; b"":
+    none), how many, the first errors of its plugins and their number, and the priority (url_id -> extra
+    in-links) of the links a plugin yielded."""
+
+    items: bytes = b""
+    count: int = 0
+    errors: tuple[str, ...] = ()
+    error_count: int = 0
+    boost: dict[int, int] | None = None
+
+
+@_pickled_by_fields
+@dataclass(slots=True)
 class Prepared:
     """What a fetch process computed for the core, so that the core's process does not have to: the
     result's journal line, and its page's link candidates (``None``: the page was not parsed)."""
@@ -142,6 +156,9 @@ class Prepared:
     # Why the page has no links although it is HTML: its parse killed parser processes (the page's
     # row records it; ``pipeline.embedded.parseproc``). "": parsed, or not parseable.
     parse_error: str = ""
+    # What the extraction plugins made of the page (``pipeline.plugins.prepare``); None: no plugin ran on it
+    # (one field, so that a crawl without plugins pickles one None more per page, nothing else).
+    plugged: PluginOutput | None = None
 
 
 @_pickled_by_fields

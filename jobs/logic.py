@@ -223,17 +223,18 @@ class LinkCombiner:
     def __len__(self) -> int:
         return len(self._by_url)
 
-    def add(self, c: Candidate) -> bool:
+    def add(self, c: Candidate, weight: int = 1) -> bool:
+        """Fold ``c`` in (``weight``: the in-links it counts for, more than one for a plugin's priority link)."""
         anchor = c.anchor[:MAX_ANCHOR_CHARS] if c.anchor else ""
         part = self._by_url.get(c.url)
         if part is None:
-            self._by_url[c.url] = [c.depth, c.source, 1, {anchor: 1} if anchor else {}, c.redirect_hops]
+            self._by_url[c.url] = [c.depth, c.source, weight, {anchor: 1} if anchor else {}, c.redirect_hops]
             return len(self._by_url) >= self.max_urls
         if c.depth < part[0] or (c.depth == part[0] and c.source < part[1]):
             part[0], part[1] = c.depth, c.source
         if c.redirect_hops < part[4]:
             part[4] = c.redirect_hops
-        part[2] += 1
+        part[2] += weight
         if anchor:
             anchors = part[3]
             anchors[anchor] = anchors.get(anchor, 0) + 1

@@ -23,6 +23,12 @@ naming the page; the link service counts those deaths and lists a page that kill
 ``--quarantine`` file (and a host with ``fetch.parse_failed_per_host`` such pages). A listed page, or a
 page of a listed host, is not parsed (counter ``extract/quarantined``): its links are lost, the other
 pages of its segment are not.
+
+Plugins (``--plugin module:Name``, repeatable; their code comes with ``--py-files``): each page goes through
+``jobs.plugged.page_candidates`` (its links with the plugins' links and URL filters, and its items), and
+each segment's items are written under ``--items-root`` by the task itself (``jobs.plugged.SegmentItems``:
+one file per segment, through fsspec; ``--store`` is read to keep only the fetches the crawl db recorded).
+Counters ``items/*``. A plugin that raises costs its page that plugin's output, never the task.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,7 +45,9 @@ from mrjob.job import MRJob
 from mrjob.protocol import JSONProtocol, JSONValueProtocol, RawValueProtocol
 from mrjob.step import MRStep
 
-from jobs import logic
+from fetchers.records import FetchResult
+from jobs import logic, plugged
+from pipeline.links.filtering import Candidate
 from pipeline.links.guard import ParseGuard
 
 
@@ -64,6 +73,11 @@ class MRExtractLinks(MRJob):
         self.add_passthru_arg("--guard-dir", default="", help="markers of the page each task parses")
         self.add_passthru_arg("--parse-cpu-limit", type=float, default=3.0, help="CPU s per page; 0 = none")
         self.add_passthru_arg("--quarantine", default="", help="JSON lines of URLs and hosts not to parse")
+        self.add_passthru_arg("--plugin", action="append", default=[], help="module:Name, repeatable")
+        self.add_passthru_arg("--items-root", default="", help="where the plugins' items go (path or URI)")
+        self.add_passthru_arg("--items-format", default="jsonl", choices=("jsonl", "parquet", "both"))
+        self.add_passthru_arg("--item-max-bytes", type=int, default=1024 * 1024)
+        self.add_passthru_arg("--store", default="", help="the crawl db (which fetch of a page it recorded)")
 
     def steps(self) -> list[MRStep]:
         return [
@@ -94,6 +108,11 @@ class MRExtractLinks(MRJob):
             Path(self.options.guard_dir).mkdir(parents=True, exist_ok=True)
             marker = Path(self.options.guard_dir) / f"extract-{socket.gethostname()}-{os.getpid()}.marker"
             self.guard = ParseGuard(marker, cpu_limit_s=self.options.parse_cpu_limit)
+        self.plugins = plugged.load(self.options.plugin, item_max_bytes=self.options.item_max_bytes) \
+            if self.options.plugin else None  # fmt: skip
+        self.items = plugged.SegmentItems()
+        self.item_counts: dict[str, int] = {}
+        self._store: Any = None
 
     def extractor_map(self, _: None, line: str) -> Iterator[tuple[str, list[Any]]]:
         segment = logic.segment_ref(line)
@@ -103,6 +122,17 @@ class MRExtractLinks(MRJob):
         self.lines["segments"] += 1
         for raw in logic.segment_lines(segment):
             yield from self._page(raw)
+        if self.plugins is not None:
+            self._write_items(plugged.segment_name(segment))
+
+    def _write_items(self, name: str) -> None:
+        if not self.options.items_root:  # links only: the items have nowhere to go
+            self.items.pages = []
+            return
+        if self._store is None and self.options.store:
+            self._store = logic.open_store(self.options.store)
+        counts = self.items.write(self.options.items_root, name, fmt=self.options.items_format, store=self._store)
+        plugged.task_counters(counts, self.item_counts)
 
     def _page(self, line: str | bytes) -> Iterator[tuple[str, list[Any]]]:
         result = logic.decode_result(line)
@@ -113,17 +143,42 @@ class MRExtractLinks(MRJob):
         if result.url in self.skip:
             self.lines["quarantined"] += 1
             return
-        if self.guard is None:
+        boost: dict[int, int] = {}
+        if self.plugins is not None:
+            cands, boost = self._plugged(result)
+        elif self.guard is None:
             cands = logic.page_candidates(result, self.rules, stats=self.drops)
         else:
             with self.guard.page(0, result.url):
                 cands = logic.page_candidates(result, self.rules, stats=self.drops)
         add = self.combiner.add
+        if boost:  # links a plugin gave a priority count for more in-links
+            for cand in cands:
+                if add(cand, 1 + boost.get(cand.url_id, 0)):
+                    yield from self.combiner.drain()
+            return
         for cand in cands:
             if add(cand):
                 yield from self.combiner.drain()
 
+    def _plugged(self, result: FetchResult) -> tuple[list[Candidate], dict[int, int]]:
+        assert self.plugins is not None
+        if self.guard is None:
+            cands, run, boost = plugged.page_candidates(result, self.rules, self.plugins, stats=self.drops)
+        else:
+            with self.guard.page(0, result.url):
+                cands, run, boost = plugged.page_candidates(result, self.rules, self.plugins, stats=self.drops)
+        self.items.add(result, run)
+        return cands, boost
+
     def extractor_final(self) -> Iterator[tuple[str, list[Any]]]:
+        if self.plugins is not None and self.items.pages:  # pages given as lines, not as segments
+            self._write_items(f"tasks/{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        if self._store is not None:
+            self._store.close()
+        for name, n in self.item_counts.items():
+            if n:
+                self.increment_counter("items", name, n)
         if self.guard is not None:  # a task that ends well leaves no marker behind
             self.guard.close()
             with contextlib.suppress(OSError):

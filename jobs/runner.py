@@ -29,6 +29,7 @@ from typing import Any
 from mrjob.job import MRJob
 
 from jobs import hadoop, logic, snapshot
+from jobs.itemargs import ItemArgs
 from jobs.mr_extract_links import MRExtractLinks
 from jobs.mr_host_stats import MRHostStats
 from jobs.mr_link_round import MRLinkRound
@@ -197,6 +198,7 @@ class JobArgs:
     guard_dir: str = ""
     quarantine: str = ""
     parse_cpu_limit_s: float = 3.0
+    items: ItemArgs = ItemArgs()  # the crawl's plugins (jobs/plugged.py)
 
     def extract(self) -> list[str]:
         out = ["--max-depth", str(self.max_depth), "--max-links", str(self.max_links)]
@@ -211,7 +213,7 @@ class JobArgs:
             out += ["--guard-dir", self.guard_dir, "--parse-cpu-limit", str(self.parse_cpu_limit_s)]
         if self.quarantine:
             out += ["--quarantine", self.quarantine]
-        return out
+        return out + self.items.args(store=self.store, work_dir=Path(tempfile.gettempdir()) / "crawlfleet-plugins")
 
     def update(self) -> list[str]:
         out = ["--store", self.store, "--batch-size", str(self.batch_size), "--lru-size", str(self.lru_size)]

@@ -32,7 +32,7 @@ AREAS: dict[str, tuple[str, ...]] = {
     "pipeline.harness.demo": ("demo",),
     "pipeline.harness.testbed.cli": ("testbed",),
     "pipeline.report.cli": ("report",),
-    "pipeline.storage.cli": ("export",),
+    "pipeline.export.cli": ("export",),
     "jobs.cli": ("jobs",),
     "jobs.dupreport": ("duplicates",),
     "pipeline.crawl.flags": ("settings",),

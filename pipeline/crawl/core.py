@@ -35,6 +35,7 @@ from pipeline.crawl.inflight import InFlight
 from pipeline.crawl.inputs import PendingInputs
 from pipeline.crawl.opening import frontier_limits, rebuild_from_store, store_seeds
 from pipeline.crawl.outcome import is_final, outcome_of, state_of
+from pipeline.crawl.pageitems import PageItems, items_dir
 from pipeline.crawl.refills import Refills
 from pipeline.crawl.revisits import Recrawler
 from pipeline.dispatch.dispatcher import Dispatcher
@@ -46,9 +47,11 @@ from pipeline.frontier.dedup import SeenFilter
 from pipeline.frontier.frontier import Frontier
 from pipeline.frontier.seentable import FingerprintTable
 from pipeline.observe.stats import CrawlStats
+from pipeline.plugins.chain import PluginSet
 from pipeline.settings import Settings
 from pipeline.storage.base import Outcome, Store, UrlState
-from pipeline.storage.journal import journal_parts, replay
+from pipeline.storage.itemlog import ItemLog
+from pipeline.storage.journal import Checkpoint, journal_parts, replay_positions
 from pipeline.urls import Scope, TrapRules
 
 log = logging.getLogger(__name__)
@@ -73,9 +76,15 @@ class CrawlCore(PendingInputs):
         write_behind: bool = False,
         outcomes_by_nodes: bool = False,
         background_refills: bool = False,
+        plugins: PluginSet | None = None,
+        on_items: Callable[[FetchResult], None] | None = None,
     ) -> None:
         self.settings = settings
-        self.durable = Durable(settings, store, out_dir, write_behind=write_behind)
+        # Plugins (pipeline/plugins): each page's items into the crawl's item log (pipeline/crawl/pageitems.py).
+        log_ = None if plugins is None else ItemLog(items_dir(settings, out_dir), max_bytes=settings.plugins.items_file_bytes,
+                                                     fmt=settings.plugins.items_format)  # fmt: skip
+        self.durable = Durable(settings, store, out_dir, write_behind=write_behind, items=log_)
+        self.page_items = None if plugins is None or log_ is None else PageItems(settings, plugins, log_, on_items)
         self.store = store = self.durable.store  # behind a lock with write-behind
         self.journal = self.durable.journal
         self.clock, self.out_dir, self.stats = clock, out_dir, stats or CrawlStats()
@@ -124,8 +133,8 @@ class CrawlCore(PendingInputs):
         """Replay the journal past the last checkpoint, then rebuild the frontier from the store."""
         since = self.durable.since()
         replayed = 0
-        for result in replay(self.out_dir / "segments", since):
-            self._apply(result)
+        for position, result in replay_positions(self.out_dir / "segments", since):
+            self._apply(result, position=position)
             replayed += 1
             if len(self._outcomes) >= _FLUSH_EVERY:
                 self._flush_store()
@@ -273,9 +282,12 @@ class CrawlCore(PendingInputs):
             for host, count in self.recrawl.due(self.clock(), backlog=self.frontier.pending).items():
                 self.frontier.add_pending(host, count, refetch=True)
 
-    def _apply(self, result: FetchResult, *, final: bool | None = None, packed: bytes = b"") -> None:
+    def _apply(
+        self, result: FetchResult, *, final: bool | None = None, packed: bytes = b"", position: Checkpoint | None = None
+    ) -> None:
         """Turn one result into an outcome (and its links into discoveries). ``packed``: the body as the
-        journal line holds it, LZ4-compressed, for the page store to keep without compressing again."""
+        journal line holds it, LZ4-compressed, for the page store to keep without compressing again.
+        ``position``: where a replayed result's journal line starts (its items may be written already)."""
         if final is None:
             final = is_final(result)  # a replay: retry-later results stay pending
         if not final:
@@ -288,7 +300,11 @@ class CrawlCore(PendingInputs):
         if self.recrawl is not None:  # the next fetch (a 304 keeps the stored copy); sitemap finds first
             outcome, found = self.recrawl.after(result, outcome)
             self.frontier.add(self.seen.add_new(found))
-        if outcome.state is UrlState.DONE:
+        if self.page_items is not None:  # before the links: the plugins' pass gives them too
+            self.page_items.apply(result, outcome, position=position)
+            if outcome.state is UrlState.DONE:
+                self.found.boosted_links_of(result)
+        elif outcome.state is UrlState.DONE:
             self.found.links_of(result)
         if result.redirects:
             self.found.chain_of(result)
@@ -331,6 +347,8 @@ class CrawlCore(PendingInputs):
         if self.recrawl is not None:
             out.update(self.recrawl.summary())
         out["store"] = self.store.counts()
+        if self.page_items is not None:
+            out["items"] = self.page_items.summary()
         out["dedup"] = dataclasses.asdict(self.seen.stats)
         out["frontier"] = {"refills": sum(self.refiller.counts), "refills_past_window": self.refiller.counts[1],
                            "activations": self.frontier.at_work.activations,

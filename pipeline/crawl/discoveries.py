@@ -43,6 +43,15 @@ class Discoveries:
     def buffered(self) -> bool:
         return bool(self._new or self._settled or self._outcomes)
 
+    def boosted_links_of(self, result: FetchResult) -> None:
+        """``links_of`` in a crawl with plugins: the links a plugin gave a priority get it as extra in-links."""
+        plugged = result.prepared.plugged if result.prepared is not None else None
+        start = len(self._new)
+        self.links_of(result)
+        if plugged is not None and plugged.boost:
+            for rec in self._new[start:]:
+                rec.inlinks += plugged.boost.get(rec.url_id, 0)
+
     def links_of(self, result: FetchResult) -> None:
         """Buffer the new links of ``result``'s page (a DONE result)."""
         known_many, claimed = self.seen.known_many, self.redirects.claimed

@@ -1,5 +1,6 @@
 """Where a crawl core's processed results become durable: outcomes into the store (directly, or on the
-write-behind thread), pages into the live WARC, and the journal checkpoint after them.
+write-behind thread), pages into the live WARC, the plugins' items (``ItemLog``, committed first), and the
+journal checkpoint after them.
 
 The checkpoint is the journal position below which every result is applied in the store; with
 write-behind it is queued after every earlier outcome, so it never passes an unapplied one
@@ -14,6 +15,7 @@ from pathlib import Path
 from fetchers.records import UrlTask
 from pipeline.settings import Settings
 from pipeline.storage.base import Outcome, Store, UrlState
+from pipeline.storage.itemlog import ItemLog
 from pipeline.storage.journal import Checkpoint, SegmentWriter
 from pipeline.storage.warc import WarcWriter
 from pipeline.storage.writebehind import LockedStore, WriteBehind, WriteJob
@@ -24,7 +26,9 @@ CHECKPOINT_KEY = "journal_checkpoint"  # store meta: the journal position every 
 class Durable:
     """The journal, the store (behind a lock with write-behind), the optional WARC, the checkpoint."""
 
-    def __init__(self, settings: Settings, store: Store, out_dir: Path, *, write_behind: bool) -> None:
+    def __init__(
+        self, settings: Settings, store: Store, out_dir: Path, *, write_behind: bool, items: ItemLog | None = None
+    ) -> None:
         # With write-behind, outcomes are applied on a writer thread; every store call goes through
         # one lock so the two threads never share a transaction (pipeline/storage/writebehind.py).
         self.writer: WriteBehind | None = None
@@ -38,6 +42,7 @@ class Durable:
         st = settings.store
         self.warc = WarcWriter(out_dir / "warc", max_bytes=st.warc_max_bytes) if st.warc else None
         self._checkpointed = ""
+        self.items = items  # the plugins' item log: committed at each checkpoint, before the store hears of it
 
     def settled(self, tasks: Sequence[UrlTask]) -> set[int]:
         """URL ids of ``tasks`` the store no longer shows PENDING: a fleet node may have recorded them before
@@ -77,6 +82,8 @@ class Durable:
         if position == self._checkpointed:
             return  # nothing journaled since: spare the store a write (a Thrift round trip on HBase)
         self._checkpointed = position
+        if self.items is not None:
+            self.items.commit(self.journal.position())
         if self.writer is not None:
             self.writer.submit(WriteJob((), checkpoint=position))  # applied after every earlier job
         else:
@@ -86,6 +93,8 @@ class Durable:
         if self.writer is not None:
             self.writer.close()
         self.journal.close()
+        if self.items is not None:
+            self.items.close()
         if self.warc is not None:
             self.warc.close()
         self.store.flush()

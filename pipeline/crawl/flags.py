@@ -11,13 +11,14 @@ import argparse
 import dataclasses
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pipeline.crawl import remember
 from pipeline.observe import logs
 from pipeline.observe.errors import UsageError
+from pipeline.plugins.chain import PluginSet
 from pipeline.settings import Loaded, Settings, arg_type, load_settings_traced, sections
 from pipeline.settings.security import redact, redact_section
 from pipeline.storage.factory import DEFAULT_CRAWL_DIR
@@ -43,6 +44,9 @@ def add_crawl_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", type=arg_type("fetch.concurrency"), default=None, metavar="N",
                    help="sockets in flight (>= 1)")
     p.add_argument("--warc", action="store_true", help="also write fetched pages as WARC 1.1 under --out/warc")
+    p.add_argument("--plugin", action="append", default=None, metavar="SPEC",
+                   help="run an extraction plugin: package.module:Name or an entry point of crawlfleet.plugins, "
+                        "repeatable (docs/PLUGINS.md); its items go to --out/items")  # fmt: skip
     p.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     logs.add_arguments(p)
@@ -57,6 +61,7 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
         "fetch": {"user_agent": args.user_agent, "concurrency": args.concurrency},
         "politeness": {"per_host_concurrency": args.per_host, "min_host_delay_s": args.host_delay},
         "store": {"warc": True if args.warc else None},
+        "plugins": {"enabled": tuple(args.plugin) if getattr(args, "plugin", None) else None},
     }
 
 
@@ -68,6 +73,17 @@ def loaded_from_args(args: argparse.Namespace, *, remembered: Mapping[str, Mappi
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """Flags are the last layer over file and env (see pipeline.settings)."""
     return loaded_from_args(args).settings
+
+
+def plugins_of(settings: Settings, objects: Sequence[Any] = ()) -> PluginSet | None:
+    """The crawl's plugins, loaded and checked before anything is created; UsageError (one line) for one
+    that cannot be used (``pipeline.plugins.loading``). None when the crawl has none."""
+    from pipeline.plugins.loading import PluginError, load
+
+    try:
+        return load(settings, objects=objects)
+    except PluginError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def check_stop_file(args: argparse.Namespace, settings: Settings) -> None:

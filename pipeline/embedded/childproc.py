@@ -26,9 +26,17 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def spawn_module(module: str, *, buffer_bytes: int = 0) -> tuple[subprocess.Popen[bytes], socket.socket]:
+def spawn_module(
+    module: str, *, buffer_bytes: int = 0, import_path: bool = False
+) -> tuple[subprocess.Popen[bytes], socket.socket]:
     """Run ``python -m module FD``; returns the process and the parent's end of the socket pair.
-    ``buffer_bytes`` > 0 widens both ends' socket buffers (capped by net.core.wmem_max / rmem_max)."""
+    ``buffer_bytes`` > 0 widens both ends' socket buffers (capped by net.core.wmem_max / rmem_max).
+    ``import_path``: the child imports from this process's ``sys.path`` too (the crawl's plugins are
+    pickled to it, and must be importable wherever the program that embeds the crawl found them)."""
+    env = None
+    if import_path:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in [*sys.path, env.get("PYTHONPATH", "")] if p)
     ours, theirs = socket.socketpair()
     if buffer_bytes > 0:
         for sock in (ours, theirs):
@@ -36,7 +44,7 @@ def spawn_module(module: str, *, buffer_bytes: int = 0) -> tuple[subprocess.Pope
                 with contextlib.suppress(OSError):
                     sock.setsockopt(socket.SOL_SOCKET, opt, buffer_bytes)
     try:
-        proc = subprocess.Popen([sys.executable, "-m", module, str(theirs.fileno())], pass_fds=[theirs.fileno()])
+        proc = subprocess.Popen([sys.executable, "-m", module, str(theirs.fileno())], pass_fds=[theirs.fileno()], env=env)
     except BaseException:
         ours.close()
         raise

@@ -11,11 +11,13 @@ from typing import Any
 from fetchers import loops
 from pipeline.crawl.flags import add_crawl_flags
 from pipeline.observe import logs
+from pipeline.plugins.chain import PluginSet
 from pipeline.settings import Settings
 
 
 def run_crawl(
-    settings: Settings, seeds: list[str], out: Path, *, resume: bool, progress: bool, fetcher: str = "aio"
+    settings: Settings, seeds: list[str], out: Path, *, resume: bool, progress: bool, fetcher: str = "aio",
+    plugins: PluginSet | None = None,
 ) -> dict[str, Any]:
     from pipeline.embedded.engine import CrawlRequest, EmbeddedCrawl, install_signal_handlers
     from pipeline.observe.progress import CrawlProgress
@@ -26,7 +28,8 @@ def run_crawl(
 
     async def main() -> dict[str, Any]:
         crawl = EmbeddedCrawl(
-            settings, CrawlRequest(seeds, out, resume=resume, fetcher=fetcher), stats=stats, on_tick=lambda _core, _row: bar.update()
+            settings, CrawlRequest(seeds, out, resume=resume, fetcher=fetcher), stats=stats,
+            on_tick=lambda _core, _row: bar.update(), plugins=plugins,
         )
         install_signal_handlers(crawl)
         summary = await crawl.run()
@@ -50,6 +53,9 @@ def print_summary(summary: dict[str, Any], *, as_json: bool) -> None:
         print(f"  {key:16} {summary.get(key)}")
     if summary.get("interrupted"):
         print(f"  {'interrupted':16} yes (abandoned in flight: {len(summary.get('abandoned') or [])})")
+    items = summary.get("items")
+    if items:
+        print(f"  {'items':16} {items['items']} from {items['pages']} pages; plugin errors {items['errors']}")
     errors = summary.get("errors_by_class") or {}
     if errors:
         print("  errors:         " + ", ".join(f"{k}={v}" for k, v in sorted(errors.items())))
@@ -71,7 +77,7 @@ def _cmd_crawl(args: argparse.Namespace) -> int:
     # --continuous and --stop-file for this run only (not remembered): a resume without them runs once
     settings = keep_sitemap_bodies(continuous_run(args, todo.settings))
     summary = run_crawl(settings, todo.seeds, out, resume=args.resume, progress=not args.no_progress,
-                        fetcher=args.fetcher)  # fmt: skip
+                        fetcher=args.fetcher, plugins=todo.plugins)  # fmt: skip
     print_summary(summary, as_json=args.json)
     from pipeline.embedded.interrupt import finish
 

@@ -37,6 +37,7 @@ from pipeline.embedded.interrupt import EXTRA_GRACE_S, Interrupt
 from pipeline.embedded.parsedfetcher import ParsedFetcher
 from pipeline.embedded.parseproc import ParsePool, parse_processes_for
 from pipeline.observe.stats import CrawlStats
+from pipeline.plugins.chain import PluginSet, portable
 from pipeline.settings import Settings
 from pipeline.storage.factory import from_settings as open_store
 from pipeline.storage.sqlite_robots import share_path
@@ -64,8 +65,14 @@ class EmbeddedCrawl:
         stats: CrawlStats | None = None,
         on_tick: Callable[[CrawlCore, dict[str, Any] | None], None] | None = None,
         clock: Callable[[], float] = time.time,
+        plugins: PluginSet | None = None,
+        on_result: Callable[[FetchResult], None] | None = None,
     ) -> None:
+        """``plugins``: loaded (``pipeline.plugins.loading.load``); ``on_result``: called with every result
+        once the crawl core has applied it (its page's items, if any, are in ``result.prepared.plugged.items``)."""
         self.settings = settings
+        self.plugins = plugins
+        self.on_result = on_result
         self.stats = stats or CrawlStats()
         self.request = request
         self.on_tick = on_tick
@@ -97,6 +104,13 @@ class EmbeddedCrawl:
         out = self.request.out_dir
         out.mkdir(parents=True, exist_ok=True)
         n_proc = processes_for(self.settings)
+        plugins = self.plugins
+        here = plugins is not None and not portable(
+            [e.plugin for e in plugins.extractors] + [p for _, p in plugins.filters] + [p for _, p in plugins.pipelines])
+        if here:  # a plugin a helper process cannot unpickle (a class of __main__, a local one): parse here
+            log.info("a plugin cannot be pickled to a helper process (defined in __main__ or in a function): "
+                     "pages are parsed in the crawl's own process")
+            n_proc = 0
         # Fetch processes are launched first: they import their modules while the store opens. Who
         # extracts links is a balance of CPU: without it a fetch process does less work per page than
         # this process, so one fetch process leaves extraction here and two or more take it along.
@@ -106,14 +120,15 @@ class EmbeddedCrawl:
         procs = [
             ProcessFetcher(self.settings, fetcher_id=f"local-p{i}", parse_links=n_proc >= 2,
                            fetcher=self.request.fetcher, warc_dir=warc_dir, hostile=hostile,
-                           robots_share=share_path(out) if n_proc >= 2 else None)
+                           robots_share=share_path(out) if n_proc >= 2 else None,
+                           plugins=plugins if n_proc >= 2 else None)
             for i in range(n_proc)
         ]  # fmt: skip
         self._procs = procs
         for proc in procs:
             proc.launch()
-        n_parse = parse_processes_for(self.settings, fetch_processes=n_proc)
-        pool = ParsePool(self.settings, processes=n_parse) if n_parse else None
+        n_parse = 0 if here else parse_processes_for(self.settings, fetch_processes=n_proc)
+        pool = ParsePool(self.settings, processes=n_parse, plugins=plugins) if n_parse else None
         if pool is not None:
             pool.launch()
         store = open_store(self.settings.store, out / "crawl.db")
@@ -131,6 +146,7 @@ class EmbeddedCrawl:
             write_behind=self.settings.store.write_behind,
             # S1's admission holds in the embedded crawl too: its service's URLs per minute.
             quotas=Quotas.from_settings_file(self.settings.dispatch.quotas_file),
+            plugins=plugins,
         )
         resolver = CachingResolver.from_settings(self.settings.dns)
         fetchers: list[Fetcher]
@@ -206,7 +222,7 @@ class EmbeddedCrawl:
                         answered: set[int] = set()
                         task = asyncio.ensure_future(
                             fetcher_of[fid].fetch_batch(
-                                batch, _noting(core.on_result, answered), fence=self.interrupt.fence,
+                                batch, _noting(self._applier(core), answered), fence=self.interrupt.fence,
                                 on_host_done=_host_done(core, batch),
                             )
                         )  # fmt: skip
@@ -239,6 +255,21 @@ class EmbeddedCrawl:
             self._heartbeat(core, slots, sum(f.free_slots for f in fetchers))  # the summary's last figures
         finally:
             stats_file.close()
+
+    def _applier(self, core: CrawlCore) -> Callable[[FetchResult], None]:
+        """``core.on_result``, then the ``on_result`` callback when one was given."""
+        callback = self.on_result
+        if callback is None:
+            return core.on_result
+
+        def apply(res: FetchResult) -> None:
+            core.on_result(res)
+            try:
+                callback(res)
+            except Exception:  # the caller's bug must not cost the crawl its result
+                log.exception("on_result callback failed for %s", res.url)
+
+        return apply
 
     def _abandon(self, running: dict[asyncio.Task[Any], tuple[str, Batch]], answers: dict[Any, set[int]]) -> None:
         """The grace after a stop is over: cancel the batches still running. Their URLs without a result

@@ -41,10 +41,11 @@ def _child_main(fd: int) -> None:
     import pipeline.links.prepare  # noqa: F401
 
     try:
-        settings, fetcher_id, scope, traps, parse_links, kind, warc, marker, hostile, robots = conn.recv()
+        settings, fetcher_id, scope, traps, parse_links, kind, warc, marker, hostile, robots, plugins = conn.recv()
         parse_guard = guard.ParseGuard(marker, cpu_limit_s=settings.fetch.parse_cpu_limit_s)
         loops.run(_serve(conn, settings, fetcher_id, scope, traps, parse_links=parse_links, kind=kind, warc=warc,
-                         parse_guard=parse_guard, hostile=hostile, robots=robots), settings.fetch.event_loop)  # fmt: skip
+                         parse_guard=parse_guard, hostile=hostile, robots=robots, plugins=plugins),
+                  settings.fetch.event_loop)  # fmt: skip
     except EOFError:
         pass
     finally:
@@ -84,7 +85,7 @@ class _Outbox:
 async def _serve(
     conn: Connection, settings: Settings, fetcher_id: str, scope: Scope, traps: TrapRules, *, parse_links: bool,
     kind: str, warc: str, parse_guard: guard.ParseGuard, hostile: tuple[dict[str, str], dict[str, str]],
-    robots: str = "",
+    robots: str = "", plugins: Any = None,
 ) -> None:  # fmt: skip
     from fetchers.choice import make_fetcher
     from fetchers.redirects import stop_at_redirects
@@ -125,6 +126,11 @@ async def _serve(
             if error:  # it (or enough of its host's pages) killed children that parsed it: kept, not parsed
                 line, packed = journal_parts(res)
                 res.prepared = Prepared(line, packed=packed, links=[], parse_error=error)
+            elif parse_links and plugins is not None:  # the crawl's plugins with the links (pipeline/plugins)
+                from pipeline.plugins.prepare import prepare as plugged
+
+                with parse_guard.page(res.url_id, res.url):
+                    res.prepared = plugged(res, scope=scope, traps=traps, settings=settings, plugins=plugins)
             elif parse_links:
                 with parse_guard.page(res.url_id, res.url):
                     res.prepared = prepare(res, scope=scope, traps=traps, settings=settings)

@@ -44,6 +44,7 @@ from fetchers.records import Batch, FetchResult
 from fetchers.report import BatchReport
 from pipeline.embedded.childproc import RestartBudget, spawn_module, usable_cpus
 from pipeline.links import guard
+from pipeline.plugins.chain import PluginSet
 from pipeline.settings import Settings
 from pipeline.urls import Scope, TrapRules, host_of
 
@@ -115,6 +116,7 @@ class ProcessFetcher:
         warc_dir: Path | None = None,
         hostile: HostilePages | None = None,
         robots_share: Path | None = None,
+        plugins: PluginSet | None = None,
     ) -> None:
         """``scope`` and ``traps`` (the crawl's) may be set after ``launch`` but before ``start``. ``fetcher``:
         which fetcher the child runs (``fetchers.choice``); ``warc_dir``: the child archives every exchange
@@ -140,6 +142,7 @@ class ProcessFetcher:
         self._markers = tempfile.mkdtemp(prefix="crawlfleet-fetch-")
         self.marker = os.path.join(self._markers, "child.marker")
         self.hostile = hostile if hostile is not None else HostilePages()
+        self.plugins = plugins  # run in the child with the links when it extracts them (pipeline/plugins)
         self._told = 0  # the book's version the child knows
 
     @property
@@ -158,7 +161,7 @@ class ProcessFetcher:
         if not self.budget.may_restart():
             raise FetchProcessGaveUp(f"fetch process {self.fetcher_id} died {self.budget.deaths} times in "
                                      f"{self.budget.window_s:g} s; giving up")  # fmt: skip
-        self._proc, ours = spawn_module("pipeline.embedded.fetchchild")  # see pipeline/embedded/childproc.py for why not spawn
+        self._proc, ours = spawn_module("pipeline.embedded.fetchchild", import_path=self.plugins is not None)  # see pipeline/embedded/childproc.py for why not spawn
         self._conn = Connection(ours.detach())
         self._started = False
 
@@ -172,7 +175,7 @@ class ProcessFetcher:
         warc = str(self.warc_dir) if self.warc_dir is not None else ""
         robots = str(self.robots_share) if self.robots_share is not None else ""
         self._conn.send((self.settings, self.fetcher_id, self.scope, self.traps, self.parse_links, self.fetcher, warc,
-                         self.marker, self.hostile.snapshot(), robots))  # fmt: skip
+                         self.marker, self.hostile.snapshot(), robots, self.plugins))  # fmt: skip
         self._told = self.hostile.version
         self._loop.add_reader(self._conn.fileno(), self._readable)
         os.set_blocking(self._conn.fileno(), True)  # uvloop made it non-blocking; sends are whole messages

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import pickle
@@ -76,8 +77,11 @@ class Pipe(asyncio.Protocol):
 class ChildProcess:
     """One parse process and its pipe."""
 
-    def __init__(self, index: int, marker: str, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, index: int, marker: str, *, clock: Callable[[], float] = time.monotonic, import_path: bool = False
+    ) -> None:
         self.index = index
+        self.import_path = import_path  # the child imports from the parent's sys.path (plugins)
         self.marker = marker  # the child's ParseGuard file: which page it had in hand when it died
         self.proc: subprocess.Popen[bytes] | None = None
         self.sock: socket.socket | None = None
@@ -95,7 +99,8 @@ class ChildProcess:
     def launch(self) -> None:
         # Buffers of a few MB: the parent's loop writes once per turn, and a ~200 KB default buffer
         # would hold only ~10 pages a turn, so bodies would queue in the parent (measured: ~0.4 s).
-        self.proc, self.sock = spawn_module("pipeline.embedded.parsechild", buffer_bytes=_SOCKET_BUFFER)
+        self.proc, self.sock = spawn_module("pipeline.embedded.parsechild", buffer_bytes=_SOCKET_BUFFER,
+                                            import_path=self.import_path)
 
     def close(self) -> int | None:
         """Drop the pipe and reap the process (killed if still running); its exit code."""
@@ -129,7 +134,13 @@ def _child_main(fd: int) -> None:
     from pipeline.links.prepare import prepare_found
 
     try:
-        settings, marker = conn.recv()
+        settings, marker, plugins = conn.recv()
+        prep: Callable[..., Prepared] = prepare_found
+        if plugins is not None:  # the crawl's plugins run here with the links (pipeline/plugins/prepare.py)
+            from pipeline.plugins import prepare as plugged
+
+            prep = functools.partial(plugged.prepare_found, plugins=plugins)
+
         guard = ParseGuard(marker, cpu_limit_s=settings.fetch.parse_cpu_limit_s)
         gcpolicy.tune_for_crawl()
         conn.send(("ready", []))
@@ -141,7 +152,7 @@ def _child_main(fd: int) -> None:
             for seq, result in items:
                 try:
                     with guard.page(seq, result.url):
-                        out.append((seq, prepare_found(result, settings)))
+                        out.append((seq, prep(result, settings)))
                 except Exception:  # the crawl's process prepares it then
                     log.exception("preparing %s failed", result.url)
                     out.append((seq, None))

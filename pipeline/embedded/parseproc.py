@@ -54,6 +54,7 @@ from pipeline.embedded.childproc import usable_cpus
 from pipeline.embedded.parsechild import ChildProcess, Pipe
 from pipeline.links import guard
 from pipeline.links.prepare import followable
+from pipeline.plugins.chain import PluginSet
 from pipeline.settings import Settings
 from pipeline.storage.journal import journal_parts
 from pipeline.urls import host_of
@@ -94,9 +95,11 @@ class ParsePool:
     """The parent's side of the parse processes. Use from one event loop."""
 
     def __init__(
-        self, settings: Settings, *, processes: int, clock: Callable[[], float] = time.monotonic
+        self, settings: Settings, *, processes: int, clock: Callable[[], float] = time.monotonic,
+        plugins: PluginSet | None = None,
     ) -> None:
         self.settings = settings
+        self.plugins = plugins  # run by the children with the links (pipeline/plugins/prepare.py)
         self.clock = clock
         self.cpu_limit_s = settings.fetch.parse_cpu_limit_s
         # Wall time a child may hold a result: the CPU limit ends a runaway parse first; this catches
@@ -104,7 +107,8 @@ class ParsePool:
         self.stall_s = max(STALL_S, 3 * self.cpu_limit_s)
         self._markers = tempfile.mkdtemp(prefix="crawlfleet-parse-") if processes > 0 else ""
         self._children: list[ChildProcess] = [
-            ChildProcess(i, os.path.join(self._markers, f"child-{i}.marker"), clock=clock) for i in range(processes)
+            ChildProcess(i, os.path.join(self._markers, f"child-{i}.marker"), clock=clock, import_path=plugins is not None)
+            for i in range(processes)
         ]
         self._loop: asyncio.AbstractEventLoop | None = None
         self._seq = 0
@@ -152,12 +156,12 @@ class ParsePool:
             child.died(blamed=False)  # counts against its budget: the watch does not retry it every second
             return
         child.pipe = proto
-        proto.send((self.settings, child.marker))
+        proto.send((self.settings, child.marker, self.plugins))
 
     # --- submitting --------------------------------------------------------------------------------
     def submit(self, result: FetchResult, deliver: Callable[[FetchResult], None]) -> None:
         """Deliver ``result`` to ``deliver``, prepared by a child when one is free, else at once."""
-        if not followable(result, self.settings) or len(self._waiting) >= MAX_OUTSTANDING:
+        if (not followable(result, self.settings) and not self._wanted(result)) or len(self._waiting) >= MAX_OUTSTANDING:
             self.local += 1
             deliver(result)
             return
@@ -175,6 +179,11 @@ class ParsePool:
         if child is None:  # a child is starting: it takes the result when it is ready
             return
         self._hand(child, self._seq, waiting)
+
+    def _wanted(self, result: FetchResult) -> bool:
+        """A page no link is followed from that a plugin's extractor wants (a JSON API, a nofollow page)."""
+        plugins = self.plugins
+        return plugins is not None and plugins.wants(result.url, result.status, result.content_type, result.body)
 
     def _hand(self, child: ChildProcess, seq: int, waiting: _Waiting) -> None:
         waiting.child, waiting.sent_at = child.index, self.clock()

@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.crawl import remember
-from pipeline.crawl.flags import check_stop_file, loaded_from_args
+from pipeline.crawl.flags import check_stop_file, loaded_from_args, plugins_of
+from pipeline.crawl.pageitems import items_dir
 from pipeline.observe.errors import UsageError
+from pipeline.plugins.chain import PluginSet
 from pipeline.settings import Settings
 from pipeline.storage.base import settled as settled_in
 from pipeline.urls import host_of, normalize
@@ -39,6 +41,7 @@ class Plan:
     seeds: list[str]
     stop: str = ""
     exit_code: int = 0
+    plugins: PluginSet | None = None
 
 
 def read_seeds(cli_seeds: list[str], seeds_file: str | None, *, err: Any = None) -> list[str]:
@@ -119,6 +122,11 @@ def plan(args: argparse.Namespace) -> Plan:
     settings = loaded.settings
     _check_quotas(settings.dispatch.quotas_file)
     check_stop_file(args, settings)
+    plugins = plugins_of(settings)
+    try:
+        items_dir(settings, out)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     holds = _check_out(out, resume=args.resume, sqlite=settings.store.kind == "sqlite", has_seeds=bool(seeds))
     for override in remember.overrides(memory.settings, loaded) if memory else []:
         log.info(override.line())
@@ -147,4 +155,4 @@ def plan(args: argparse.Namespace) -> Plan:
         return Plan(settings, seeds, f"crawl: not started, {problem}; nothing was changed in {out}", exit_code=1)
     out.mkdir(parents=True, exist_ok=True)
     remember.save(out, loaded.settings, seeds + (memory.seeds if memory else []))
-    return Plan(settings, seeds)
+    return Plan(settings, seeds, plugins=plugins)

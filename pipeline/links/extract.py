@@ -87,10 +87,35 @@ def extract(
     return page
 
 
+def parse_tree(body: bytes, content_type: str = "text/html", *, max_bytes: int = DEFAULT_MAX_BYTES) -> LexborHTMLParser:
+    """The page's lexbor tree, decoded as ``extract`` decodes it (for a caller that also reads the tree:
+    ``pipeline.plugins.prepare``). May raise on junk, unlike ``extract``."""
+    return LexborHTMLParser(_decoded(body[:max_bytes], content_type))
+
+
+def extract_tree(
+    tree: LexborHTMLParser, *, base_url: str, max_links: int = DEFAULT_MAX_LINKS, max_anchor: int = DEFAULT_MAX_ANCHOR
+) -> ExtractedPage:
+    """``extract`` of a page already parsed with ``parse_tree``. Never raises."""
+    page = ExtractedPage()
+    with contextlib.suppress(Exception):
+        _links_of(page, tree, base_url, max_links, max_anchor)
+    return page
+
+
+def decoded_text(body: bytes, content_type: str = "") -> str:
+    """The body as text, by the charset rules ``extract`` parses with."""
+    got = _decoded(body, content_type)
+    return got.decode("utf-8", "replace") if isinstance(got, bytes) else got
+
+
 def _extract_into(
     page: ExtractedPage, body: bytes, base_url: str, content_type: str, max_links: int, max_anchor: int
 ) -> None:
-    tree = LexborHTMLParser(_decoded(body, content_type))
+    _links_of(page, LexborHTMLParser(_decoded(body, content_type)), base_url, max_links, max_anchor)
+
+
+def _links_of(page: ExtractedPage, tree: LexborHTMLParser, base_url: str, max_links: int, max_anchor: int) -> None:
     resolver = Resolver(canonical(base_url) or "")
     base_seen = False
     for node in tree.css("meta[name], base[href]"):  # one pass over the tree for both

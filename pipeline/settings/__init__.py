@@ -7,7 +7,7 @@ the same rules at parse time through ``arg_type``). Nothing below this module re
 components receive the typed section they need.
 
 Module map: one module per section's dataclass (crawling: fetch, politeness, scope; dns; security;
-dispatch; store; fleet); this module composes them and reads the layers.
+dispatch; store; fleet; recrawl; plugins); this module composes them and reads the layers.
 
 May import: nothing of the project (the vocabulary's bottom).
 
@@ -34,12 +34,13 @@ from pipeline.settings.crawling import DEFAULT_UA, FetchSettings, PolitenessSett
 from pipeline.settings.dispatch import DispatchSettings
 from pipeline.settings.dns import DnsSettings
 from pipeline.settings.fleet import FleetSettings, storage_uri_ok
+from pipeline.settings.plugins import PluginSettings
 from pipeline.settings.recrawl import RecrawlSettings
 from pipeline.settings.security import SecuritySettings
 from pipeline.settings.store import StoreSettings
 
 __all__ = ["DEFAULT_UA", "DispatchSettings", "DnsSettings", "FetchSettings", "FleetSettings", "Loaded",
-           "PolitenessSettings", "ScopeSettings", "SecuritySettings", "Settings", "SettingsError", "StoreSettings",
+           "PluginSettings", "PolitenessSettings", "ScopeSettings", "SecuritySettings", "Settings", "SettingsError", "StoreSettings",
            "load_settings", "load_settings_traced"]  # fmt: skip
 
 
@@ -54,6 +55,7 @@ class Settings:
     store: StoreSettings = field(default_factory=StoreSettings)
     fleet: FleetSettings = field(default_factory=FleetSettings)
     recrawl: RecrawlSettings = field(default_factory=RecrawlSettings)
+    plugins: PluginSettings = field(default_factory=PluginSettings)
 
     def with_overrides(
         self, overrides: Mapping[str, Mapping[str, Any]], *, where: str = "setting"
@@ -157,7 +159,7 @@ _AT_LEAST: dict[str, float] = {
     "dispatch.k": 1, "dispatch.n_min": 1, "dispatch.n_max": 1, "dispatch.history_window": 1,
     "dispatch.missed_heartbeats": 1, "store.hbase_port": 1, "store.hbase_batch_size": 1,
     "store.warc_max_bytes": 1, "fleet.max_message_bytes": 1, "fleet.segment_retention_s": float("-inf"),
-    "fleet.link_lease_s": 5,
+    "fleet.link_lease_s": 5, "plugins.items_file_bytes": 1, "plugins.item_max_bytes": 1,
 }  # fmt: skip
 _POSITIVE = frozenset({
     "fetch.connect_timeout_s", "fetch.read_timeout_s", "fetch.total_timeout_s", "dns.timeout_s",
@@ -172,6 +174,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "recrawl.policy": ("nutch", "poisson"),
     "dispatch.priority": ("inlinks", "depth"),
     "fetch.event_loop": ("asyncio", "uvloop", "auto"),
+    "plugins.items_format": ("jsonl", "parquet", "both"),
 }
 
 

@@ -165,6 +165,16 @@ class Store(ABC):
     @abstractmethod
     def get_url(self, url: str) -> UrlRecord | None: ...
 
+    def get_urls(self, urls: Sequence[str]) -> dict[str, UrlRecord]:
+        """The rows of those of ``urls`` the crawl db knows. One round trip where the store allows (the
+        default asks ``get_url`` for each)."""
+        out = {}
+        for url in urls:
+            rec = self.get_url(url)
+            if rec is not None:
+                out[url] = rec
+        return out
+
     def iter_url_ids(self) -> Iterator[int]:
         """Fingerprints of known URLs, to warm a local seen-table at start-up; any order.
 

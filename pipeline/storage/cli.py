@@ -1,4 +1,4 @@
-"""``crawlfleet export warc --out DIR [--store sqlite:PATH | hbase | hbase://HOST:PORT/PREFIX]``."""
+"""``crawlfleet export warc``'s work: every stored page as WARC (``pipeline.export.cli`` registers the command)."""
 
 from __future__ import annotations
 
@@ -26,21 +26,6 @@ def _positive(text: str) -> int:
     if not (text.isdigit() and int(text) > 0):
         raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
     return int(text)
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    export = subparsers.add_parser("export", help="export stored pages")
-    kinds = export.add_subparsers(dest="export_kind", required=True)
-    warc = kinds.add_parser("warc", help="write every stored page as WARC 1.1 request/response records")
-    warc.add_argument("--out", required=True, help="output directory")
-    warc.add_argument(
-        "--store", default=DEFAULT_STORE, type=_store_spec, help=f"sqlite:PATH, hbase or hbase://HOST:PORT/PREFIX (default {DEFAULT_STORE})"
-    )
-    warc.add_argument("--max-bytes", type=_positive, default=1 << 30, help="start a new file past this size")
-    warc.add_argument("--prefix", default="crawlfleet", help="file name prefix")
-    warc.add_argument("--no-gzip", action="store_true", help="write uncompressed .warc files")
-    warc.add_argument("--verify", action="store_true", help="read the files back and check every digest")
-    warc.set_defaults(func=export_warc)
 
 
 def export_warc(args: argparse.Namespace) -> int:

@@ -226,6 +226,11 @@ class HBaseStore(Store):
         row = self._call(lambda c: c.table("crawldb").row(row_key(url), columns=self.url_cols))
         return url_record(row) if row else None
 
+    def get_urls(self, urls: Sequence[str]) -> dict[str, UrlRecord]:
+        keys = {row_key(u): u for u in dict.fromkeys(urls)}
+        rows = self._rows("crawldb", list(keys), columns=self.url_cols)
+        return {keys[k]: url_record(row) for k, row in rows.items() if row and k in keys}
+
     # --- pending set -----------------------------------------------------------------------------
     def pending(
         self, host: str, limit: int, *, after: tuple[int, str] | None = None, refetches_only: bool = False

@@ -19,7 +19,7 @@ from pathlib import Path
 from fetchers.records import FetchResult, SchemaError, pack_lz4
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, order=True)
 class Checkpoint:
     segment: str
     offset: int
@@ -100,16 +100,25 @@ def replay(directory: Path, since: Checkpoint | None) -> Iterator[FetchResult]:
 
     A torn last line (the process died mid-write) and lines that fail schema validation are skipped.
     """
+    for _, result in replay_positions(directory, since):
+        yield result
+
+
+def replay_positions(directory: Path, since: Checkpoint | None) -> Iterator[tuple[Checkpoint, FetchResult]]:
+    """``replay``, each result with the position its line starts at (``Checkpoint`` order is file order)."""
     for path in sorted(directory.glob("segment-*.jsonl")):
         if since is not None and path.name < since.segment:
             continue
         with open(path, "rb") as fh:
+            offset = 0
             if since is not None and path.name == since.segment:
                 fh.seek(since.offset)
+                offset = since.offset
             for line in fh:
+                at, offset = offset, offset + len(line)
                 if not line.endswith(b"\n"):
                     break
                 try:
-                    yield FetchResult.from_json(json.loads(line))
+                    yield Checkpoint(path.name, at), FetchResult.from_json(json.loads(line))
                 except (ValueError, SchemaError):
                     continue

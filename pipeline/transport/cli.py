@@ -188,6 +188,20 @@ def _cmd_dispatcher(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_node_broker(settings: Settings, node: str) -> None:
+    """The broker checks the node's Celery app makes (``celery_app.configure``), made here first: a refused
+    broker URL (plain AMQP off loopback, amqps:// without its CA) or an unsigned node off loopback is one
+    line and exit 2, not a traceback from inside Celery after the exec."""
+    from pipeline.transport import tls
+    from pipeline.transport.msgauth import MessageKeys, require_signing
+
+    try:
+        tls.check_broker(settings.fleet)
+        require_signing(settings.fleet, MessageKeys.for_node(settings.fleet, node))
+    except tls.BrokerPolicyError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def worker_command(args: argparse.Namespace, settings: Settings) -> tuple[list[str], dict[str, str]]:
     """The celery command line and environment for ``crawlfleet worker`` (pure, for tests)."""
     from pipeline.transport import topology
@@ -232,7 +246,7 @@ def _resumed_settings(args: argparse.Namespace, out: Path, seeds: list[str]) -> 
     import dataclasses
 
     from pipeline.crawl import remember
-    from pipeline.crawl.flags import check_stop_file, loaded_from_args
+    from pipeline.crawl.flags import check_stop_file, loaded_from_args, plugins_of
 
     memory = remember.load(out) if args.resume and out.is_dir() else None
     loaded = loaded_from_args(args, remembered=memory.settings if memory else None)
@@ -240,6 +254,7 @@ def _resumed_settings(args: argparse.Namespace, out: Path, seeds: list[str]) -> 
         log.info(override.line())
     settings = loaded.settings.with_overrides(_fleet_overrides(args))
     check_stop_file(args, settings)  # before anything is written
+    plugins_of(settings)  # a plugin that cannot be used is one line here, not a failing link job later
     holds = memory is not None or (out / "crawl.db").exists()
     if args.resume and not holds and not seeds and not args.serve and settings.store.kind == "sqlite":
         # as `crawl --resume`: a mistyped --out must not leave a dispatcher waiting for a crawl that is elsewhere
@@ -277,6 +292,7 @@ def _settled(settings: Settings, out: Path) -> int:
 def _cmd_worker(args: argparse.Namespace) -> int:
     settings = load_settings(args.config, overrides=_fleet_overrides(args))
     cmd, env = worker_command(args, settings)
+    _check_node_broker(settings, args.node)
     os.execvpe(cmd[0], cmd, env)
     return 0  # not reached
 

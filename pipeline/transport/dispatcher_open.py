@@ -16,9 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from jobs.itemargs import ItemArgs
 from pipeline.crawl.core import CrawlCore
 from pipeline.dispatch.quotas import Quotas
 from pipeline.observe.metrics import LatestSnapshot, MetricsServer
+from pipeline.plugins.loading import job_specs
 from pipeline.settings import Settings
 from pipeline.storage.base import Store
 from pipeline.transport.batchsend import BatchEncoder
@@ -83,8 +85,11 @@ class CrawlOpening:
             for vfid, n in granted_this_minute(self.out_dir / "fleet-events.jsonl", self.clock()).items():
                 self.core.dispatcher.restore_grant(self.service, vfid, n)
         self._scope_json = scope_to_json(self.core.scope)
+        plug = self.settings.plugins  # the crawl's plugins run in the link jobs; their items go to the item root
+        items = ItemArgs(tuple(job_specs(self.settings)), plug.items_root or str(self.out_dir.resolve() / "items"),
+                         plug.items_format, plug.item_max_bytes)  # fmt: skip
         rules = CrawlLinkRules.of_crawl(self.core.scope, self.core.traps, max_depth=self.settings.scope.max_depth,
-                                        count_inlinks=self.settings.dispatch.priority == "inlinks")  # fmt: skip
+                                        count_inlinks=self.settings.dispatch.priority == "inlinks", items=items)  # fmt: skip
         store.put_meta(RULES_KEY, rules.to_json())
         self._sink_json = crawl_sink(self.settings, self.out_dir).to_json()
         self._encoder = BatchEncoder(scope_json=self._scope_json, sink_json=self._sink_json, wall=self._wall)

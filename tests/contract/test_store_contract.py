@@ -130,6 +130,16 @@ def test_get_url_round_trips_every_field(store: Store) -> None:
     assert store.get_url("http://a.test/unknown") is None
 
 
+def test_get_urls_reads_many_rows_in_one_call_and_leaves_unknown_ones_out(store: Store) -> None:
+    store.add_urls([rec("http://a.test/1"), rec("http://b.test/2", 2)])
+    store.record_results([done("http://a.test/1")])
+    got = store.get_urls(["http://a.test/1", "http://b.test/2", "http://never.test/", "http://a.test/1"])
+    assert set(got) == {"http://a.test/1", "http://b.test/2"}
+    assert got["http://a.test/1"] == store.get_url("http://a.test/1")
+    assert got["http://a.test/1"].fetched_at == 1234.5 and got["http://b.test/2"].state is UrlState.PENDING
+    assert store.get_urls([]) == {}
+
+
 # --- pending set ---------------------------------------------------------------------------------
 def test_pending_is_shallowest_first_then_by_url_and_pages_with_after(store: Store) -> None:
     urls = [("http://a.test/b", 1), ("http://a.test/a", 1), ("http://a.test/z", 0), ("https://a.test/0", 0),

@@ -70,6 +70,19 @@ CASES: dict[str, Case] = {
     "demo-concurrency-0": c("demo", "--concurrency", "0", names=("--concurrency",)),
     "demo-out-not-its-own": c("demo", "--out", "{tmp}/mine", "--hosts", "1", "--pages", "1",
                               names=("mine", "--force")),
+    # plugins: one line at start-up, nothing created
+    "crawl-plugin-missing": c("crawl", SEED, "--out", "{tmp}/o", "--plugin", "nosuch.mod:Thing",
+                              names=("nosuch.mod:Thing", "cannot import")),
+    "crawl-plugin-bad-spec": c("crawl", SEED, "--out", "{tmp}/o", "--plugin", "a:b:c", names=("a:b:c",)),
+    "crawl-plugin-entry-point": c("crawl", SEED, "--out", "{tmp}/o", "--plugin", "nosuchentry",
+                                  names=("nosuchentry", "crawlfleet.plugins")),
+    "crawl-items-format": c("crawl", SEED, "--out", "{tmp}/o", names=("plugins.items_format", "xml"),
+                            env=(("CRAWLFLEET_PLUGINS_ITEMS_FORMAT", "xml"),)),
+    "dispatcher-plugin-missing": c("dispatcher", SEED, "--out", "{tmp}/o", "--plugin", "nosuch.mod:Thing",
+                                   names=("nosuch.mod:Thing",)),
+    "export-pages-store-missing": c("export", "pages", "--out", "{tmp}/p", "--store", "sqlite:{tmp}/missing.db",
+                                    names=("missing.db",)),
+    "export-pages-format": c("export", "pages", "--out", "{tmp}/p", "--format", "xml", names=("--format", "xml")),
     # report, export
     "report-missing-dir": c("report", "{tmp}/no-crawl-here", names=("no-crawl-here",)),
     "export-store-missing": c("export", "warc", "--out", "{tmp}/w", "--store", "sqlite:{tmp}/missing.db",
@@ -101,6 +114,12 @@ CASES: dict[str, Case] = {
                                  "--service", "s", SEED, names=("--broker-url", "***", "password")),
     "worker-password-in-flag": c("worker", "--node", "n1", "--broker-url", "amqps://n:secret@broker.example//",
                                  names=("--broker-url", "***")),
+    # a broker URL the fleet refuses: one line from the worker too (it used to exec Celery, which printed two
+    # tracebacks); broker.invalid never resolves, and nothing connects anywhere
+    "worker-plain-amqp-off-loopback": c("worker", "--node", "n1", names=("broker.invalid", "not loopback"),
+                                        env=(("CRAWLFLEET_BROKER_URL", "amqp://guest:secret@broker.invalid:5672//"),)),
+    "worker-amqps-without-ca": c("worker", "--node", "n1", names=("amqps://", "fleet.tls_ca"),
+                                 env=(("CRAWLFLEET_BROKER_URL", "amqps://broker.invalid:5671//"),)),
     "submit-service-not-in-quotas": c("submit", "--service", "nope", SEED, names=("nope", "quota"),
                                       env=(("CRAWLFLEET_DISPATCH_QUOTAS_FILE", "{quotas}"),)),
     # testbed

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("pipeline", "fetchers", "jobs")
+PACKAGES = ("pipeline", "fetchers", "jobs", "crawlfleet")
 
 # Lowest first. A room is a top-level package (fetchers, jobs), a sub-package of pipeline, a module at
 # pipeline's root, or a sub-package of pipeline/harness (the bench, fault and testbed harness).
@@ -25,14 +25,15 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("fetchers",),  # the fetch node's own room; its records are the loop's messages
     ("pipeline.storage", "pipeline.dispatch", "pipeline.observe"),
     ("pipeline.links", "pipeline.frontier", "pipeline.report"),
-    ("jobs",),
+    ("pipeline.plugins",),  # extraction plugins: run wherever pages are parsed, on both scales
+    ("jobs", "pipeline.export"),
     ("pipeline.crawl",),
     ("pipeline.embedded",),
     ("pipeline.transport",),
     ("pipeline.harness.testbed",),
     ("pipeline.harness.faults",),
     ("pipeline.harness.demo", "pipeline.harness.bench"),
-    ("pipeline.cli",),
+    ("pipeline.cli", "crawlfleet"),  # the command; the Python API (a facade over every room)
 )
 LEVEL = {room: i for i, layer in enumerate(LAYERS) for room in layer}
 ROOT_MODULES = {"__init__.py", "urls.py", "cli.py"}

@@ -114,6 +114,8 @@ def _web_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hosts", type=_at_least(1), required=True, help="sites of the web (site0.crawl.test ...)")
     parser.add_argument("--pages", type=_at_least(1), required=True, help="pages per site")
     parser.add_argument("--seed", type=int, default=0, help="random seed of the link graph")
+    parser.add_argument("--products", action="store_true",
+                        help="product pages: JSON-LD and microdata on some normal pages (products.py)")  # fmt: skip
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -146,6 +148,7 @@ def _serve(args: argparse.Namespace) -> int:
         tls_port=args.tls_port,
         tls_dir=args.tls_dir,
         plain_http=args.plain_http,
+        products=args.products,
     )
     try:
         return serve(options)
@@ -186,8 +189,13 @@ def _truth(args: argparse.Namespace) -> int:
         json.dump(living_truth(web, args.at), sys.stdout, indent=1)
         sys.stdout.write("\n")
         return 0
-    web = Web(args.hosts, args.pages, seed=args.seed, port=args.port)
-    json.dump(compute_truth(web, max_depth=args.max_depth), sys.stdout, indent=1)
+    web = Web(args.hosts, args.pages, seed=args.seed, port=args.port, products=args.products)
+    truth = compute_truth(web, max_depth=args.max_depth)
+    if args.products:
+        from pipeline.harness.testbed.products import products_truth
+
+        truth["products"] = products_truth(web, truth["pages"])
+    json.dump(truth, sys.stdout, indent=1)
     sys.stdout.write("\n")
     return 0
 

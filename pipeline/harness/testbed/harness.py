@@ -63,12 +63,14 @@ class TestbedProcess:
         hostile_sitemaps: bool = True,
         tls: bool = False,
         plain_http: str = "serve",
+        products: bool = False,
     ) -> None:
         self.hosts, self.pages, self.seed = hosts, pages, seed
         self.hostile, self.dns_latency_ms, self.workers = hostile, dns_latency_ms, workers
         self.extra_args = extra_args
         self.mutate, self.mutate_rate, self.mutate_epoch = mutate, mutate_rate, mutate_epoch
         self.hostile_sitemaps = hostile_sitemaps
+        self.products = products
         self.mutate_mix = mutate_mix
         self.engine = engine
         self.tls, self.plain_http = tls, plain_http
@@ -98,6 +100,8 @@ class TestbedProcess:
             cmd.append("--hostile")
         if self.tls:
             cmd += ["--tls", "--tls-port", "0", "--tls-dir", str(self.workdir / "tls"), "--plain-http", self.plain_http]
+        if self.products:
+            cmd.append("--products")
         if self.mutate:
             cmd += ["--mutate", "--mutate-rate", repr(self.mutate_rate), "--mutate-mix", self.mutate_mix]
             if self.mutate_epoch is not None:
@@ -195,7 +199,7 @@ class TestbedProcess:
     @property
     def web(self) -> Web:
         """The served web's model (with its ``living`` clock when started with ``mutate=True``)."""
-        return Web(self.hosts, self.pages, seed=self.seed, port=self.port, living=self.living)
+        return Web(self.hosts, self.pages, seed=self.seed, port=self.port, living=self.living, products=self.products)
 
     def web_for(self, scheme: str) -> Web:
         """The web as served over ``scheme`` ("http" or, with ``tls=True``, "https" on the TLS port)."""

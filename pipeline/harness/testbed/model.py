@@ -165,6 +165,7 @@ class Web:
     port: int = 8080
     living: Living | None = None  # None: the static web (issue #23's mutating web is opt-in)
     scheme: str = "http"  # "https": the web as its TLS port serves it (links and redirects say https)
+    products: bool = False  # product markup on some normal pages (products.py); links are the same either way
 
     def __post_init__(self) -> None:
         if self.hosts < 1 or self.pages < 1:

@@ -12,6 +12,7 @@ import gzip
 import random
 from dataclasses import dataclass, field
 
+from pipeline.harness.testbed import products
 from pipeline.harness.testbed.model import N_SPECIAL, Link, Web, host_name
 
 HTML = "text/html; charset=utf-8"
@@ -84,11 +85,13 @@ def _anchor(link: Link) -> str:
     return f'<li><a href="{link.href}"{rel}>{link.path}</a></li>\n'
 
 
-def _page(title: str, links: list[Link], *, filler_seed: int, size: int, head_extra: str = "") -> str:
+def _page(
+    title: str, links: list[Link], *, filler_seed: int, size: int, head_extra: str = "", body_extra: str = ""
+) -> str:
     """An HTML page: the links in four lists between filler paragraphs, padded to ~``size`` chars."""
     parts = [
         f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{title}</title>{head_extra}</head>\n'
-        f"<body><h1>{title}</h1>\n"
+        f"<body><h1>{title}</h1>\n{body_extra}"
     ]
     k = filler_seed
     n_blocks = len(BLOCKS)
@@ -191,7 +194,12 @@ class Renderer:
         size = rng.between(10_000, 28_000)
         head = f'<base href="{web.origin(i)}/">' if web.has_base(m) else ""
         title = f"{host_name(i)} {web.page_path(m)}"
-        html = _page(title, web.links(i, m), filler_seed=rng.below(1 << 20), size=size, head_extra=head)
+        body = ""
+        if web.products:
+            extra, body = products.markup(web, i, m)
+            head += extra
+        html = _page(title, web.links(i, m), filler_seed=rng.below(1 << 20), size=size, head_extra=head,
+                     body_extra=body)  # fmt: skip
         return Reply(200, html.encode())
 
     def _leaf(self, i: int, path: str) -> Reply:

@@ -70,6 +70,7 @@ class ServeOptions:
     tls_port: int = 0
     tls_dir: str | None = None  # where the CA and certificates are written (None: a temporary directory)
     plain_http: str = "serve"  # with tls: "serve", "redirect" (301 to https) or "disallow" (robots.txt)
+    products: bool = False  # product markup on some normal pages (products.py)
 
 
 def living_of(opts: ServeOptions) -> Living | None:
@@ -107,7 +108,7 @@ def serve(opts: ServeOptions) -> int:
     ips = _listen_ips(opts)
     socks = bind_sockets(ips, opts.port, reuse_port=opts.workers > 1)
     port = socks[0].getsockname()[1]
-    web = Web(opts.hosts, opts.pages, seed=opts.seed, port=port, living=living_of(opts))
+    web = Web(opts.hosts, opts.pages, seed=opts.seed, port=port, living=living_of(opts), products=opts.products)
     listen = Listeners(socks, [])
     tmp: tempfile.TemporaryDirectory[str] | None = None
     if opts.tls:

@@ -1,0 +1,130 @@
+"""The extract job's side of plugins: a page's candidates with the plugins, and one item file per segment.
+
+``mr_extract_links`` with ``--plugin`` runs ``page_candidates`` instead of ``logic.page_candidates`` (the same
+rules, one parse tree for the links and the extractors: ``pipeline.plugins.prepare``) and collects the
+pages' item lines per segment in a ``SegmentItems``. When a segment is done, ``SegmentItems.write`` puts its
+items at ``ROOT/NODE/SEGMENT.jsonl`` (and ``.parquet``) through fsspec, whole (``itemfiles.write_whole``):
+
+* one item set per page version: a page's items are kept only when the crawl db recorded that very fetch
+  (its row's ``fetched_at``; one batched read per segment). A node killed after writing its segment but
+  before recording it leaves a copy the link jobs adopt while the URL is fetched again elsewhere: that copy
+  gives no items, the recorded fetch does;
+* a segment's file is never written twice: a round run again after a kill finds it and leaves it (it was
+  written whole, from the same segment), so a later re-fetch recorded meanwhile cannot take items away.
+Pages a plugin failed on are listed in ``SEGMENT.errors.jsonl`` beside (URL, fetch time, digest, error).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fetchers.records import FetchResult
+from fetchers.redirects import stopped_target
+from jobs import logic, sitemap_links
+from pipeline.links import extract, filtering
+from pipeline.links.change import content_digest
+from pipeline.links.filtering import Candidate
+from pipeline.plugins.chain import PageRun, PluginSet
+from pipeline.plugins.loading import build, resolve
+from pipeline.plugins.prepare import page_links
+from pipeline.storage.base import Store
+from pipeline.storage.itemfiles import filesystem, parquet_bytes, write_whole
+
+ERRORS_SUFFIX = ".errors.jsonl"
+
+
+def load(specs: list[str], *, item_max_bytes: int) -> PluginSet | None:
+    """The job's plugins from their specs (job arguments)."""
+    return build((resolve(s) for s in specs), specs=specs, item_max_bytes=item_max_bytes)
+
+
+def page_candidates(
+    result: FetchResult, rules: logic.LinkRules, plugins: PluginSet, *, stats: MutableMapping[str, int] | None = None
+) -> tuple[list[Candidate], PageRun | None, dict[int, int]]:
+    """``logic.page_candidates`` with the plugins: the page's candidates (plugin links and URL filters in),
+    what the plugins made of it (None: no extractor wanted it) and the plugin links' priorities by url_id."""
+    if stopped_target(result) or not result.ok or not result.body:
+        return logic.page_candidates(result, rules, stats=stats), None, {}
+    if (listed := sitemap_links.sitemap_candidates(result, rules, stats=stats)) is not None:
+        return listed, None, {}
+    html = not result.nofollow and "html" in result.content_type.lower()
+    plugged = page_links(result, plugins, html=html, max_links=rules.max_links, max_anchor=extract.DEFAULT_MAX_ANCHOR)
+    page = plugged.page
+    if page is None:
+        return [], plugged.run, {}
+    if stats is not None:
+        stats["links"] = stats.get("links", 0) + len(page.links)
+    cands = filtering.candidates(result.url, result.final_url, result.depth, page, scope=rules.scope,
+                                 traps=rules.traps, max_depth=rules.max_depth, stats=stats)  # fmt: skip
+    return cands, plugged.run, plugged.boost
+
+
+@dataclass(slots=True)
+class _Page:
+    url: str
+    fetched_at: float
+    digest: str
+    run: PageRun
+
+
+@dataclass(slots=True)
+class SegmentItems:
+    """The item lines of one segment's pages, until ``write``."""
+
+    pages: list[_Page] = field(default_factory=list)
+
+    def add(self, result: FetchResult, run: PageRun | None) -> None:
+        if run is not None and (run.items or run.error_count):
+            self.pages.append(_Page(result.url, result.fetched_at, content_digest(result.body), run))
+
+    def write(self, root: str, name: str, *, fmt: str, store: Store | None) -> dict[str, int]:
+        """Write the segment's items as ``ROOT/NAME.jsonl`` (see the module docstring); counters."""
+        counts = {"pages": 0, "items": 0, "errors": 0, "unrecorded": 0, "exists": 0}
+        if not self.pages:
+            return counts
+        fs, base = filesystem(root)
+        primary = f"{base}/{name}.{'parquet' if fmt == 'parquet' else 'jsonl'}"
+        if fs.exists(primary):
+            counts["exists"] = 1
+            return counts
+        recorded = store.get_urls([p.url for p in self.pages]) if store is not None else {}
+        lines: list[bytes] = []
+        errors: list[bytes] = []
+        for page in self.pages:
+            rec = recorded.get(page.url)
+            if store is not None and (rec is None or abs(rec.fetched_at - page.fetched_at) > 1e-6):
+                counts["unrecorded"] += 1  # another fetch of this URL is the one the crawl db holds
+                continue
+            if page.run.items:
+                lines.append(page.run.items)
+                counts["pages"] += 1
+                counts["items"] += page.run.count
+            for text in page.run.errors:
+                errors.append(json.dumps({"url": page.url, "fetched_at": page.fetched_at, "digest": page.digest,
+                                          "error": text}, ensure_ascii=False).encode() + b"\n")  # fmt: skip
+            counts["errors"] += page.run.error_count
+        if errors:
+            write_whole(fs, f"{base}/{name}{ERRORS_SUFFIX}", b"".join(errors))
+        if lines:
+            data = b"".join(lines)
+            if fmt != "jsonl":
+                write_whole(fs, f"{base}/{name}.parquet", parquet_bytes(data.splitlines(keepends=True)))
+            if fmt != "parquet":
+                write_whole(fs, f"{base}/{name}.jsonl", data)
+        self.pages = []
+        return counts
+
+
+def segment_name(ref: str) -> str:
+    """``NODE/SEGMENT`` of a segment path or URI (its node directory and file name without ``.jsonl``)."""
+    parts = ref.rstrip("/").split("/")
+    stem = parts[-1].removesuffix(".jsonl")
+    return f"{parts[-2]}/{stem}" if len(parts) >= 2 and parts[-2] else stem
+
+
+def task_counters(counts: dict[str, Any], into: dict[str, int]) -> None:
+    for key, n in counts.items():
+        into[key] = into.get(key, 0) + int(n)
