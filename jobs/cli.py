@@ -25,10 +25,8 @@ from jobs.runner import (
     LinkPipeline,
     RoundResult,
     RunnerConfig,
-    closed_segments,
-    run_pipelined,
-    watch_segments,
 )
+from jobs.watch import closed_segments, run_pipelined, watch_segments
 from pipeline.observe.errors import existing_file, int_at_least
 from pipeline.observe.progress import task_progress
 

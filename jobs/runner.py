@@ -1,12 +1,10 @@
-"""Run the link jobs on any mrjob runner, and the pipelined driver that closes the crawl loop.
+"""Run the link jobs on any mrjob runner.
 
-S3's loop: fetchers write results into a segment; a closed segment goes through
-``mr_extract_links`` -> ``mr_update_crawldb``; the URLs that became PENDING are in the store, where
-the frontier picks them up. ``LinkPipeline`` runs that per segment. ``run_pipelined`` does it on a
-background thread so that the fetchers keep writing the next segment meanwhile (not stop-the-world).
-
-Segment closing follows pipeline.storage.journal.SegmentWriter: segments are ``segment-NNNNN.jsonl``; one is
-closed once a later one exists (or when the caller says the crawl has ended).
+S3's loop: fetchers write results into segments; closed segments go through ``mr_extract_links`` ->
+``mr_update_crawldb`` (or, on a cluster runner, ``mr_link_round``, both chained in one job); the URLs that
+became PENDING are in the store, where the frontier picks them up. ``LinkPipeline`` runs a round over
+segments; ``crawlfleet links`` (pipeline/transport/linkjobs.py) and ``crawlfleet jobs run`` (jobs/watch.py)
+drive it.
 """
 
 from __future__ import annotations
@@ -14,14 +12,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import queue
 import shutil
 import sys
 import tempfile
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -350,74 +346,3 @@ def _write_jsonl(path: Path, records: Iterable[Any]) -> None:
         for r in records:
             fh.write(json.dumps(r, separators=(",", ":")))
             fh.write("\n")
-
-
-def closed_segments(directory: Path, *, include_last: bool) -> list[Path]:
-    """Segments in name order; the newest is still being written unless ``include_last``."""
-    segs = sorted(directory.glob("segment-*.jsonl"))
-    return segs if include_last else segs[:-1]
-
-
-def watch_segments(
-    directory: Path,
-    *,
-    done: Callable[[], bool],
-    poll_s: float = 1.0,
-    sleep: Callable[[float], None] = time.sleep,
-) -> Iterator[Path]:
-    """Yield each segment of ``directory`` once it is closed; the last one once ``done()`` is true."""
-    yielded: set[str] = set()
-    while True:
-        finished = done()  # read before listing, so a segment closed meanwhile is not missed
-        for seg in closed_segments(directory, include_last=finished):
-            if seg.name not in yielded:
-                yielded.add(seg.name)
-                yield seg
-        if finished:
-            return
-        sleep(poll_s)
-
-
-def run_pipelined(
-    segments: Iterable[Path], process: Callable[[Path], RoundResult], *, max_queued: int = 2
-) -> Iterator[RoundResult]:
-    """Process segments on a background thread while the caller keeps producing them.
-
-    ``segments`` is consumed on the caller's thread (it may block waiting for the next closed
-    segment); at most ``max_queued`` closed segments wait for processing. Results come back in order.
-    An exception in ``process`` is re-raised here.
-    """
-    todo: queue.Queue[Path | None] = queue.Queue(maxsize=max_queued)
-    done: queue.Queue[RoundResult | BaseException | None] = queue.Queue()
-
-    def worker() -> None:
-        failed = False
-        while (seg := todo.get()) is not None:
-            if failed:
-                continue  # keep draining so the producer never blocks on a full queue
-            try:
-                done.put(process(seg))
-            except BaseException as exc:  # noqa: BLE001 - handed to the consumer
-                failed = True
-                done.put(exc)
-        done.put(None)
-
-    thread = threading.Thread(target=worker, name="link-pipeline", daemon=True)
-    thread.start()
-
-    def take(item: RoundResult | BaseException | None) -> RoundResult | None:
-        if isinstance(item, BaseException):
-            todo.put(None)
-            raise item
-        return item
-
-    for seg in segments:
-        todo.put(seg)
-        while not done.empty():
-            got = take(done.get())
-            if got is not None:
-                yield got
-    todo.put(None)
-    while (got := take(done.get())) is not None:
-        yield got
-    thread.join()

@@ -12,8 +12,9 @@ import pytest
 
 from fetchers.records import FetchResult
 from jobs import logic
-from jobs.runner import RoundResult, RunnerConfig, closed_segments, run_pipelined, watch_segments
+from jobs.runner import RoundResult, RunnerConfig
 from jobs.synth import make_results, write_segment
+from jobs.watch import closed_segments, run_pipelined, watch_segments
 from pipeline.links.filtering import Candidate
 from pipeline.urls import fingerprint
 
