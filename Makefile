@@ -4,7 +4,7 @@ PY ?= $(shell command -v python3.11 || command -v python3.12 || command -v pytho
 VENV := .venv
 BIN := $(VENV)/bin
 # Two installs: BASE is the package and its dependencies, all that `crawlfleet` (the demo, a crawl, the
-# fleet) needs; STAMP adds the dev tools (pytest, ruff, mypy, pip-audit, ...) and pyspark, for the tests.
+# fleet) needs; STAMP adds the dev tools (pytest, ruff, mypy, pip-audit, ...), pyspark and pyarrow (Parquet), for the tests.
 BASE := $(VENV)/.installed-base
 STAMP := $(VENV)/.installed
 
@@ -17,7 +17,7 @@ $(BASE): pyproject.toml
 	touch $(BASE)
 
 $(STAMP): $(BASE)
-	$(BIN)/pip install -q -e '.[dev,spark]'
+	$(BIN)/pip install -q -e '.[dev,spark,parquet]'
 	touch $(STAMP)
 
 demo: $(BASE)

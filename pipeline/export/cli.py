@@ -35,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     pages.add_argument(
         "--store", default=DEFAULT_STORE, type=_store_spec, help=f"sqlite:PATH, hbase or hbase://HOST:PORT/PREFIX (default {DEFAULT_STORE})"
     )
-    pages.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl", help="file format (default jsonl)")
+    pages.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl", type=_format, help="file format (default jsonl)")
     pages.add_argument("--no-text", action="store_true", help="leave the text out")
     pages.add_argument("--no-links", action="store_true", help="leave the links out")
     pages.add_argument("--max-bytes", type=_positive, default=256 << 20, help="JSONL: start a new file past this size")
@@ -45,9 +45,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     items = kinds.add_parser("items", help="write the plugins' items of a crawl as JSONL or Parquet")
     items.add_argument("--out", required=True, help="output directory or URI")
     items.add_argument("--crawl", default="crawl-out", help="crawl directory or item root URI (default crawl-out)")
-    items.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl", help="file format (default jsonl)")
+    items.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl", type=_format, help="file format (default jsonl)")
     items.add_argument("--type", default=None, help="only items of this type")
     items.set_defaults(func=export_items)
+
+
+def _format(text: str) -> str:
+    """An argparse ``type=`` for ``--format``: parquet needs pyarrow (the ``parquet`` extra)."""
+    from pipeline.settings import parquet_available
+
+    if text == "parquet" and not parquet_available():
+        raise argparse.ArgumentTypeError("parquet needs pyarrow: pip install 'crawlfleet[parquet]'")
+    return text
 
 
 def export_pages(args: argparse.Namespace) -> int:

@@ -211,6 +211,13 @@ def _check_item(key: str, item: str) -> str | None:
     return None
 
 
+def parquet_available() -> bool:
+    """Whether Parquet files can be written here (pyarrow, the ``parquet`` extra, is installed)."""
+    import importlib.util
+
+    return importlib.util.find_spec("pyarrow") is not None
+
+
 def check_value(key: str, value: Any) -> str | None:
     """What is wrong with ``value`` for the setting ``key`` ("section.field"), as "expected ...", or None."""
     if isinstance(value, tuple):
@@ -218,6 +225,8 @@ def check_value(key: str, value: Any) -> str | None:
         return f"expected {bad[0][1]}, got {bad[0][0]!r}" if bad else None
     if key in ("fleet.segments_dir", "fleet.node_segments_dir") and value and not storage_uri_ok(value):
         return f"expected a directory or a file:///, hdfs:// or s3:// URI, got {value!r}"
+    if key == "plugins.items_format" and value in ("parquet", "both") and not parquet_available():
+        return f"expected jsonl: {value} needs pyarrow (pip install 'crawlfleet[parquet]'), got {value!r}"
     if key in _CHOICES and value not in _CHOICES[key]:
         return f"expected one of {', '.join(_CHOICES[key])}, got {value!r}"
     if key == "fetch.tls_ca_bundle" and value and not os.path.isfile(value):
