@@ -174,6 +174,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "recrawl.policy": ("nutch", "poisson"),
     "dispatch.priority": ("inlinks", "depth"),
     "fetch.event_loop": ("asyncio", "uvloop", "auto"),
+    "cluster.hadoop_mode": ("auto", "yarn", "local"),
 }
 
 

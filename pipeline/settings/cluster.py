@@ -31,3 +31,6 @@ class ClusterSettings:
     yarn_rm: str = ""  # HOST:PORT of the ResourceManager; empty = ADDR:8032 (its web/REST API on 8088)
     spark_master: str = ""  # spark://HOST:PORT; empty = spark://ADDR:7077 (its web/JSON on 7080)
     s3_endpoint: str = ""  # http(s)://HOST:PORT; empty = AWS_ENDPOINT_URL, else http://ADDR:9000
+    # mrjob's hadoop runner: "yarn" submits to the ResourceManager with input and temp space on HDFS,
+    # "local" runs Hadoop's local mode (no daemons, file:// paths), "auto" = yarn when HDFS and YARN answer.
+    hadoop_mode: str = "auto"
