@@ -122,7 +122,8 @@ write_cluster_conf() {
     "yarn.resourcemanager.scheduler.client.thread-count=4" \
     "yarn.resourcemanager.client.thread-count=4" \
     "yarn.nodemanager.container-manager.thread-count=4" \
-    "yarn.nodemanager.delete.debug-delay-sec=0"
+    "yarn.nodemanager.delete.debug-delay-sec=0" \
+    "yarn.resourcemanager.connect.retry-interval.ms=2000"
   # One queue; the application master may take half of the node (the default 10% would not fit one).
   xml_conf "$ETC/capacity-scheduler.xml" \
     "yarn.scheduler.capacity.root.queues=default" \

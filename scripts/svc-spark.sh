@@ -84,7 +84,7 @@ daemon_env() {  # the environment spark-class reads for both daemons (and the wo
   mkdir -p "$DATA/work" "$DATA/logs" "$DATA/conf"
   DAEMON_ENV=(env SPARK_HOME="$home" SPARK_CONF_DIR="$DATA/conf" SPARK_LOCAL_IP="$ADDR" SPARK_PUBLIC_DNS="$HOST"
     JAVA_HOME="$(java_home)" PYSPARK_PYTHON="$(python_bin)"
-    SPARK_DAEMON_MEMORY="$DAEMON_MEMORY" SPARK_DAEMON_JAVA_OPTS="${SMALL_JVM[*]}"
+    SPARK_DAEMON_MEMORY="$DAEMON_MEMORY" SPARK_DAEMON_JAVA_OPTS="-Xms32m ${SMALL_JVM[*]}"
     SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false"
     SPARK_WORKER_OPTS="-Dspark.worker.cleanup.enabled=true -Dspark.worker.cleanup.interval=600 -Dspark.worker.cleanup.appDataTtl=3600"
     SPARK_WORKER_DIR="$DATA/work")
