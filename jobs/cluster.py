@@ -162,9 +162,12 @@ def driver_host(master: str) -> str:
     if not master.startswith("spark://"):
         return "127.0.0.1"
     host, port = _host_port(master, SPARK_MASTER_PORT)
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.connect((host, port))
-        return str(s.getsockname()[0])
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((host, port))
+            return str(s.getsockname()[0])
+    except OSError as exc:  # an unknown name, no route: a user's mistake, said in one line
+        raise ValueError(f"spark master {master}: no route to {host!r} ({exc.strerror or exc})") from None
 
 
 def answers(url: str, *, timeout_s: float = 3.0) -> bool:
