@@ -10,9 +10,7 @@ the network.
 
 from __future__ import annotations
 
-import base64
 import getpass
-import hashlib
 import os
 import socket
 import urllib.error
@@ -107,53 +105,23 @@ def s3_endpoint(cs: ClusterSettings | None = None, environ: Mapping[str, str] | 
     return cs.s3_endpoint or env.get("AWS_ENDPOINT_URL") or f"http://{cs.addr}:{S3_PORT}"
 
 
-def s3_options(
-    cs: ClusterSettings | None = None, environ: Mapping[str, str] | None = None, *, session: bool = True
-) -> dict[str, Any]:
+def s3_options(cs: ClusterSettings | None = None, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Keyword arguments for ``s3fs.S3FileSystem(...)``: the endpoint and the key pair, from ``AWS_*``
     variables, else svc-s3.sh's client file (a process that cannot see it, e.g. in a mount namespace of
-    its own, gets the variables), else the dev pair. With ``session`` (the default), also a botocore
-    session whose multi-object deletes carry Content-MD5 (``md5_deletes``); without it, plain values."""
+    its own, gets the variables), else the dev pair. (With the variables set, plain
+    ``fsspec.filesystem("s3")`` reaches the same server: boto reads them itself.)"""
     env = os.environ if environ is None else environ
     saved = _client_file_values(s3_client_file(env))
 
     def pick(name: str, dev: str) -> str:
         return env.get(name) or saved.get(name) or dev
 
-    region = pick("AWS_DEFAULT_REGION", "us-east-1")
     return {
         "endpoint_url": s3_endpoint(cs, env),
         "key": pick("AWS_ACCESS_KEY_ID", DEV_S3_KEY),
         "secret": pick("AWS_SECRET_ACCESS_KEY", DEV_S3_SECRET),
-        "client_kwargs": {"region_name": region},
-        # botocore's default CRC checksums (aws-chunked uploads) are refused by s3proxy; as svc-s3.sh's
-        # client file sets AWS_REQUEST_CHECKSUM_CALCULATION / AWS_RESPONSE_CHECKSUM_VALIDATION.
-        "config_kwargs": {
-            "request_checksum_calculation": pick("AWS_REQUEST_CHECKSUM_CALCULATION", "when_required"),
-            "response_checksum_validation": pick("AWS_RESPONSE_CHECKSUM_VALIDATION", "when_required"),
-        },
-    } | ({"session": md5_deletes_session()} if session else {})
-
-
-def md5_deletes(request: Any, **_: Any) -> None:
-    """A botocore ``before-sign.s3.DeleteObjects`` handler: Content-MD5 instead of the CRC32 header botocore
-    (>= 1.36) always sends on multi-object deletes, which s3proxy refuses ("A header you provided implies
-    functionality that is not implemented"; s3fs's ``rm`` deletes that way). Amazon S3 takes either."""
-    for name in list(request.headers.keys()):
-        if name.lower().startswith("x-amz-checksum-") or name.lower() == "x-amz-sdk-checksum-algorithm":
-            del request.headers[name]
-    body = request.body or b""
-    body = body.encode() if isinstance(body, str) else bytes(body)
-    request.headers["Content-MD5"] = base64.b64encode(hashlib.md5(body).digest()).decode()  # noqa: S324 - S3's wire checksum
-
-
-def md5_deletes_session() -> Any:
-    """An aiobotocore session (what s3fs uses) with ``md5_deletes`` registered."""
-    from aiobotocore.session import AioSession
-
-    session = AioSession()
-    session.register("before-sign.s3.DeleteObjects", md5_deletes)
-    return session
+        "client_kwargs": {"region_name": pick("AWS_DEFAULT_REGION", "us-east-1")},
+    }
 
 
 def driver_host(master: str) -> str:

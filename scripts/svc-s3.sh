@@ -15,11 +15,10 @@
 # $CRAWLFLEET_STATE_DIR/s3/client.env (owner-only), so `set -a; . ~/.cache/crawlfleet/state/s3/client.env`:
 #   AWS_ENDPOINT_URL=http://127.0.40.1:9000  AWS_ACCESS_KEY_ID=crawlfleet
 #   AWS_SECRET_ACCESS_KEY=crawlfleet-dev-secret  AWS_DEFAULT_REGION=us-east-1
-#   AWS_REQUEST_CHECKSUM_CALCULATION=when_required  AWS_RESPONSE_CHECKSUM_VALIDATION=when_required
-# (the last two: botocore >= 1.36 sends CRC checksums in aws-chunked uploads by default, which s3proxy
-# 2.6 refuses with "A header you provided implies functionality that is not implemented"). botocore still
-# sends a CRC32 header on multi-object deletes (s3fs's rm), which s3proxy refuses too: single deletes
-# (rm_file) work with the variables alone; jobs.cluster.s3_options() adds a session that sends Content-MD5.
+# They work with botocore's defaults: s3proxy runs with ignore-unknown-headers, since botocore >= 1.36
+# sends CRC32 checksum headers (on every multi-object delete, whatever AWS_REQUEST_CHECKSUM_CALCULATION
+# says) that s3proxy 2.6 otherwise refuses ("A header you provided implies functionality that is not
+# implemented"), which broke s3fs's rm and mv.
 # jobs/cluster.py reads the same (the env first, else that file, else these dev defaults), so
 # `s3fs.S3FileSystem(**jobs.cluster.s3_options())` reaches it. Path-style URLs: http://HOST:PORT/BUCKET/KEY.
 #
@@ -33,7 +32,7 @@
 #                             GetBucketLocation for any name, so s3fs's mkdir() of a NEW bucket raises
 #                             FileExistsError: use these, or fs.call_s3("create_bucket", Bucket=NAME).
 #                             It has no GetBucketVersioning either, which s3fs's rm(BUCKET, recursive=True)
-#                             asks: remove a bucket with fs.rm(fs.find(BUCKET)); fs.rmdir(BUCKET)
+#                             (of a whole bucket, not of a prefix) asks: fs.rm(fs.find(BUCKET)); fs.rmdir(BUCKET)
 #   CRAWLFLEET_S3_DATA        blobs, config, logs, pid ($CRAWLFLEET_STATE_DIR/s3)
 #   CRAWLFLEET_S3_HEAP        JVM heap (128m)
 #   CRAWLFLEET_S3_TIMEOUT     seconds to wait for it to answer (90)
@@ -69,6 +68,7 @@ write_conf() {
   cat >"$DATA/s3proxy.properties" <<EOF
 s3proxy.endpoint=http://$BIND:$PORT
 s3proxy.authorization=aws-v2-or-v4
+s3proxy.ignore-unknown-headers=true
 s3proxy.identity=$IDENTITY
 s3proxy.credential=$CREDENTIAL
 jclouds.provider=filesystem
@@ -79,8 +79,6 @@ AWS_ENDPOINT_URL=$ENDPOINT
 AWS_ACCESS_KEY_ID=$IDENTITY
 AWS_SECRET_ACCESS_KEY=$CREDENTIAL
 AWS_DEFAULT_REGION=us-east-1
-AWS_REQUEST_CHECKSUM_CALCULATION=when_required
-AWS_RESPONSE_CHECKSUM_VALIDATION=when_required
 EOF
   cat >"$DATA/logback.xml" <<'EOF'
 <configuration>

@@ -47,8 +47,7 @@ def test_bucket_put_list_read_delete(s3_server: dict[str, object], unique: str) 
         assert fs.ls(f"{bucket}/segments", detail=False) == [f"{bucket}/segments/segment-00001.jsonl"]
     finally:
         # s3proxy has no GetBucketVersioning, which s3fs's rm(bucket, recursive=True) asks first:
-        # delete the objects (one multi-object delete: jobs.cluster's session sends it with Content-MD5),
-        # then the empty bucket.
+        # delete the objects (one multi-object delete), then the empty bucket.
         fs.rm(fs.find(bucket))
         fs.rmdir(bucket)
     fs.invalidate_cache()
@@ -81,7 +80,8 @@ def test_the_standard_aws_variables_are_enough(s3_server: dict[str, object], uni
         "fs = s3fs.S3FileSystem()\n"
         "fs.call_s3('create_bucket', Bucket=b); fs.pipe(b + '/k', b'v')\n"
         "assert botocore.session.get_session().create_client('s3').get_object(Bucket=b, Key='k')['Body'].read() == b'v'\n"
-        "fs.rm_file(b + '/k'); fs.rmdir(b)\n"
+        "fs.pipe(b + '/d/x', b'1'); fs.pipe(b + '/d/y', b'2'); fs.mv(b + '/d/x', b + '/d/z')\n"
+        "fs.rm(b + '/d', recursive=True); fs.rm_file(b + '/k'); fs.rmdir(b)\n"
         "print('ok')\n"
     )
     proc = subprocess.run([sys.executable, "-c", code, f"crawlfleet-{unique}"], env=env, capture_output=True,

@@ -1,10 +1,8 @@
 """jobs/cluster.py: the cluster's addresses from the [cluster] settings, S3 options from the AWS variables,
-svc-s3.sh's client file or the dev pair, and the Content-MD5 fix for multi-object deletes."""
+svc-s3.sh's client file or the dev pair; jobs/hadoop.py's runner arguments."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
 from pathlib import Path
 
 import pytest
@@ -42,27 +40,13 @@ def test_hadoop_mode_is_checked() -> None:
 
 def test_s3_credentials_env_then_client_file_then_dev_pair(tmp_path: Path) -> None:
     env = {"CRAWLFLEET_S3_DATA": str(tmp_path)}
-    opts = cluster.s3_options(ClusterSettings(), env, session=False)
+    opts = cluster.s3_options(ClusterSettings(), env)
     assert (opts["key"], opts["secret"]) == (cluster.DEV_S3_KEY, cluster.DEV_S3_SECRET)
-    assert opts["config_kwargs"]["request_checksum_calculation"] == "when_required"
     (tmp_path / "client.env").write_text("AWS_ACCESS_KEY_ID=filekey\nAWS_SECRET_ACCESS_KEY=filesecret\n")
-    opts = cluster.s3_options(ClusterSettings(), env, session=False)
+    opts = cluster.s3_options(ClusterSettings(), env)
     assert (opts["key"], opts["secret"]) == ("filekey", "filesecret")
-    opts = cluster.s3_options(ClusterSettings(), {**env, "AWS_ACCESS_KEY_ID": "envkey"}, session=False)
+    opts = cluster.s3_options(ClusterSettings(), {**env, "AWS_ACCESS_KEY_ID": "envkey"})
     assert (opts["key"], opts["secret"]) == ("envkey", "filesecret")
-    assert "session" not in opts and "session" in cluster.s3_options(ClusterSettings(), env)
-
-
-class _Request:
-    def __init__(self, body: bytes) -> None:
-        self.body = body
-        self.headers = {"x-amz-checksum-crc32": "AAAA", "x-amz-sdk-checksum-algorithm": "CRC32", "Host": "h"}
-
-
-def test_multi_object_deletes_carry_content_md5_instead_of_crc32() -> None:
-    req = _Request(b"<Delete><Object><Key>k</Key></Object></Delete>")
-    cluster.md5_deletes(req)
-    assert req.headers == {"Host": "h", "Content-MD5": base64.b64encode(hashlib.md5(req.body).digest()).decode()}
 
 
 def test_local_spark_masters_keep_the_driver_on_loopback() -> None:
