@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Spark standalone: one master and one worker, from the pyspark wheel (its bin/spark-class and jars;
-# `pip install 'crawlfleet[spark]'`, which `make` installs), no download of its own.
+# the [spark] extra, which `make test` installs and `install` below too), no download of its own.
 #
-#   scripts/svc-spark.sh install   check that pyspark and a JDK are there (java from apt only if missing)
+#   scripts/svc-spark.sh install   pyspark (the [spark] extra, from PyPI, if missing) and a JDK (from apt only
+#                                  if missing)
 #   scripts/svc-spark.sh start     start master and worker in the background, wait until the master's
 #                                  JSON lists an ALIVE worker
 #   scripts/svc-spark.sh stop      stop the worker and the master this script started
@@ -66,6 +67,14 @@ spark_home() {
 
 install() {
   need_tools_java_only
+  if ! "$(python_bin)" -c 'import pyspark' 2>/dev/null; then
+    # pyproject.toml's [spark] extra (`make demo`'s base install leaves it out; `make test` has it).
+    local spec
+    spec="$("$(python_bin)" -c 'import sys, tomllib; print(" ".join(tomllib.load(open(sys.argv[1], "rb"))["project"]["optional-dependencies"]["spark"]))' "$ROOT/pyproject.toml")"
+    log "installing $spec from PyPI"
+    # shellcheck disable=SC2086  # a list of requirement specifiers
+    "$(python_bin)" -m pip install -q $spec
+  fi
   local home; home="$(spark_home)"
   [ -x "$home/bin/spark-class" ] || { log "no bin/spark-class in $home"; exit 1; }
   log "pyspark in $home ($(ls "$home"/jars/spark-core_*.jar | sed 's/.*spark-core_//; s/\.jar//'))"
