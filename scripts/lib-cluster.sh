@@ -105,10 +105,18 @@ attach() {
   exit 1
 }
 
+# start_lock DIR: hold DIR/.start.lock until this shell exits, so that two `start`s at once (two test
+# tiers' fixtures, two shells) run one after the other: the second finds the service up and returns.
+start_lock() {
+  mkdir -p "$1"
+  exec 8>"$1/.start.lock"
+  flock 8
+}
+
 # spawn PIDFILE LOG CMD...: start CMD detached from this shell (it outlives the caller), record its pid.
 spawn() {
   local pidfile="$1" logfile="$2"; shift 2
-  setsid nohup "$@" >"$logfile" 2>&1 </dev/null &
+  setsid nohup "$@" >"$logfile" 2>&1 </dev/null 8>&- &  # 8: start_lock's descriptor stays here
   echo $! >"$pidfile"
 }
 

@@ -219,6 +219,7 @@ start_daemons() {  # start_daemons spawn|child: every daemon not already running
 }
 
 start() {
+  start_lock "$DATA"
   if answers && ready; then log "already running (hdfs://$HOST:$NN_PORT, YARN $RM_WEB)"; return 0; fi
   installed || install
   write_cluster_conf

@@ -112,6 +112,7 @@ wait_ready() {
 }
 
 start() {
+  start_lock "$DATA"
   write_conf  # client.env for clients even when a server already answers
   if answers; then log "already running ($ENDPOINT)"; return 0; fi
   install

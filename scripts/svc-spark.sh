@@ -127,6 +127,7 @@ wait_ready() {
 }
 
 start() {
+  start_lock "$DATA"
   if ready; then log "already running ($MASTER_URL, $JSON)"; return 0; fi
   install >/dev/null
   if ! pid_is "$MASTER_PID" deploy.master.Master; then
