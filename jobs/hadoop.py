@@ -1,7 +1,11 @@
-"""Where scripts/svc-hadoop.sh put Hadoop (local mode), and the mrjob arguments to use it.
+"""Where scripts/svc-hadoop.sh put Hadoop, and the mrjob arguments that run a job on it: on YARN (the
+pseudo-distributed daemons, or any cluster ``jobs.cluster`` names) or in Hadoop's local mode.
 
-mrjob's hadoop runner needs a ``hadoop`` command, the streaming jar, and file:// paths (otherwise it
-turns temp and output paths into hdfs:// ones). Everything here is paths and argument lists.
+mrjob's hadoop runner needs a ``hadoop`` command and the streaming jar. On YARN its temp space (the job's
+uploaded inputs and files, its output) is on HDFS and the submission says where the cluster is
+(``fs.defaultFS``, ``mapreduce.framework.name=yarn``, the ResourceManager); in local mode the paths are
+``file://`` (otherwise mrjob turns them into hdfs:// ones) and ``bin/hadoop-local`` reads the local-mode
+configuration. Which one: the ``cluster.hadoop_mode`` setting (``auto`` = YARN when it answers).
 """
 
 from __future__ import annotations
@@ -9,7 +13,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-DEFAULT_HOME = Path.home() / ".cache" / "crawlfleet" / "hadoop"
+from jobs import cluster
+from pipeline.settings import ClusterSettings
+
+DEFAULT_HOME = Path.home() / ".cache" / "crawlfleet" / "hadoop-cluster"
+MODES = ("yarn", "local")
 
 
 def hadoop_home() -> Path:
@@ -27,20 +35,48 @@ def installed(home: Path | None = None) -> bool:
     return (home / "bin" / "hadoop").is_file() and streaming_jar(home) is not None
 
 
-def runner_args(tmp_dir: Path, *, home: Path | None = None) -> list[str]:
-    """mrjob switches for ``-r hadoop`` in local mode, with temp space under ``tmp_dir``.
+def yarn_answers(cs: ClusterSettings | None = None) -> bool:
+    """HDFS (WebHDFS on the NameNode) and the ResourceManager's REST API both answer."""
+    host, port = cluster.webhdfs_address(cs)
+    return cluster.answers(f"http://{host}:{port}/webhdfs/v1/?op=GETFILESTATUS") and cluster.answers(
+        cluster.yarn_rm_web(cs) + "/ws/v1/cluster/info"
+    )
 
-    Raises FileNotFoundError when Hadoop is not installed (run ``scripts/svc-hadoop.sh install``).
-    """
+
+def mode(cs: ClusterSettings | None = None) -> str:
+    """``yarn`` or ``local``, from ``cluster.hadoop_mode`` (``auto``: yarn when the daemons answer)."""
+    cs = cluster.settings(cs)
+    if cs.hadoop_mode in MODES:
+        return cs.hadoop_mode
+    return "yarn" if yarn_answers(cs) else "local"
+
+
+def runner_args(
+    tmp_dir: Path, *, home: Path | None = None, mode_: str | None = None, cs: ClusterSettings | None = None
+) -> list[str]:
+    """mrjob switches for ``-r hadoop``: on YARN (temp space on HDFS) or in local mode (temp space under
+    ``tmp_dir``). ``mode_`` None = ``mode(cs)``.
+
+    Raises FileNotFoundError when Hadoop is not installed (run ``scripts/svc-hadoop.sh install``)."""
     home = home or hadoop_home()
     jar = streaming_jar(home)
     if jar is None or not (home / "bin" / "hadoop").is_file():
         raise FileNotFoundError(f"no Hadoop in {home}: run scripts/svc-hadoop.sh install")
-    tmp_dir.mkdir(parents=True, exist_ok=True)
+    how = mode_ or mode(cs)
+    if how not in MODES:
+        raise ValueError(f"hadoop mode must be one of {MODES}, got {how!r}")
+    # No job-history logs for mrjob to dig through on failure (none in local mode; on YARN the task logs
+    # stay on the NodeManager): skip its search.
+    common = ["--hadoop-streaming-jar", str(jar), "--hadoop-log-dirs", str((home / "logs").resolve())]
+    if how == "local":
+        tmp_dir.mkdir(parents=True, exist_ok=True)
+        return ["--hadoop-bin", str(home / "bin" / "hadoop-local"), *common,
+                "--hadoop-tmp-dir", tmp_dir.resolve().as_uri()]  # fmt: skip
+    namenode = cluster.namenode_uri(cs)
     return [
-        "--hadoop-bin", str(home / "bin" / "hadoop"),
-        "--hadoop-streaming-jar", str(jar),
-        "--hadoop-tmp-dir", tmp_dir.resolve().as_uri(),
-        # Local mode writes no job-history logs for mrjob to dig through; skip the search.
-        "--hadoop-log-dirs", str((home / "logs").resolve()),
+        "--hadoop-bin", str(home / "bin" / "hadoop"), *common,
+        "--hadoop-tmp-dir", f"{namenode}/tmp/crawlfleet-mrjob",
+        "-D", f"fs.defaultFS={namenode}",
+        "-D", "mapreduce.framework.name=yarn",
+        "-D", f"yarn.resourcemanager.address={cluster.yarn_rm(cs)}",
     ]  # fmt: skip

@@ -24,7 +24,7 @@ from typing import Any
 
 from mrjob.job import MRJob
 
-from jobs import hadoop, logic, snapshot
+from jobs import cluster, hadoop, logic, snapshot
 from jobs.itemargs import ItemArgs
 from jobs.mr_extract_links import MRExtractLinks
 from jobs.mr_host_stats import MRHostStats
@@ -72,15 +72,23 @@ class RunnerConfig:
             out += ["--python-bin", self.python_bin]
         if self.runner == "spark":
             out += ["--spark-master", self.spark_master, "--spark-submit-bin", spark_submit_bin()]
-            # Loopback only, no web UI: the machine is shared and must send nothing off-host.
+            # No web UI. The driver listens where its executors reach it: on loopback for local[N] (the
+            # machine is shared and must send nothing off-host); for a cluster master (spark://), on this
+            # machine's address on the route to the master (jobs.cluster.driver_host).
+            driver = cluster.driver_host(self.spark_master)
             for conf in (
                 "spark.ui.enabled=false",
-                "spark.driver.host=127.0.0.1",
-                "spark.driver.bindAddress=127.0.0.1",
+                f"spark.driver.host={driver}",
+                f"spark.driver.bindAddress={driver}",
                 "spark.sql.shuffle.partitions=4",
                 f"spark.driver.extraJavaOptions={SPARK_DRIVER_JVM_OPTS}",
             ):
                 out += ["-D", conf]
+            if not self.spark_master.startswith("local"):
+                # mrjob's default for a cluster master is HDFS; the dev stack's worker shares this machine's
+                # files. On a cluster of several machines give --spark-tmp-dir hdfs://... or s3://... in
+                # extra_args (the later switch wins).
+                out += ["--spark-tmp-dir", str(self.work_dir / "spark-tmp")]
         if self.runner == "hadoop":
             out += hadoop.runner_args(self.work_dir / "hadoop-tmp")
         return out + list(self.extra_args)

@@ -7,6 +7,7 @@ pytest_plugins = [
     "tests.fixtures.hbase",
     "tests.fixtures.rabbitmq",
     "tests.fixtures.spark",
+    "tests.fixtures.cluster",
 ]
 
 from hypothesis import HealthCheck, settings  # noqa: E402 - after the plugin list, which pytest reads first

@@ -7,7 +7,7 @@ the same rules at parse time through ``arg_type``). Nothing below this module re
 components receive the typed section they need.
 
 Module map: one module per section's dataclass (crawling: fetch, politeness, scope; dns; security;
-dispatch; store; fleet; recrawl; plugins); this module composes them and reads the layers.
+dispatch; store; fleet; recrawl; plugins; cluster); this module composes them and reads the layers.
 
 May import: nothing of the project (the vocabulary's bottom).
 
@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipeline.settings.cluster import ClusterSettings
 from pipeline.settings.crawling import DEFAULT_UA, FetchSettings, PolitenessSettings, ScopeSettings
 from pipeline.settings.dispatch import DispatchSettings
 from pipeline.settings.dns import DnsSettings
@@ -39,7 +40,7 @@ from pipeline.settings.recrawl import RecrawlSettings
 from pipeline.settings.security import SecuritySettings
 from pipeline.settings.store import StoreSettings
 
-__all__ = ["DEFAULT_UA", "DispatchSettings", "DnsSettings", "FetchSettings", "FleetSettings", "Loaded",
+__all__ = ["DEFAULT_UA", "ClusterSettings", "DispatchSettings", "DnsSettings", "FetchSettings", "FleetSettings", "Loaded",
            "PluginSettings", "PolitenessSettings", "ScopeSettings", "SecuritySettings", "Settings", "SettingsError", "StoreSettings",
            "load_settings", "load_settings_traced"]  # fmt: skip
 
@@ -56,6 +57,7 @@ class Settings:
     fleet: FleetSettings = field(default_factory=FleetSettings)
     recrawl: RecrawlSettings = field(default_factory=RecrawlSettings)
     plugins: PluginSettings = field(default_factory=PluginSettings)
+    cluster: ClusterSettings = field(default_factory=ClusterSettings)
 
     def with_overrides(
         self, overrides: Mapping[str, Mapping[str, Any]], *, where: str = "setting"
@@ -175,6 +177,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "dispatch.priority": ("inlinks", "depth"),
     "fetch.event_loop": ("asyncio", "uvloop", "auto"),
     "plugins.items_format": ("jsonl", "parquet", "both"),
+    "cluster.hadoop_mode": ("auto", "yarn", "local"),
 }
 
 

@@ -1,7 +1,7 @@
 """The dev stack as a new user starts it: the real ``honcho start`` with the project's Procfile.
 
-With RabbitMQ, HBase and unbound already running (as after ``make services``, or started by the
-fixtures), the Procfile's service entries must attach to them, every crawlfleet process must wait for
+With RabbitMQ, HBase, unbound and the cluster services (S3, HDFS + YARN, Spark) already running (as
+after ``make services``, or started by the fixtures), the Procfile's service entries must attach to them, every crawlfleet process must wait for
 what it needs, a ``crawlfleet submit`` must get the testbed crawled exactly once per reachable page
 (judged from the testbed's access log and the HBase store, never the crawler's word), and a SIGINT to
 honcho (Ctrl-C) must stop every process it started while leaving the shared services running.
@@ -58,6 +58,10 @@ OWN_PORTS = {("127.0.10.1", 8080): "the testbed's HTTP", ("127.0.0.1", 5353): "t
              ("127.0.0.1", 5336): "the shared DNS server (crawlfleet dns serve)"}  # fmt: skip
 _STARTED = re.compile(r"\bsystem\s*\| (\S+) started \(pid=(\d+)\)")
 _STOPPED = re.compile(r"\bsystem\s*\| (\S+) stopped \(rc=(-?\d+)\)")
+
+
+# The Procfile entries that attach to a service of `make services` (and detach from it at Ctrl-C).
+SHARED = ("rabbitmq", "hbase", "unbound", "s3", "hadoop", "spark")
 
 
 # --- the Procfile honcho runs ------------------------------------------------------------------------
@@ -188,7 +192,7 @@ def shared_unbound() -> None:
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.usefixtures("shared_unbound")
+@pytest.mark.usefixtures("shared_unbound", "s3_server", "hdfs_yarn", "spark_standalone")
 def test_honcho_start_crawls_the_testbed_once_and_stops_cleanly(
     rabbitmq: str, dev_stack_prefix: str, tmp_path: Path
 ) -> None:
@@ -218,7 +222,7 @@ def test_honcho_start_crawls_the_testbed_once_and_stops_cleanly(
         for name in ("dispatcher", "jobs"):
             stack.wait_for(f"{name} past its wait for HBase",
                            lambda n=name: any(ln.startswith("wait-for: hbase:127.0.0.1:9090 up") for ln in stack.of(n)), 300)  # fmt: skip
-        for name in ("rabbitmq", "hbase", "unbound"):
+        for name in SHARED:
             stack.wait_for(f"{name} attached to the running service",
                            lambda n=name: any("attached, watching it" in ln for ln in stack.of(n)), 120)  # fmt: skip
         assert proc.poll() is None and not stack.stopped(), stack.tail()
@@ -258,7 +262,7 @@ def test_honcho_start_crawls_the_testbed_once_and_stops_cleanly(
         assert "SIGKILL" not in stack.text(), stack.tail()
         time.sleep(1.0)
         assert group_members(set(started.values())) == []
-        for name in ("rabbitmq", "hbase", "unbound"):
+        for name in SHARED:
             assert any("detached" in ln for ln in stack.of(name)), (name, stack.of(name))
         # honcho reports each entry's shell, killed by the same SIGTERM (rc -15); the dispatcher's own stop
         # path shows in its summary lines and summary.json.

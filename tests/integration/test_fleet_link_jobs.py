@@ -96,12 +96,14 @@ def test_nodes_store_pages_and_the_link_jobs_feed_the_frontier(
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("runner", ["spark", "hadoop"])
 def test_the_link_jobs_on_spark_and_hadoop(rabbitmq: str, fleet: Any, tmp_path: Path, runner: str,
-                                           request: pytest.FixtureRequest) -> None:
-    """The same loop with the link jobs on a real Spark (local[2]) and Hadoop streaming (local mode).
+                                           request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same loop with the link jobs on a real Spark (local[2]) and Hadoop streaming (local mode, also
+    when the YARN daemons run).
 
     Each round starts JVMs (~20 s on Spark), and a crawl needs about one round per level of depth, so
     this web is kept shallow."""
     request.getfixturevalue(f"{runner}_ready")
+    monkeypatch.setenv("CRAWLFLEET_CLUSTER_HADOOP_MODE", "local")
     depth = 3
     with TestbedProcess(5, 16, seed=22, workdir=tmp_path / "tb") as tb:
         f = fleet(rabbitmq, tb, max_depth=depth)

@@ -1,4 +1,4 @@
-"""The link jobs give identical output on inline, local, Spark and Hadoop (local mode) runners.
+"""The link jobs give identical output on inline, local, Spark (local[2]) and Hadoop (local mode) runners.
 
 Each runner runs the whole loop on the same small segment: extract -> update a fresh SQLite crawl
 db. Spark and Hadoop start a JVM per job, so the segment is small and each runner runs once
@@ -58,11 +58,14 @@ def test_runner_output_identical_to_inline(
     jobs_segment: Path,
     tmp_path: Path,
     request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     if runner == "spark":
         request.getfixturevalue("spark_ready")
     if runner == "hadoop":
         request.getfixturevalue("hadoop_ready")
+        # Hadoop's local mode, also when the YARN daemons run (tests/integration/test_svc_hadoop.py runs there).
+        monkeypatch.setenv("CRAWLFLEET_CLUSTER_HADOOP_MODE", "local")
     ref, ref_db = reference
     result, db = run_round(runner, jobs_segment, tmp_path)
     assert result.candidates == ref.candidates
