@@ -6,27 +6,26 @@ cluster node reads it. Nothing else in the project builds a client for these.
 
 - ``file:///ABS`` or ``/ABS``: the local filesystem (one box, or a mount every machine shares).
 - ``hdfs://NAMENODE[:RPC_PORT]/PATH``: HDFS. Hadoop's own tools (mrjob on YARN) use the URI as it is;
-  Python opens it through WebHDFS (fsspec's ``webhdfs``, plain HTTP: no libhdfs/JNI) on the same host
-  at ``CRAWLFLEET_WEBHDFS_PORT`` (default 9870, Hadoop 3's), as user ``HADOOP_USER_NAME`` (default: the
-  user the daemons run as, ``root`` on the dev stack). ``webhdfs://HOST:PORT/PATH`` names the gateway
-  directly.
-- ``s3://BUCKET/PATH``: S3 or an S3-compatible server (s3fs). The endpoint and credentials come from the
-  standard ``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY`` (boto's own lookup).
+  Python opens it through WebHDFS (fsspec's ``webhdfs``, plain HTTP: no libhdfs/JNI): at ``cluster.webhdfs``
+  when the URI names the settings' NameNode, else on the URI's host at 9870 (Hadoop 3's port), as user
+  ``HADOOP_USER_NAME`` or the login (``pipeline.storage.clusterfs``). ``webhdfs://HOST:PORT/PATH`` names
+  the gateway directly.
+- ``s3://BUCKET/PATH``: S3 or an S3-compatible server (s3fs), at ``cluster.s3_endpoint`` or
+  ``AWS_ENDPOINT_URL``, with ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` (``clusterfs.s3_options``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import os
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 import fsspec
 
+from pipeline.settings.cluster import WEBHDFS_PORT
 from pipeline.settings.fleet import STORAGE_SCHEMES as SCHEMES
-
-WEBHDFS_PORT = 9870
+from pipeline.storage import clusterfs
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,17 +72,17 @@ def locate(uri: str) -> Location:
         return Location(fsspec.filesystem("file"), uri.removeprefix("file://"), uri)
     parts = urlsplit(uri)
     if parts.scheme in ("hdfs", "webhdfs"):
-        port = parts.port if parts.scheme == "webhdfs" and parts.port else webhdfs_port()
-        user = os.environ.get("HADOOP_USER_NAME") or "root"
-        fs = fsspec.filesystem("webhdfs", host=parts.hostname, port=port, user=user)
+        opts = clusterfs.webhdfs_options()
+        if parts.scheme == "webhdfs":
+            host, port = parts.hostname, parts.port or WEBHDFS_PORT
+        elif parts.hostname == urlsplit(clusterfs.namenode_uri()).hostname:
+            host, port = opts["host"], opts["port"]
+        else:
+            host, port = parts.hostname, WEBHDFS_PORT
+        fs = fsspec.filesystem("webhdfs", host=host, port=port, user=opts["user"])
         return Location(fs, parts.path or "/", uri)
-    fs = fsspec.filesystem("s3")
+    fs = fsspec.filesystem("s3", **clusterfs.s3_options())
     return Location(fs, f"{parts.netloc}{parts.path}", uri)
-
-
-def webhdfs_port() -> int:
-    text = os.environ.get("CRAWLFLEET_WEBHDFS_PORT", "")
-    return int(text) if text.isdigit() else WEBHDFS_PORT
 
 
 def mtime(info: dict[str, Any]) -> float:
