@@ -54,6 +54,13 @@ def spark_master(cs: ClusterSettings | None = None) -> str:
     return cs.spark_master or f"spark://{cs.addr}:{SPARK_MASTER_PORT}"
 
 
+def spark_tmp_dir(cs: ClusterSettings | None = None) -> str:
+    """Where a job on a cluster Spark master keeps its files: storage every executor reads
+    (``cluster.spark_tmp_dir``; default the cluster's HDFS, ``NAMENODE/tmp/crawlfleet-spark``)."""
+    cs = settings(cs)
+    return cs.spark_tmp_dir or f"{namenode_uri(cs)}/tmp/crawlfleet-spark"
+
+
 def spark_master_web(cs: ClusterSettings | None = None) -> str:
     """``http://HOST:PORT`` of the master's web UI, whose ``/json/`` lists workers and applications."""
     return f"http://{_host_port(spark_master(cs), SPARK_MASTER_PORT)[0]}:{SPARK_MASTER_WEB_PORT}"

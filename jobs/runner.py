@@ -59,6 +59,8 @@ class RunnerConfig:
     # Map tasks of the extract job (one manifest file each, segments spread over them by size). Each task
     # costs a Python start (a JVM-launched worker on Hadoop), so about one per core, not one per segment.
     map_tasks: int = 2
+    # Where a cluster Spark master's jobs keep their files ("" = cluster.spark_tmp_dir).
+    spark_tmp_dir: str = ""
 
     def args(self) -> list[str]:
         """mrjob switches for this runner (everything but the job's own arguments and inputs)."""
@@ -85,10 +87,13 @@ class RunnerConfig:
             ):
                 out += ["-D", conf]
             if not self.spark_master.startswith("local"):
-                # mrjob's default for a cluster master is HDFS; the dev stack's worker shares this machine's
-                # files. On a cluster of several machines give --spark-tmp-dir hdfs://... or s3://... in
-                # extra_args (the later switch wins).
-                out += ["--spark-tmp-dir", str(self.work_dir / "spark-tmp")]
+                # A cluster master's executors run on other machines: the job's files and its output go
+                # where every one of them reads them, the cluster's HDFS (cluster.spark_tmp_dir; s3a:// on
+                # EMR), uploaded and read back with the hadoop launcher.
+                out += ["--spark-tmp-dir", self.spark_tmp_dir or cluster.spark_tmp_dir()]
+                # HDFS's DataNodes are reached at the names they advertise (as the cluster's own clients do).
+                out += ["-D", "spark.hadoop.dfs.client.use.datanode.hostname=true"]
+                out += ["--hadoop-bin", str(hadoop.hadoop_home() / "bin" / "hadoop")]
         if self.runner == "hadoop":
             out += hadoop.runner_args(self.work_dir / "hadoop-tmp")
         return out + list(self.extra_args)

@@ -34,3 +34,6 @@ class ClusterSettings:
     # mrjob's hadoop runner: "yarn" submits to the ResourceManager with input and temp space on HDFS,
     # "local" runs Hadoop's local mode (no daemons, file:// paths), "auto" = yarn when HDFS and YARN answer.
     hadoop_mode: str = "auto"
+    # Where a job on a cluster Spark master keeps its files (uploads, output): storage every executor reads;
+    # empty = the cluster's HDFS, HDFS_URI/tmp/crawlfleet-spark (s3a://BUCKET/PATH on EMR).
+    spark_tmp_dir: str = ""
