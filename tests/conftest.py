@@ -8,6 +8,7 @@ pytest_plugins = [
     "tests.fixtures.rabbitmq",
     "tests.fixtures.spark",
     "tests.fixtures.cluster",
+    "tests.fixtures.machines",
 ]
 
 from hypothesis import HealthCheck, settings  # noqa: E402 - after the plugin list, which pytest reads first
