@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,6 +61,9 @@ class RunnerConfig:
     map_tasks: int = 2
     # Where a cluster Spark master's jobs keep their files ("" = cluster.spark_tmp_dir).
     spark_tmp_dir: str = ""
+    # Link rounds on Spark: "long" = one application for the life of `crawlfleet links` (jobs/sparkapp.py),
+    # "per-round" = mrjob's spark runner, a spark-submit per round (cluster.spark_app).
+    spark_app: str = "long"
 
     def args(self) -> list[str]:
         """mrjob switches for this runner (everything but the job's own arguments and inputs)."""
@@ -74,29 +77,30 @@ class RunnerConfig:
             out += ["--python-bin", self.python_bin]
         if self.runner == "spark":
             out += ["--spark-master", self.spark_master, "--spark-submit-bin", spark_submit_bin()]
-            # No web UI. The driver listens where its executors reach it: on loopback for local[N] (the
-            # machine is shared and must send nothing off-host); for a cluster master (spark://), on this
-            # machine's address on the route to the master (jobs.cluster.driver_host).
-            driver = cluster.driver_host(self.spark_master)
-            for conf in (
-                "spark.ui.enabled=false",
-                f"spark.driver.host={driver}",
-                f"spark.driver.bindAddress={driver}",
-                "spark.sql.shuffle.partitions=4",
-                f"spark.driver.extraJavaOptions={SPARK_DRIVER_JVM_OPTS}",
-            ):
+            for conf in spark_conf(self):
                 out += ["-D", conf]
             if not self.spark_master.startswith("local"):
                 # A cluster master's executors run on other machines: the job's files and its output go
                 # where every one of them reads them, the cluster's HDFS (cluster.spark_tmp_dir; s3a:// on
                 # EMR), uploaded and read back with the hadoop launcher.
                 out += ["--spark-tmp-dir", self.spark_tmp_dir or cluster.spark_tmp_dir()]
-                # HDFS's DataNodes are reached at the names they advertise (as the cluster's own clients do).
-                out += ["-D", "spark.hadoop.dfs.client.use.datanode.hostname=true"]
                 out += ["--hadoop-bin", str(hadoop.hadoop_home() / "bin" / "hadoop")]
         if self.runner == "hadoop":
             out += hadoop.runner_args(self.work_dir / "hadoop-tmp")
         return out + list(self.extra_args)
+
+
+def spark_conf(cfg: RunnerConfig) -> list[str]:
+    """Spark settings (``name=value``) of a job of ``cfg``'s: no web UI, and the driver listening where its
+    executors reach it: on loopback for local[N] (the machine is shared and must send nothing off-host); for
+    a cluster master (spark://), on this machine's address on the route to the master
+    (``jobs.cluster.driver_host``), with HDFS's DataNodes reached at the names they advertise."""
+    driver = cluster.driver_host(cfg.spark_master)
+    out = ["spark.ui.enabled=false", f"spark.driver.host={driver}", f"spark.driver.bindAddress={driver}",
+           "spark.sql.shuffle.partitions=4", f"spark.driver.extraJavaOptions={SPARK_DRIVER_JVM_OPTS}"]  # fmt: skip
+    if not cfg.spark_master.startswith("local"):
+        out.append("spark.hadoop.dfs.client.use.datanode.hostname=true")
+    return out
 
 
 def spark_submit_bin() -> str:
@@ -312,19 +316,26 @@ class LinkPipeline:
             name, len(extracted.records), updated.records, extracted.seconds, updated.seconds, counters, stats
         )
 
-    def run_round(self, segments: Sequence[Path | str], *, name: str, round_id: str) -> RoundResult:
+    def run_round(
+        self, segments: Sequence[Path | str], *, name: str, round_id: str,
+        execute: Callable[[list[str], list[str]], JobOutput] | None = None,
+    ) -> RoundResult:  # fmt: skip
         """A whole round as one job (``mr_link_round``): extract and merge chained on the runner, for the
-        cluster runners. Only the URLs that became PENDING come back here."""
-        self.cfg.work_dir.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(prefix="round-", dir=self.cfg.work_dir))
-        try:
-            tasks = 1 if self.cfg.runner == "inline" else self.cfg.map_tasks
-            args = [*self.args.extract(), *self.args.update(), "--round-id", round_id]
-            if self._recrawl_on():
-                args.append("--recrawl")
-            out = run_job(MRLinkRound, manifests(segments, work, tasks=tasks), args, self.cfg)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+        cluster runners. Only the URLs that became PENDING come back here. ``execute(manifest lines, job
+        arguments)`` runs it elsewhere than on a new mrjob runner (``jobs.sparkapp.SparkRounds.run``)."""
+        args = [*self.args.extract(), *self.args.update(), "--round-id", round_id]
+        if self._recrawl_on():
+            args.append("--recrawl")
+        if execute is not None:
+            out = execute([logic.segment_manifest_line(_ref(str(s))) for s in segments], args)
+        else:
+            self.cfg.work_dir.mkdir(parents=True, exist_ok=True)
+            work = Path(tempfile.mkdtemp(prefix="round-", dir=self.cfg.work_dir))
+            try:
+                tasks = 1 if self.cfg.runner == "inline" else self.cfg.map_tasks
+                out = run_job(MRLinkRound, manifests(segments, work, tasks=tasks), args, self.cfg)
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
         candidates = sum(out.counters.get("dedup", {}).get(k, 0) for k in ("local_hits", "remote_lookups"))
         return RoundResult(name, candidates, out.records, out.seconds, 0.0, out.counters)
 

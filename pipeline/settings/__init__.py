@@ -177,6 +177,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "dispatch.priority": ("inlinks", "depth"),
     "fetch.event_loop": ("asyncio", "uvloop", "auto"),
     "plugins.items_format": ("jsonl", "parquet", "both"),
+    "cluster.spark_app": ("long", "per-round"),
     "cluster.hadoop_mode": ("auto", "yarn", "local"),
 }
 

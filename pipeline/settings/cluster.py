@@ -37,3 +37,6 @@ class ClusterSettings:
     # Where a job on a cluster Spark master keeps its files (uploads, output): storage every executor reads;
     # empty = the cluster's HDFS, HDFS_URI/tmp/crawlfleet-spark (s3a://BUCKET/PATH on EMR).
     spark_tmp_dir: str = ""
+    # Link rounds on Spark: "long" = one application kept for the life of `crawlfleet links` (a round costs
+    # task scheduling), "per-round" = mrjob's spark runner, one spark-submit per round.
+    spark_app: str = "long"

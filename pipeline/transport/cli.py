@@ -310,7 +310,8 @@ def _cmd_links(args: argparse.Namespace) -> int:
         return 2
     sink = crawl_sink(settings, Path(args.out))
     runner = RunnerConfig(runner=args.runner, work_dir=args.work_dir.resolve(), spark_master=args.spark_master,
-                          conf_path=args.conf_path)  # fmt: skip
+                          conf_path=args.conf_path, spark_tmp_dir=settings.cluster.spark_tmp_dir,
+                          spark_app=settings.cluster.spark_app)  # fmt: skip
     service = LinkJobsService(segments=sink.segments, store=sink.store, runner=runner,
                               publish=amqp_publisher(settings, settings.dispatch.service),
                               max_segments=args.max_segments,

@@ -41,6 +41,7 @@ from typing import Any
 
 from jobs.logic import open_store
 from jobs.runner import CLUSTER_RUNNERS, JobOutput, LinkPipeline, RoundResult, RunnerConfig, extract_links
+from jobs.sparkapp import SparkRounds
 from pipeline.storage.base import Store
 from pipeline.storage.leases import Lease, LeaseKeeper, Leases
 from pipeline.storage.segments import Segments
@@ -118,6 +119,8 @@ class LinkJobsService:
         self._merge: Held | None = None  # the round to merge (extracted; or again, after a failed merge)
         self._pool: ProcessPoolExecutor | None = None
         self._last_expiry = 0.0
+        # On Spark, one application for every round (jobs/sparkapp.py), made at the first round.
+        self._spark: SparkRounds | None = None
 
     @property
     def book(self) -> RoundBook:
@@ -263,8 +266,12 @@ class LinkJobsService:
         if rnd is None:
             log.warning("links: round %s was taken over while this service paused; leaving it", held.round.id)
             return merge
+        execute = None
+        if self.runner.runner == "spark" and self.runner.spark_app == "long":
+            self._spark = self._spark or SparkRounds(self.runner)
+            execute = self._spark.run
         return self._keeping(held, rnd, merge, lambda uris: self._pipeline.run_round(  # type: ignore[union-attr]
-            uris, name=f"round-{self.rounds}", round_id=rnd.mid))
+            uris, name=f"round-{self.rounds}", round_id=rnd.mid, execute=execute))
 
     def _merge_held(self) -> bool:
         """Merge the extracted round under the fleet's merge lease (after any merge a dead service left
@@ -366,6 +373,9 @@ class LinkJobsService:
     def close(self) -> None:
         """Stop and reap the extract worker; the rounds held are released to other services."""
         self._close_pool(wait=True)
+        if self._spark is not None:
+            self._spark.close()
+            self._spark = None
         for held in (self._next, self._merge):
             if held is not None and self._book is not None:
                 with contextlib.suppress(Exception):
