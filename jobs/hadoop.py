@@ -79,4 +79,7 @@ def runner_args(
         "-D", f"fs.defaultFS={namenode}",
         "-D", "mapreduce.framework.name=yarn",
         "-D", f"yarn.resourcemanager.address={cluster.yarn_rm(cs)}",
+        # A small job (a link round of a few segments) runs its tasks inside its ApplicationMaster's container
+        # instead of starting one per task; YARN falls back to containers past uber mode's size limits.
+        "-D", "mapreduce.job.ubertask.enable=true",
     ]  # fmt: skip

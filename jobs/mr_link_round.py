@@ -1,12 +1,12 @@
-"""A whole link round as one job, for runners on a cluster: extract and filter links (``mr_extract_links``),
-then merge them into the crawl db (``mr_update_crawldb``), chained on the cluster.
+"""A whole link round as one MapReduce job, for runners on a cluster: the mapper extracts and filters links
+(``mr_extract_links``), the reducer merges each target URL's links (as that job's reducer does) and feeds
+them straight into the crawl db (``mr_update_crawldb``'s merge, in the reducer's own task).
 
-On Hadoop the two steps are two MapReduce jobs whose intermediate output stays on HDFS; on Spark mrjob runs
-both in one application and the intermediate stays in the executors. Either way the extracted link targets
-(one record per distinct URL) never pass through the driver, which reads only the final output: the URLs
-that became PENDING. Step 1 is ``MRExtractLinks`` as it is; its reducer also passes the round's segment
-names on when the crawl re-crawls (``--recrawl``), so step 2 reads their fetch results where it runs, as
-``mr_update_crawldb`` does from a manifest. Step 2 is ``MRUpdateCrawlDb``'s mapper over step 1's records.
+One job, one application on YARN (a container start is most of a small job's time there) and one stage
+less on Spark; the extracted link targets (one record per distinct URL) never pass through the driver,
+which reads only the output: the URLs that became PENDING. When the crawl re-crawls (``--recrawl``) the
+mapper also passes the round's segment names on, and the reducer reads their fetch results where it runs,
+as ``mr_update_crawldb`` does from a manifest.
 
 The two jobs share ``--store`` and ``--quarantine``; each option is defined once here.
 """
@@ -23,7 +23,7 @@ from jobs import logic
 from jobs.mr_extract_links import MRExtractLinks
 from jobs.mr_update_crawldb import MRUpdateCrawlDb
 
-_SEGMENTS = "\x00segment"  # step 1's key for the round's segment names (no URL sorts or looks like it)
+_SEGMENTS = "\x00segment"  # the mapper's key for the round's segment names (no URL sorts or looks like it)
 
 
 class MRLinkRound(MRExtractLinks, MRUpdateCrawlDb):
@@ -54,8 +54,7 @@ class MRLinkRound(MRExtractLinks, MRUpdateCrawlDb):
     def steps(self) -> list[MRStep]:
         return [
             MRStep(mapper_init=self.extractor_init, mapper=self.round_map, mapper_final=self.extractor_final,
-                   reducer=self.round_reduce),
-            MRStep(mapper_init=self.merger_init, mapper=self.round_merge, mapper_final=self.merger_final),
+                   reducer_init=self.merger_init, reducer=self.round_reduce, reducer_final=self.merger_final),
         ]  # fmt: skip
 
     def round_map(self, key: None, line: str) -> Iterator[tuple[str, Any]]:
@@ -66,21 +65,13 @@ class MRLinkRound(MRExtractLinks, MRUpdateCrawlDb):
         yield from self.extractor_map(key, line)
 
     def round_reduce(self, url: str, values: Iterator[Any]) -> Iterator[tuple[None, dict[str, Any]]]:
-        if url == _SEGMENTS:
+        if url == _SEGMENTS:  # the round's fetch results, for re-crawl scheduling
             for ref in values:
-                yield None, {logic.SEGMENT_KEY: ref}
+                for raw in logic.segment_lines(ref):
+                    yield from self.merger_map(None, raw.decode("utf-8", "replace"))
             return
-        yield from self.merger_reduce(url, values)
-
-    def round_merge(self, _: None, record: dict[str, Any]) -> Iterator[tuple[None, dict[str, Any]]]:
-        ref = record.get(logic.SEGMENT_KEY) if isinstance(record, dict) else None
-        if isinstance(ref, str):
-            for raw in logic.segment_lines(ref):
-                yield from self.merger_map(None, raw.decode("utf-8", "replace"))
-            return
-        if isinstance(record, dict):
-            yield from self.take(record)
-
+        for _, merged in self.merger_reduce(url, values):
+            yield from self.take(merged)
 
 if __name__ == "__main__":
     MRLinkRound.run()

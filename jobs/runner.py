@@ -24,7 +24,7 @@ from typing import Any
 
 from mrjob.job import MRJob
 
-from jobs import cluster, hadoop, logic, snapshot
+from jobs import cluster, hadoop, hdfsfs, logic, snapshot
 from jobs.itemargs import ItemArgs
 from jobs.mr_extract_links import MRExtractLinks
 from jobs.mr_host_stats import MRHostStats
@@ -131,6 +131,8 @@ def run_job(
     job = job_cls(args=argv)
     started = time.perf_counter()
     with job.make_runner() as runner:
+        if cfg.runner == "hadoop" and str(runner._opts.get("hadoop_tmp_dir") or "").startswith("hdfs://"):
+            hdfsfs.use_webhdfs(runner)  # its HDFS calls over HTTP, not a `hadoop fs` JVM each
         runner.run()
         records = [value for _, value in job.parse_output(runner.cat_output())]
         counters = _merge_counters(runner.counters())

@@ -5,7 +5,7 @@ the cluster's storage, executors started for the application; tens of seconds a 
 a deep or narrow crawl pays once per hop of its link graph. ``SparkRounds`` keeps one ``SparkContext`` for
 the life of ``crawlfleet links`` and runs each round's ``MRLinkRound`` on it the way mrjob's own Spark
 harness runs a streaming job: each partition builds the job from its arguments and feeds pairs through its
-steps with ``MRJob.map_pairs`` and ``reduce_pairs`` (the job's own mapper and reducer code, unchanged), and
+step with ``MRJob.map_pairs`` and ``reduce_pairs`` (the job's own mapper and reducer code, unchanged), and
 a ``groupByKey`` is the shuffle. The executors import the installed crawlfleet (as mrjob's tasks do); the
 plugins' code travels as the zip the job's ``--py-files`` names (``sc.addPyFile``).
 
@@ -96,7 +96,6 @@ class SparkRounds:
             rdd = sc.parallelize([(None, line) for line in inputs], n)
             rdd = rdd.mapPartitions(lambda it: _map(args, 0, it))
             rdd = rdd.groupByKey(numPartitions=n).mapPartitions(lambda it: _reduce(args, 0, it))
-            rdd = rdd.mapPartitions(lambda it: _map(args, 1, it))
             records = [value for _, value in rdd.collect()]
         except Exception:
             self.close()  # a broken context: the next round starts a new application
