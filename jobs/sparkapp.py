@@ -73,6 +73,14 @@ class SparkRounds:
             for item in spark_conf(self.cfg):
                 name, _, value = item.partition("=")
                 conf.set(name, value)
+            # Kept for the service's life, the application gives back executors it does not use (another
+            # service's rounds, another crawl's, need the cluster's cores between its rounds), one core each.
+            for name, value in (("spark.dynamicAllocation.enabled", "true"),
+                                ("spark.dynamicAllocation.shuffleTracking.enabled", "true"),
+                                ("spark.dynamicAllocation.minExecutors", "0"),
+                                ("spark.dynamicAllocation.executorIdleTimeout", "10s"),
+                                ("spark.executor.cores", "1")):  # fmt: skip
+                conf.setIfMissing(name, value)
             conf.set("spark.executorEnv.PYSPARK_PYTHON", self.cfg.python_bin)
             # The driver names the executors' Python with every task, from its own environment.
             os.environ["PYSPARK_PYTHON"] = self.cfg.python_bin
