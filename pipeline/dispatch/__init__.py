@@ -2,8 +2,9 @@
 
 ``Dispatcher`` (dispatcher.py) composes the pure rules in sizing.py, admission.py, liveness.py and
 serials.py over any ``FrontierLike`` (protocols.py); roster.py keeps the fetchers (state, liveness, the
-fleet average, S1's candidate index) and ledger.py the batches out and the closed serials. memfrontier.py is a reference frontier for tests
-and the simulation (sim.py).
+fleet average) and ledger.py the batches out and the closed serials. nodechoice.py is S1's choice of a
+fleet node (u = p*s + q - r), which the fleet's node table applies before a node's fetcher is offered
+work. memfrontier.py is a reference frontier for tests and the bench's simulations.
 
 May import: pipeline.settings, fetchers (records). Pure: no I/O, clocks injected.
 """

@@ -1,4 +1,4 @@
-"""S1 quota admission and node choice, on an injected clock.
+"""S1 quota admission, on an injected clock (and ``capacity``, the u of S1's node choice: nodechoice.py).
 
 Seconds: ``s = int(now) % 60 + 1`` (1..60) and the minute number is ``int(now) // 60``. Every service's
 ``n`` and every fetcher's ``r`` go back to 0 at second 1 of every minute -- implemented as "whenever the
@@ -24,15 +24,13 @@ ever makes the budget smaller: every grant still satisfies S1's ``t + n <= s*m``
 
 ``shrink=True`` (``dispatch.quota_shrink``, off by default) is a documented deviation from S1: instead
 of no, the batch is cut to the budget (``min(t, budget)``, refused only when budget < 1). Either way
-``t + n <= s*m`` holds for every grant. Node choice (S1 rule 3): ``u = p*s + q - r`` for each live
-fetcher; a fetcher is a candidate when ``u > t`` for *its own* admitted t; the candidate with the
-largest u wins, ties to the smallest fetcher id. ``grant`` then adds the URLs actually leased to n and r.
+``t + n <= s*m`` holds for every grant. ``grant`` then adds the URLs actually leased to n and to the
+fetcher's r, which S1's node choice reads (``u = p*s + q - r``, ``capacity``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from pipeline.dispatch.quotas import Quotas
@@ -62,25 +60,8 @@ def capacity(*, p: float, q: int, r: int, s: int) -> float:
 
 
 @dataclass(slots=True)
-class Candidate:
-    """A live fetcher as node choice sees it: its S1 load figures and the batch S3 wants for it."""
-
-    fetcher_id: str
-    p: float
-    q: int
-    wanted: int  # n_i
-
-
-@dataclass(slots=True)
-class Choice:
-    fetcher_id: str
-    t: int  # the admitted batch size for that fetcher
-    u: float
-
-
-@dataclass(slots=True)
 class Admission:
-    """The per-minute counters n (per service) and r (per fetcher), and the two S1 decisions."""
+    """The per-minute counters n (per service) and r (per fetcher), and S1's admission (rule 2)."""
 
     quotas: Quotas
     shrink: bool = False  # dispatch.quota_shrink: the deviation from S1 (cut t to the budget, not refuse)
@@ -142,24 +123,6 @@ class Admission:
     def admitted(self, t: int, budget: float) -> int:
         """S1 rule 2 for a request of ``t``: t when ``t <= budget``, else 0 (refused); see ``admit``."""
         return admit(t, budget, shrink=self.shrink)
-
-    def choose(
-        self, candidates: Iterable[Candidate], budget: float, now: float, *, service: str | None = None
-    ) -> Choice | None:
-        """S1 rule 3 over live fetchers: max u among those with u > t; None if there is no candidate.
-        With ``service`` each candidate asks ``request(service, wanted)``; without, ``wanted`` itself."""
-        self.roll(now)
-        s = second_of_minute(now)
-        best: Choice | None = None
-        r = self._r
-        for c in candidates:
-            t = self.admitted(c.wanted if service is None else self.request(service, c.wanted), budget)
-            if t < 1:
-                continue
-            u = c.p * s + c.q - r.get(c.fetcher_id, 0)
-            if u > t and (best is None or u > best.u or (u == best.u and c.fetcher_id < best.fetcher_id)):
-                best = Choice(c.fetcher_id, t, u)
-        return best
 
     def grant(self, service: str, fetcher_id: str, urls: int, now: float) -> None:
         """n += t, r += t for the URLs actually handed out."""

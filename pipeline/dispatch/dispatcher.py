@@ -1,19 +1,20 @@
 """The dispatcher: S3 batch sizing + S1 quota admission + liveness + serial ids over a frontier.
 
-``offer``: an idle fetcher asks for work (the embedded engine, and the fleet once it has chosen the node by
-``nodechoice``); ``next_batch``: S1 picks the fetcher. No I/O; injected clock; not thread-safe.
+``offer(fetcher_id, service)``: an idle fetcher asks for work -- the embedded engine's fetchers, and in
+the fleet the idle fetcher of the node S1 chose (``pipeline.dispatch.nodechoice``, through the fleet's
+node table). No I/O; injected clock; not thread-safe.
 
-Decision order of ``next_batch(service)``:
+Decision order of ``offer``:
   1. unknown service -> ``unknown_service`` (logged once per service); budget = floor(s*m) - n < 1 ->
-     ``quota``; frontier.available(now) == 0 -> ``empty``; no live fetcher -> ``not_live``.
-  2. For each live fetcher i: t_i = the request for n_i (S3), at most one second's quota
-     (``Admission.request``); admitted when t_i + n <= s*m, else refused (``quota``) -- S1 answers no,
-     it does not cut the batch (``dispatch.quota_shrink`` does, as a documented deviation);
-     u_i = p_i*s + q_i - r_i. Candidates have u_i > t_i; none -> ``no_candidate``.
-  3. The candidate with the largest u (ties: smallest id) gets frontier.lease(i, t_i, now); nothing
-     leased -> ``empty``. The batch is the URLs actually leased (<= t_i), and n and r grow by that count.
-``offer(fetcher_id, service)`` is the same with the fetcher fixed: it skips the u test, because the
-fetcher saying "I am idle" is fresher than the p and q of its last heartbeat; quota still applies.
+     ``quota``; an unknown fetcher -> ``unknown_fetcher``; a dead one -> ``not_live``; one holding
+     ``max_outstanding`` batches -> ``busy``.
+  2. t = the request for n_i (S3), at most one second's quota (``Admission.request``); admitted when
+     t + n <= s*m, else refused (``quota``) -- S1 answers no, it does not cut the batch
+     (``dispatch.quota_shrink`` does, as a documented deviation). Nothing leasable -> ``empty``.
+  3. frontier.lease(fetcher, t, now): the batch is the URLs actually leased (<= t), and S1's n and the
+     fetcher's r grow by that count.
+S1's u > t test belongs to the choice of the node, made with the heartbeats' p and q before the fetcher
+is offered work; the dispatcher keeps each fetcher's p and q (``heartbeat``) for the snapshot.
 
 At most ``max_outstanding`` batches (default 1) are out per fetcher (else ``busy``): the frontier
 releases hosts per fetcher, and a fetcher that never reaches zero batches would hold them for ever.
@@ -25,8 +26,8 @@ it also expires any batch outstanding for longer than lease_s (lease_s <= 0 disa
 Completions for unknown, expired or already-completed serials return False and are counted, which is
 how a re-delivered or duplicated batch never stores a page twice.
 
-Who the fetchers are, whether they are live and how S1 ranks them: roster.py. The batches out and the
-serials closed (the duplicate check): ledger.py. This module decides; those two keep the state."""
+Who the fetchers are and whether they are live: roster.py. The batches out and the serials closed
+(the duplicate check): ledger.py. This module decides; those two keep the state."""
 
 from __future__ import annotations
 
@@ -72,7 +73,7 @@ class Dispatcher:
         self.max_outstanding = max_outstanding
         self._admission = Admission(quotas, shrink=settings.quota_shrink)
         self._warned_unknown: set[str] = set()
-        self._roster = Roster(settings, max_outstanding=max_outstanding, r=self._admission.r)
+        self._roster = Roster(settings)
         self._ledger = BatchLedger()
         self._services: dict[str, _ServiceStats] = {}
         self._refusals: dict[str, int] = {}
@@ -110,43 +111,8 @@ class Dispatcher:
         self._roster.revive(f, self._clock())
 
     # --- work ------------------------------------------------------------------------------------
-    def next_batch(self, service: str) -> Batch | Refusal:
-        """S1 path: pick the fetcher (max u > t among live), size (S3), admit (S1), lease."""
-        now = self._clock()
-        budget = self._budget_or_refusal(service, now)
-        if isinstance(budget, Refusal):
-            return budget
-        if self._frontier.available(now) <= 0:
-            return self._refuse(service, P.EMPTY, 1.0)
-        roster = self._roster
-        roster.ready(now)
-        adm = self._admission
-        over_quota: list[int] = []
-
-        def accept(fetcher_id: str, u: float) -> str:
-            f = roster[fetcher_id]
-            if not roster.may_take(f, now):
-                return "drop"  # re-added by the event that changes this (complete, heartbeat)
-            asked = adm.request(service, roster.size(f))
-            t = adm.admitted(asked, budget)
-            if t < 1:
-                over_quota.append(asked)
-            return "yes" if t >= 1 and u > t else "retry"
-
-        found = roster.index.choose(accept)
-        if found is None:
-            if not roster.any_live(now):
-                return self._refuse(service, P.NOT_LIVE, self.settings.heartbeat_s)
-            if over_quota:  # t + n > s*m for some live fetcher: S1 answers no, the client asks again
-                return self._refuse(service, P.QUOTA, adm.wait_s(service, now, t=min(over_quota)))
-            return self._refuse(service, P.NO_CANDIDATE, 1.0)
-        f = roster[found[0]]
-        result = self._lease(f, service, adm.admitted(adm.request(service, roster.size(f)), budget), now)
-        roster.sync(f, now)
-        return result
-
     def offer(self, fetcher_id: str, service: str, *, limit: int | None = None) -> Batch | Refusal:
-        """S3 path: an idle fetcher asks for work; quota admission applies, node choice does not.
+        """An idle fetcher asks for work: S3 sizes the batch, S1's quota admits it (see the module docstring).
 
         ``limit`` caps the batch (e.g. a page budget); never trim ``Batch.tasks`` after the fact, because
         the dispatcher re-queues the batch as issued if it expires."""
@@ -169,9 +135,7 @@ class Dispatcher:
             return self._refuse(service, P.QUOTA, self._admission.wait_s(service, now, t=asked))
         if t < 1 or self._frontier.available(now) <= 0:
             return self._refuse(service, P.EMPTY, 1.0)
-        result = self._lease(f, service, t, now)
-        self._roster.sync(f, now)
-        return result
+        return self._lease(f, service, t, now)
 
     def complete(
         self,
@@ -211,7 +175,6 @@ class Dispatcher:
             f.pending_delays[host] = max(delay, f.pending_delays.get(host, 0.0))
         if not f.outstanding:
             self._release(f, now)
-        self._roster.sync(f, now)
         return True
 
     def tick(self) -> list[int]:

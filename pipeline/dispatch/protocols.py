@@ -36,8 +36,7 @@ from fetchers.records import UrlTask
 # Refusal reasons. A client that is refused waits and asks again (S1); the reason says what to fix.
 UNKNOWN_SERVICE: Final = "unknown_service"  # the service is not in the quota list (S1 rule 1)
 QUOTA: Final = "quota"  # t + n > s*m would hold for every t >= 1 (S1 rule 2)
-NOT_LIVE: Final = "not_live"  # no live fetcher at all / the offering fetcher is declared dead
-NO_CANDIDATE: Final = "no_candidate"  # live fetchers exist but none has u > t (S1 rule 3)
+NOT_LIVE: Final = "not_live"  # the offering fetcher is declared dead
 EMPTY: Final = "empty"  # the frontier has nothing leasable now
 UNKNOWN_FETCHER: Final = "unknown_fetcher"  # offer() from a fetcher that never registered
 BUSY: Final = "busy"  # offer() from a fetcher already holding max_outstanding batches

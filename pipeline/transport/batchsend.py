@@ -1,13 +1,13 @@
 """A fetch batch as a Celery task message, built without Celery, and published by kombu or pika.
 
-``tasks.send_batch`` goes through ``Celery.send_task``: routing, option merging, ``saferepr`` of the
-whole batch for ``argsrepr``, signals, then kombu's serializer. For one task name with one argument
-shape that is most of the dispatcher's publishing CPU (see docs/bench/amqp.md). ``TaskMessage`` is the
-same Celery message protocol 2 that ``send_task`` makes (``celery.app.amqp.AMQP.as_task_v2``): the same
-headers (``task``, ``id``, ``expires``, ``root_id``, ...), properties (``correlation_id``, JSON, UTF-8,
-persistent) and body ``[args, kwargs, embed]``, so an unchanged Celery worker runs it, and
-``taskmsg.check_task_message`` accepts it. ``argsrepr`` is a short summary instead of a repr of the
-batch (Celery only logs it).
+Celery's own ``send_task`` (the baseline of ``crawlfleet bench amqp``) goes through routing, option
+merging, ``saferepr`` of the whole batch for ``argsrepr``, signals, then kombu's serializer. For one task
+name with one argument shape that was most of the dispatcher's publishing CPU (see docs/bench/amqp.md).
+``TaskMessage`` is the same Celery message protocol 2 that ``send_task`` makes
+(``celery.app.amqp.AMQP.as_task_v2``): the same headers (``task``, ``id``, ``expires``, ``root_id``,
+...), properties (``correlation_id``, JSON, UTF-8, persistent) and body ``[args, kwargs, embed]``, so
+an unchanged Celery worker runs it, and ``taskmsg.check_task_message`` accepts it. ``argsrepr`` is a
+short summary instead of a repr of the batch (Celery only logs it).
 
 ``BatchEncoder`` keeps the parts that do not change between batches of one crawl (the scope and sink
 JSON, the origin) already serialized, so a message costs one ``json.dumps`` of the batch itself.

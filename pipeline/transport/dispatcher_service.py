@@ -224,9 +224,7 @@ class FleetDispatcher(CrawlOpening, Periodic, Inbound):
         self.counters.dispatch_rounds += 1
         sent = self.counters.batches_sent
         while True:
-            picked = self.fleet.choose(
-                s=s, t_of=lambda v: d.request_size(v, self.service), r_of=d.given_this_minute
-            )
+            picked = self.fleet.pick(d, self.service, s=s)
             batch = core.next_batch(picked[1]) if picked is not None else None
             if picked is None or batch is None:
                 # No node has u > t (S1 answers no), or nothing is leasable now (or admitted): ask again

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pipeline.dispatch.dispatcher import Dispatcher
 from pipeline.dispatch.nodechoice import NodeChoice, NodeLoad, choose_node
 from pipeline.transport.fleet_state import Node
 from pipeline.transport.messages import NodeHeartbeat
@@ -90,6 +91,11 @@ class FleetNodes:
         vfid = self.idle_fetcher(node)
         assert vfid is not None
         return node, vfid
+
+    def pick(self, dispatcher: Dispatcher, service: str, *, s: int) -> tuple[Node, str] | None:
+        """``choose`` with the dispatcher's own figures: t = what each node's idle fetcher would ask for
+        (S3's n_i, at most a second's quota), r = what its fetchers were given this minute."""
+        return self.choose(s=s, t_of=lambda v: dispatcher.request_size(v, service), r_of=dispatcher.given_this_minute)
 
     def heartbeats(self) -> dict[str, dict[str, float]]:
         """Each node's last S1 heartbeat figures (for the summary and the report)."""

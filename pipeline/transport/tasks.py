@@ -6,7 +6,8 @@ it (the consumer rejects a bad one to the dead-letter queue); the task validates
 can reach it by other paths. The task returns the small BatchReport JSON; the results themselves
 have already been published to the service's results queue by the runtime's outbox.
 
-``send_batch`` is the dispatcher's side: it publishes one batch to the chosen node's queue.
+The dispatcher's side, publishing a batch to its node's queue, is ``batchsend`` (the same Celery
+message, built without Celery).
 """
 
 from __future__ import annotations
@@ -16,11 +17,9 @@ import os
 import threading
 from typing import Any
 
-from celery import Celery, signals
+from celery import signals
 from celery.exceptions import Reject
-from kombu import Producer
 
-from fetchers.records import Batch
 from pipeline.transport import topology
 from pipeline.transport.celery_app import app, current_settings, reserved_count
 from pipeline.transport.messages import BadMessage
@@ -85,28 +84,3 @@ def fetch_batch(self: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
         log.exception("batch %d failed; reporting it unfinished", batch.serial)
         runtime.report_unfinished(batch).wait()
         return {"serial": batch.serial, "failed": repr(exc)}
-
-
-def send_batch(
-    celery_app: Celery,
-    producer: Producer,
-    batch: Batch,
-    *,
-    node: str,
-    incarnation: str | None,
-    scope_json: dict[str, Any] | None,
-    expires_s: float | None = None,
-    sink_json: dict[str, Any] | None = None,
-) -> None:
-    """Publish ``batch`` to ``fetch.<node>`` (raises on a broker error; the caller retries)."""
-    celery_app.send_task(
-        topology.TASK_NAME,
-        args=[batch.to_json()],
-        kwargs={"incarnation": incarnation, "scope": scope_json, **({"sink": sink_json} if sink_json else {})},
-        queue=topology.fetch_queue(node),
-        producer=producer,
-        task_id=f"{batch.service}-{batch.serial}",
-        expires=expires_s if expires_s and expires_s > 0 else None,
-        retry=False,
-        ignore_result=True,
-    )

@@ -82,24 +82,25 @@ def test_offer_gives_k_first_then_sized_by_speed() -> None:
     assert snap.avg_t == pytest.approx(0.2)
 
 
-def test_next_batch_picks_max_u_and_counts_r_and_n() -> None:
+def test_offer_counts_r_and_n_and_reports_u() -> None:
     d, _, clock = make(Quotas({"x": 1000}))
     d.heartbeat(hb("a", clock, rate=10, free=50))
     d.heartbeat(hb("b", clock, rate=10, free=80))
-    batch = ok(d.next_batch("x"))
+    batch = ok(d.offer("b", "x"))
     assert batch.fetcher_id == "b" and len(batch.tasks) == 10 and batch.service == "x"
     snap = d.snapshot()
-    assert snap.fetchers["b"].r == 10 and snap.services["x"].n == 10
+    assert snap.fetchers["b"].r == 10 and snap.services["x"].n == 10 and snap.fetchers["a"].r == 0
     assert snap.fetchers["b"].u == 10 * 1 + 80 - 10
+    assert d.given_this_minute("b") == 10 and d.request_size("b", "x") == 10
 
 
 def test_unknown_service_and_quota_zero() -> None:
     d, _, clock = make(Quotas({"x": 10, "zero": 0}))
     d.heartbeat(hb("a", clock))
-    refused(d.next_batch("nope"), "unknown_service")
+    refused(d.offer("a", "nope"), "unknown_service")
     refused(d.offer("a", "nope"), "unknown_service")
     clock.now = T0 + 59
-    refused(d.next_batch("zero"), "quota")
+    refused(d.offer("a", "zero"), "quota")
     refused(d.offer("a", "zero"), "quota")
     snap = d.snapshot()
     assert snap.refusals == {"unknown_service": 2, "quota": 2}
@@ -109,44 +110,35 @@ def test_unknown_service_and_quota_zero() -> None:
 def test_batch_shrinks_to_quota_at_second_1_and_carries_to_60() -> None:
     d, _, clock = make(Quotas({"x": 4}), k=10)
     d.heartbeat(hb("a", clock, rate=1000, free=1000))
-    first = ok(d.next_batch("x"))
-    assert len(first.tasks) == 4  # s = 1: n_i = 10 shrinks to 1*4
+    first = ok(d.offer("a", "x"))
+    assert len(first.tasks) == 4  # s = 1: n_i = 10 asks for one second's quota, 1*4
     d.complete(first.serial, fetcher_id="a", pages=4, elapsed_s=1.0)
-    r = refused(d.next_batch("x"), "quota")
+    r = refused(d.offer("a", "x"), "quota")
     assert r.retry_after_s == pytest.approx(1.0)  # 8 fits at second 2
     clock.now = T0 + 59.5  # s = 60: budget 240 - 4, carried over
     d.heartbeat(hb("a", clock, rate=1000, free=1000))
     total = 4
-    while isinstance(res := d.next_batch("x"), Batch):
+    while isinstance(res := d.offer("a", "x"), Batch):
         total += len(res.tasks)
         d.complete(res.serial, fetcher_id="a", pages=len(res.tasks), elapsed_s=1.0)  # frees its hosts
     assert total == 240 and res.reason == "quota"
     assert res.retry_after_s == pytest.approx(0.5)  # until the minute rolls over
     clock.now = T0 + 60  # second 1 again: reset
     d.heartbeat(hb("a", clock, rate=1000, free=1000))
-    assert len(ok(d.next_batch("x")).tasks) == 4
+    assert len(ok(d.offer("a", "x")).tasks) == 4
     assert d.snapshot().services["x"].n == 4
 
 
-def test_no_live_fetchers_and_all_dead() -> None:
+def test_unknown_and_dead_fetchers() -> None:
     d, _, clock = make()
-    refused(d.next_batch("default"), "not_live")
+    refused(d.offer("a", "default"), "unknown_fetcher")
     d.heartbeat(hb("a", clock))
     d.heartbeat(hb("b", clock))
     clock.now += 4.0  # both silent for 2 periods
-    refused(d.next_batch("default"), "not_live")  # excluded even before tick
+    refused(d.offer("a", "default"), "not_live")  # excluded even before tick
     d.tick()
-    refused(d.next_batch("default"), "not_live")
-    refused(d.offer("a", "default"), "not_live")
+    refused(d.offer("b", "default"), "not_live")
     assert all(not f.live for f in d.snapshot().fetchers.values())
-
-
-def test_no_candidate_when_u_not_above_t() -> None:
-    d, _, clock = make()
-    d.heartbeat(hb("a", clock, rate=0, free=10))  # u = 10 == t
-    refused(d.next_batch("default"), "no_candidate")
-    d.register("b")  # live but never heartbeated: p = q = 0
-    refused(d.next_batch("default"), "no_candidate")
 
 
 def test_empty_frontier() -> None:
@@ -154,7 +146,7 @@ def test_empty_frontier() -> None:
     d.register("a")
     refused(d.offer("a", "default"), "empty")
     d.heartbeat(hb("a", clock))
-    refused(d.next_batch("default"), "empty")
+    refused(d.offer("a", "default"), "empty")
     refused(d.offer("ghost", "default"), "unknown_fetcher")
 
 
@@ -166,14 +158,13 @@ def test_lease_returns_fewer_than_asked() -> None:
     refused(d.offer("a", "default"), "empty")
 
 
-def test_max_outstanding_busy_and_no_candidate() -> None:
+def test_max_outstanding_busy() -> None:
     d, _, clock = make()
     d.heartbeat(hb("a", clock))
     batch = ok(d.offer("a", "default"))
     refused(d.offer("a", "default"), "busy")
-    refused(d.next_batch("default"), "no_candidate")  # its only fetcher is at the cap
     d.complete(batch.serial, fetcher_id="a", pages=10, elapsed_s=1.0)
-    ok(d.next_batch("default"))
+    ok(d.offer("a", "default"))
     with pytest.raises(ValueError):
         make(max_outstanding=0)
 
@@ -222,14 +213,14 @@ def test_death_requeues_without_loss_or_duplicates_and_expires_serials() -> None
 def test_fetcher_returns_after_being_declared_dead() -> None:
     d, _, clock = make()
     d.heartbeat(hb("a", clock))
-    old = ok(d.next_batch("default"))
+    old = ok(d.offer("a", "default"))
     clock.now += 5.0
     assert d.tick() == [old.serial]
     refused(d.offer("a", "default"), "not_live")
     assert not d.complete(old.serial, fetcher_id="a", pages=10, elapsed_s=5.0)  # does not revive
     refused(d.offer("a", "default"), "not_live")
     d.heartbeat(hb("a", clock))  # back
-    new = ok(d.next_batch("default"))
+    new = ok(d.offer("a", "default"))
     assert new.fetcher_id == "a" and new.serial > old.serial
     assert d.snapshot().fetchers["a"].live
 
@@ -326,7 +317,7 @@ def test_serials_survive_dispatcher_restart() -> None:
 def test_snapshot_shape() -> None:
     d, _, clock = make(Quotas({"x": 50}))
     d.heartbeat(hb("a", clock))
-    ok(d.next_batch("x"))
+    ok(d.offer("a", "x"))
     snap = d.snapshot()
     assert snap.second == 1 and snap.in_flight == 1 and snap.in_flight_urls == 10 and snap.last_serial == 1
     assert snap.services["x"].quota == 50 and snap.services["x"].batches_total == 1

@@ -1,4 +1,4 @@
-"""S1/S3 building blocks: seconds, admission, node choice, sizing, quotas, liveness, serial ids."""
+"""S1/S3 building blocks: seconds, admission, S1's u, sizing, quotas, liveness, serial ids."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from pipeline.dispatch.admission import Admission, Candidate, capacity, minute_of, second_of_minute
+from pipeline.dispatch.admission import Admission, capacity, minute_of, second_of_minute
 from pipeline.dispatch.liveness import Liveness
 from pipeline.dispatch.quotas import QuotaError, Quotas
 from pipeline.dispatch.serials import MemorySerialStore, SerialAllocator, SerialError
@@ -85,30 +85,8 @@ def test_fractional_quota() -> None:
     assert a.budget("x", T0 + 1) == 1  # s = 2
 
 
-def test_node_choice_max_u_above_t() -> None:
-    a = Admission(Quotas({"x": 100}))
-    assert capacity(p=10, q=5, r=3, s=2) == 22
-    cands = [Candidate("a", 10, 5, 20), Candidate("b", 50, 0, 20), Candidate("c", 1, 0, 20)]
-    choice = a.choose(cands, budget=100, now=T0 + 1)  # s = 2: u = 25, 100, 2
-    assert choice is not None and choice.fetcher_id == "b" and choice.t == 20 and choice.u == 100
-    a.grant("x", "b", 90, T0 + 1)
-    choice = a.choose(cands, budget=100, now=T0 + 1)  # b: u = 10 < 20, a: 25 > 20
-    assert choice is not None and choice.fetcher_id == "a"
-
-
-def test_node_choice_u_must_exceed_t_strictly_and_t_is_refused_over_budget() -> None:
-    a = Admission(Quotas({"x": 100}))
-    assert a.choose([Candidate("a", 0, 20, 20)], budget=100, now=T0) is None  # u == t: not a candidate
-    assert a.choose([Candidate("a", 0, 21, 20)], budget=19, now=T0) is None  # t + n > s*m: no
-    shrink = Admission(Quotas({"x": 100}), shrink=True)
-    choice = shrink.choose([Candidate("a", 0, 20, 20)], budget=19, now=T0)  # the deviation: t cut to 19 < u
-    assert choice is not None and choice.t == 19
-
-
-def test_node_choice_tie_goes_to_smallest_id() -> None:
-    a = Admission(Quotas({"x": 100}))
-    choice = a.choose([Candidate("b", 0, 50, 8), Candidate("a", 0, 50, 8)], budget=100, now=T0)
-    assert choice is not None and choice.fetcher_id == "a"
+def test_capacity_is_s1s_u() -> None:
+    assert capacity(p=10, q=5, r=3, s=2) == 22  # u = p*s + q - r (the node choice: test_nodechoice_rule.py)
 
 
 def test_batch_size_formula_n0_and_clamp() -> None:

@@ -1,11 +1,22 @@
-"""The reference frontier's contract and short, deterministic simulations (simulated time only)."""
+"""The reference frontier's contract, and short deterministic simulations of the fleet's decision path
+(``FleetNodes`` choice + ``Dispatcher.offer``, simulated time only)."""
 
 from __future__ import annotations
 
-from fetchers.records import UrlTask
-from pipeline.dispatch.candidates import CandidateIndex
+from fetchers.records import Batch, UrlTask
 from pipeline.dispatch.memfrontier import MemoryFrontier, _host
-from pipeline.dispatch.sim import simulate_balance, simulate_flatness
+from pipeline.dispatch.protocols import Refusal
+from pipeline.dispatch.quotas import Quotas
+from pipeline.harness.bench.dispatchsim import (
+    S1_NO,
+    SimClock,
+    SimFleet,
+    _beat,
+    simulate_balance,
+    simulate_flatness,
+    url_stream,
+)
+from pipeline.settings import DispatchSettings
 
 
 def test_host_of() -> None:
@@ -33,19 +44,25 @@ def test_memory_frontier_host_leases() -> None:
     assert not f.is_pending(0)
 
 
-def test_candidate_index_order_versions_and_retry() -> None:
-    idx = CandidateIndex()
-    idx.rebuild(100, [("a", 5.0), ("b", 9.0), ("c", 9.0)])
-    idx.put("a", 10.0)  # re-keyed: the old entry is stale
-    seen: list[str] = []
-
-    def accept(fid: str, u: float) -> str:
-        seen.append(fid)
-        return {"a": "retry", "b": "drop"}.get(fid, "yes")
-
-    assert idx.choose(accept) == ("c", 9.0)
-    assert seen == ["a", "b", "c"]  # max u first, ties by id; stale a(5) never offered
-    assert "a" in idx and "b" not in idx and "c" not in idx
+def test_sim_fleet_runs_the_fleets_choice_then_offer() -> None:
+    """The node with the largest u = p*s + q - r gets the batch, through its idle virtual fetcher; a busy
+    node is no candidate; a node's restart expires what its old incarnation held."""
+    clock = SimClock()
+    frontier = MemoryFrontier(per_host=8)
+    frontier.add(url_stream(0, 500, 50))
+    sim = SimFleet(DispatchSettings(k=16, n_min=1, n_max=64), frontier, Quotas.unlimited(), clock)
+    assert sim.heard(_beat("slow", clock.now, rate=10.0, free=50, done=0)) == "node_up"
+    sim.heard(_beat("fast", clock.now, rate=100.0, free=50, done=0))
+    first = sim.next()
+    assert isinstance(first, Batch) and first.fetcher_id == "fast#0" and len(first.tasks) == 16
+    second = sim.next()  # fast is busy (its only fetcher holds a batch)
+    assert isinstance(second, Batch) and second.fetcher_id == "slow#0"
+    third = sim.next()
+    assert isinstance(third, Refusal) and third.reason == S1_NO
+    assert sim.complete(first, pages=16, elapsed_s=0.5)
+    assert sim.heard(_beat("slow", clock.now, rate=10.0, free=50, done=0, incarnation="2")) == "node_up"
+    assert not sim.complete(second, pages=16, elapsed_s=0.5)  # its serial died with the old incarnation
+    assert sim.d.snapshot().dropped == {"expired": 1} and frontier.pending() == 500 - 32 + 16
 
 
 def test_balance_sim_n_i_vs_equal() -> None:
@@ -63,4 +80,12 @@ def test_flatness_sim_quota_holds_and_nothing_is_lost() -> None:
     assert s["cv"] <= 0.10 and s["max_minute_over_quota"] <= 0 and s["cum_over_budget"] <= 0
     assert s["batches_to_dead"] == 0 and s["lost_urls"] == 0 and s["duplicate_urls"] == 0
     assert any("comes back" in what for _, what in r.events)
-    assert s["per_fetcher_urls"]["f4-2x-flaps"] > 0 and s["requeued_urls"] > 0
+    assert any("late result" in what and "dropped" in what for _, what in r.events)
+    assert s["per_node_urls"]["f4-2x-flaps"] > 0 and s["requeued_urls"] > 0
+
+
+def test_flatness_sim_without_the_pace_still_never_exceeds_the_quota() -> None:
+    """S1's rule alone (no [pace]) is lumpier per second but holds t + n <= s*m at every grant."""
+    s = simulate_flatness(quota=200.0, duration_s=120, die_at=30, flap_down=50, flap_up=80, paced=False).summary()
+    assert s["max_minute_over_quota"] <= 0 and s["cum_over_budget"] <= 0
+    assert s["lost_urls"] == 0 and s["duplicate_urls"] == 0 and s["batches_to_dead"] == 0

@@ -13,7 +13,7 @@ from pipeline.dispatch import protocols as P
 from pipeline.dispatch.admission import Admission, admit
 from pipeline.dispatch.dispatcher import Dispatcher
 from pipeline.dispatch.memfrontier import MemoryFrontier
-from pipeline.dispatch.protocols import Heartbeat, Refusal
+from pipeline.dispatch.protocols import Refusal
 from pipeline.dispatch.quotas import QuotaError, Quotas
 from pipeline.dispatch.serials import MemorySerialStore, SerialAllocator
 from pipeline.settings import DispatchSettings
@@ -95,15 +95,23 @@ def test_shrink_mode_is_the_old_deviation() -> None:
     assert isinstance(second, Batch) and len(second.tasks) == 100 - len(first.tasks)
 
 
-def test_next_batch_refuses_with_quota_when_every_request_is_over() -> None:
-    now = [T0]
-    d = _dispatcher(Quotas({"x": 100}), now)
-    d.heartbeat(Heartbeat("a", T0, 0, 0, 500.0, 200))
-    got = d.next_batch("x")
-    assert isinstance(got, Batch)
-    d.heartbeat(Heartbeat("b", T0 + 0.1, 0, 0, 500.0, 200))
-    refused = d.next_batch("x")  # 64 + 64 > 100
-    assert isinstance(refused, Refusal) and refused.reason == P.QUOTA
+def test_the_fleets_path_answers_no_when_the_chosen_nodes_request_is_over() -> None:
+    """S1's node choice picks a node (u > t); admission then refuses its t: 64 + 64 > 1 * 100."""
+    from pipeline.harness.bench.dispatchsim import SimClock, SimFleet, _beat
+
+    clock = SimClock(T0)
+    frontier = MemoryFrontier(per_host=4)
+    frontier.add([UrlTask(f"http://h{i % 50}.test/p{i}", i, 0) for i in range(500)])
+    sim = SimFleet(DispatchSettings(k=64, n_min=1, n_max=512, lease_s=0, service="x"), frontier,
+                   Quotas({"x": 100}), clock)  # fmt: skip
+    sim.heard(_beat("a", T0, rate=500.0, free=200, done=1))
+    sim.heard(_beat("b", T0, rate=500.0, free=200, done=1))
+    got = sim.next()
+    assert isinstance(got, Batch) and len(got.tasks) == 64
+    refused = sim.next()
+    assert isinstance(refused, Refusal) and refused.reason == P.QUOTA and refused.retry_after_s > 0
+    clock.now = T0 + 1  # s = 2: 128 <= 200
+    assert isinstance(sim.next(), Batch)
 
 
 def test_unknown_service_is_refused_and_logged_once(caplog: pytest.LogCaptureFixture) -> None:

@@ -117,7 +117,7 @@ def test_n_i_follows_a_node_that_changes_speed_mid_crawl() -> None:
 def test_halflife_costs_little_noise_in_the_simulation() -> None:
     """The jittered simulation (gamma page times): the steady rounds' median spread with the half-life
     stays within 5% of the plain mean's (forgetting faster buys tracking, not noise)."""
-    from pipeline.dispatch.sim import simulate_balance
+    from pipeline.harness.bench.dispatchsim import simulate_balance
 
     def median_spread(hl: float) -> float:
         r = simulate_balance(sizing="n_i", rounds=30, settings=DispatchSettings(history_halflife=hl), seed=3)

@@ -14,8 +14,8 @@
   consumer has connected and before it pumps, so only consuming is timed: messages (and pages) per
   CPU-second of this process (``time.process_time``).
 - **publish**: fetch batches (``--urls`` each) as task messages to a node's queue, with publisher
-  confirms. ``celery``: ``tasks.send_batch`` (Celery's send_task) on a kombu producer whose channel
-  waits for each confirm: the dispatcher today. ``kombu``: the same producer publishing
+  confirms. ``celery``: Celery's own ``send_task`` (``celery_send`` below, the baseline: what the
+  dispatcher used before ``batchsend``) on a kombu producer whose channel waits for each confirm. ``kombu``: the same producer publishing
   ``batchsend.BatchEncoder``'s message. ``pika``: the same bytes with ``basic_publish`` on a
   BlockingChannel in confirm mode (also one round trip each). ``session-pika``:
   ``PikaSession.publish_task``, a pump every ``--burst`` batches, confirms pipelined and all
@@ -192,10 +192,28 @@ def bench_consume(url: str, args: argparse.Namespace, pages: int) -> dict[str, A
 
 
 # --- publishers ---------------------------------------------------------------------------------------
+def celery_send(
+    celery_app: Any, producer: Producer, batch: Batch, *, node: str, incarnation: str | None,
+    scope_json: dict[str, Any] | None, expires_s: float | None = None, sink_json: dict[str, Any] | None = None,
+) -> None:  # fmt: skip
+    """The publishing baseline: ``batch`` to ``fetch.<node>`` through Celery's ``send_task``, as the
+    dispatcher published before ``batchsend`` built the same message itself (raises on a broker error)."""
+    celery_app.send_task(
+        topology.TASK_NAME,
+        args=[batch.to_json()],
+        kwargs={"incarnation": incarnation, "scope": scope_json, **({"sink": sink_json} if sink_json else {})},
+        queue=topology.fetch_queue(node),
+        producer=producer,
+        task_id=f"{batch.service}-{batch.serial}",
+        expires=expires_s if expires_s and expires_s > 0 else None,
+        retry=False,
+        ignore_result=True,
+    )
+
+
 def bench_publish(url: str, args: argparse.Namespace) -> dict[str, Any]:
     from pipeline.settings import Settings
     from pipeline.transport.celery_app import make_app
-    from pipeline.transport.tasks import send_batch
 
     fleet = FleetSettings(broker_url=url)
     app = make_app(Settings(fleet=fleet))
@@ -226,8 +244,8 @@ def bench_publish(url: str, args: argparse.Namespace) -> dict[str, Any]:
 
     def celery(chunk: list[Batch]) -> None:
         for b in chunk:
-            send_batch(app, producer, b, node=NODE, incarnation="inc-1", scope_json=scope_json, expires_s=60.0,
-                       sink_json=sink_json)  # fmt: skip
+            celery_send(app, producer, b, node=NODE, incarnation="inc-1", scope_json=scope_json, expires_s=60.0,
+                        sink_json=sink_json)  # fmt: skip
 
     def kombu(chunk: list[Batch]) -> None:
         for b in chunk:
