@@ -31,7 +31,9 @@ fetcher's r, which S1's node choice reads (``u = p*s + q - r``, ``capacity``).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from pipeline.dispatch.quotas import Quotas
 
@@ -153,3 +155,7 @@ class Admission:
 
     def r(self, fetcher_id: str) -> int:
         return self._r.get(fetcher_id, 0)
+
+    def grants(self) -> Mapping[str, int]:
+        """r of every fetcher given URLs this minute, read-only (``roll`` first for the current minute)."""
+        return MappingProxyType(self._r)

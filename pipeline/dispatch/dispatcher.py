@@ -234,9 +234,11 @@ class Dispatcher:
     def request_size(self, fetcher_id: str, service: str) -> int:  # t: n_i, at most one second's quota
         return self._admission.request(service, self._roster.size(self._roster[fetcher_id]))
 
-    def given_this_minute(self, fetcher_id: str) -> int:  # S1's r (0 once the minute rolled)
+    def grants_this_minute(self) -> Mapping[str, int]:
+        """Every fetcher's r at once (fetchers given nothing this minute are absent): a read-only view that
+        follows later grants until the next minute's reset, for a choice that reads many fetchers."""
         self._admission.roll(self._clock())
-        return self._admission.r(fetcher_id)
+        return self._admission.grants()
 
     def outstanding(self) -> list[Batch]:
         """Batches issued and not yet completed or expired, oldest first."""

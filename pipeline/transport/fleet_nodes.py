@@ -94,8 +94,10 @@ class FleetNodes:
 
     def pick(self, dispatcher: Dispatcher, service: str, *, s: int) -> tuple[Node, str] | None:
         """``choose`` with the dispatcher's own figures: t = what each node's idle fetcher would ask for
-        (S3's n_i, at most a second's quota), r = what its fetchers were given this minute."""
-        return self.choose(s=s, t_of=lambda v: dispatcher.request_size(v, service), r_of=dispatcher.given_this_minute)
+        (S3's n_i, at most a second's quota), r = what its fetchers were given this minute (read at one
+        instant for the whole choice)."""
+        given = dispatcher.grants_this_minute()
+        return self.choose(s=s, t_of=lambda v: dispatcher.request_size(v, service), r_of=lambda v: given.get(v, 0))
 
     def heartbeats(self) -> dict[str, dict[str, float]]:
         """Each node's last S1 heartbeat figures (for the summary and the report)."""

@@ -91,7 +91,12 @@ def test_offer_counts_r_and_n_and_reports_u() -> None:
     snap = d.snapshot()
     assert snap.fetchers["b"].r == 10 and snap.services["x"].n == 10 and snap.fetchers["a"].r == 0
     assert snap.fetchers["b"].u == 10 * 1 + 80 - 10
-    assert d.given_this_minute("b") == 10 and d.request_size("b", "x") == 10
+    given = d.grants_this_minute()  # S1's r of every fetcher, as the fleet's node choice reads it
+    assert dict(given) == {"b": 10} and d.request_size("b", "x") == 10
+    ok(d.offer("a", "x"))
+    assert dict(given) == {"b": 10, "a": 10}  # a view: later grants show
+    clock.now = T0 + 60  # the next minute: every r back to 0
+    assert dict(d.grants_this_minute()) == {} and dict(given) == {}
 
 
 def test_unknown_service_and_quota_zero() -> None:
