@@ -19,6 +19,7 @@ check the rules' arithmetic on a model of the nodes; the fleet's own figures are
 from __future__ import annotations
 
 import argparse
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +77,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    out: dict[str, Any] = {"machine": machine(), "settings": _settings_dict(DispatchSettings())}
+    out: dict[str, Any] = {"machine": machine(), "tree": tree(), "settings": _settings_dict(DispatchSettings())}
     if "decisions" in args.parts:
         dec = run_sizes(args.nodes, repeats=args.repeats, seconds=args.seconds, slots=args.slots or None)
         if len(args.nodes) >= 2:
@@ -207,6 +208,19 @@ def _steady(r: BalanceResult) -> dict[str, float]:
 
 def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3) if a is not None and b else None
+
+
+def tree() -> str:
+    """The measured tree: the checkout's commit, "+changes" when it has uncommitted ones ("" outside git)."""
+    root = Path(__file__).resolve().parents[3]
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()  # fmt: skip
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+    return head + ("+changes" if dirty else "")
 
 
 def _settings_dict(s: DispatchSettings) -> dict[str, Any]:
