@@ -10,7 +10,7 @@ BENCHES: dict[str, str] = {
     "local": "pipeline.harness.bench.local",  # embedded crawl vs bare aiohttp+selectolax loop (#2)
     "fetch": "pipeline.harness.bench.fetch",  # aio vs threaded vs bare loop (#3)
     "dns": "pipeline.harness.bench.dns",  # S4 reproduction and S2 memory (#4)
-    "dispatch": "pipeline.harness.bench.dispatch",  # S3 balance and S1 flatness simulation (#5)
+    "dispatch": "pipeline.harness.bench.dispatch",  # the fleet dispatcher's decisions at N nodes; S1/S3 sims (#5, #36)
     "fleet": "pipeline.harness.bench.fleet",  # fleet vs embedded (#6)
     "store": "pipeline.harness.bench.store",  # HBase vs SQLite (#7)
     "jobs": "pipeline.harness.bench.jobs",  # extraction runners and S5 dedup (#8)
