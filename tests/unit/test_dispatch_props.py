@@ -14,7 +14,7 @@ from pipeline.dispatch.admission import minute_of, second_of_minute
 from pipeline.dispatch.memfrontier import MemoryFrontier
 from pipeline.dispatch.quotas import Quotas
 from pipeline.dispatch.serials import MemorySerialStore, SerialAllocator
-from pipeline.harness.bench.dispatchsim import SimClock, SimFleet, _beat
+from pipeline.harness.bench.dispatchsim import SimClock, SimFleet, beat
 from pipeline.settings import DispatchSettings
 
 T0 = 1_700_000_040.0
@@ -52,7 +52,7 @@ def test_quota_never_exceeded(
                    max_outstanding=cap)  # fmt: skip
     d = sim.d
     for node in NODES:
-        sim.heard(_beat(node, clock.now, rate=100.0, free=300, done=0))
+        sim.heard(beat(node, clock.now, rate=100.0, free=300, done=0))
     granted: dict[tuple[str, int], int] = defaultdict(int)
     out: list[Batch] = []
     last_serial = 0
@@ -66,7 +66,7 @@ def test_quota_never_exceeded(
         elif kind == "offer":
             res = d.offer(f"{o[1]}#0", o[2])
         elif kind == "hb":
-            sim.heard(_beat(o[1], clock.now, rate=o[2], free=o[3], done=1))
+            sim.heard(beat(o[1], clock.now, rate=o[2], free=o[3], done=1))
         elif kind == "complete" and out:
             b = out.pop(o[1] % len(out))
             sim.complete(b, pages=len(b.tasks), elapsed_s=o[2])

@@ -11,11 +11,11 @@ from pipeline.harness.bench.dispatchsim import (
     S1_NO,
     SimClock,
     SimFleet,
-    _beat,
+    beat,
     simulate_balance,
-    simulate_flatness,
     url_stream,
 )
+from pipeline.harness.bench.flatsim import simulate_flatness
 from pipeline.settings import DispatchSettings
 
 
@@ -51,8 +51,8 @@ def test_sim_fleet_runs_the_fleets_choice_then_offer() -> None:
     frontier = MemoryFrontier(per_host=8)
     frontier.add(url_stream(0, 500, 50))
     sim = SimFleet(DispatchSettings(k=16, n_min=1, n_max=64), frontier, Quotas.unlimited(), clock)
-    assert sim.heard(_beat("slow", clock.now, rate=10.0, free=50, done=0)) == "node_up"
-    sim.heard(_beat("fast", clock.now, rate=100.0, free=50, done=0))
+    assert sim.heard(beat("slow", clock.now, rate=10.0, free=50, done=0)) == "node_up"
+    sim.heard(beat("fast", clock.now, rate=100.0, free=50, done=0))
     first = sim.next()
     assert isinstance(first, Batch) and first.fetcher_id == "fast#0" and len(first.tasks) == 16
     second = sim.next()  # fast is busy (its only fetcher holds a batch)
@@ -60,7 +60,7 @@ def test_sim_fleet_runs_the_fleets_choice_then_offer() -> None:
     third = sim.next()
     assert isinstance(third, Refusal) and third.reason == S1_NO
     assert sim.complete(first, pages=16, elapsed_s=0.5)
-    assert sim.heard(_beat("slow", clock.now, rate=10.0, free=50, done=0, incarnation="2")) == "node_up"
+    assert sim.heard(beat("slow", clock.now, rate=10.0, free=50, done=0, incarnation="2")) == "node_up"
     assert not sim.complete(second, pages=16, elapsed_s=0.5)  # its serial died with the old incarnation
     assert sim.d.snapshot().dropped == {"expired": 1} and frontier.pending() == 500 - 32 + 16
 

@@ -97,15 +97,15 @@ def test_shrink_mode_is_the_old_deviation() -> None:
 
 def test_the_fleets_path_answers_no_when_the_chosen_nodes_request_is_over() -> None:
     """S1's node choice picks a node (u > t); admission then refuses its t: 64 + 64 > 1 * 100."""
-    from pipeline.harness.bench.dispatchsim import SimClock, SimFleet, _beat
+    from pipeline.harness.bench.dispatchsim import SimClock, SimFleet, beat
 
     clock = SimClock(T0)
     frontier = MemoryFrontier(per_host=4)
     frontier.add([UrlTask(f"http://h{i % 50}.test/p{i}", i, 0) for i in range(500)])
     sim = SimFleet(DispatchSettings(k=64, n_min=1, n_max=512, lease_s=0, service="x"), frontier,
                    Quotas({"x": 100}), clock)  # fmt: skip
-    sim.heard(_beat("a", T0, rate=500.0, free=200, done=1))
-    sim.heard(_beat("b", T0, rate=500.0, free=200, done=1))
+    sim.heard(beat("a", T0, rate=500.0, free=200, done=1))
+    sim.heard(beat("b", T0, rate=500.0, free=200, done=1))
     got = sim.next()
     assert isinstance(got, Batch) and len(got.tasks) == 64
     refused = sim.next()

@@ -10,10 +10,10 @@ nodes by ``bench fleet``: ``--fleet-ms-per-page``, ``--fleet-ms-per-s``) plus wh
 at ``--node-pages-per-s`` per node and ``--batch-pages`` per batch.
 
 ``--parts balance,flatness``: S3's batch sizing and S1's quota admission in simulated time on the same
-decision path (``FleetNodes.choose`` + ``Dispatcher.offer``, dispatchsim.py), each against a baseline of
-the same run (equal batches, an oracle; no quota, S1 without the pace); plots to ``--plots-dir``. They
-check the rules' arithmetic on a model of the nodes; the fleet's own figures are ``bench s3`` and
-``bench s1`` (docs/bench/s3.md, s1.md).
+decision path (``FleetNodes.choose`` + ``Dispatcher.offer``: dispatchsim.py, flatsim.py), each against a
+baseline of the same run (equal batches, an oracle; no quota, S1 without the pace); plots to
+``--plots-dir``. They check the rules' arithmetic on a model of the nodes; the fleet's own figures are
+``bench s3`` and ``bench s1`` (docs/bench/s3.md, s1.md).
 """
 
 from __future__ import annotations
@@ -24,13 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.harness.bench.decisions import run_sizes
-from pipeline.harness.bench.dispatchsim import (
-    T0,
-    BalanceResult,
-    FlatnessResult,
-    simulate_balance,
-    simulate_flatness,
-)
+from pipeline.harness.bench.dispatchsim import T0, BalanceResult, simulate_balance
+from pipeline.harness.bench.flatsim import FlatnessResult, simulate_flatness
 from pipeline.observe.errors import float_at_least, int_at_least
 from pipeline.observe.machine import machine
 from pipeline.settings import DispatchSettings

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pipeline.harness.bench.dispatchsim import BalanceResult, FlatnessResult
+from pipeline.harness.bench.dispatchsim import BalanceResult
+from pipeline.harness.bench.flatsim import FlatnessResult
 
 
 def plot(where: Path, bal: dict[str, BalanceResult], flat: dict[str, FlatnessResult], *, quota: float,
