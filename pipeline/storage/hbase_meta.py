@@ -9,12 +9,18 @@ a swap whose reply was lost answers False on the retry, which ``Store.swap_meta`
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from Hbase_thrift import Mutation
 
-if TYPE_CHECKING:
-    from pipeline.storage.hbase import HBaseStore
+
+class HBaseStore(Protocol):
+    """What this module uses of ``pipeline.storage.hbase.HBaseStore`` (a protocol: no import cycle)."""
+
+    _names: dict[str, bytes]
+
+    def _call(self, fn: Any) -> Any: ...
+    def _delete(self, table: str, keys: Sequence[bytes]) -> None: ...
 
 _COL = b"m:v"
 
