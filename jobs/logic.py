@@ -121,7 +121,7 @@ def decode_result(line: str | bytes) -> FetchResult | None:
 @dataclass(frozen=True, slots=True)
 class Quarantined:
     """What the extract job must not parse: pages whose parse killed extract tasks, and hosts with
-    ``fetch.parse_failed_per_host`` such pages (``pipeline.transport.linkquarantine``)."""
+    ``fetch.parse_failed_per_host`` such pages (``pipeline.transport.links.quarantine``)."""
 
     urls: frozenset[str] = frozenset()
     hosts: frozenset[str] = frozenset()

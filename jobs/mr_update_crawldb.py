@@ -88,7 +88,7 @@ class MRUpdateCrawlDb(MRJob):
         self.buf: list[dict[str, Any]] = []
         self.schedule = recrawl.recrawl_schedule(self.store)
         self.results: list[FetchResult] = []
-        # pages whose parse killed extract tasks (pipeline/transport/linkquarantine.py): no simhash for them
+        # pages whose parse killed extract tasks (pipeline/transport/links/quarantine.py): no simhash for them
         self.unparsed = logic.read_quarantine(self.options.quarantine) if self.options.quarantine else ()
 
     def merger_map(self, _: None, line: str) -> Iterator[tuple[None, dict[str, Any]]]:

@@ -3,7 +3,7 @@
 S3's loop: fetchers write results into segments; closed segments go through ``mr_extract_links`` ->
 ``mr_update_crawldb`` (or, on a cluster runner, ``mr_link_round``, both chained in one job); the URLs that
 became PENDING are in the store, where the frontier picks them up. ``LinkPipeline`` runs a round over
-segments; ``crawlfleet links`` (pipeline/transport/linkjobs.py) and ``crawlfleet jobs run`` (jobs/watch.py)
+segments; ``crawlfleet links`` (pipeline/transport/links/service.py) and ``crawlfleet jobs run`` (jobs/watch.py)
 drive it.
 """
 
@@ -208,7 +208,7 @@ class JobArgs:
     deny_regex: tuple[str, ...] = ()
     traps: str = ""  # logic.traps_arg(...); "" = the defaults
     count_inlinks: bool = True  # False: known URLs keep their in-link counts (dispatch.priority = "depth")
-    # The parse guard of the extract job (pipeline/links/guard.py; the link service's linkquarantine.py):
+    # The parse guard of the extract job (pipeline/links/guard.py; the link service's pipeline/transport/links/quarantine.py):
     # where its tasks keep their markers, the pages it must not parse, and the CPU limit per page.
     guard_dir: str = ""
     quarantine: str = ""

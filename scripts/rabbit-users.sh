@@ -76,7 +76,7 @@ re_quote() { printf '%s' "$1" | sed 's/[.[\*^$()+?{}|-]/\\&/g'; }
 
 node_key_file() {  # DIR/node-NODE.key, derived from the fleet key (passed in the environment, never argv)
   FLEET_KEY="$(cat "$SECRETS/fleet.key")" "$PY" -c \
-    'import os, sys; sys.path.insert(0, sys.argv[2]); from pipeline.transport.signing import node_key; print(node_key(os.environ["FLEET_KEY"], sys.argv[1]))' \
+    'import os, sys; sys.path.insert(0, sys.argv[2]); from pipeline.transport.wire.signing import node_key; print(node_key(os.environ["FLEET_KEY"], sys.argv[1]))' \
     "$1" "$ROOT" | write_file "$SECRETS/node-$1.key"
 }
 secret "$SECRETS/fleet.key" >/dev/null

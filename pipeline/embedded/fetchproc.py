@@ -189,7 +189,7 @@ class ProcessFetcher:
         fence: Callable[[], bool] | None = None,
         on_host_done: Callable[[str, float, str], None] | None = None,
     ) -> BatchReport:
-        """Fetch ``batch`` in the child. ``fence`` is the fleet's (pipeline/transport/lease.py) and
+        """Fetch ``batch`` in the child. ``fence`` is the fleet's (pipeline/transport/node/lease.py) and
         ``on_host_done`` an optimisation (hosts are released with the batch): neither is used here."""
         if not self._started:
             await self.start()

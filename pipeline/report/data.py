@@ -26,7 +26,7 @@ SEGMENT_GLOB = "segment-*.jsonl"
 DUPLICATES_FILE = (
     "duplicates.json"  # written by `crawlfleet duplicates CRAWL_DIR --write` (jobs/dupreport.py)
 )
-NODE_SEGMENTS_DIR = "node-segments"  # pipeline/transport/nodesink.py (the report must not import the fleet)
+NODE_SEGMENTS_DIR = "node-segments"  # pipeline/transport/node/sink.py (the report must not import the fleet)
 
 
 @dataclass(slots=True)
@@ -147,7 +147,7 @@ def read_duplicates(crawl_dir: Path) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) and isinstance(obj.get("exact"), list) else None
 
 
-PARSE_FAILED_FILE = ".quarantine.jsonl"  # pipeline/transport/linkquarantine.py, under NODE_SEGMENTS_DIR
+PARSE_FAILED_FILE = ".quarantine.jsonl"  # pipeline/transport/links/quarantine.py, under NODE_SEGMENTS_DIR
 MAX_PARSE_FAILED = 1000
 
 

@@ -3,7 +3,7 @@
 One section of :class:`pipeline.settings.Settings`; read only through ``load_settings``.
 
 Secrets (the broker password, ``key``, ``node_key``) come from the environment, a settings file or a
-``*_file`` with owner-only permissions (``pipeline.transport.tls.read_secret``), never from a flag;
+``*_file`` with owner-only permissions (``pipeline.transport.wire.tls.read_secret``), never from a flag;
 ``SECRET_FIELDS`` names them for the redaction of ``crawlfleet settings``, logs and reports
 (``pipeline.settings.security.redact``)."""
 

@@ -16,7 +16,7 @@ both, so a re-run chooses the same) the round reads the row and puts ``m:n`` = t
 ``m:W`` = this round in one put (HBase writes a row's cells atomically), then deletes the folded cells.
 Readers (``hbase_cells.inlinks_of``) ignore cells of rounds up to ``m:W``, so the delete may fail or
 come late, and a re-run of a folded round adds nothing. This needs round ids that sort in the order the
-rounds merge, and, as before, one round at a time per URL. ``linkjobs.RoundBook`` makes such ids and says
+rounds merge, and, as before, one round at a time per URL. ``pipeline.transport.links.rounds.RoundBook`` makes such ids and says
 so by their form (``ordered``: ``r``, 20 digits of wall-clock ns, 8 hex digits); a round with another id
 (``crawlfleet jobs run`` names a round after its segment's path) is counted read-then-put.
 """

@@ -1,11 +1,15 @@
-"""The fleet: the dispatcher service and fetch nodes joined over RabbitMQ (Celery, kombu).
+"""The fleet: fetch nodes, the dispatcher and the link-jobs service, joined over RabbitMQ; one room per role.
 
-- ``dispatcher_service``: CrawlCore behind the broker (``dispatcher_inbox``: what arrives on it);
-  ``linkjobs`` / ``linkrules``: the link-jobs service and the crawl rules it reads; ``tasks``: the Celery task shim;
-  ``taskmsg``: what a task message must look like; ``runtime``: a fetch node's long-lived loop.
-- ``amqp``, ``topology``, ``messages``: queues, exchanges and the JSON on them.
-- ``lease``, ``recovery``, ``fleet_state``, ``session``: leases and crash recovery.
-- ``cli``: ``crawlfleet dispatcher``, ``worker`` and ``submit``.
+- ``wire``: the AMQP wire and its security: queues and exchanges, the JSON messages (batches, replies,
+  heartbeats, links reports), signing, TLS, the broker sessions, S1's serial check.
+- ``node``: a fetch node (``crawlfleet worker``): the Celery task, its long-lived fetch loop, the sink that
+  stores a batch's pages and segments, the chunks it reports, its lease fence.
+- ``links``: the link-jobs service (``crawlfleet links``): rounds of the mrjob jobs over the nodes' segments,
+  claimed through the store, the crawl rules they read, the reports they publish.
+- ``dispatcher``: the dispatcher service (``crawlfleet dispatcher``): CrawlCore behind the broker, the nodes
+  it hears, S1's grants, its view of the link jobs.
+- ``cli``: the fleet's commands.
 
+Lower rooms never import higher ones: wire < node, links < dispatcher < cli (tests/unit/test_layout.py).
 May import: pipeline.crawl and everything below it; never pipeline.embedded or the harness.
 """

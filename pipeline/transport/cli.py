@@ -2,11 +2,11 @@
 
 - ``crawlfleet dispatcher [SEEDS...] --out DIR [--service NAME] [--resume] [--serve]`` runs the central
   dispatcher for one service until the crawl is done (``--serve``: keep waiting for submits).
-- ``crawlfleet worker --node NAME [--slots N]`` becomes ``celery -A pipeline.transport.celery_app worker
+- ``crawlfleet worker --node NAME [--slots N]`` becomes ``celery -A pipeline.transport.node.celery_app worker
   -Q fetch.NAME --pool threads -c N`` (exec, so signals reach Celery directly).
 - ``crawlfleet submit --service NAME SEEDS...`` hands seed URLs to that service's dispatcher.
 - ``crawlfleet links --service NAME --out DIR [--runner R]`` runs the link jobs over the nodes' segments
-  (linkjobs.py).
+  (links/service.py).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def _name(what: str) -> Any:
     """An argparse ``type=`` for a node or service name (it becomes a queue name)."""
 
     def parse(text: str) -> str:
-        from pipeline.transport import topology
+        from pipeline.transport.wire import topology
 
         try:
             return topology.check_name(text, what=what)
@@ -147,7 +147,7 @@ def _fleet_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
 
 
 def _cmd_dispatcher(args: argparse.Namespace) -> int:
-    from pipeline.transport.dispatcher_service import FleetDispatcher
+    from pipeline.transport.dispatcher.service import FleetDispatcher
 
     logs.setup_from_args(args)
     seeds = list(args.seeds)
@@ -192,8 +192,8 @@ def _check_node_broker(settings: Settings, node: str) -> None:
     """The broker checks the node's Celery app makes (``celery_app.configure``), made here first: a refused
     broker URL (plain AMQP off loopback, amqps:// without its CA) or an unsigned node off loopback is one
     line and exit 2, not a traceback from inside Celery after the exec."""
-    from pipeline.transport import tls
-    from pipeline.transport.msgauth import MessageKeys, require_signing
+    from pipeline.transport.wire import tls
+    from pipeline.transport.wire.msgauth import MessageKeys, require_signing
 
     try:
         tls.check_broker(settings.fleet)
@@ -204,7 +204,7 @@ def _check_node_broker(settings: Settings, node: str) -> None:
 
 def worker_command(args: argparse.Namespace, settings: Settings) -> tuple[list[str], dict[str, str]]:
     """The celery command line and environment for ``crawlfleet worker`` (pure, for tests)."""
-    from pipeline.transport import topology
+    from pipeline.transport.wire import topology
 
     node = topology.check_name(args.node, what="node")
     slots = args.slots or default_slots(settings)
@@ -223,7 +223,7 @@ def worker_command(args: argparse.Namespace, settings: Settings) -> tuple[list[s
         env["CRAWLFLEET_DISPATCH_HEARTBEAT_S"] = str(args.heartbeat_s)
     extra = [a for a in (args.celery_args or []) if a != "--"]
     cmd = [
-        sys.executable, "-m", "celery", "-A", "pipeline.transport.celery_app", "worker",
+        sys.executable, "-m", "celery", "-A", "pipeline.transport.node.celery_app", "worker",
         "-Q", topology.fetch_queue_name(node), "--pool", "threads", "-c", str(slots),
         "-n", f"{node}@%h", "--without-mingle", "--without-gossip", "--without-heartbeat",
         "-l", args.loglevel, *extra,
@@ -299,9 +299,9 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 
 def _cmd_links(args: argparse.Namespace) -> int:
     from jobs.runner import RunnerConfig
-    from pipeline.transport.linkjobs import LinkJobsService
-    from pipeline.transport.linkpublish import amqp_publisher
-    from pipeline.transport.nodesink import crawl_sink
+    from pipeline.transport.links.publish import amqp_publisher
+    from pipeline.transport.links.service import LinkJobsService
+    from pipeline.transport.wire.sink import crawl_sink
 
     logs.setup_from_args(args)
     settings = load_settings(args.config, overrides=_fleet_overrides(args))
@@ -337,10 +337,10 @@ def _cmd_submit(args: argparse.Namespace) -> int:
     from kombu import Producer
     from kombu.exceptions import OperationalError
 
-    from pipeline.transport import topology
-    from pipeline.transport.amqp import fleet_connection
-    from pipeline.transport.messages import encode, submit_message
-    from pipeline.transport.tls import describe
+    from pipeline.transport.wire import topology
+    from pipeline.transport.wire.amqp import fleet_connection
+    from pipeline.transport.wire.messages import encode, submit_message
+    from pipeline.transport.wire.tls import describe
 
     settings = load_settings(args.config, overrides={"fleet": {"broker_url": args.broker_url}})
     service = topology.check_name(args.service, what="service")

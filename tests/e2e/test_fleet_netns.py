@@ -110,9 +110,9 @@ def netns_nodes() -> Iterator[Net]:
 
 def _wait_heartbeats(rabbit: TlsRabbit, users: Users, nodes: set[str], *, timeout_s: float = 120) -> None:
     """Until every node has sent a heartbeat (all three then get batches from the start)."""
-    from pipeline.transport import topology
-    from pipeline.transport.amqp import fleet_connection
-    from pipeline.transport.messages import decode, parse_heartbeat
+    from pipeline.transport.wire import topology
+    from pipeline.transport.wire.amqp import fleet_connection
+    from pipeline.transport.wire.messages import decode, parse_heartbeat
 
     tls = rabbit.client("dispatcher")
     fleet = load_settings(overrides={"fleet": {

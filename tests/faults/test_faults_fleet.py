@@ -11,8 +11,8 @@ excuses nothing by itself: a URL answered before its batch expired and fetched a
 (``duplicated_causes`` names it ``expired_answered``, and the trial fails).
 
 A stopped worker is declared dead and its batches re-issued; when it resumes it starts none of their
-remaining URLs (pipeline/transport/lease.py). A stopped dispatcher counts the stop as paused time
-(pipeline/transport/session.py) and expires nothing.
+remaining URLs (pipeline/transport/node/lease.py). A stopped dispatcher counts the stop as paused time
+(pipeline/transport/wire/session.py) and expires nothing.
 """
 
 from __future__ import annotations

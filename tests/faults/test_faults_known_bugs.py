@@ -40,14 +40,14 @@ PAUSED_DISPATCHER_KILLS_NODES = (
     "declares every node dead on resume: its first pump times out before reading the heartbeats already "
     "buffered on its socket, the next tick sees every node silent, expires every batch and re-issues them "
     "while the workers go on: every unanswered URL of those batches is fetched twice. Fix "
-    "(pipeline/transport/dispatcher_service.py): count a loop stall longer than a heartbeat period as paused "
+    "(pipeline/transport/dispatcher/service.py): count a loop stall longer than a heartbeat period as paused "
     "time (like BrokerSession.paused_s), or judge liveness only after a full heartbeat period of listening."
 )
 SERIALS_COLLIDE_ACROSS_CRAWLS = (
     "FetchRuntime remembers finished batches by serial alone (runtime._done / _running), but every fresh crawl "
     "store starts its serials at 1; a worker shared by two crawls (two services, or a crawl after another) "
     "answers the second crawl's batch N from its memory of the first crawl's batch N, publishes nothing, and "
-    "the batch waits for the lease (120 s by default) to expire. Fix (pipeline/transport/runtime.py): key the "
+    "the batch waits for the lease (120 s by default) to expire. Fix (pipeline/transport/node/runtime.py): key the "
     "memory by (service, crawl id, serial), e.g. a crawl id the dispatcher stores in meta and sends with the batch."
 )
 DNS_OUTAGE_IS_FINAL = (
@@ -105,7 +105,7 @@ def test_expired_batch_requeues_only_unanswered_urls(tmp_path: Path) -> None:
 
 @pytest.mark.integration
 def test_dispatcher_paused_past_heartbeats_expires_nothing(fault_bed: Bed, tmp_path: Path) -> None:
-    """Was PAUSED_DISPATCHER_KILLS_NODES; fixed in pipeline/transport/session.py: time the dispatcher was
+    """Was PAUSED_DISPATCHER_KILLS_NODES; fixed in pipeline/transport/wire/session.py: time the dispatcher was
     not listening (a gap between pumps, noted again before each tick) is paused time. Regression test."""
     with broker_vhost() as url:
         rig = FleetRig(fault_bed, url, tmp_path)
@@ -127,7 +127,7 @@ def test_dispatcher_paused_past_heartbeats_expires_nothing(fault_bed: Bed, tmp_p
 
 @pytest.mark.integration
 def test_worker_shared_by_two_crawls_fetches_both(fault_bed: Bed, tmp_path: Path) -> None:
-    """Was SERIALS_COLLIDE_ACROSS_CRAWLS; fixed in pipeline/transport/runtime.py (memory keyed by
+    """Was SERIALS_COLLIDE_ACROSS_CRAWLS; fixed in pipeline/transport/node/runtime.py (memory keyed by
     service, serial and issue time). Regression test."""
     with broker_vhost() as url:
         rig = FleetRig(fault_bed, url, tmp_path, lease_s=8.0)
@@ -201,14 +201,14 @@ STALLED_BROKER_EXPIRES_ALL = (
     "BrokerSession.paused_s (which counts only disconnections) does not pause the liveness clock, every node "
     "misses its heartbeats at once, every batch out expires and is re-issued while the workers finish the "
     "originals: their unanswered URLs are fetched twice (the soak's rabbitmq/stop duplicates). Fix "
-    "(pipeline/transport/dispatcher_service.py, session.py): when no heartbeat at all arrives for a period, treat "
+    "(pipeline/transport/dispatcher/service.py, session.py): when no heartbeat at all arrives for a period, treat "
     "it as a transport stall and pause the liveness clock, as for a disconnection."
 )
 
 
 @pytest.mark.integration
 def test_stalled_broker_expires_no_batch(fault_bed: Bed, tmp_path: Path) -> None:
-    """Was STALLED_BROKER_EXPIRES_ALL; fixed in pipeline/transport/session.py: after a silence the dispatcher
+    """Was STALLED_BROKER_EXPIRES_ALL; fixed in pipeline/transport/wire/session.py: after a silence the dispatcher
     makes a blocking round trip to the broker and counts a slow answer as paused time. Regression test."""
     from pipeline.harness.faults.services import PrivateRabbit
 

@@ -15,7 +15,7 @@ import pytest
 from pipeline.harness.faults.bed import Bed, TrialPlan
 from pipeline.harness.faults.quota_trial import quota_trial
 from pipeline.harness.faults.services import broker_vhost
-from pipeline.transport.grants import granted_this_minute
+from pipeline.transport.dispatcher.grants import granted_this_minute
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
 

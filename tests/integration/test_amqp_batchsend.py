@@ -20,11 +20,11 @@ import pytest
 from fetchers.records import Batch, UrlTask
 from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.settings import FleetSettings
-from pipeline.transport.batchsend import BatchEncoder, publish_kombu, publish_pika
-from pipeline.transport.messages import decode, parse_heartbeat, parse_results
-from pipeline.transport.nodesink import SinkSpec
-from pipeline.transport.pika_session import PikaSession
-from pipeline.transport.session import BrokerSession
+from pipeline.transport.wire.batchsend import BatchEncoder, publish_kombu, publish_pika
+from pipeline.transport.wire.messages import decode, parse_heartbeat, parse_results
+from pipeline.transport.wire.pika_session import PikaSession
+from pipeline.transport.wire.session import BrokerSession
+from pipeline.transport.wire.sink import SinkSpec
 from pipeline.urls import fingerprint
 from tests.fixtures.rabbitmq import fetch_counts, key
 

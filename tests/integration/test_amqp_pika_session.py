@@ -1,4 +1,4 @@
-"""PikaSession (pipeline/transport/pika_session.py) on the real broker, in the test session's private vhost.
+"""PikaSession (pipeline/transport/wire/pika_session.py) on the real broker, in the test session's private vhost.
 
 It receives and acks (an acked message is not delivered again; an unacked one is), survives its
 connection being closed by the broker (``rabbitmqctl close_connection`` on its own connection only:
@@ -20,10 +20,10 @@ from kombu import Connection, Producer
 
 from fetchers.records import Batch, UrlTask
 from pipeline.settings import FleetSettings
-from pipeline.transport import topology
-from pipeline.transport.batchsend import BatchEncoder
-from pipeline.transport.messages import BadMessage, decode
-from pipeline.transport.pika_session import PikaSession
+from pipeline.transport.wire import topology
+from pipeline.transport.wire.batchsend import BatchEncoder
+from pipeline.transport.wire.messages import BadMessage, decode
+from pipeline.transport.wire.pika_session import PikaSession
 
 pytestmark = [pytest.mark.integration]
 

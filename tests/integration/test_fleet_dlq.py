@@ -20,7 +20,7 @@ from kombu import Connection, Producer
 
 from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.settings import FleetSettings
-from pipeline.transport import topology
+from pipeline.transport.wire import topology
 from tests.fixtures.rabbitmq import MAX_DEPTH, check_store_exactly_once, check_truth
 
 pytestmark = [pytest.mark.integration]

@@ -25,7 +25,7 @@ from pipeline.harness.testbed.hostile import PATHS
 from pipeline.report.build import build_report
 from pipeline.storage.base import UrlState
 from pipeline.storage.sqlite import SqliteStore
-from pipeline.transport.linkquarantine import META_PREFIX, QUARANTINE_FILE
+from pipeline.transport.links.quarantine import META_PREFIX, QUARANTINE_FILE
 from tests.fixtures.rabbitmq import stored_pages
 from tests.integration.test_hostile_crawl import EXPECTED as EMBEDDED_EXPECTED
 

@@ -17,7 +17,7 @@ from jobs.sparkapp import SparkRounds
 from jobs.synth import make_results, write_segment
 from pipeline.storage.segments import Segments
 from pipeline.storage.sqlite import SqliteStore
-from pipeline.transport.linkrules import RULES_KEY, CrawlLinkRules
+from pipeline.transport.links.rules import RULES_KEY, CrawlLinkRules
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 

@@ -1,4 +1,4 @@
-"""A page that kills the fleet's extract job does not stop the link path (pipeline/transport/linkquarantine.py).
+"""A page that kills the fleet's extract job does not stop the link path (pipeline/transport/links/quarantine.py).
 
 One segment holds, among normal pages, a page of 60,000 nested <div> (lexbor needs about 2 s of CPU for
 it; the tests' limit is 0.3 s). ``crawlfleet links`` on the real link jobs (inline runner: the task dies
@@ -20,10 +20,10 @@ from pipeline.frontier.schedule import RECRAWL_META
 from pipeline.storage.base import UrlRecord
 from pipeline.storage.segments import Segments
 from pipeline.storage.sqlite import SqliteStore
-from pipeline.transport.linkjobs import LinkJobsService
-from pipeline.transport.linkquarantine import GUARD_DIR, META_PREFIX, QUARANTINE_FILE
-from pipeline.transport.linkrules import RULES_KEY, CrawlLinkRules
-from pipeline.transport.replies import LinksReport
+from pipeline.transport.links.quarantine import GUARD_DIR, META_PREFIX, QUARANTINE_FILE
+from pipeline.transport.links.rules import RULES_KEY, CrawlLinkRules
+from pipeline.transport.links.service import LinkJobsService
+from pipeline.transport.wire.replies import LinksReport
 from pipeline.urls import fingerprint, host_of
 
 pytestmark = pytest.mark.integration

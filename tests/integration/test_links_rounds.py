@@ -22,10 +22,10 @@ from pipeline.storage.factory import from_spec
 from pipeline.storage.leases import Leases
 from pipeline.storage.segments import Segments
 from pipeline.storage.sqlite import SqliteStore
-from pipeline.transport.linkjobs import LinkJobsService
-from pipeline.transport.linkrounds import RoundBook
-from pipeline.transport.linkrules import RULES_KEY, CrawlLinkRules
-from pipeline.transport.replies import LinksReport
+from pipeline.transport.links.rounds import RoundBook
+from pipeline.transport.links.rules import RULES_KEY, CrawlLinkRules
+from pipeline.transport.links.service import LinkJobsService
+from pipeline.transport.wire.replies import LinksReport
 from pipeline.urls import host_of
 
 pytestmark = pytest.mark.integration

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.transport.serialcheck import (
+from pipeline.transport.wire.serialcheck import (
     HELD,
     REVOKED,
     UNANSWERED,

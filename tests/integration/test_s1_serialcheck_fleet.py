@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from pipeline.harness.testbed.harness import TestbedProcess
-from pipeline.transport.serialcheck import SerialResponder, SerialTable
+from pipeline.transport.wire.serialcheck import SerialResponder, SerialTable
 from tests.fixtures.rabbitmq import MAX_DEPTH
 
 pytestmark = [pytest.mark.integration]

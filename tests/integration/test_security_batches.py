@@ -28,10 +28,10 @@ from kombu import Producer
 
 from fetchers.records import Batch, FetchResult, UrlTask
 from pipeline.harness.testbed.harness import TestbedProcess
-from pipeline.transport import signing, topology
-from pipeline.transport.amqp import fleet_connection
-from pipeline.transport.batchsend import BatchEncoder, TaskMessage, publish_kombu
-from pipeline.transport.msgauth import MessageKeys, signed_headers
+from pipeline.transport.wire import signing, topology
+from pipeline.transport.wire.amqp import fleet_connection
+from pipeline.transport.wire.batchsend import BatchEncoder, TaskMessage, publish_kombu
+from pipeline.transport.wire.msgauth import MessageKeys, signed_headers
 from tests.fixtures.rabbitmq import ROOT
 from tests.fixtures.tlsbroker import TlsRabbit, Users, fleet_as, two_node_broker
 

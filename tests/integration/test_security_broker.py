@@ -18,9 +18,9 @@ from amqp.exceptions import AccessRefused
 from kombu import Producer
 
 from pipeline.settings import FleetSettings
-from pipeline.transport import tls, topology
-from pipeline.transport.amqp import fleet_connection
-from pipeline.transport.pika_session import PikaSession
+from pipeline.transport.wire import tls, topology
+from pipeline.transport.wire.amqp import fleet_connection
+from pipeline.transport.wire.pika_session import PikaSession
 from tests.fixtures.tlsbroker import SCRIPTS, TlsRabbit, Users, fleet_as, two_node_broker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -117,9 +117,9 @@ def test_a_node_cannot_publish_a_batch(broker: tuple[TlsRabbit, Users], exchange
 def test_the_dispatcher_drops_results_and_heartbeats_not_signed_by_their_node(
     broker: tuple[TlsRabbit, Users], client: str
 ) -> None:
-    from pipeline.transport.messages import encode
-    from pipeline.transport.msgauth import MessageKeys, signed_headers
-    from pipeline.transport.pika_session import make_session
+    from pipeline.transport.wire.messages import encode
+    from pipeline.transport.wire.msgauth import MessageKeys, signed_headers
+    from pipeline.transport.wire.pika_session import make_session
 
     rabbit, users = broker
     service = f"sec{client}"

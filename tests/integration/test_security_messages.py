@@ -24,7 +24,7 @@ from pipeline.harness.faults.services import broker_vhost
 from pipeline.harness.faults.snapshot import stored_urls
 from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.settings import FleetSettings
-from pipeline.transport import topology
+from pipeline.transport.wire import topology
 
 pytestmark = pytest.mark.integration
 

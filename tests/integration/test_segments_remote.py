@@ -17,9 +17,9 @@ from jobs.runner import LinkPipeline, RunnerConfig
 from jobs.synth import make_results, write_segment
 from pipeline.storage.segments import ABANDON_S, DONE_DIR, Segments
 from pipeline.storage.sqlite import SqliteStore
-from pipeline.transport.linkjobs import LinkJobsService
-from pipeline.transport.linkrules import RULES_KEY, CrawlLinkRules
-from pipeline.transport.replies import LinksReport
+from pipeline.transport.links.rules import RULES_KEY, CrawlLinkRules
+from pipeline.transport.links.service import LinkJobsService
+from pipeline.transport.wire.replies import LinksReport
 
 pytestmark = pytest.mark.integration
 

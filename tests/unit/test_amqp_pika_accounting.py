@@ -14,10 +14,10 @@ from pika.adapters.utils.io_services_utils import _AsyncTransportBase
 
 from fetchers.records import Batch, UrlTask
 from pipeline.settings import Settings
-from pipeline.transport import pika_session, pikawire
-from pipeline.transport.batchsend import BatchEncoder
-from pipeline.transport.pika_session import PikaSession, make_session, send_task, take_unconfirmed
-from pipeline.transport.session import BrokerSession
+from pipeline.transport.wire import pika_session, pikawire
+from pipeline.transport.wire.batchsend import BatchEncoder
+from pipeline.transport.wire.pika_session import PikaSession, make_session, send_task, take_unconfirmed
+from pipeline.transport.wire.session import BrokerSession
 
 
 class Clock:

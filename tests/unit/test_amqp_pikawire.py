@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.settings import FleetSettings
-from pipeline.transport.pikawire import connection_parameters
+from pipeline.transport.wire.pikawire import connection_parameters
 
 
 @pytest.mark.parametrize(("url", "vhost"), [

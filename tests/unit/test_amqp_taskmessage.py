@@ -12,11 +12,11 @@ import pytest
 
 from fetchers.records import Batch, UrlTask
 from pipeline.settings import Settings
-from pipeline.transport import topology
-from pipeline.transport.batchsend import BatchEncoder, pika_properties
-from pipeline.transport.celery_app import make_app
-from pipeline.transport.messages import BadMessage
-from pipeline.transport.taskmsg import check_task_message, parse_task_args
+from pipeline.transport.node.celery_app import make_app
+from pipeline.transport.wire import topology
+from pipeline.transport.wire.batchsend import BatchEncoder, pika_properties
+from pipeline.transport.wire.messages import BadMessage
+from pipeline.transport.wire.taskmsg import check_task_message, parse_task_args
 
 SCOPE = {"domains": ["a.test", "b.test"], "allow": [], "deny": [r"/slow$"]}
 SINK = {"store": "sqlite:///tmp/x.db", "segments": "/tmp/segments", "warc": "", "keep_body": False}

@@ -1,4 +1,4 @@
-"""A running batch's results stored and reported in chunks (``pipeline.transport.batchchunks``): a chunk
+"""A running batch's results stored and reported in chunks (``pipeline.transport.node.chunks``): a chunk
 per tick while the batch runs, the rest at its end, a chunk that failed to store kept for the next, and the
 URLs no stored chunk answered handed back when the last chunk cannot be stored."""
 
@@ -8,8 +8,8 @@ import asyncio
 import contextlib
 
 from fetchers.records import Batch, FetchResult, UrlTask
-from pipeline.transport.batchchunks import BatchChunks
-from pipeline.transport.nodesink import Receipt
+from pipeline.transport.node.chunks import BatchChunks
+from pipeline.transport.node.sink import Receipt
 from pipeline.urls import fingerprint
 
 URLS = [f"http://h.test/{i}" for i in range(5)]

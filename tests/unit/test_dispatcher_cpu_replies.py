@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from fetchers.records import FetchResult, SchemaError, Timings
-from pipeline.transport.messages import BadMessage, _slim_result, parse_results
-from pipeline.transport.replies import slim
+from pipeline.transport.wire.messages import BadMessage, _slim_result, parse_results
+from pipeline.transport.wire.replies import slim
 
 LIMIT = 1 << 20
 

@@ -19,10 +19,11 @@ from pipeline.frontier.frontier import Frontier
 from pipeline.settings import Settings
 from pipeline.storage.base import UrlRecord, UrlState
 from pipeline.storage.sqlite import SqliteStore
-from pipeline.transport.linkrules import CrawlLinkRules
-from pipeline.transport.messages import BadMessage, parse_results
-from pipeline.transport.nodesink import NodeSink, SinkSpec, crawl_sink
-from pipeline.transport.replies import LinksReport, parse_links, reply_text
+from pipeline.transport.links.rules import CrawlLinkRules
+from pipeline.transport.node.sink import NodeSink
+from pipeline.transport.wire.messages import BadMessage, parse_results
+from pipeline.transport.wire.replies import LinksReport, parse_links, reply_text
+from pipeline.transport.wire.sink import SinkSpec, crawl_sink
 from pipeline.urls import TrapRules, fingerprint, host_of
 from tests.unit.test_core import PAGE, SEEDS, Clock, beat, make, ok
 
@@ -213,7 +214,7 @@ def test_restore_pending_counts_only_the_refetches_of_a_capped_host_in_a_recrawl
 
 # --- the dispatcher's view of the link jobs --------------------------------------------------------
 def test_link_progress_waits_for_every_replied_segment_then_checks_the_store() -> None:
-    from pipeline.transport.linkprogress import PENDING_CHECK_S, SILENCE_S, LinkProgress
+    from pipeline.transport.dispatcher.linkprogress import PENDING_CHECK_S, SILENCE_S, LinkProgress
 
     now = [0.0]
     lp = LinkProgress(clock=lambda: now[0])
@@ -238,7 +239,7 @@ def test_link_progress_waits_for_every_replied_segment_then_checks_the_store() -
 def test_a_late_copy_of_a_reply_waits_for_nothing() -> None:
     """After a broker reconnect a node may publish its reply again. If the links report for its segment
     came between the two copies, counting the copy left the segment awaited for ever."""
-    from pipeline.transport.linkprogress import PENDING_CHECK_S, LinkProgress
+    from pipeline.transport.dispatcher.linkprogress import PENDING_CHECK_S, LinkProgress
 
     now = [0.0]
     lp = LinkProgress(clock=lambda: now[0])
@@ -252,7 +253,7 @@ def test_a_late_copy_of_a_reply_waits_for_nothing() -> None:
 
 
 def test_link_lag_is_reply_to_report_per_segment() -> None:
-    from pipeline.transport.linkprogress import LinkProgress
+    from pipeline.transport.dispatcher.linkprogress import LinkProgress
 
     now = [0.0]
     lp = LinkProgress(clock=lambda: now[0])

@@ -18,7 +18,7 @@ from pipeline.frontier.frontier import Frontier
 from pipeline.frontier.limits import FrontierLimits
 from pipeline.storage.base import UrlRecord
 from pipeline.storage.sqlite import SqliteStore
-from pipeline.transport.dispatcher_tick import RETRY_S, Periodic
+from pipeline.transport.dispatcher.tick import RETRY_S, Periodic
 from pipeline.urls import fingerprint
 
 

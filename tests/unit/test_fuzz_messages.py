@@ -1,6 +1,6 @@
 """Fuzzing the message schemas: fetchers/records.py (Batch, FetchResult), fetchers/report.py via the
-fleet's results messages, and pipeline/transport/messages.py (decode, results, heartbeats, submits) and
-the fetch task's arguments (pipeline/transport/taskmsg.parse_task_args).
+fleet's results messages, and pipeline/transport/wire/messages.py (decode, results, heartbeats, submits) and
+the fetch task's arguments (pipeline/transport/wire/taskmsg.parse_task_args).
 
 Contracts: a record's ``from_json`` raises only ``SchemaError`` on anything it does not expect, and
 ``from_json(to_json(r)) == r``; the transport's parsers raise only ``BadMessage`` (a message either
@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fetchers.records import Batch, FetchResult, SchemaError, Timings, UrlTask
-from pipeline.transport.messages import BadMessage, decode, parse_heartbeat, parse_results, parse_submit
-from pipeline.transport.taskmsg import parse_task_args
+from pipeline.transport.wire.messages import BadMessage, decode, parse_heartbeat, parse_results, parse_submit
+from pipeline.transport.wire.taskmsg import parse_task_args
 
 SURROGATES: Literal["Cs"] = "Cs"  # lone surrogates: see tests/unit/test_fuzz_dns_keys.py
 

@@ -1,5 +1,5 @@
 """The books of pages (and hosts) whose parse killed parser processes, for fetch processes
-(pipeline/embedded/fetchproc.py) and for the fleet's extract job (pipeline/transport/linkquarantine.py),
+(pipeline/embedded/fetchproc.py) and for the fleet's extract job (pipeline/transport/links/quarantine.py),
 and the restart budget of the helpers such pages kill (pipeline/embedded/childproc.py)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pipeline.embedded.childproc import RestartBudget
 from pipeline.embedded.fetchproc import HostilePages
 from pipeline.links import guard
 from pipeline.storage.sqlite import SqliteStore
-from pipeline.transport.linkquarantine import META_PREFIX, LinkQuarantine
+from pipeline.transport.links.quarantine import META_PREFIX, LinkQuarantine
 
 
 def test_fetch_processes_set_a_page_aside_at_two_strikes_and_a_host_at_its_limit() -> None:

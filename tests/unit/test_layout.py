@@ -151,6 +151,37 @@ def test_no_room_imports_its_own_layer_or_above() -> None:
     assert bad == []
 
 
+# The fleet's room is regrouped by role (pipeline/transport/__init__.py): the same rule inside it, lowest first.
+TRANSPORT = "pipeline.transport"
+TRANSPORT_LAYERS: tuple[tuple[str, ...], ...] = (("wire",), ("node", "links"), ("dispatcher",), ("cli",))
+TRANSPORT_LEVEL = {part: i for i, layer in enumerate(TRANSPORT_LAYERS) for part in layer}
+
+
+def _transport_part(module: str) -> str | None:
+    """``wire``, ``node``, ``links``, ``dispatcher`` or ``cli`` for a module of the fleet's room, else None."""
+    parts = module.split(".")
+    return parts[2] if module.startswith(TRANSPORT + ".") and len(parts) >= 3 else None
+
+
+def test_every_module_of_the_fleet_sits_in_a_role() -> None:
+    found = {_transport_part(m) for m in _modules()} - {None}
+    assert sorted(found - set(TRANSPORT_LEVEL)) == [], "a new part of pipeline/transport: give it a layer"
+
+
+def test_no_part_of_the_fleet_imports_its_own_layer_or_above() -> None:
+    mods = _modules()
+    bad = []
+    for module, path in mods.items():
+        here = _transport_part(module)
+        if here is None:
+            continue
+        for target, line in _imports(module, path, mods):
+            there = _transport_part(target)
+            if there is not None and there != here and TRANSPORT_LEVEL[there] >= TRANSPORT_LEVEL[here]:
+                bad.append(f"{path.relative_to(ROOT)}:{line} {here} imports {there}")
+    assert bad == []
+
+
 def test_pipeline_root_holds_only_the_vocabulary_and_the_command() -> None:
     assert {p.name for p in (ROOT / "pipeline").glob("*.py")} == ROOT_MODULES
 

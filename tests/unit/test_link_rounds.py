@@ -1,4 +1,4 @@
-"""Link-jobs rounds shared through the store (``pipeline.transport.linkrounds``), on a real SQLite store with
+"""Link-jobs rounds shared through the store (``pipeline.transport.links.rounds``), on a real SQLite store with
 an injected lease clock: claims split candidates between two services, a dead service's round is taken over
 with its segments and merge id, a round that died while claiming is completed, merge ids sort in merge order
 (``hbase_inlinks.ordered``) even when the wall clock steps back, and a finished round leaves nothing."""
@@ -12,8 +12,8 @@ import pytest
 from pipeline.storage.hbase_inlinks import ordered
 from pipeline.storage.leases import Leases
 from pipeline.storage.sqlite import SqliteStore
-from pipeline.transport import linkrounds
-from pipeline.transport.linkrounds import CLAIMING, ROUND, RoundBook
+from pipeline.transport.links import rounds as linkrounds
+from pipeline.transport.links.rounds import CLAIMING, ROUND, RoundBook
 from tests.unit.test_core import Clock
 
 

@@ -1,4 +1,4 @@
-"""The link-jobs service's rounds (``pipeline.transport.linkjobs``) with a real SQLite store and local
+"""The link-jobs service's rounds (``pipeline.transport.links.service``) with a real SQLite store and local
 segments; the mrjob jobs are the seam (a fake extract and update). Reports then retires; a refused report
 leaves everything for the next try; a failure backs off; two services split the segments and each is
 reported once; a killed service's round is taken over by another."""
@@ -13,9 +13,9 @@ import pytest
 from jobs.runner import JobArgs, JobOutput, RoundResult, RunnerConfig
 from pipeline.storage.segments import DONE_DIR, Segments
 from pipeline.storage.sqlite import SqliteStore
-from pipeline.transport.linkjobs import LinkJobsService
-from pipeline.transport.linkrules import RULES_KEY, CrawlLinkRules
-from pipeline.transport.replies import LinksReport
+from pipeline.transport.links.rules import RULES_KEY, CrawlLinkRules
+from pipeline.transport.links.service import LinkJobsService
+from pipeline.transport.wire.replies import LinksReport
 from tests.unit.test_core import Clock
 
 

@@ -1,10 +1,10 @@
-"""The crawl's link rules as the dispatcher publishes them to the link jobs (pipeline/transport/linkrules.py)."""
+"""The crawl's link rules as the dispatcher publishes them to the link jobs (pipeline/transport/links/rules.py)."""
 
 from __future__ import annotations
 
 import json
 
-from pipeline.transport.linkrules import CrawlLinkRules
+from pipeline.transport.links.rules import CrawlLinkRules
 from pipeline.urls import Scope, TrapRules
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from pipeline.dispatch.nodechoice import NodeLoad, choose_node
-from pipeline.transport.fleet_nodes import FleetNodes
-from pipeline.transport.messages import NodeHeartbeat
+from pipeline.transport.dispatcher.nodes import FleetNodes
+from pipeline.transport.wire.messages import NodeHeartbeat
 
 
 def test_largest_u_above_t_wins() -> None:
@@ -71,7 +71,7 @@ def test_fleet_nodes_membership() -> None:
 
 
 def test_the_summary_says_when_there_is_no_quota() -> None:
-    from pipeline.transport.fleet_state import quota_line
+    from pipeline.transport.dispatcher.state import quota_line
 
     assert quota_line("", None) == "unlimited (no quota file)"
     assert quota_line("q.toml", 200.0) == "200 URLs/s from q.toml"

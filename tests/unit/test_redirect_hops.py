@@ -27,8 +27,8 @@ from pipeline.links.filtering import Candidate
 from pipeline.storage.base import UrlRecord, UrlState
 from pipeline.storage.hbase_cells import refill_record, url_cells, url_record
 from pipeline.storage.sqlite import SqliteStore
-from pipeline.transport.messages import parse_results
-from pipeline.transport.replies import reply_text
+from pipeline.transport.wire.messages import parse_results
+from pipeline.transport.wire.replies import reply_text
 from pipeline.urls import Scope, TrapRules, fingerprint, host_of
 
 A, B, T = "http://a.test/r/1", "http://a.test/r/2", "http://a.test/r/3"

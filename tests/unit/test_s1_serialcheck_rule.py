@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.transport.serialcheck import SerialTable, answer
+from pipeline.transport.wire.serialcheck import SerialTable, answer
 
 
 def test_held_only_by_the_fetcher_it_was_issued_to_while_outstanding() -> None:

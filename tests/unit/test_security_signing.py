@@ -1,4 +1,4 @@
-"""Signed fleet messages (pipeline/transport/signing.py, msgauth.py): keys, signatures, replays."""
+"""Signed fleet messages (pipeline/transport/wire/signing.py, msgauth.py): keys, signatures, replays."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 
 from fetchers.records import Batch, UrlTask
 from pipeline.settings import FleetSettings
-from pipeline.transport import signing
-from pipeline.transport.batchsend import BatchEncoder
-from pipeline.transport.messages import encode
-from pipeline.transport.msgauth import (
+from pipeline.transport.wire import signing
+from pipeline.transport.wire.batchsend import BatchEncoder
+from pipeline.transport.wire.messages import encode
+from pipeline.transport.wire.msgauth import (
     LINKS_SIGNER,
     MessageKeys,
     check_batch,
@@ -21,7 +21,7 @@ from pipeline.transport.msgauth import (
     require_signing,
     signed_headers,
 )
-from pipeline.transport.tls import BrokerPolicyError
+from pipeline.transport.wire.tls import BrokerPolicyError
 
 FLEET_KEY = "f" * 64
 
@@ -159,7 +159,7 @@ def test_the_dispatcher_takes_results_only_from_the_node_that_signed_them() -> N
 def test_links_reports_are_signed_by_the_links_signer_only() -> None:
     fleet = FleetSettings(key=FLEET_KEY)
     dispatcher = MessageKeys.for_dispatcher(fleet)
-    from pipeline.transport.msgauth import links_headers
+    from pipeline.transport.wire.msgauth import links_headers
 
     body = encode({"v": 1, "kind": "links", "segments": [], "hosts": {}}).body
     assert (

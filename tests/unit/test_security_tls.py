@@ -1,4 +1,4 @@
-"""The broker connection rules (pipeline/transport/tls.py) and secret redaction (settings/security.py)."""
+"""The broker connection rules (pipeline/transport/wire/tls.py) and secret redaction (settings/security.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from pipeline.settings import FleetSettings, Settings, load_settings_traced
 from pipeline.settings.security import redact, redact_url, scrub
-from pipeline.transport import tls
+from pipeline.transport.wire import tls
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 
-from pipeline.transport.serialcheck import GRANT_GUARD_S, SerialChecker, answer, grant_end, grant_fence
+from pipeline.transport.wire.serialcheck import GRANT_GUARD_S, SerialChecker, answer, grant_end, grant_fence
 
 M0 = 1_800_000_000.0 - (1_800_000_000 % 60)  # the start of a minute
 

@@ -1,4 +1,4 @@
-"""The worker's lease fence (pipeline/transport/lease.py) and the engine's use of it (fetchers/engine.py)."""
+"""The worker's lease fence (pipeline/transport/node/lease.py) and the engine's use of it (fetchers/engine.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from fetchers.guard import GuardedResolver
 from fetchers.records import Batch, FetchResult, UrlTask
 from fetchers.report import LEASE_LAPSED, RETRY_LATER
 from pipeline.settings import Settings
-from pipeline.transport.lease import LeaseGuard
+from pipeline.transport.node.lease import LeaseGuard
 
 
 class Clock:

@@ -10,8 +10,8 @@ import pytest
 from fetchers.records import FetchResult, UrlTask
 from fetchers.report import BatchReport
 from pipeline.settings import FleetSettings
-from pipeline.transport import topology
-from pipeline.transport.messages import (
+from pipeline.transport.wire import topology
+from pipeline.transport.wire.messages import (
     BadMessage,
     NodeHeartbeat,
     decode,
@@ -21,7 +21,7 @@ from pipeline.transport.messages import (
     parse_submit,
     submit_message,
 )
-from pipeline.transport.replies import reply_text
+from pipeline.transport.wire.replies import reply_text
 
 LIMIT = 64 * 1024
 

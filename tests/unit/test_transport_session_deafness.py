@@ -1,4 +1,4 @@
-"""BrokerSession's deafness accounting (pipeline/transport/session.py), on a fake connection with a fake clock.
+"""BrokerSession's deafness accounting (pipeline/transport/wire/session.py), on a fake connection with a fake clock.
 
 The real broker is exercised by tests/faults (a stopped RabbitMQ, a stopped dispatcher); these pin the
 arithmetic: which gaps become paused time and which stay silence the liveness clock must see.
@@ -7,7 +7,7 @@ arithmetic: which gaps become paused time and which stay silence the liveness cl
 from __future__ import annotations
 
 from pipeline.settings import Settings
-from pipeline.transport.session import BrokerSession
+from pipeline.transport.wire.session import BrokerSession
 
 
 class Clock:

@@ -11,10 +11,15 @@ import pytest
 
 from fetchers.records import Batch, UrlTask
 from pipeline.settings import Settings
-from pipeline.transport import topology
-from pipeline.transport.celery_app import make_app
-from pipeline.transport.messages import BadMessage
-from pipeline.transport.taskmsg import check_task_message, parse_task_args, scope_from_json, scope_to_json
+from pipeline.transport.node.celery_app import make_app
+from pipeline.transport.wire import topology
+from pipeline.transport.wire.messages import BadMessage
+from pipeline.transport.wire.taskmsg import (
+    check_task_message,
+    parse_task_args,
+    scope_from_json,
+    scope_to_json,
+)
 from pipeline.urls import Scope
 
 BATCH = Batch(3, "n1#0", [UrlTask("http://a.test/", 11, 0)], service="svc", issued_at=1.0)
@@ -115,7 +120,7 @@ def test_worker_command_wraps_celery_on_the_threads_pool() -> None:
                               loglevel="INFO", celery_args=["--", "--max-memory-per-child", "1"])  # fmt: skip
     cmd, env = worker_command(args, Settings())
     joined = " ".join(cmd)
-    assert "-A pipeline.transport.celery_app worker -Q fetch.edge1 --pool threads -c 6" in joined
+    assert "-A pipeline.transport.node.celery_app worker -Q fetch.edge1 --pool threads -c 6" in joined
     assert "solo" not in joined and cmd[-2:] == ["--max-memory-per-child", "1"]
     assert env["CRAWLFLEET_NODE"] == "edge1" and env["CRAWLFLEET_DNS_SERVERS"] == "127.0.0.1:5353"
     assert env["CRAWLFLEET_BROKER_URL"] == "amqp://u:p@127.0.0.1:5672/v"

@@ -54,10 +54,10 @@ from pipeline.harness.bench.amqpclients import (
     session_consumers,
 )
 from pipeline.settings import FleetSettings
-from pipeline.transport import topology
-from pipeline.transport.amqp import connection
-from pipeline.transport.batchsend import BatchEncoder, publish_kombu, publish_pika
-from pipeline.transport.replies import reply_text
+from pipeline.transport.wire import topology
+from pipeline.transport.wire.amqp import connection
+from pipeline.transport.wire.batchsend import BatchEncoder, publish_kombu, publish_pika
+from pipeline.transport.wire.replies import reply_text
 
 SERVICE = "bench"
 NODE = "benchnode"
@@ -213,7 +213,7 @@ def celery_send(
 
 def bench_publish(url: str, args: argparse.Namespace) -> dict[str, Any]:
     from pipeline.settings import Settings
-    from pipeline.transport.celery_app import make_app
+    from pipeline.transport.node.celery_app import make_app
 
     fleet = FleetSettings(broker_url=url)
     app = make_app(Settings(fleet=fleet))
@@ -234,7 +234,7 @@ def bench_publish(url: str, args: argparse.Namespace) -> dict[str, Any]:
     pch.confirm_delivery()
     encoder = BatchEncoder(scope_json=scope_json, sink_json=sink_json)
     sample = batches(args.urls)
-    from pipeline.transport.pika_session import PikaSession
+    from pipeline.transport.wire.pika_session import PikaSession
 
     session = PikaSession(fleet, service=SERVICE, heartbeat_ttl_s=10.0, stall_s=1e9, probe_after_s=1e9)
     assert session.connect()

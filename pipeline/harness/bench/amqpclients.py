@@ -23,7 +23,7 @@ import pika
 from kombu import Consumer, Queue
 
 from pipeline.settings import FleetSettings
-from pipeline.transport.amqp import connection
+from pipeline.transport.wire.amqp import connection
 
 
 class KombuConsumer:
@@ -113,7 +113,7 @@ class SessionConsumer:
 
 def session_consumers(url: str, prefetch: int, *, service: str) -> dict[str, Callable[[], Any]]:
     """The dispatcher's own session classes, by variant name, as consumers of ``service``'s results queue."""
-    from pipeline.transport.session import BrokerSession
+    from pipeline.transport.wire.session import BrokerSession
 
     fleet = FleetSettings(broker_url=url)
     quiet: dict[str, Any] = {
@@ -126,7 +126,7 @@ def session_consumers(url: str, prefetch: int, *, service: str) -> dict[str, Cal
         "session-kombu": lambda: SessionConsumer(BrokerSession(fleet, service=service, **quiet))
     }
     try:
-        from pipeline.transport.pika_session import PikaSession
+        from pipeline.transport.wire.pika_session import PikaSession
     except ImportError:  # not written yet
         return out
     out["session-pika"] = lambda: SessionConsumer(PikaSession(fleet, service=service, **quiet))

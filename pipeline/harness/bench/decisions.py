@@ -44,11 +44,11 @@ from pipeline.dispatch.sizing import local_slots
 from pipeline.settings import Settings
 from pipeline.storage.base import UrlRecord
 from pipeline.storage.factory import from_settings
-from pipeline.transport.dispatcher_service import FleetDispatcher
-from pipeline.transport.messages import NodeHeartbeat, encode
-from pipeline.transport.msgauth import MessageKeys
-from pipeline.transport.replies import LinksReport, reply_text
-from pipeline.transport.session import Inbound
+from pipeline.transport.dispatcher.service import FleetDispatcher
+from pipeline.transport.wire.messages import NodeHeartbeat, encode
+from pipeline.transport.wire.msgauth import MessageKeys
+from pipeline.transport.wire.replies import LinksReport, reply_text
+from pipeline.transport.wire.session import Inbound
 from pipeline.urls import fingerprint
 
 K = 64  # URLs per batch (n_min = n_max = k)

@@ -30,8 +30,8 @@ from pipeline.dispatch.protocols import FrontierLike, Refusal
 from pipeline.dispatch.quotas import Quotas
 from pipeline.dispatch.serials import MemorySerialStore, SerialAllocator
 from pipeline.settings import DispatchSettings
-from pipeline.transport.fleet_nodes import FleetNodes
-from pipeline.transport.messages import NodeHeartbeat
+from pipeline.transport.dispatcher.nodes import FleetNodes
+from pipeline.transport.wire.messages import NodeHeartbeat
 
 T0 = 1_800_000_000.0 - 1_800_000_000.0 % 60  # a minute boundary, so sim second 0 is s = 1
 S1_NO = "s1_no"  # no node has u > t (and none is drained): the round ends without a batch

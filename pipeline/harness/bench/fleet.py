@@ -128,9 +128,9 @@ def _embedded(args: argparse.Namespace, workdir: Path, broker_url: str) -> dict[
 
 def _wait_heartbeats(broker_url: str, nodes: set[str], timeout_s: float) -> None:
     """Until every node has sent a heartbeat (so worker start-up is not counted as crawl time)."""
-    from pipeline.transport import topology
-    from pipeline.transport.amqp import connection
-    from pipeline.transport.messages import decode, parse_heartbeat
+    from pipeline.transport.wire import topology
+    from pipeline.transport.wire.amqp import connection
+    from pipeline.transport.wire.messages import decode, parse_heartbeat
 
     fleet = load_settings(overrides={"fleet": {"broker_url": broker_url}}).fleet
     seen: set[str] = set()
@@ -151,7 +151,7 @@ def _wait_heartbeats(broker_url: str, nodes: set[str], timeout_s: float) -> None
 
 
 def _cleanup_queues(broker_url: str, names: list[str]) -> None:
-    from pipeline.transport.amqp import connection
+    from pipeline.transport.wire.amqp import connection
 
     with connection(broker_url) as conn:
         for name in names:
@@ -165,7 +165,7 @@ def _cleanup_queues(broker_url: str, names: list[str]) -> None:
 
 
 def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str) -> dict[str, Any]:
-    from pipeline.transport import topology
+    from pipeline.transport.wire import topology
 
     tag = uuid.uuid4().hex[:6]
     service, nodes = f"bench{tag}", [f"bench{tag}-{i}" for i in range(1, args.workers + 1)]

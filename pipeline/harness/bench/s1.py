@@ -111,7 +111,7 @@ def _crawl(bed: Bed, broker: str, workdir: Path, args: argparse.Namespace, *, qu
 def serial_check_cost(broker: str, *, checks: int = 500) -> dict[str, Any]:
     """S1's serial-id check as a node pays it per batch: one round trip to the dispatcher's responder
     (a real responder thread answering from a table of 64 outstanding batches), on this broker."""
-    from pipeline.transport.serialcheck import HELD, SerialChecker, SerialResponder, SerialTable
+    from pipeline.transport.wire.serialcheck import HELD, SerialChecker, SerialResponder, SerialTable
 
     table = SerialTable()
     table.replace((serial, f"n#{serial % 8}") for serial in range(1, 65))

@@ -40,8 +40,8 @@ from pipeline.harness.faults.netproxy import ProxyProcess, Route
 from pipeline.settings import StoreSettings, load_settings
 from pipeline.storage.hbase import HBaseStore
 from pipeline.storage.segments import DONE_DIR
-from pipeline.transport.linkrounds import round_id
-from pipeline.transport.linkrules import RULES_KEY, CrawlLinkRules
+from pipeline.transport.links.rounds import round_id
+from pipeline.transport.links.rules import RULES_KEY, CrawlLinkRules
 
 S5_CLAIM = "~4x throughput with the local dedup cache + large-granularity transfer (3 nodes, 10 ms latency)"
 PRODUCTION = (200_000, 500)  # LinkJobsService's defaults: lru_size, batch_size

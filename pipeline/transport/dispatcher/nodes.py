@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from pipeline.dispatch.dispatcher import Dispatcher
 from pipeline.dispatch.nodechoice import NodeChoice, NodeLoad, choose_node
-from pipeline.transport.fleet_state import Node
-from pipeline.transport.messages import NodeHeartbeat
+from pipeline.transport.dispatcher.state import Node
+from pipeline.transport.wire.messages import NodeHeartbeat
 
 
 @dataclass(frozen=True, slots=True)

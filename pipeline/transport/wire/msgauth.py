@@ -23,9 +23,9 @@ from typing import Any
 
 from fetchers.records import Batch, SchemaError
 from pipeline.settings import FleetSettings
-from pipeline.transport import signing
-from pipeline.transport.messages import BadMessage, decode
-from pipeline.transport.tls import BrokerPolicyError, _parts, is_loopback, read_secret
+from pipeline.transport.wire import signing
+from pipeline.transport.wire.messages import BadMessage, decode
+from pipeline.transport.wire.tls import BrokerPolicyError, _parts, is_loopback, read_secret
 
 log = logging.getLogger(__name__)
 

@@ -45,10 +45,10 @@ from jobs.sparkapp import SparkRounds
 from pipeline.storage.base import Store
 from pipeline.storage.leases import Lease, LeaseKeeper, Leases
 from pipeline.storage.segments import Segments
-from pipeline.transport.linkquarantine import LinkQuarantine
-from pipeline.transport.linkrounds import Round, RoundBook
-from pipeline.transport.linkrules import RULES_KEY, CrawlLinkRules
-from pipeline.transport.replies import LinksReport
+from pipeline.transport.links.quarantine import LinkQuarantine
+from pipeline.transport.links.rounds import Round, RoundBook
+from pipeline.transport.links.rules import RULES_KEY, CrawlLinkRules
+from pipeline.transport.wire.replies import LinksReport
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class LinkJobsService:
         lru_size: int = 200_000,
         batch_size: int = 500,
         sleep: Callable[[float], None] = time.sleep,
-        parse_cpu_limit_s: float = 3.0,  # fetch.parse_cpu_limit_s: see linkquarantine.py
+        parse_cpu_limit_s: float = 3.0,  # fetch.parse_cpu_limit_s: see links/quarantine.py
         parse_failed_per_host: int = 3,  # fetch.parse_failed_per_host
         lease_ttl_s: float = 60.0,  # fleet.link_lease_s: a killed service's rounds wait this long
         retention_s: float = 0.0,  # fleet.segment_retention_s: 0 delete merged segments, < 0 keep them

@@ -38,15 +38,16 @@ from fetchers.report import BatchReport
 from pipeline.settings import Settings
 from pipeline.storage.factory import is_hbase_spec
 from pipeline.storage.warc import WarcWriter, live_writer
-from pipeline.transport.amqp import Outbox
-from pipeline.transport.batchchunks import BatchChunks
-from pipeline.transport.lease import LeaseGuard
-from pipeline.transport.messages import NodeHeartbeat
-from pipeline.transport.nodesink import NodeSink, Receipt, SinkSpec
-from pipeline.transport.pikawire import fleet_parameters
-from pipeline.transport.replies import progress_text, reply_text
-from pipeline.transport.serialcheck import REVOKED, SerialChecker
-from pipeline.transport.taskmsg import scope_to_json
+from pipeline.transport.node.chunks import BatchChunks
+from pipeline.transport.node.lease import LeaseGuard
+from pipeline.transport.node.sink import NodeSink, Receipt
+from pipeline.transport.wire.amqp import Outbox
+from pipeline.transport.wire.messages import NodeHeartbeat
+from pipeline.transport.wire.pikawire import fleet_parameters
+from pipeline.transport.wire.replies import progress_text, reply_text
+from pipeline.transport.wire.serialcheck import REVOKED, SerialChecker
+from pipeline.transport.wire.sink import SinkSpec
+from pipeline.transport.wire.taskmsg import scope_to_json
 from pipeline.urls import Scope
 
 if TYPE_CHECKING:  # the HBase client is imported by nodes whose crawl uses HBase only
@@ -185,7 +186,7 @@ class FetchRuntime:
     ) -> dict[str, Any]:
         """Fetch ``batch`` (blocking) and return its report as JSON, once per serial per process.
 
-        The node stores the batch's pages itself (``sink``: nodesink.py) and sends one reply without
+        The node stores the batch's pages itself (``sink``: node/sink.py) and sends one reply without
         bodies (replies.py) once they are stored."""
         if incarnation and incarnation != self.incarnation:
             self.stale += 1
@@ -255,7 +256,7 @@ class FetchRuntime:
             chunks.add(result)
 
         fence = (lambda: False) if revoked else self.lease.fence()
-        if self.serials is not None:  # under a quota no URL starts after its grant's minute (serialcheck.py)
+        if self.serials is not None:  # under a quota no URL starts after its grant's minute (wire/serialcheck.py)
             fence = self.serials.fence(batch.issued_at, fence)
         ticker = self._loop.create_task(chunks.tick_forever()) if every > 0 else None
         try:

@@ -27,9 +27,9 @@ from kombu import Connection, Producer
 from kombu.message import Message
 
 from pipeline.settings import FleetSettings
-from pipeline.transport import tls, topology
-from pipeline.transport.messages import Encoded, NodeHeartbeat, encode, wrap
-from pipeline.transport.msgauth import MessageKeys, signed_headers
+from pipeline.transport.wire import tls, topology
+from pipeline.transport.wire.messages import Encoded, NodeHeartbeat, encode, wrap
+from pipeline.transport.wire.msgauth import MessageKeys, signed_headers
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +121,7 @@ class Outbox:
         self._next_heartbeat = 0.0
         self._down_since: float | None = None
         self._last_attempt = 0.0
-        self._keys = MessageKeys.for_node(fleet, node)  # signs replies and heartbeats (msgauth.py)
+        self._keys = MessageKeys.for_node(fleet, node)  # signs replies and heartbeats (wire/msgauth.py)
         self._declare_results = True  # off once the broker refuses it (a node's own user: rabbit-users.sh)
 
     # --- API (any thread) ------------------------------------------------------------------------

@@ -36,11 +36,11 @@ from kombu import Connection, Consumer, Producer, Queue
 from kombu.message import Message
 
 from pipeline.settings import FleetSettings
-from pipeline.transport import topology
-from pipeline.transport.amqp import dead_letter, fleet_connection
-from pipeline.transport.messages import BadMessage, decode, parse_submit
-from pipeline.transport.msgauth import MessageKeys, check_node_message, require_signing
-from pipeline.transport.tls import check_broker, describe
+from pipeline.transport.wire import topology
+from pipeline.transport.wire.amqp import dead_letter, fleet_connection
+from pipeline.transport.wire.messages import BadMessage, decode, parse_submit
+from pipeline.transport.wire.msgauth import MessageKeys, check_node_message, require_signing
+from pipeline.transport.wire.tls import check_broker, describe
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ class BrokerSession:
         self._heard_at = 0.0  # last delivery or answered probe
         self.reconnects = 0
         self.dead_lettered = 0
-        # Results and heartbeats must be signed by the node they speak for (msgauth.py); forged ones
+        # Results and heartbeats must be signed by the node they speak for (wire/msgauth.py); forged ones
         # are dropped before the dispatcher sees them.
         check_broker(fleet)  # a refused URL or TLS setting fails here, not as an endless "unreachable"
         self.keys = MessageKeys.for_dispatcher(fleet)

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from fetchers.records import Batch, FetchResult, UrlTask
-from pipeline.transport.nodesink import Receipt
+from pipeline.transport.node.sink import Receipt
 
 log = logging.getLogger(__name__)
 

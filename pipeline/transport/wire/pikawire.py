@@ -86,7 +86,7 @@ def fleet_parameters(fleet: Any, *, name: str) -> pika.ConnectionParameters:
     """pika parameters for the fleet's broker as the settings say (``tls.py``: TLS for amqps://, plain
     AMQP only to loopback, the password from ``fleet.broker_password_file``). Every pika connection of
     the fleet should be made from these, not from ``pika.URLParameters(fleet.broker_url)``."""
-    from pipeline.transport import tls
+    from pipeline.transport.wire import tls
 
     tls.check_broker(fleet)
     return connection_parameters(tls.broker_url(fleet), name=name, ssl_options=tls.pika_ssl(fleet))

@@ -12,7 +12,7 @@ ack arrives in a later pump, where kombu's ``confirm_publish`` waits a round tri
 batch the broker nacks, or that was unconfirmed when the connection died, comes back from
 ``take_unconfirmed`` for the caller to send again (duplicates are possible, losses are not; nodes
 drop duplicates by serial). A dead-letter copy is confirmed before ``dead_letter`` returns, so the
-caller's ack of the original never overtakes it. pikawire.py has the URL, the delivery and the
+caller's ack of the original never overtakes it. wire/pikawire.py has the URL, the delivery and the
 socket read size. Single-threaded
 like BrokerSession: every callback runs inside ``pump`` (or a blocking queue op). ``make_session``,
 ``send_task`` and ``take_unconfirmed`` are the dispatcher's seam to either client.
@@ -32,11 +32,11 @@ from kombu import Queue
 from kombu.message import Message
 
 from pipeline.settings import FleetSettings
-from pipeline.transport import tls, topology
-from pipeline.transport.batchsend import TaskMessage, pika_properties, publish_kombu
-from pipeline.transport.msgauth import signed_headers
-from pipeline.transport.pikawire import ChannelGone, PikaMessage, connection_parameters, poll
-from pipeline.transport.session import BrokerSession, Inbound
+from pipeline.transport.wire import tls, topology
+from pipeline.transport.wire.batchsend import TaskMessage, pika_properties, publish_kombu
+from pipeline.transport.wire.msgauth import signed_headers
+from pipeline.transport.wire.pikawire import ChannelGone, PikaMessage, connection_parameters, poll
+from pipeline.transport.wire.session import BrokerSession, Inbound
 
 log = logging.getLogger(__name__)
 
@@ -339,7 +339,7 @@ def make_session(client: str, fleet: FleetSettings, **kwargs: Any) -> BrokerSess
 def send_task(session: BrokerSession, msg: TaskMessage, *, serial: int) -> None:
     """Publish a ``batchsend`` task message on either session; raises while the session is down. kombu
     returns once the broker confirmed it; pika at once (see ``take_unconfirmed``). Signed for its node
-    when the session holds the fleet key (msgauth.py): the node refuses it otherwise."""
+    when the session holds the fleet key (wire/msgauth.py): the node refuses it otherwise."""
     node = msg.routing_key.removeprefix(topology.FETCH_PREFIX)
     msg.headers.update(signed_headers(session.keys, kind="batch", node=node, body=msg.body))
     if isinstance(session, PikaSession):

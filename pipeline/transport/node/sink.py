@@ -3,7 +3,7 @@
 For each batch the node, not the dispatcher:
 1. writes every result, body included, to a **segment** at the crawl's segments URI (a directory,
    ``hdfs://`` or ``s3://``: ``pipeline.storage.segments``), whole, as
-   ``NODE/SERVICE-SERIAL-ISSUEDMS-CHUNK.jsonl.part`` (a batch's results come in chunks: batchchunks.py);
+   ``NODE/SERVICE-SERIAL-ISSUEDMS-CHUNK.jsonl.part`` (a batch's results come in chunks: node/chunks.py);
 2. records the final outcomes, pages included, in the **store** (HBase, or SQLite on one box): the
    store applies an outcome only while its URL is PENDING, so a re-fetched URL is stored once;
 3. renames the segment to ``.jsonl``: closed, for the link jobs. A closed segment's URLs are settled.
@@ -13,9 +13,9 @@ Only then does the node send its one JSON reply without bodies (replies.py). WAR
 dispatcher asks for it (``SinkSpec.warc``), is written by the node's fetchers from the wire as they
 fetch (``runtime.FetchRuntime``, ``storage.warc.live_writer``), under ``WARC/NODE``.
 
-``SinkSpec`` travels in the task message: the dispatcher names its store and segment directory, and
-a node may override either with its own settings (a different mount point, the HBase address as
-seen from that machine). The sink does blocking I/O: the runtime calls it on a thread of its own.
+``SinkSpec`` (``pipeline.transport.wire.sink``) travels in the task message: the dispatcher names its store
+and segments URI, and a node may override either with its own settings (a different mount point, the HBase
+address as seen from that machine). The sink does blocking I/O: the runtime calls it on a thread of its own.
 """
 
 from __future__ import annotations
@@ -23,8 +23,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 from tenacity import (
     Retrying,
@@ -36,58 +34,13 @@ from tenacity import (
 
 from fetchers.records import Batch, FetchResult
 from pipeline.crawl.outcome import is_final, outcome_of
-from pipeline.settings import Settings
-from pipeline.storage import uris
 from pipeline.storage.base import Outcome, Store
-from pipeline.storage.factory import DB_NAME, from_spec
+from pipeline.storage.factory import from_spec
 from pipeline.storage.journal import journal_parts
 from pipeline.storage.segments import SEGMENT_SUFFIX, Segments
+from pipeline.transport.wire.sink import SinkSpec
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class SinkSpec:
-    """Where a batch's pages go: a store spec (``sqlite:PATH`` or ``hbase://HOST:PORT/PREFIX``), the
-    segments' root URI (``pipeline.storage.uris``), and a WARC directory ("" = no WARC)."""
-
-    store: str
-    segments: str
-    warc: str = ""
-    keep_body: bool = True
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "store": self.store,
-            "segments": self.segments,
-            "warc": self.warc,
-            "keep_body": self.keep_body,
-        }
-
-    @classmethod
-    def from_json(cls, obj: Any) -> SinkSpec | None:
-        """The spec, or None for None; ValueError on anything but what ``to_json`` makes."""
-        if obj is None:
-            return None
-        if not isinstance(obj, dict) or set(obj) != {"store", "segments", "warc", "keep_body"}:
-            raise ValueError("sink must be {store, segments, warc, keep_body}")
-        store, segments, warc, keep = obj["store"], obj["segments"], obj["warc"], obj["keep_body"]
-        if not all(isinstance(x, str) for x in (store, segments, warc)) or not isinstance(keep, bool):
-            raise ValueError("sink store/segments/warc must be strings, keep_body a boolean")
-        if not (store.startswith("sqlite:/") or store == "hbase" or store.startswith("hbase://")):
-            raise ValueError(
-                f"sink store {store[:80]!r}: expected sqlite:/ABS/PATH or hbase://HOST:PORT/PREFIX"
-            )
-        if warc and (not warc.startswith("/") or "\x00" in warc or "/../" in f"{warc}/"):
-            raise ValueError(f"sink path {warc[:80]!r} must be absolute, without '..'")
-        if not segments:
-            raise ValueError("sink segments directory is required")
-        uris.check(segments)
-        return cls(store, segments, warc, keep)
-
-    def overridden(self, *, store: str = "", segments: str = "") -> SinkSpec:
-        """This spec with a node's own settings in place of the dispatcher's, where it has them."""
-        return SinkSpec(store or self.store, segments or self.segments, self.warc, self.keep_body)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +52,7 @@ class Receipt:
 
 
 def segment_name(batch: Batch, chunk: int = 0) -> str:
-    """``SERVICE-SERIAL-ISSUEDMS-CHUNK.jsonl``: a batch's results come in chunks (batchchunks.py)."""
+    """``SERVICE-SERIAL-ISSUEDMS-CHUNK.jsonl``: a batch's results come in chunks (node/chunks.py)."""
     return f"{batch.service}-{batch.serial:09d}-{int(batch.issued_at * 1000)}-{chunk:04d}{SEGMENT_SUFFIX}"
 
 
@@ -159,20 +112,3 @@ class NodeSink:
         if self._store is not None:
             self._store.close()
             self._store = None
-
-
-def crawl_sink(settings: Settings, out_dir: Path) -> SinkSpec:
-    """The sink of the crawl in ``out_dir``, as its dispatcher names it to nodes and the link jobs find it:
-    the crawl's store, ``fleet.segments_dir`` (a URI; default the directory OUT/node-segments) and OUT/warc
-    when WARC is on."""
-    out = out_dir.resolve()
-    st = settings.store
-    if st.kind == "hbase":
-        store = f"hbase://{st.hbase_host}:{st.hbase_port}/{st.hbase_prefix}"
-    else:
-        store = f"sqlite:{out / DB_NAME}"  # the dispatcher's own path (its directory may not exist yet)
-    segments = settings.fleet.segments_dir or str(out / "node-segments")
-    if uris.is_local(segments):
-        segments = str(Path(segments.removeprefix("file://")).resolve())
-    warc = str(out / "warc") if st.warc else ""
-    return SinkSpec(store, segments, warc, settings.fetch.keep_body)

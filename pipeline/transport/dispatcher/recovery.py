@@ -26,8 +26,8 @@ from pathlib import Path
 
 from pipeline.settings import Settings
 from pipeline.storage.journal import SegmentWriter
-from pipeline.transport import topology
-from pipeline.transport.messages import (
+from pipeline.transport.wire import topology
+from pipeline.transport.wire.messages import (
     BadMessage,
     NodeHeartbeat,
     decode,
@@ -35,7 +35,7 @@ from pipeline.transport.messages import (
     parse_results,
     parse_submit,
 )
-from pipeline.transport.session import BrokerSession
+from pipeline.transport.wire.session import BrokerSession
 
 log = logging.getLogger(__name__)
 

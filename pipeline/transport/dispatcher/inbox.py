@@ -20,10 +20,10 @@ from typing import Any
 from pipeline.crawl.core import CrawlCore
 from pipeline.settings import Settings
 from pipeline.storage.segments import key_of as segment_key
-from pipeline.transport.fleet_nodes import FleetNodes
-from pipeline.transport.fleet_state import FleetCounters, Issued
-from pipeline.transport.linkprogress import LinkProgress
-from pipeline.transport.messages import (
+from pipeline.transport.dispatcher.linkprogress import LinkProgress
+from pipeline.transport.dispatcher.nodes import FleetNodes
+from pipeline.transport.dispatcher.state import FleetCounters, Issued
+from pipeline.transport.wire.messages import (
     BadMessage,
     NodeHeartbeat,
     decode,
@@ -31,7 +31,7 @@ from pipeline.transport.messages import (
     parse_results,
     parse_submit,
 )
-from pipeline.transport.replies import parse_links
+from pipeline.transport.wire.replies import parse_links
 
 
 class Inbound:

@@ -1,6 +1,6 @@
 """The Celery app of fleet mode: one worker per fetch node, consuming only its own ``fetch.<node>`` queue.
 
-Run a node with ``crawlfleet worker --node NAME`` (it wraps ``celery -A pipeline.transport.celery_app
+Run a node with ``crawlfleet worker --node NAME`` (it wraps ``celery -A pipeline.transport.node.celery_app
 worker -Q fetch.NAME --pool threads``). Settings come from ``CRAWLFLEET_CONFIG`` (a TOML file) and
 ``CRAWLFLEET_*`` variables, read here at the process edge; ``CRAWLFLEET_NODE`` names the node.
 
@@ -13,7 +13,7 @@ Choices, each for a reason:
 - every ``fetch.*`` queue is declared with the dead-letter exchange (``FleetQueues``), whoever
   declares it first, so rejected messages land in ``crawlfleet.dead``.
 - ``FleetConsumer`` checks each task message before Celery decodes it (size, content type, JSON,
-  batch schema; with a key, the dispatcher's signature for this node and no replay: msgauth.py) and
+  batch schema; with a key, the dispatcher's signature for this node and no replay: wire/msgauth.py) and
   rejects a bad one to the dead-letter queue with a logged reason; it also reconnects faster than
   Celery's default 2 s, 4 s, 6 s ... back-off.
 - The broker connection follows ``tls.py``: amqps:// with the CA and this node's client certificate,
@@ -35,11 +35,11 @@ from kombu import Queue
 from kombu.message import Message
 
 from pipeline.settings import Settings, load_settings
-from pipeline.transport import tls, topology
-from pipeline.transport.messages import BadMessage
-from pipeline.transport.msgauth import MessageKeys, check_batch, require_signing
-from pipeline.transport.signing import ReplayGuard
-from pipeline.transport.taskmsg import check_task_message
+from pipeline.transport.wire import tls, topology
+from pipeline.transport.wire.messages import BadMessage
+from pipeline.transport.wire.msgauth import MessageKeys, check_batch, require_signing
+from pipeline.transport.wire.signing import ReplayGuard
+from pipeline.transport.wire.taskmsg import check_task_message
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +178,7 @@ def configure(app: Celery, settings: Settings) -> None:
         # Remote control (pidbox) lets any broker user who may publish to celery.pidbox shut a worker
         # down or change its queues; only Flower needs it, so it comes with task events.
         worker_enable_remote_control=settings.fleet.task_events,
-        worker_consumer="pipeline.transport.celery_app:FleetConsumer",
+        worker_consumer="pipeline.transport.node.celery_app:FleetConsumer",
         worker_hijack_root_logger=False,
         worker_redirect_stdouts=False,
         # A long batch is normal; never kill it for time (the dispatcher's lease handles stuck ones).
@@ -188,7 +188,7 @@ def configure(app: Celery, settings: Settings) -> None:
 
 
 def make_app(settings: Settings | None = None) -> Celery:
-    app = Celery("crawlfleet", amqp=FleetAMQP, include=["pipeline.transport.tasks"], set_as_current=False)
+    app = Celery("crawlfleet", amqp=FleetAMQP, include=["pipeline.transport.node.tasks"], set_as_current=False)
     configure(app, settings or current_settings())
     return app
 

@@ -17,10 +17,10 @@ from typing import IO, Any
 from pipeline.crawl.core import CrawlCore
 from pipeline.observe.metrics import LatestSnapshot, MetricsServer
 from pipeline.settings import Settings
-from pipeline.transport.fleet_nodes import FleetNodes
-from pipeline.transport.fleet_state import FleetCounters, Issued
-from pipeline.transport.linkprogress import LinkProgress
-from pipeline.transport.serialcheck import SerialTable
+from pipeline.transport.dispatcher.linkprogress import LinkProgress
+from pipeline.transport.dispatcher.nodes import FleetNodes
+from pipeline.transport.dispatcher.state import FleetCounters, Issued
+from pipeline.transport.wire.serialcheck import SerialTable
 
 log = logging.getLogger(__name__)
 

@@ -29,8 +29,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fetchers.records import Batch
-from pipeline.transport import topology
-from pipeline.transport.messages import CONTENT_TYPE
+from pipeline.transport.wire import topology
+from pipeline.transport.wire.messages import CONTENT_TYPE
 
 _EMBED = '{"callbacks":null,"errbacks":null,"chain":null,"chord":null}'
 

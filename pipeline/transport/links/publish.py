@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pipeline.settings import Settings
-from pipeline.transport.replies import LinksReport
+from pipeline.transport.wire.replies import LinksReport
 
 log = logging.getLogger(__name__)
 
@@ -19,11 +19,11 @@ def amqp_publisher(settings: Settings, service: str) -> Callable[[LinksReport], 
     """``publish(report)`` over a confirmed channel to the service's results queue (reconnecting)."""
     from kombu import Producer
 
-    from pipeline.transport import topology
-    from pipeline.transport.amqp import fleet_connection
-    from pipeline.transport.messages import encode
-    from pipeline.transport.msgauth import links_headers
-    from pipeline.transport.tls import describe
+    from pipeline.transport.wire import topology
+    from pipeline.transport.wire.amqp import fleet_connection
+    from pipeline.transport.wire.messages import encode
+    from pipeline.transport.wire.msgauth import links_headers
+    from pipeline.transport.wire.tls import describe
 
     state: dict[str, Any] = {}
 

@@ -11,9 +11,9 @@ import re
 from typing import Any, Protocol
 
 from fetchers.records import Batch, SchemaError
-from pipeline.transport import topology
-from pipeline.transport.messages import CONTENT_TYPE, BadMessage
-from pipeline.transport.nodesink import SinkSpec
+from pipeline.transport.wire import topology
+from pipeline.transport.wire.messages import CONTENT_TYPE, BadMessage
+from pipeline.transport.wire.sink import SinkSpec
 from pipeline.urls import Scope
 
 _scopes: dict[str, Scope | None] = {}

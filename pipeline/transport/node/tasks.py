@@ -20,11 +20,11 @@ from typing import Any
 from celery import signals
 from celery.exceptions import Reject
 
-from pipeline.transport import topology
-from pipeline.transport.celery_app import app, current_settings, reserved_count
-from pipeline.transport.messages import BadMessage
-from pipeline.transport.runtime import FetchRuntime
-from pipeline.transport.taskmsg import parse_task_args
+from pipeline.transport.node.celery_app import app, current_settings, reserved_count
+from pipeline.transport.node.runtime import FetchRuntime
+from pipeline.transport.wire import topology
+from pipeline.transport.wire.messages import BadMessage
+from pipeline.transport.wire.taskmsg import parse_task_args
 
 log = logging.getLogger(__name__)
 

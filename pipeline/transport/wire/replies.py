@@ -3,7 +3,7 @@ from the link jobs. Both travel on the service's results queue (messages.py has 
 
 - A **reply** is a ``results`` message holding the last results of one batch, then its report; the
   results before them came in **progress** packs of the same form without a report, about one a
-  second (batchchunks.py). The node has recorded the final outcomes and pages in the store and written
+  second (node/chunks.py). The node has recorded the final outcomes and pages in the store and written
   each chunk's segment before sending it, so a result carries no body and no headers: about 300-600
   bytes a URL.
 - A **links** message says which segments the link jobs have processed and how many new PENDING
@@ -19,7 +19,7 @@ from typing import Any
 
 from fetchers.records import FetchResult
 from fetchers.report import BatchReport
-from pipeline.transport.messages import VERSION, BadMessage
+from pipeline.transport.wire.messages import VERSION, BadMessage
 
 MAX_LINKS_HOSTS = 1_000_000  # hosts in one links message; a round never reports more
 
@@ -44,7 +44,7 @@ def reply_text(node: str, incarnation: str, results: Sequence[FetchResult], repo
 
 def progress_text(node: str, incarnation: str, results: Sequence[FetchResult], *, segment: str) -> str:
     """A chunk of a running batch, stored (a ``results`` message with ``stored`` and ``segment`` and no
-    report: the batch's reply carries it, batchchunks.py)."""
+    report: the batch's reply carries it, node/chunks.py)."""
     return json.dumps({
         "v": VERSION, "kind": "results", "node": node, "incarnation": incarnation, "stored": True,
         "segment": segment, "results": [slim(r) for r in results], "reports": [],

@@ -1,9 +1,9 @@
 """The fleet dispatcher process: CrawlCore driven by AMQP instead of in-process calls. It never decodes
 a body or extracts a link: nodes store their pages and reply once per batch, and the link jobs
-(``crawlfleet links``, linkjobs.py) feed the pending set in the store.
+(``crawlfleet links``, links/service.py) feed the pending set in the store.
 
 Each fetch node (a Celery worker on ``fetch.<node>``) appears as ``slots`` virtual fetchers
-``<node>#<i>`` (fleet_nodes.py), so S3's per-fetcher sizing and the frontier's per-fetcher host leases
+``<node>#<i>`` (dispatcher/nodes.py), so S3's per-fetcher sizing and the frontier's per-fetcher host leases
 work unchanged. The node that gets the next batch is S1's choice, ``u = p*s + q - r`` from each node's
 heartbeat (largest u > t wins; no round-robin); its idle fetcher asks ``CrawlCore.next_batch`` (quota
 admission) and the batch is published to its node's queue, tagged with the node's incarnation (a
@@ -18,9 +18,9 @@ journals whatever its predecessor's batches still bring (``recovery.drain_previo
 Time the dispatcher could not hear the fleet (broker down or stalled, the dispatcher itself stopped)
 pauses its clock (``BrokerSession.paused_s``) instead of killing every fetcher at once.
 ``fleet-events.jsonl`` records issues, completions, expiries and node changes. How the crawl is opened
-before the loop (recovery, seeds, the core, link rules, encoder, serial responder) is dispatcher_open.py;
-what it does with each message it hears (replies, links reports, heartbeats, submits) is dispatcher_inbox.py;
-its periodic work (liveness, leases, the serial table) is dispatcher_tick.py.
+before the loop (recovery, seeds, the core, link rules, encoder, serial responder) is dispatcher/opening.py;
+what it does with each message it hears (replies, links reports, heartbeats, submits) is dispatcher/inbox.py;
+its periodic work (liveness, leases, the serial table) is dispatcher/tick.py.
 """
 
 from __future__ import annotations
@@ -37,15 +37,15 @@ from pipeline.dispatch.admission import second_of_minute
 from pipeline.observe.metrics import LatestSnapshot, MetricsServer
 from pipeline.settings import Settings
 from pipeline.storage.factory import from_settings
-from pipeline.transport.batchsend import BatchEncoder
-from pipeline.transport.dispatcher_inbox import Inbound
-from pipeline.transport.dispatcher_open import CrawlOpening
-from pipeline.transport.dispatcher_tick import Periodic
-from pipeline.transport.fleet_nodes import FleetNodes
-from pipeline.transport.fleet_state import FleetCounters, Issued, fleet_summary, quota_line
-from pipeline.transport.linkprogress import LinkProgress
-from pipeline.transport.pika_session import make_session, send_task, take_unconfirmed
-from pipeline.transport.serialcheck import SerialResponder, SerialTable
+from pipeline.transport.dispatcher.inbox import Inbound
+from pipeline.transport.dispatcher.linkprogress import LinkProgress
+from pipeline.transport.dispatcher.nodes import FleetNodes
+from pipeline.transport.dispatcher.opening import CrawlOpening
+from pipeline.transport.dispatcher.state import FleetCounters, Issued, fleet_summary, quota_line
+from pipeline.transport.dispatcher.tick import Periodic
+from pipeline.transport.wire.batchsend import BatchEncoder
+from pipeline.transport.wire.pika_session import make_session, send_task, take_unconfirmed
+from pipeline.transport.wire.serialcheck import SerialResponder, SerialTable
 
 log = logging.getLogger(__name__)
 

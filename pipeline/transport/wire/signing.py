@@ -1,7 +1,7 @@
 """Signed fleet messages: HMAC-SHA256 over a message's exact bytes, per-node keys, and the replay rule.
 
 Pure: functions of values (the clock is an argument). The wire (headers, settings, files) is in
-``msgauth.py``.
+``wire/msgauth.py``.
 
 - **Keys.** The dispatcher holds the fleet key; each fetch node holds only its own key,
   ``node_key(fleet_key, node)`` (HMAC of the node name under the fleet key). A node can therefore

@@ -23,15 +23,15 @@ from pipeline.observe.metrics import LatestSnapshot, MetricsServer
 from pipeline.plugins.loading import job_specs
 from pipeline.settings import Settings
 from pipeline.storage.base import Store
-from pipeline.transport.batchsend import BatchEncoder
-from pipeline.transport.grants import granted_this_minute
-from pipeline.transport.linkrules import RULES_KEY, CrawlLinkRules
-from pipeline.transport.messages import NodeHeartbeat
-from pipeline.transport.nodesink import crawl_sink
-from pipeline.transport.pikawire import fleet_parameters
-from pipeline.transport.recovery import drain_previous
-from pipeline.transport.serialcheck import SerialResponder, SerialTable
-from pipeline.transport.taskmsg import scope_to_json
+from pipeline.transport.dispatcher.grants import granted_this_minute
+from pipeline.transport.dispatcher.recovery import drain_previous
+from pipeline.transport.links.rules import RULES_KEY, CrawlLinkRules
+from pipeline.transport.wire.batchsend import BatchEncoder
+from pipeline.transport.wire.messages import NodeHeartbeat
+from pipeline.transport.wire.pikawire import fleet_parameters
+from pipeline.transport.wire.serialcheck import SerialResponder, SerialTable
+from pipeline.transport.wire.sink import crawl_sink
+from pipeline.transport.wire.taskmsg import scope_to_json
 
 log = logging.getLogger(__name__)
 
