@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.harness.bench.fleet import _idle_stats
+from pipeline.harness.bench.fleetstats import _idle_stats
 
 
 def _issue(t: float, serial: int, node: str, n: int) -> dict[str, Any]:

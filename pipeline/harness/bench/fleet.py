@@ -1,12 +1,19 @@
 """``crawlfleet bench fleet``: the same testbed crawl in fleet mode and embedded, in the same run.
 
 Fleet mode is the real thing: RabbitMQ (``settings.fleet.broker_url``), ``--workers`` Celery worker
-processes (``crawlfleet worker``) and the fleet dispatcher process, all on this machine next to the
-testbed. The embedded default (``crawlfleet crawl``) crawls a fresh copy of the same testbed web with
-the same settings. Both use bench politeness (as ``bench local``): 8 connections per host, no minimum
-gap, Crawl-delay capped to 0, and the slow/big pages left out.
+processes (``crawlfleet worker``), the fleet dispatcher process and ``crawlfleet links`` on each of
+``--runners`` (local and inline on this machine; hadoop on the cluster's YARN with segments on HDFS; spark
+on its standalone master, one kept application, with segments on S3), all on this machine next to the
+testbed. The embedded default (``crawlfleet crawl``) crawls a fresh copy of the same web with the same
+settings, on SQLite and on the fleet's store. Everyone gets the same politeness: ``--per-host``
+connections per host (4), no minimum gap, Crawl-delay capped to 0, the slow/big pages left out. The
+crawlers run interleaved, ``--repeats`` times: medians and spread (max / min).
 
-Reported: pages/s of each and their ratio (goal: fleet >= 60% of embedded, #18), the crawl window of the
+Reported per runner: pages/s and its ratio to the embedded crawl on the same store and on SQLite (per
+repeat, then the median), the link lag (a segment's reply to its links report, from the dispatcher's
+summary), the link jobs' CPU per page (``crawlfleet links``' process tree plus, on a cluster runner, the
+cluster's processes: ``clustercpu``) against the link functions' own CPU per page over the same segments
+in a plain loop, segment bytes written per page; and as before the crawl window of the
 fleet (first batch issued to last report, i.e. without worker start-up) next to its wall time,
 broker messages per page and bytes per page (batches out, result packs and heartbeats in).
 The dispatcher's CPU is given three ways: over its whole life, over the steady window (first batch
@@ -29,13 +36,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from pipeline.harness.bench import jvmcpu
-from pipeline.harness.bench.cputrace import CpuRates, CpuTrace, bucket_series, fit_rates
+from jobs import cluster
+from pipeline.harness.bench import clustercpu, jvmcpu
+from pipeline.harness.bench.cputrace import CpuTrace, bucket_series, fit_rates
+from pipeline.harness.bench.fleetstats import FIT_BUCKET_S, _idle_stats, _link_lag, _rates_fields, summarize
 from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.settings import load_settings
-
-GOAL = 0.60  # issue #18 (issue #6 asked for 0.40 with bodies on the broker)
-FIT_BUCKET_S = 2.0  # CPU samples every 0.2 s; a bucket holds ~10, and several batch replies
+from pipeline.storage.segments import DONE_DIR, Segments
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -57,12 +64,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="sqlite",
         help="the crawl store of both runs (hbase: settings' Thrift server, a throwaway prefix)",
     )
-    p.add_argument("--runner", default="inline", help="mrjob runner of the link jobs (crawlfleet links)")
+    p.add_argument("--runners", default="local",
+                   help="link-jobs runners to measure, comma-separated (local, inline, hadoop, spark); "
+                        "default local, the Procfile's")  # fmt: skip
+    p.add_argument("--segments", choices=("auto", "dir", "hdfs", "s3"), default="auto",
+                   help="where nodes write segments (auto: a directory for local/inline, HDFS for hadoop, "
+                        "S3 for spark)")  # fmt: skip
+    p.add_argument("--repeats", type=int, default=3, help="runs of each crawler, interleaved (medians, spread)")
+    p.add_argument("--per-host", type=int, default=4, help="connections per host, for every crawler")
     p.add_argument("--link-max-segments", type=int, default=0,
                    help="segments per link-jobs micro-batch (crawlfleet links --max-segments; 0 = its default)")  # fmt: skip
 
 
-def _env(tb: TestbedProcess, broker_url: str, service: str, store: str) -> dict[str, str]:
+def _env(tb: TestbedProcess, broker_url: str, service: str, store: str, per_host: int) -> dict[str, str]:
     extra = {"CRAWLFLEET_STORE_KIND": store}
     if store == "hbase":
         extra["CRAWLFLEET_STORE_HBASE_PREFIX"] = _prefix(service)
@@ -73,7 +87,7 @@ def _env(tb: TestbedProcess, broker_url: str, service: str, store: str) -> dict[
         CRAWLFLEET_DISPATCH_SERVICE=service,
         CRAWLFLEET_DNS_SERVERS=f"127.0.0.1:{tb.dns_port}",
         CRAWLFLEET_SECURITY_ALLOW_NETWORKS="127.0.10.0/24",
-        CRAWLFLEET_POLITENESS_PER_HOST_CONCURRENCY="8",
+        CRAWLFLEET_POLITENESS_PER_HOST_CONCURRENCY=str(per_host),
         CRAWLFLEET_POLITENESS_PER_IP_CONCURRENCY="64",
         CRAWLFLEET_POLITENESS_MIN_HOST_DELAY_S="0",
         CRAWLFLEET_POLITENESS_MAX_CRAWL_DELAY_S="0",
@@ -105,18 +119,18 @@ def _last_json(text: str) -> dict[str, Any]:
     return dict(json.loads(text.strip().splitlines()[-1]))
 
 
-def _embedded(args: argparse.Namespace, workdir: Path, broker_url: str) -> dict[str, Any]:
+def _embedded(args: argparse.Namespace, workdir: Path, broker_url: str, store: str) -> dict[str, Any]:
     service = f"emb{uuid.uuid4().hex[:6]}"
-    with TestbedProcess(args.hosts, args.pages, seed=args.seed, workdir=workdir / "tb-embedded") as tb:
-        out = workdir / "embedded"
+    with TestbedProcess(args.hosts, args.pages, seed=args.seed, workdir=workdir / f"tb-embedded-{service}") as tb:
+        out = workdir / f"embedded-{service}"
         t0 = time.monotonic()
         jvm0 = jvmcpu.sample()
         try:
             proc = subprocess.run(_cli("crawl", *tb.seeds, "--out", str(out), "--json", "--no-progress"),
-                                  env=_env(tb, broker_url, service, args.store), capture_output=True, text=True,
-                                  timeout=args.timeout, check=True)  # fmt: skip
+                                  env=_env(tb, broker_url, service, store, args.per_host), capture_output=True,
+                                  text=True, timeout=args.timeout, check=True)  # fmt: skip
         finally:
-            if args.store == "hbase":
+            if store == "hbase":
                 _drop_hbase(service)
         wall = time.monotonic() - t0
         jvm = jvmcpu.delta(jvm0, jvmcpu.sample())
@@ -164,17 +178,23 @@ def _cleanup_queues(broker_url: str, names: list[str]) -> None:
                 ch.close()
 
 
-def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str) -> dict[str, Any]:
+def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str, runner: str, segments: str) -> dict[str, Any]:
     from pipeline.transport.wire import topology
 
     tag = uuid.uuid4().hex[:6]
+    workdir = workdir / f"fleet-{runner}-{tag}"
+    workdir.mkdir(parents=True)
     service, nodes = f"bench{tag}", [f"bench{tag}-{i}" for i in range(1, args.workers + 1)]
     workers: list[subprocess.Popen[bytes]] = []
     links: subprocess.Popen[bytes] | None = None
     links_cpu = float("nan")
     try:
         with TestbedProcess(args.hosts, args.pages, seed=args.seed, workdir=workdir / "tb-fleet") as tb:
-            env = _env(tb, broker_url, service, args.store)
+            env = _env(tb, broker_url, service, args.store, args.per_host)
+            # Merged segments are kept (bytes written per page, the bare function's input); the default
+            # deletes them, a store write per segment less.
+            seg_root = _segments_root(segments, workdir, tag)
+            env.update(CRAWLFLEET_FLEET_SEGMENTS_DIR=seg_root, CRAWLFLEET_FLEET_SEGMENT_RETENTION_S="-1")
             for node in nodes:
                 cmd = _cli("worker", "--node", node, "--loglevel", "WARNING")
                 if args.slots:
@@ -184,8 +204,10 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str) -> dict[str
             _wait_heartbeats(broker_url, set(nodes), timeout_s=120)
             out = workdir / "fleet"
             log = open(workdir / "links.log", "wb")  # noqa: SIM115 - owned by the process
-            link_cmd = _cli("links", "--out", str(out), "--runner", args.runner, "--work-dir",
+            link_cmd = _cli("links", "--out", str(out), "--runner", runner, "--work-dir",
                             str(workdir / "jobs-work"), "--log-level", "INFO")  # fmt: skip
+            if runner == "spark":
+                link_cmd += ["--spark-master", cluster.spark_master()]
             if args.link_max_segments:
                 link_cmd += ["--max-segments", str(args.link_max_segments)]
             links = subprocess.Popen(link_cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -193,6 +215,7 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str) -> dict[str
             t0 = time.monotonic()
             cpu0 = _children_cpu()
             jvm0 = jvmcpu.sample()
+            cluster0 = clustercpu.sample()
             with open(workdir / "dispatcher.log", "w") as err:
                 dproc = subprocess.Popen(_cli("dispatcher", *tb.seeds, "--out", str(out), "--json", "--no-progress"),
                                          env=env, stdout=subprocess.PIPE, stderr=err, text=True)  # fmt: skip
@@ -211,6 +234,10 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str) -> dict[str
                 links.terminate()
                 links.wait(60)
                 links_cpu = _children_cpu() - cpu0 - dispatcher_cpu
+            cluster_cpu = clustercpu.sample().minus(cluster0)
+            kept = Segments(seg_root)
+            seg_bytes = sum(info["size"] for info in _done_infos(kept))
+            bare = _bare_cpu_ms_per_page(kept)
     finally:
         for w in [*workers, *([links] if links is not None else [])]:
             w.terminate()
@@ -259,23 +286,20 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str) -> dict[str
         "links_cpu_s": round(links_cpu, 2),
         "links_cpu_ms_per_page": round(1000 * links_cpu / max(1, pages), 4),
         "link_lag_s": _link_lag(events),
+        "link_lag": f.get("link_lag", {}),
+        "runner": runner, "segments": seg_root.split("://")[0] if "://" in seg_root else "dir",
+        "cluster_cpu": cluster_cpu.to_json(pages),
+        # The link jobs' CPU: crawlfleet links' process tree and, on a cluster runner, the cluster's processes
+        # (containers, executors and the daemons that schedule and store for them) over the crawl.
+        "job_cpu_ms_per_page": round(1000 * (links_cpu + cluster_cpu.total_s) / max(1, pages), 4),
+        "bare_cpu_ms_per_page": bare,
+        "segment_bytes_per_page": round(seg_bytes / max(1, pages), 1),
         # The store's JVMs over the same span as the embedded half's figure (dispatcher start to exit).
         "store_jvm": jvm.to_json(pages),
         "link_max_segments": args.link_max_segments or "default",
         "frontier": summary.get("frontier", {}),
         "idle": _idle_stats(events, f, window),
     }  # fmt: skip
-
-
-def _rates_fields(rates: CpuRates | None) -> dict[str, Any]:
-    """The steady window's CPU split: ms per page at the margin, ms per second of timers (cputrace)."""
-    if rates is None:
-        return {}
-    return {
-        "dispatcher_cpu_ms_per_page_marginal": round(1000 * rates.per_page_s, 4),
-        "dispatcher_cpu_ms_per_s_fixed": round(1000 * rates.per_s, 2),
-        "dispatcher_cpu_fit": {"buckets": rates.buckets, "bucket_s": FIT_BUCKET_S, "r2": round(rates.r2, 3)},
-    }
 
 
 def _children_cpu() -> float:
@@ -286,58 +310,40 @@ def _children_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def _idle_stats(events: list[dict[str, Any]], f: dict[str, Any], window: float) -> dict[str, Any]:
-    """What keeps the nodes idle (#18 point 4): share of the window with no batch out at all, and with
-    fewer batches out than half the slots; a batch's round trip (issue to reply on the dispatcher's
-    clock) beside the node's own fetch time, their difference being queueing, the serial check,
-    storing the pages and the reply; batch sizes; batches per node; the dispatcher's loop turns and
-    dispatch rounds per second (its fixed CPU) and the share of rounds that issued nothing."""
-    issued = {ev["serial"]: ev for ev in events if ev["ev"] == "issue"}
-    done = [ev for ev in events if ev["ev"] == "done" and ev["serial"] in issued]
-    if not issued or not done or not window > 0:
-        return {}
-    level, last = 0, min(ev["t"] for ev in issued.values())
-    share: dict[str, float] = {"none": 0.0, "under_8": 0.0}
-    for t, step in sorted([(ev["t"], 1) for ev in issued.values()] + [(ev["t"], -1) for ev in done]):
-        share["none"] += (t - last) * (level == 0)
-        share["under_8"] += (t - last) * (level < 8)
-        last, level = t, level + step
-    trips = sorted(ev["t"] - issued[ev["serial"]]["t"] for ev in done)
-    extra = sorted(ev["t"] - issued[ev["serial"]]["t"] - ev["elapsed_s"] for ev in done)
-    sizes = sorted(ev["n"] for ev in issued.values())
-    per_node: dict[str, int] = {}
-    for ev in issued.values():
-        per_node[ev["node"]] = per_node.get(ev["node"], 0) + 1
-    rounds = f.get("dispatch_rounds", 0)
-    return {
-        "share_no_batch_out": round(share["none"] / window, 3),
-        "share_under_8_batches_out": round(share["under_8"] / window, 3),
-        "round_trip_s": {"p50": round(_q(trips, 0.5), 3), "p90": round(_q(trips, 0.9), 3)},
-        "round_trip_minus_node_fetch_s": {"p50": round(_q(extra, 0.5), 3), "p90": round(_q(extra, 0.9), 3)},
-        "batch_size": {"p10": _q(sizes, 0.1), "p50": _q(sizes, 0.5), "p90": _q(sizes, 0.9), "mean": round(sum(sizes) / len(sizes), 1)},
-        "batches_per_node": per_node,
-        "loop_turns_per_s": round(f.get("loop_turns", 0) / window, 1),
-        "dispatch_rounds_per_s": round(rounds / window, 1),
-        "empty_round_share": round(f.get("empty_rounds", 0) / rounds, 3) if rounds else None,
-    }  # fmt: skip
+def _segments_root(kind: str, workdir: Path, tag: str) -> str:
+    if kind == "hdfs":
+        return f"{cluster.namenode_uri()}/tmp/crawlfleet-bench/{tag}"
+    if kind == "s3":
+        return f"s3://crawlfleet/bench-{tag}"
+    return str(workdir / "node-segments")
 
 
-def _q(values: list[float], q: float) -> float:
-    return values[min(len(values) - 1, int(len(values) * q))]
+def _done_infos(segs: Segments) -> list[dict[str, Any]]:
+    """Listing entries of the merged segments kept under .done/."""
+    out: list[dict[str, Any]] = []
+    for node_dir in segs._ls(f"{segs.base}/{DONE_DIR}", dirs_only=True):
+        out += segs._infos(node_dir)
+    return out
 
 
-def _link_lag(events: list[dict[str, Any]]) -> dict[str, float] | None:
-    """Seconds from a batch's reply (its segment closed) to the links report naming that segment."""
-    replied = {ev["segment"]: ev["t"] for ev in events if ev["ev"] == "done" and ev.get("segment")}
-    lags = sorted(ev["t"] - replied[seg] for ev in events if ev["ev"] == "links"
-                  for seg in ev.get("names", ()) if seg in replied)  # fmt: skip
-    if not lags:
+def _bare_cpu_ms_per_page(segs: Segments) -> float | None:
+    """CPU per page of the link functions alone over the crawl's segments: each page's candidates
+    (``jobs.logic.page_candidates``) combined per target URL, in a plain loop (the bench jobs' "bare")."""
+    from jobs import logic
+
+    rules = logic.LinkRules.build(allowed_domains=["crawl.test"], max_depth=64)
+    results = [r for info in _done_infos(segs) for raw in segs.fs.cat_file(info["name"]).splitlines()
+               if (r := logic.decode_result(raw)) is not None]  # fmt: skip
+    if not results:
         return None
-    return {
-        "p50": round(lags[len(lags) // 2], 3),
-        "p95": round(lags[int(len(lags) * 0.95)], 3),
-        "n": len(lags),
-    }
+    combiner = logic.LinkCombiner()
+    t0 = time.process_time()
+    for result in results:
+        for cand in logic.page_candidates(result, rules, stats={}):
+            if combiner.add(cand):
+                list(combiner.drain())
+    list(combiner.drain())
+    return round(1000 * (time.process_time() - t0) / len(results), 4)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -352,27 +358,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _run(args: argparse.Namespace, broker_url: str) -> dict[str, Any]:
+    runners = [r.strip() for r in args.runners.split(",") if r.strip()]
+    stores = ["sqlite", args.store] if args.store != "sqlite" else ["sqlite"]
     workdir = Path(args.out or tempfile.mkdtemp(prefix="bench-fleet-"))
     workdir.mkdir(parents=True, exist_ok=True)
+    embedded: dict[str, list[dict[str, Any]]] = {s: [] for s in stores}
+    fleet: dict[str, list[dict[str, Any]]] = {r: [] for r in runners}
     try:
-        embedded = _embedded(args, workdir, broker_url)
-        fleet = _fleet(args, workdir, broker_url)
+        for _ in range(args.repeats):  # interleaved: load drifts hit every crawler alike
+            for store in stores:
+                embedded[store].append(_embedded(args, workdir, broker_url, store))
+            for runner in runners:
+                fleet[runner].append(_fleet(args, workdir, broker_url, runner, _kind(args.segments, runner)))
     finally:
         if not args.out:
             shutil.rmtree(workdir, ignore_errors=True)
-    ratio = fleet["pages_per_s"] / embedded["pages_per_s"] if embedded["pages_per_s"] else float("nan")
-    return {
-        "testbed": {"hosts": args.hosts, "pages_per_host": args.pages, "seed": args.seed},
-        "store": args.store,
-        "workers": args.workers,
-        "embedded": embedded,
-        "fleet": fleet,
-        "ratio_fleet_to_embedded": round(ratio, 3),
-        "ratio_fleet_window_to_embedded": round(
-            (fleet["window_pages_per_s"] or 0) / embedded["pages_per_s"], 3
-        )
-        if embedded["pages_per_s"]
-        else None,
-        "goal": f"ratio_fleet_to_embedded >= {GOAL}",
-        "goal_met": ratio >= GOAL,
-    }
+    return summarize(args, embedded, fleet)
+
+
+def _kind(segments: str, runner: str) -> str:
+    if segments != "auto":
+        return segments
+    return {"hadoop": "hdfs", "spark": "s3"}.get(runner, "dir")
