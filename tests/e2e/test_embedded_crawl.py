@@ -48,7 +48,7 @@ def wait_requests(tb: TestbedProcess, n: int, *, timeout_s: float = 60) -> None:
     """Until the testbed has logged ``n`` requests (or ``timeout_s`` passed)."""
     deadline = time.time() + timeout_s
     while time.time() < deadline:
-        tb.wait_log_flush(timeout_s=0.5)
+        tb.wait_log_flush()
         if len(tb.read_access_log()) >= n:
             return
         time.sleep(0.05)

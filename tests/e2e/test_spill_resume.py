@@ -43,7 +43,7 @@ def crawl_cmd(tb: TestbedProcess, out: Path, *extra: str) -> list[str]:
 
 
 def requests_since(tb: TestbedProcess, start: float) -> int:
-    tb.wait_log_flush(timeout_s=0.5)
+    tb.wait_log_flush()
     return sum(1 for e in tb.read_access_log() if float(e["t"]) >= start)
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,6 +82,6 @@ class Bed:
         return sum(1 for e in self.refresh() if e["t"] >= start)
 
     def settle(self) -> None:
-        """Wait for the testbed's periodic access-log flush (0.5 s) to have happened."""
-        time.sleep(0.7)
+        """Every request the testbed has completed is in ``entries`` when this returns (a flush request)."""
+        self.tb.flush_log()
         self.refresh()
