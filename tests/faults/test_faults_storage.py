@@ -13,7 +13,6 @@ HBase nor the link jobs fetch anything, so no repeat is excused at all.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from pipeline.harness.faults.services import broker_vhost
 from pipeline.harness.faults.storage_trials import hbase_trial
 from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.settings import StoreSettings
+from tests.services import need_java
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
 
@@ -43,8 +43,7 @@ def check_strict(rec: dict[str, Any]) -> None:
 
 @pytest.fixture(scope="module")
 def private_hbase(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateHBase]:
-    if shutil.which("java") is None:
-        pytest.skip("java not installed (scripts/svc-hbase.sh install)")
+    need_java()
     hb = PrivateHBase(tmp_path_factory.mktemp("hbase-private")).start()
     try:
         yield hb

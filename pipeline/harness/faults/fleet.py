@@ -3,7 +3,9 @@
 Built only on the public entry points (``crawlfleet worker``, ``crawlfleet dispatcher``) and the
 ``CRAWLFLEET_*`` environment. A rig is used for one crawl: fetch workers remember finished serial ids
 and serials restart at 1 in every fresh crawl, so workers are never shared between crawls. The lease
-is shortened (15 s instead of 120 s) so that a batch stuck on a wedged node costs a trial 15 s.
+is shortened (15 s instead of 120 s) so that a batch stuck on a wedged node costs a trial 15 s. Every
+fetching process names its pid in its User-Agent (``fetch.identify_process``): the judge
+(pipeline.harness.faults.accounting) tells a struck process's requests apart by it.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ class FleetRig:
             CRAWLFLEET_STORE_HBASE_PREFIX=self.store.hbase_prefix, PYTHONUNBUFFERED="1",
             # merged segments stay under .done/ (the default deletes them): harness reads read them
             CRAWLFLEET_FLEET_SEGMENT_RETENTION_S="-1",
+            CRAWLFLEET_FETCH_IDENTIFY_PROCESS="true",  # the judge tells the fetching processes apart by it
         )  # fmt: skip
         env.update(extra_env or {})
         self.env = env

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pipeline.harness.faults.accounting import Killed
+from pipeline.harness.faults.accounting import Strike
 from pipeline.harness.faults.bed import Bed, TrialPlan
 from pipeline.harness.faults.fleet import FleetRig
 from pipeline.harness.faults.fleet_trials import Struck, run_fleet_trial
@@ -121,7 +121,7 @@ def strike_links_at(phase: str, round_no: int, *, runner: str, store: StoreSetti
         time.sleep(plan.down_s)
         back_t = time.time()
         rig.start_links()
-        return Struck(fault_t, back_t, lambda ev: ev["ev"] == "links", Killed.fetches_nothing("links"))
+        return Struck(Strike("links", "SIGKILL", fault_t, back_t), lambda ev: ev["ev"] == "links")
 
     return strike
 
