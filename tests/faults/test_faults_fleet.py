@@ -2,17 +2,15 @@
 and restarted or SIGSTOPped and continued at seeded points of a crawl; real RabbitMQ (a private vhost
 on the shared broker), real Celery workers, the real dispatcher process.
 
-Every trial must lose nothing and fetch nothing twice. The only repeats allowed are requests that were
-in flight on the struck process itself (counted apart in RELIABILITY.md: after a SIGKILL nobody can
-know whether they were served): for a worker, URLs of the batches it held that the dispatcher expired
-after the fault while still unanswered (pipeline.harness.faults.fleet_trials.worker_in_flight); the
-dispatcher and the link jobs fetch nothing, so their trials excuse no repeat at all. An expired batch
-excuses nothing by itself: a URL answered before its batch expired and fetched again is a duplicate
-(``duplicated_causes`` names it ``expired_answered``, and the trial fails).
+Judged from outside (tests/faults/verdict.py): the testbed's access log, the truth, the store and the
+strike. A repeat is excused only if the struck worker itself (by the pid in its User-Agent) had the
+request in flight at the fault or made it within ``RECENT_S`` before; the dispatcher and the link jobs
+fetch nothing, so their trials excuse no repeat at all, and a stopped worker, once continued, may fetch
+nothing already fetched.
 
-A stopped worker is declared dead and its batches re-issued; when it resumes it starts none of their
-remaining URLs (pipeline/transport/lease.py). A stopped dispatcher counts the stop as paused time
-(pipeline/transport/session.py) and expires nothing.
+The worker trials fail that verdict today (``NODE_HOLDS_BATCH``): a node keeps a whole batch's results
+until the batch ends, so its completed requests of the seconds before the fault are fetched again with
+the re-issued batch. They are strict xfails and pass once the node reports its progress as it goes.
 """
 
 from __future__ import annotations
@@ -23,16 +21,20 @@ from typing import Any
 
 import pytest
 
+from pipeline.harness.faults import results
 from pipeline.harness.faults.bed import Bed, TrialPlan
 from pipeline.harness.faults.fleet_trials import (
+    PACED,
     run_fleet_trial,
     strike_dispatcher,
     strike_links,
     strike_worker,
 )
 from pipeline.harness.faults.services import broker_vhost
+from tests.faults.verdict import NODE_HOLDS_BATCH, check, check_fetches_nothing
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
+FILE = "tests/faults/test_faults_fleet.py"
 
 
 @pytest.fixture(scope="module")
@@ -41,27 +43,27 @@ def vhost() -> Iterator[str]:
         yield url
 
 
-def check(rec: dict[str, Any]) -> None:
-    """0 lost and 0 unexcused duplicates; known causes are reported, never excused."""
-    assert rec["lost"] == 0, rec["lost_sample"]
-    assert rec["stored_pages"] == rec["truth_pages"]
-    assert rec["duplicated"] == 0, (rec["duplicated_causes"], rec["duplicated_sample"])
-
-
+@pytest.mark.xfail(strict=True, reason=NODE_HOLDS_BATCH)
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_worker_sigkill_then_restart(
     fault_bed: Bed, vhost: str, tmp_path: Path, record: Callable[..., Any], seed: int
 ) -> None:
     plan = TrialPlan.seeded("worker", "kill", seed)
-    rec = record(run_fleet_trial(fault_bed, vhost, tmp_path, plan, strike=strike_worker))
+    rec = record(run_fleet_trial(fault_bed, vhost, tmp_path, plan, strike=strike_worker, rig_kw=PACED))
+    results.pin("worker", "test_worker_sigkill_then_restart", NODE_HOLDS_BATCH, file=FILE)
     check(rec)
 
 
+@pytest.mark.xfail(strict=True, reason=NODE_HOLDS_BATCH)
 def test_worker_sigstop_past_two_heartbeats(
     fault_bed: Bed, vhost: str, tmp_path: Path, record: Callable[..., Any]
 ) -> None:
+    """Stopped past two heartbeat periods, the node is declared dead and its batches re-issued; its
+    completed requests of the seconds before the stop are fetched again (NODE_HOLDS_BATCH), and once
+    continued it must fetch nothing already fetched (``woken_repeats``)."""
     plan = TrialPlan.seeded("worker", "stop", 1, down=(1.5, 3.0))  # heartbeat 0.5 s: dead after 1 s
-    rec = record(run_fleet_trial(fault_bed, vhost, tmp_path, plan, strike=strike_worker))
+    rec = record(run_fleet_trial(fault_bed, vhost, tmp_path, plan, strike=strike_worker, rig_kw=PACED))
+    results.pin("worker", "test_worker_sigstop_past_two_heartbeats", NODE_HOLDS_BATCH, file=FILE)
     check(rec)
 
 
@@ -71,7 +73,7 @@ def test_dispatcher_sigkill_then_resume(
 ) -> None:
     plan = TrialPlan.seeded("dispatcher", "kill", seed)
     rec = record(run_fleet_trial(fault_bed, vhost, tmp_path, plan, strike=strike_dispatcher))
-    check(rec)
+    check_fetches_nothing(rec)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -82,8 +84,7 @@ def test_link_jobs_sigkill_mid_round_then_restart(
     URL and make no page be fetched twice: they fetch nothing, so no repeat is excused."""
     plan = TrialPlan.seeded("links", "kill", seed)
     rec = record(run_fleet_trial(fault_bed, vhost, tmp_path, plan, strike=strike_links))
-    check(rec)
-    assert rec["in_flight_repeats"] == 0, rec
+    check_fetches_nothing(rec)
 
 
 def test_dispatcher_sigstop_then_sigcont(
@@ -91,4 +92,4 @@ def test_dispatcher_sigstop_then_sigcont(
 ) -> None:
     plan = TrialPlan.seeded("dispatcher", "stop", 1, down=(1.0, 3.0))
     rec = record(run_fleet_trial(fault_bed, vhost, tmp_path, plan, strike=strike_dispatcher))
-    check(rec)
+    check_fetches_nothing(rec)

@@ -1,6 +1,7 @@
 """Fault trials on the services under the fleet: RabbitMQ (a private node, SIGKILLed and restarted or
 SIGSTOPped) and the HBase Thrift server (a private one over the shared HBase, SIGKILLed and restarted,
-with the crawl's store in HBase). Same judgement as test_faults_fleet.py.
+with the crawl's store in HBase). Judged as every trial (tests/faults/verdict.py); neither the broker nor
+the Thrift server fetches anything, so not one repeat is allowed.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ from typing import Any
 
 import pytest
 
+from pipeline.harness.faults import results
 from pipeline.harness.faults.bed import Bed, TrialPlan
 from pipeline.harness.faults.fleet_trials import run_fleet_trial, strike_rabbit, strike_thrift
 from pipeline.harness.faults.services import PrivateRabbit, PrivateThrift, broker_vhost
 from pipeline.settings import StoreSettings
-from tests.faults.test_faults_fleet import check
+from tests.faults.verdict import FENCED_RETRIES_RESTART, check_fetches_nothing
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
 
@@ -49,14 +51,19 @@ def hbase_tables(hbase_thrift: tuple[str, int]) -> Iterator[str]:
         drop_prefix(f"{prefix}{i}")
 
 
-@pytest.mark.parametrize(("action", "seed"), [("kill", 1), ("kill", 2), ("stop", 1)])
+@pytest.mark.parametrize(("action", "seed"), [
+    ("kill", 1), ("kill", 2),
+    pytest.param("stop", 1, marks=pytest.mark.xfail(strict=False, reason=FENCED_RETRIES_RESTART)),
+])  # fmt: skip
 def test_rabbitmq_fault(fault_bed: Bed, rabbit: PrivateRabbit, tmp_path: Path, record: Callable[..., Any],
                         action: str, seed: int) -> None:  # fmt: skip
     # A stop longer than two heartbeat periods (1 s here) is the stalled-broker case.
     plan = TrialPlan.seeded("rabbitmq", action, seed, down=(1.5, 3.0) if action == "stop" else (0.3, 2.0))
     rec = record(run_fleet_trial(fault_bed, rabbit.url, tmp_path, plan, strike=strike_rabbit(rabbit)))
+    if action == "stop" and rec["repeats"]:
+        results.pin("rabbitmq", "test_rabbitmq_fault", FENCED_RETRIES_RESTART, file="tests/faults/test_faults_services.py")
     # A stall pauses the dispatcher's liveness clock (was STALLED_BROKER_EXPIRES_ALL): nothing expires.
-    check(rec)
+    check_fetches_nothing(rec)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -66,4 +73,4 @@ def test_thrift_sigkill_then_restart(fault_bed: Bed, thrift: PrivateThrift, hbas
     with broker_vhost() as url:
         plan = TrialPlan.seeded("thrift", "kill", seed)
         rec = record(run_fleet_trial(fault_bed, url, tmp_path, plan, strike=strike_thrift(thrift), store=store))
-    check(rec)
+    check_fetches_nothing(rec)

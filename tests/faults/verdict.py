@@ -21,6 +21,16 @@ NODE_HOLDS_BATCH = (
 )
 
 
+# Why a broker stall can cost repeats today (not strict: only when the stall lands in a 500's retries).
+FENCED_RETRIES_RESTART = (
+    "a node that cannot renew its lease during a broker stall fences its batch (error_class lease_lapsed, "
+    "pipeline/transport/runtime.py) even in the middle of an always-500 URL's retries; the dispatcher "
+    "re-issues the URL as new and the next node spends the whole retry budget again (1 + fetch.retries "
+    "asks), so the web sees up to fetch.retries asks too many. Fix: report the asks made with the "
+    "unfinished URL and let the re-issued task carry them (or finish a started retry sequence)"
+)
+
+
 def check(rec: dict[str, Any]) -> None:
     assert rec["lost"] == 0, (rec["lost_unanswered"], rec["lost_unstored"], rec["lost_sample"])
     assert rec["stored_pages"] == rec["truth_pages"]

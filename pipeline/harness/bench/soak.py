@@ -131,7 +131,8 @@ def _trial(
         return jobs_trial(bed, segments, ref, work, TrialPlan.seeded("jobs", "kill", seed))
     if component in ("worker", "dispatcher"):
         return fleet_trials.run_fleet_trial(
-            bed, svc.vhost(), work, plan, strike=fleet_trials.STRIKES[component]
+            bed, svc.vhost(), work, plan, strike=fleet_trials.STRIKES[component],
+            rig_kw=fleet_trials.PACED if component == "worker" else None,
         )
     if component == "rabbitmq":
         rabbit = svc.rabbit()

@@ -14,8 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.harness.testbed.harness import TestbedProcess
+from pipeline.settings import PolitenessSettings
 
 MAX_DEPTH = 12
+FAST_S = 0.02  # the gap between requests to one host in most trials: the crawl takes a few seconds
+# Trials that strike a fetching process crawl at the product's default gap instead, so that a crawl lasts
+# many times the judge's RECENT_S (about 8 s for this bed) and what a kill costs beyond its last second shows.
+PACE_S = PolitenessSettings().min_host_delay_s
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,33 +30,35 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.harness.faults.accounting import RECENT_S, Strike, account, pid_of
-from pipeline.harness.faults.bed import Bed, TrialPlan
+from pipeline.harness.faults.bed import FAST_S, PACE_S, Bed, TrialPlan
 from pipeline.harness.faults.procs import HarnessError, Managed, wait_until
 from pipeline.harness.faults.snapshot import stored_urls
 
 CRAWL_TIMEOUT_S = 240.0
 
 
-def crawl_args(bed: Bed, out: Path, *, dns: str | None = None, extra: tuple[str, ...] = ()) -> list[str]:
+def crawl_args(bed: Bed, out: Path, *, dns: str | None = None, extra: tuple[str, ...] = (),
+               host_delay: float = FAST_S) -> list[str]:  # fmt: skip
     tb = bed.tb
     return [
         sys.executable, "-m", "pipeline.cli", "crawl", *tb.seeds, "--out", str(out),
         "--dns-server", dns or f"127.0.0.1:{tb.dns_port}", "--allow-network", "127.0.10.0/24",
-        "--max-depth", str(bed.max_depth), "--host-delay", "0.02", "--json", "--no-progress", *extra,
+        "--max-depth", str(bed.max_depth), "--host-delay", str(host_delay), "--json", "--no-progress", *extra,
     ]  # fmt: skip
 
 
 def crawler(bed: Bed, workdir: Path, *, dns: str | None = None, parse_processes: int | None = None,
-            fetch_processes: int | None = None) -> Managed:  # fmt: skip
+            fetch_processes: int | None = None, host_delay: float = FAST_S) -> Managed:  # fmt: skip
     """The crawler of a trial; ``parse_processes`` and ``fetch_processes`` pin ``fetch.parse_processes``
-    and ``fetch.processes`` (default: the crawl's)."""
+    and ``fetch.processes`` (default: the crawl's); ``host_delay``: bed.FAST_S, or bed.PACE_S when the
+    trial strikes a fetching process."""
     out = workdir / "out"
     env = dict(os.environ, PYTHONUNBUFFERED="1", CRAWLFLEET_FETCH_IDENTIFY_PROCESS="true")
     if parse_processes is not None:
         env["CRAWLFLEET_FETCH_PARSE_PROCESSES"] = str(parse_processes)
     if fetch_processes is not None:
         env["CRAWLFLEET_FETCH_PROCESSES"] = str(fetch_processes)
-    return Managed("crawler", crawl_args(bed, out, dns=dns), env, workdir / "crawler.log",
+    return Managed("crawler", crawl_args(bed, out, dns=dns, host_delay=host_delay), env, workdir / "crawler.log",
                    stdout_path=workdir / "crawler.out")  # fmt: skip
 
 
@@ -94,7 +96,7 @@ def crawler_trial(bed: Bed, workdir: Path, plan: TrialPlan) -> dict[str, Any]:
     workdir.mkdir(parents=True, exist_ok=True)
     out = workdir / "out"
     start = time.time()
-    proc = crawler(bed, workdir).start()
+    proc = crawler(bed, workdir, host_delay=PACE_S).start()
     try:
         at = wait_share(bed, start, plan, proc)
         if plan.action == "kill":
@@ -184,7 +186,7 @@ def fetcher_trial(bed: Bed, workdir: Path, plan: TrialPlan) -> dict[str, Any]:
     workdir.mkdir(parents=True, exist_ok=True)
     out = workdir / "out"
     start = time.time()
-    proc = crawler(bed, workdir, fetch_processes=FETCH_PROCESSES).start()
+    proc = crawler(bed, workdir, fetch_processes=FETCH_PROCESSES, host_delay=PACE_S).start()
     kills = 0
     try:
         at = wait_share(bed, start, plan, proc)

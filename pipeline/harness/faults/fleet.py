@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pipeline.harness.faults.bed import Bed
+from pipeline.harness.faults.bed import FAST_S, Bed
 from pipeline.harness.faults.procs import HarnessError, Managed, python_cmd, wait_until
 from pipeline.settings import StoreSettings
 
@@ -33,7 +33,7 @@ class FleetRig:
         *,
         heartbeat_s: float = 0.5,
         lease_s: float = 15.0,
-        host_delay: float = 0.02,
+        host_delay: float = FAST_S,
         slots: int = 4,
         dns_server: str | None = None,
         store: StoreSettings | None = None,

@@ -7,8 +7,8 @@ a seeded pause:
 ============  ======  =====================================================================
 component     action  fault                                     recovery_s = fault to ...
 ============  ======  =====================================================================
-worker        kill    SIGKILL node 1, start it again            its batches re-issued (or it is back)
-worker        stop    SIGSTOP node 1, SIGCONT                   its batches re-issued (or it is back)
+worker        kill    SIGKILL the busy node, start it again     its batches re-issued (or it is back)
+worker        stop    SIGSTOP the busy node, SIGCONT            its batches re-issued (or it is back)
 dispatcher    kill    SIGKILL, ``dispatcher --resume``          the first batch issued again
 dispatcher    stop    SIGSTOP, SIGCONT                          the first batch issued again
 rabbitmq      kill    SIGKILL a private node, start it again    the first batch completed through it
@@ -22,15 +22,16 @@ links         stop    SIGSTOP the link jobs, SIGCONT            the first links 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.harness.faults.accounting import Strike, account
-from pipeline.harness.faults.bed import Bed, TrialPlan
+from pipeline.harness.faults.accounting import RECENT_S, Strike, account, pid_of
+from pipeline.harness.faults.bed import PACE_S, Bed, TrialPlan
 from pipeline.harness.faults.fleet import FleetRig
-from pipeline.harness.faults.procs import HarnessError, Managed, wait_until
+from pipeline.harness.faults.procs import HarnessError, Managed, group_pids, wait_until
 from pipeline.harness.faults.snapshot import stored_urls
 from pipeline.settings import StoreSettings
 
@@ -124,19 +125,44 @@ def run_fleet_trial(
     }  # fmt: skip
 
 
+# A trial that strikes a fetch node crawls at the product's default pace (pipeline.harness.faults.bed.PACE_S).
+PACED: dict[str, Any] = {"host_delay": PACE_S}
+
+
 # --- strikes -------------------------------------------------------------------------------------------
 def strike_worker(rig: FleetRig, plan: TrialPlan) -> Struck:
-    """Fetch node 1: its worker process group (the fetching processes) killed and restarted, or stopped."""
-    node = rig.node(1)
+    """The busy fetch node (``busy_worker``): its worker process group (the fetching processes) killed
+    and restarted, or stopped."""
+    i = busy_worker(rig)
+    node = rig.node(i)
 
     def restart() -> float:
-        rig.start_worker(1)
+        rig.start_worker(i)
         return time.time()
 
     def recovered(ev: dict[str, Any]) -> bool:  # its work re-issued, or (holding none) the node back
         return ev.get("node") == node and ev["ev"] in ("expired", "node_up", "node_back")
 
     return Struck(hit(rig.workers[node], "worker", plan, fetches=True, restart=restart), recovered)
+
+
+def busy_worker(rig: FleetRig, *, timeout_s: float = 60.0) -> int:
+    """The worker (1 or 2) whose processes made the most requests in the last ``RECENT_S``, as the access
+    log shows them: the dispatcher may keep one node idle while the other has the work, and striking
+    the idle one tests nothing."""
+    found: list[int] = []
+
+    def busy() -> bool:
+        rig.bed.settle()
+        since = time.time() - RECENT_S
+        recent = Counter(pid_of(str(e.get("ua", ""))) for e in rig.bed.window(since))
+        counts = {i: sum(recent[p] for p in group_pids(rig.workers[rig.node(i)].pid)) for i in (1, 2)}
+        best = max(counts, key=lambda i: counts[i])
+        found[:] = [best] if counts[best] else []
+        return bool(found)
+
+    wait_until(busy, timeout_s=timeout_s, every_s=0.05, what="a fetch node with requests in flight")
+    return found[0]
 
 
 def strike_dispatcher(rig: FleetRig, plan: TrialPlan) -> Struck:
