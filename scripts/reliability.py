@@ -100,8 +100,8 @@ def fault_section(recs: list[dict[str, Any]]) -> list[str]:
 
 
 def pin_state(where: str, test: str) -> str:
-    """'open' while the test still carries an xfail marker, 'fixed' once it is a plain regression test,
-    'gone' when the test no longer exists."""
+    """'open' while the test still carries an xfail marker (or calls an xfail), 'fixed' once it is a plain
+    regression test, 'gone' when the test no longer exists."""
     path = ROOT / where
     if not path.exists():
         return "gone"
@@ -113,6 +113,11 @@ def pin_state(where: str, test: str) -> str:
                 if "xfail" in lines[j]:
                     return "open"
                 j -= 1
+            k = i + 1  # the body: an imperative xfail (e.g. tests/faults/verdict.py's) keeps the pin open
+            while k < len(lines) and (not lines[k] or lines[k].startswith((" ", "\t"))):
+                if "xfail" in lines[k]:
+                    return "open"
+                k += 1
             return "fixed"
     return "gone"
 

@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from pipeline.harness.faults import results
 from pipeline.harness.faults.bed import Bed, TrialPlan
 from pipeline.harness.faults.fleet_trials import run_fleet_trial, strike_rabbit, strike_thrift
 from pipeline.harness.faults.services import PrivateRabbit, PrivateThrift, broker_vhost
 from pipeline.settings import StoreSettings
-from tests.faults.verdict import FENCED_RETRIES_RESTART, check_fetches_nothing
+from tests.faults.verdict import check_fetches_nothing, xfail_if_fenced_retries
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
+FILE = "tests/faults/test_faults_services.py"
 
 
 @pytest.fixture(scope="module")
@@ -51,17 +51,15 @@ def hbase_tables(hbase_thrift: tuple[str, int]) -> Iterator[str]:
         drop_prefix(f"{prefix}{i}")
 
 
-@pytest.mark.parametrize(("action", "seed"), [
-    ("kill", 1), ("kill", 2),
-    pytest.param("stop", 1, marks=pytest.mark.xfail(strict=False, reason=FENCED_RETRIES_RESTART)),
-])  # fmt: skip
+@pytest.mark.parametrize(("action", "seed"), [("kill", 1), ("kill", 2), ("stop", 1)])
 def test_rabbitmq_fault(fault_bed: Bed, rabbit: PrivateRabbit, tmp_path: Path, record: Callable[..., Any],
                         action: str, seed: int) -> None:  # fmt: skip
     # A stop longer than two heartbeat periods (1 s here) is the stalled-broker case.
     plan = TrialPlan.seeded("rabbitmq", action, seed, down=(1.5, 3.0) if action == "stop" else (0.3, 2.0))
     rec = record(run_fleet_trial(fault_bed, rabbit.url, tmp_path, plan, strike=strike_rabbit(rabbit)))
-    if action == "stop" and rec["repeats"]:
-        results.pin("rabbitmq", "test_rabbitmq_fault", FENCED_RETRIES_RESTART, file="tests/faults/test_faults_services.py")
+    assert rec["lost"] == 0 and rec["robots_extra"] == 0, (rec["lost_sample"], rec["robots_sample"])
+    xfail_if_fenced_retries(rec["repeated_sample"], rec["repeats_unexcused"], fault_bed.truth,
+                            component="rabbitmq", test="test_rabbitmq_fault", file=FILE)  # fmt: skip
     # A stall pauses the dispatcher's liveness clock (was STALLED_BROKER_EXPIRES_ALL): nothing expires.
     check_fetches_nothing(rec)
 

@@ -55,9 +55,11 @@ def test_an_xfail_under_a_multi_line_decorator_is_open(tmp_path: Path, monkeypat
         "import pytest\n\n\n"
         "@pytest.mark.parametrize(('a', 'b'), [\n    (1, 2),\n"
         "    pytest.param(3, 4, marks=pytest.mark.xfail(strict=False, reason='x')),\n])\n"
-        "def test_open(a, b):\n    pass\n\n\n@pytest.mark.parametrize('a', [1])\ndef test_fixed(a):\n    pass\n"
+        "def test_open(a, b):\n    pass\n\n\n@pytest.mark.parametrize('a', [1])\ndef test_fixed(a):\n    pass\n\n\n"
+        "def test_imperative():\n    if True:\n        xfail_if_fenced_retries([], 0, {})\n"
     )
     monkeypatch.setattr(mod, "ROOT", tmp_path)
     assert mod.pin_state("t.py", "test_open") == "open"
     assert mod.pin_state("t.py", "test_fixed") == "fixed"
+    assert mod.pin_state("t.py", "test_imperative") == "open"
     assert mod.pin_state("t.py", "test_gone") == "gone"
