@@ -29,14 +29,24 @@ def vhost() -> Iterator[str]:
         yield url
 
 
+ATTEMPTS = 3  # a resume that lands in the next minute tests nothing: the trial is run again
+
+
 @pytest.mark.parametrize("seed", [1])
 def test_dispatcher_sigkill_mid_quota_minute_keeps_quota(fault_bed: Bed, vhost: str, tmp_path: Path,
                                                          record: Callable[..., Any], seed: int) -> None:  # fmt: skip
+    """The trial is what it is for only when the resumed dispatcher issues its first batch in the minute
+    of the kill (the event, from its journal); one that did not is run again, not judged on the clock."""
     plan = TrialPlan.seeded("dispatcher", "kill-quota", seed, lo=0.4, hi=0.6)  # the seed's stream: "kill-quota"
-    rec = record(quota_trial(fault_bed, vhost, tmp_path, plan, per_s=PER_S))
-    q = rec["quota"]
-    assert q["resumed_in_fault_minute"], q  # else the trial did not test what it is for
-    assert q["max_minute"] <= q["per_minute"], q
+    for attempt in range(ATTEMPTS):
+        rec = quota_trial(fault_bed, vhost, tmp_path / f"try{attempt}", plan, per_s=PER_S)
+        q = rec["quota"]
+        assert q["max_minute"] <= q["per_minute"], q  # S1's cap holds whichever minute the resume landed in
+        if q["resumed_in_fault_minute"]:
+            break
+    else:
+        pytest.fail(f"{ATTEMPTS} resumes all landed past the kill's minute: the trial never tested its point")
+    record(rec)
     check_fetches_nothing(rec)
 
 
