@@ -34,6 +34,8 @@ from pipeline.harness.testbed.accesslog import FLUSH_HOST
 from pipeline.harness.testbed.living import CLASSIC, Living
 from pipeline.harness.testbed.model import Web
 
+SENTINEL_HOST = "sentinel.invalid"  # ``mark``'s requests: logged (404), never part of a web
+
 
 class TestbedError(RuntimeError):
     pass
@@ -292,6 +294,22 @@ class TestbedProcess:
             if want <= seen:
                 return
         raise TestbedError(f"access-log flush reached processes {sorted(seen)} of {sorted(want)}")
+
+    def mark(self, label: str) -> float:
+        """Log a sentinel request (Host ``sentinel.invalid``, path ``/label``) and return the time the
+        server gave it: a point on the server's own clock, so a test can split the log at an event (say, a
+        signal it sent just before) without comparing its clock with the server's."""
+        conn = http.client.HTTPConnection(self.ips[0], self.port, timeout=30)
+        try:
+            conn.request("GET", f"/{label}", headers={"Host": SENTINEL_HOST, "Connection": "close"})
+            conn.getresponse().read()
+        finally:
+            conn.close()
+        self.flush_log()
+        got = [e for e in self.read_access_log() if e["host"] == SENTINEL_HOST and e["path"] == f"/{label}"]
+        if not got:
+            raise TestbedError(f"sentinel /{label} is not in the access log")
+        return float(got[-1]["t"])
 
     def wait_log_flush(self) -> None:
         """Every request the testbed has completed is in the access log when this returns (``flush_log``)."""
