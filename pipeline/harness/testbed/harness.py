@@ -311,6 +311,12 @@ class TestbedProcess:
             raise TestbedError(f"sentinel /{label} is not in the access log")
         return float(got[-1]["t"])
 
+    def log_between(self, begin: float, end: float) -> list[dict[str, Any]]:
+        """The requests the server started between two ``mark`` times (the sentinels left out): a test's
+        own requests on a testbed others share, cut by the server's clock alone."""
+        self.flush_log()
+        return [e for e in self.read_access_log() if begin < float(e["t"]) < end and e["host"] != SENTINEL_HOST]
+
     def wait_log_flush(self) -> None:
         """Every request the testbed has completed is in the access log when this returns (``flush_log``)."""
         self.flush_log()
