@@ -58,7 +58,7 @@ class TestbedProcess:
         engine: str = "fast",
         workdir: str | os.PathLike[str] | None = None,
         extra_args: tuple[str, ...] = (),
-        start_timeout_s: float = 30.0,
+        start_timeout_s: float = 60.0,  # the server imports, builds its web and checks itself: slow under load
         stop_timeout_s: float = 10.0,
         mutate: bool = False,
         mutate_rate: float = 1.0,
