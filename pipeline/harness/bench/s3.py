@@ -200,7 +200,7 @@ def _crawl(bed: Bed, broker: str, workdir: Path, args: argparse.Namespace, *, eq
     return {
         # The measured sizes of the last round, slowest node first: S3 wants them in the nodes' speed order.
         "last_round_sizes_by_speed": last,
-        "sizes_ordered_by_speed": len(last) == len(SPEEDS) and all(a < b for a, b in zip(last, last[1:])),
+        "sizes_ordered_by_speed": len(last) == len(SPEEDS) and all(a < b for a, b in zip(last, last[1:], strict=False)),
         "fastest_over_slowest": round(last[-1] / last[0], 2) if len(last) == len(SPEEDS) and last[0] else None,
         "equal_batches": equal, "wall_s": round(end - start, 1), "rounds": len(counted),
         "warmup_rounds": j.warmup, "settled": j.settled, "warmup_reason": j.reason,
