@@ -43,7 +43,6 @@ def wait_in_flight(f: Any, node: str, *, after_done: int = 3, timeout_s: float =
     raise AssertionError(f"{node} never held a batch; dispatcher log:\n{f.log_tail('dispatcher.log')}")
 
 
-@pytest.mark.xfail(strict=True, reason=NODE_HOLDS_BATCH)
 def test_sigkill_worker_mid_batch_is_redelivered_and_finished_elsewhere(rabbitmq: str, fleet: Any, tmp_path: Path) -> None:
     with TestbedProcess(24, 50, seed=6, workdir=tmp_path / "tb") as tb:
         f = fleet(rabbitmq, tb, max_depth=MAX_DEPTH, host_delay=0.1)
@@ -65,7 +64,11 @@ def test_sigkill_worker_mid_batch_is_redelivered_and_finished_elsewhere(rabbitmq
         assert any(ev["ev"] == "issue" and ev["node"] == a and ev["t"] > ups[1]["t"] for ev in events)
         truth = tb.truth(max_depth=MAX_DEPTH)
         check_store_exactly_once(f.out, truth)
-        check_truth(tb, truth, nodes=1, strike=Strike("worker", "SIGKILL", fault_t, back_t, pids))
+        strike = Strike("worker", "SIGKILL", fault_t, back_t, pids)
+        acc = account(truth=truth, log=tb.read_access_log(), stored_urls=set(), strike=strike)
+        if acc.repeats_unexcused:  # how often depends on how long the killed batch had run: not strict
+            pytest.xfail(f"{acc.repeats_unexcused} of {acc.repeats} repeats: {NODE_HOLDS_BATCH}")
+        check_truth(tb, truth, nodes=1, strike=strike)
         assert summary["store"]["pending"] == 0
 
 
