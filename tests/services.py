@@ -1,8 +1,8 @@
 """What a test needs from the machine, in one place: skipped on a developer's box, failed in CI.
 
-With ``CI=true`` (or 1/yes) in the environment, a test that needs unbound, Java, Spark, Hadoop, HBase or
-network namespaces and cannot get them fails with one line naming what is missing; elsewhere it is
-skipped with the same line. Every test and fixture that needs one of them calls the ``need_*`` below.
+With ``CI=true`` (or 1/yes) in the environment, a test that needs unbound, Java, Spark, Hadoop (or the
+cluster services), HBase or network namespaces and cannot get them fails with one line naming what is
+missing; elsewhere it is skipped with the same line. Every test and fixture that needs one of them calls the ``need_*`` below.
 """
 
 from __future__ import annotations
@@ -56,6 +56,13 @@ def need_namespaces() -> None:
 def need_hbase() -> None:
     """HBase may be left out on purpose (``CRAWLFLEET_SKIP_HBASE=1``); in CI that is a failure too."""
     need(os.environ.get("CRAWLFLEET_SKIP_HBASE") != "1", "HBase", "CRAWLFLEET_SKIP_HBASE=1 leaves it out")
+
+
+def need_cluster() -> None:
+    """The cluster services (S3 server, HDFS + YARN, Spark standalone) may be left out on purpose
+    (``CRAWLFLEET_SKIP_CLUSTER=1``); in CI that is a failure too."""
+    need(os.environ.get("CRAWLFLEET_SKIP_CLUSTER") != "1", "the cluster services (Hadoop, Spark, S3)",
+         "CRAWLFLEET_SKIP_CLUSTER=1 leaves them out")  # fmt: skip
 
 
 def need_hadoop(installed: bool, why: str) -> None:
