@@ -7,8 +7,8 @@ a seeded pause:
 ============  ======  =====================================================================
 component     action  fault                                     recovery_s = fault to ...
 ============  ======  =====================================================================
-worker        kill    SIGKILL the busy node, start it again     its batches re-issued (or it is back)
-worker        stop    SIGSTOP the busy node, SIGCONT            its batches re-issued (or it is back)
+worker        kill    SIGKILL a node holding a batch, restart   its batches re-issued (or it is back)
+worker        stop    SIGSTOP a node holding a batch, SIGCONT   its batches re-issued (or it is back)
 dispatcher    kill    SIGKILL, ``dispatcher --resume``          the first batch issued again
 dispatcher    stop    SIGSTOP, SIGCONT                          the first batch issued again
 rabbitmq      kill    SIGKILL a private node, start it again    the first batch completed through it
@@ -22,16 +22,15 @@ links         stop    SIGSTOP the link jobs, SIGCONT            the first links 
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.harness.faults.accounting import RECENT_S, Strike, account, pid_of
+from pipeline.harness.faults.accounting import RECENT_S, Strike, account
 from pipeline.harness.faults.bed import PACE_S, Bed, TrialPlan
 from pipeline.harness.faults.fleet import FleetRig
-from pipeline.harness.faults.procs import HarnessError, Managed, group_pids, wait_until
+from pipeline.harness.faults.procs import HarnessError, Managed, wait_until
 from pipeline.harness.faults.snapshot import stored_urls
 from pipeline.settings import StoreSettings
 
@@ -125,15 +124,17 @@ def run_fleet_trial(
     }  # fmt: skip
 
 
-# A trial that strikes a fetch node crawls at the product's default pace (pipeline.harness.faults.bed.PACE_S).
+# A trial that strikes a fetch node crawls at the product's default pace (pipeline.harness.faults.bed.PACE_S)
+# and strikes a node that has held a batch this long.
 PACED: dict[str, Any] = {"host_delay": PACE_S}
+HELD_S = 3 * RECENT_S
 
 
 # --- strikes -------------------------------------------------------------------------------------------
 def strike_worker(rig: FleetRig, plan: TrialPlan) -> Struck:
-    """The busy fetch node (``busy_worker``): its worker process group (the fetching processes) killed
-    and restarted, or stopped."""
-    i = busy_worker(rig)
+    """The fetch node holding a batch for a while (``ripe_worker``): its worker process group (the
+    fetching processes) killed and restarted, or stopped."""
+    i = ripe_worker(rig)
     node = rig.node(i)
 
     def restart() -> float:
@@ -146,22 +147,28 @@ def strike_worker(rig: FleetRig, plan: TrialPlan) -> Struck:
     return Struck(hit(rig.workers[node], "worker", plan, fetches=True, restart=restart), recovered)
 
 
-def busy_worker(rig: FleetRig, *, timeout_s: float = 60.0) -> int:
-    """The worker (1 or 2) whose processes made the most requests in the last ``RECENT_S``, as the access
-    log shows them: the dispatcher may keep one node idle while the other has the work, and striking
-    the idle one tests nothing."""
+def ripe_worker(rig: FleetRig, *, timeout_s: float = 90.0) -> int:
+    """The node (1 or 2) that holds a batch issued at least ``HELD_S`` ago and not yet done, read from
+    the dispatcher's events: when to strike is the injector's choice (the judge never reads them). At
+    the trial's pace such a node has completed requests older than the judge's ``RECENT_S``, so the
+    trial tests what a kill costs beyond the last second; the dispatcher may also keep one node idle
+    while the other has the work, and striking the idle one tests nothing."""
     found: list[int] = []
 
-    def busy() -> bool:
-        rig.bed.settle()
-        since = time.time() - RECENT_S
-        recent = Counter(pid_of(str(e.get("ua", ""))) for e in rig.bed.window(since))
-        counts = {i: sum(recent[p] for p in group_pids(rig.workers[rig.node(i)].pid)) for i in (1, 2)}
-        best = max(counts, key=lambda i: counts[i])
-        found[:] = [best] if counts[best] else []
-        return bool(found)
+    def ripe() -> bool:
+        if not rig.dispatcher.running:
+            raise HarnessError(f"the dispatcher exited before the strike:\n{rig.dispatcher.log_tail()}")
+        events, now = rig.events(), time.time()
+        closed = {ev["serial"] for ev in events if ev["ev"] in ("done", "expired")}
+        for i in (1, 2):
+            held = [float(ev["t"]) for ev in events
+                    if ev["ev"] == "issue" and ev["node"] == rig.node(i) and ev["serial"] not in closed]  # fmt: skip
+            if held and now - min(held) >= HELD_S:
+                found[:] = [i]
+                return True
+        return False
 
-    wait_until(busy, timeout_s=timeout_s, every_s=0.05, what="a fetch node with requests in flight")
+    wait_until(ripe, timeout_s=timeout_s, every_s=0.05, what=f"a fetch node holding a batch for {HELD_S:g} s")
     return found[0]
 
 

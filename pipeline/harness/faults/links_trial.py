@@ -3,8 +3,9 @@ point of a seeded round: inside the extract job, or inside the merge (the update
 writes to HBase have landed and before the round is reported and its segments marked done).
 
 The point is found from outside, without hooks in the product: mrjob runs each job in a temp
-directory named after the job's script (``mr_extract_links.*``, ``mr_update_crawldb.*``) under the
-driver's ``--work-dir``, present while the job runs; the merge's progress is the row count of the
+directory named after the job's script (``mr_extract_links.*``, ``mr_update_crawldb.*``; on a cluster
+runner such as spark the round is one job, ``mr_link_round.*``) under the driver's ``--work-dir``,
+present while the job runs; the merge's progress is the row count of the
 crawl's ``crawldb`` table in HBase (only the link jobs add rows to it once the seeds are in).
 
 - ``extract``: the round-th extract job has started; kill after a seeded share of ``EXTRACT_S``.
@@ -25,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from jobs.runner import CLUSTER_RUNNERS
 from pipeline.harness.faults.accounting import Strike
 from pipeline.harness.faults.bed import Bed, TrialPlan
 from pipeline.harness.faults.fleet import FleetRig
@@ -36,7 +38,7 @@ from pipeline.storage.hbase_cells import FOLDED, INLINKS, inlinks_of
 
 EXTRACT_S = {"local": 1.0, "spark": 8.0}  # about how long an extract job runs on this machine
 PHASES = ("extract", "merge")
-# A Spark round is two spark-submits: ~20 s each on an idle machine, 60-70 s at a load average of 10.
+# A Spark round is one spark-submit (two before the one-job round): ~20 s on an idle machine, more under load.
 CRAWL_TIMEOUT_S = {"spark": 720.0}
 
 
@@ -89,7 +91,9 @@ def strike_links_at(phase: str, round_no: int, *, runner: str, store: StoreSetti
 
     def strike(rig: FleetRig, plan: TrialPlan) -> Struck:
         work = rig.workdir / "jobs-work"
-        label = "mr_extract_links" if phase == "extract" else "mr_update_crawldb"
+        # A cluster runner (spark) runs a round as one job, extract and merge chained (jobs/mr_link_round.py).
+        label = ("mr_link_round" if runner in CLUSTER_RUNNERS
+                 else "mr_extract_links" if phase == "extract" else "mr_update_crawldb")  # fmt: skip
         seen: set[str] = set()
         current: list[str] = []
 
