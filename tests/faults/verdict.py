@@ -17,15 +17,6 @@ import pytest
 from pipeline.harness.faults import results
 from pipeline.harness.faults.accounting import RETRIES, url_key
 
-# Why the fleet's fetch-node trials fail this verdict today (strict xfail: they pass once it is fixed).
-NODE_HOLDS_BATCH = (
-    "issue 37 point 1, node-side progress reporting: a fleet node keeps a whole batch's results until the "
-    "batch ends (pipeline/transport/nodesink.py, runtime.py), so a killed or stopped node's completed "
-    "requests, some seconds old, are fetched again with the re-issued batch; a node that made each result "
-    "durable and reported about every second would repeat only requests of its last second"
-)
-
-
 # Why a broker stall or restart can cost repeats today: only when it lands in a 500's retries, so the tests
 # call ``xfail_if_fenced_retries`` (an imperative xfail for exactly those repeats) instead of a marker.
 FENCED_RETRIES_RESTART = (

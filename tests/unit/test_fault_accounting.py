@@ -120,3 +120,15 @@ def test_a_retry_sequence_of_a_500_cut_by_the_kill_was_one_fetch_in_flight() -> 
             entry(12.0, "/error/0", NEW, status=500)]  # its three asks were over long before: a repeat
     assert judge(done).repeats_unexcused == 1
 
+
+def test_a_retry_sequence_of_a_500_over_in_the_last_second_counts_as_recent_whole() -> None:
+    """Three asks 1.5 s apart in all, the last 0.3 s before the kill: one fetch, reported after its last
+    ask, so all three may be asked again; had the last been 2 s before the kill, none may."""
+    recent = [*CLEAN, *[entry(8.2 + i * 0.75, "/error/0", DEAD, status=500) for i in range(3)],
+              *[entry(12.0 + i, "/error/0", NEW, status=500) for i in range(3)]]  # fmt: skip
+    acc = judge(recent)
+    assert acc.ok and acc.repeats == 3 and acc.in_flight_repeats == 3
+    old = [*CLEAN, *[entry(6.5 + i * 0.75, "/error/0", DEAD, status=500) for i in range(3)],
+           *[entry(12.0 + i, "/error/0", NEW, status=500) for i in range(3)]]  # fmt: skip
+    assert judge(old).repeats_unexcused == 3
+

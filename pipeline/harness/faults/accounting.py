@@ -21,8 +21,9 @@ Figures:
   fault and not completed then; a request the server saw only after the signal was sent before it (a
   stopped or dead process sends nothing), so it is in flight too. A zero-length request holds the
   ``TICK_S`` it was logged in. A URL that answers 500 every time is one fetch of ``1 + retries``
-  requests (the fetcher backs off between them): a struck process that had made fewer of them had that
-  fetch in flight, every request of it.
+  requests (the fetcher backs off between them, and reports once, after the last): a struck process
+  that had made fewer of them, or made the last one in flight or within ``RECENT_S``, had that fetch
+  in flight or recent, every request of it.
 - **recent**: its requests completed within ``RECENT_S`` before the fault. A node reports its results
   about every second (issue 37, point 1): those may be lost with it and fetched again.
 - A repeat is **excused** only if the struck process made the earlier request (in flight or recent)
@@ -189,8 +190,8 @@ def account(
         woken_k = sum(1 for i, r in enumerate(reqs) if i >= len(reqs) - extra and woken(r))
         later = sum(1 for r in reqs if r.start >= fault_t and r.pid not in struck)
         mine = [r for r in reqs if r.pid in struck and r.start < fault_t]
-        if k in errors and 0 < len(mine) < expected:  # its retries of a 500 were not over: one fetch in flight
-            flight = len(mine)
+        if k in errors and mine and (len(mine) < expected or in_flight(mine[-1]) or recent(mine[-1])):
+            flight = len(mine)  # one fetch of a 500, retries and all: not over, or over in the last second
         else:
             flight = sum(1 for r in reqs if in_flight(r))
         rec = sum(1 for r in reqs if recent(r))
