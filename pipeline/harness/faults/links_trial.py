@@ -40,6 +40,10 @@ EXTRACT_S = {"local": 1.0, "spark": 8.0}  # about how long an extract job runs o
 PHASES = ("extract", "merge")
 # A Spark round is one spark-submit (two before the one-job round): ~20 s on an idle machine, more under load.
 CRAWL_TIMEOUT_S = {"spark": 720.0}
+# A job per round, so that the strike sees it start (its mrjob temp directory): on Spark the default keeps
+# one application for all rounds (cluster.spark_app = long, jobs/sparkapp.py), which shows no such point
+# from outside; that path is not struck here.
+PER_ROUND_JOBS = {"CRAWLFLEET_CLUSTER_SPARK_APP": "per-round"}
 
 
 def crawldb_rows(store: StoreSettings) -> int:
@@ -138,7 +142,8 @@ def links_trial(bed: Bed, broker_url: str, workdir: Path, plan: TrialPlan, *, ru
     landed: dict[str, Any] = {}
     strike = strike_links_at(phase, round_no, runner=runner, store=store, seed=plan.seed, landed=landed)
     rec = run_fleet_trial(bed, broker_url, workdir, plan, strike=strike, store=store,
-                          rig_kw={"links_runner": runner}, timeout_s=CRAWL_TIMEOUT_S.get(runner, 240.0))  # fmt: skip
+                          rig_kw={"links_runner": runner, "extra_env": PER_ROUND_JOBS},
+                          timeout_s=CRAWL_TIMEOUT_S.get(runner, 240.0))  # fmt: skip
     rec["action"] = "kill"  # the plan's "kill-<phase>" only seeds its stream; the phase is in the mode
     rec["mode"] = f"fleet, {runner} runner, in {phase}"  # its own row in RELIABILITY.md
     rec["summary"]["links"] = {"runner": runner, **landed}
