@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import os
 import time
 from collections.abc import Callable
 from typing import Any, cast
@@ -243,7 +244,7 @@ class AioFetcher(EngineFetcher):
         )
         self._session = aiohttp.ClientSession(
             connector=connector,
-            headers={"User-Agent": f.user_agent, "Accept-Encoding": ACCEPT_ENCODING, "Accept": "*/*"},
+            headers={"User-Agent": f.agent_for(os.getpid()), "Accept-Encoding": ACCEPT_ENCODING, "Accept": "*/*"},
             auto_decompress=False,
             cookie_jar=aiohttp.DummyCookieJar(),
             trust_env=False,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import os
 import socket
 import time
 import warnings
@@ -174,7 +175,7 @@ class ThreadedTransport:
             warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
         self.session.headers.clear()
         self.session.headers.update(
-            {"User-Agent": fetch.user_agent, "Accept-Encoding": ACCEPT_ENCODING, "Accept": "*/*"}
+            {"User-Agent": fetch.agent_for(os.getpid()), "Accept-Encoding": ACCEPT_ENCODING, "Accept": "*/*"}
         )
         self.session.cookies.set_policy(DefaultCookiePolicy(allowed_domains=[]))  # accept no cookies
         self._timeout = (fetch.connect_timeout_s, fetch.read_timeout_s)

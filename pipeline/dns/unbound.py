@@ -90,7 +90,7 @@ def start_unbound(
     workdir: str | Path | None = None,
     min_ttl_s: int = 300,
     max_ttl_s: int = 86400,
-    timeout_s: float = 15.0,
+    timeout_s: float = 30.0,  # unbound answers in a second on a quiet box; a loaded 2-core one needs more
     log_queries: bool = False,
 ) -> subprocess.Popen[bytes]:
     """Start unbound on 127.0.0.1:``port`` (0 = a free one) forwarding crawl.test to ``upstream_port``.

@@ -40,7 +40,7 @@ from pipeline.observe.stats import CrawlStats
 from pipeline.plugins.chain import PluginSet, portable
 from pipeline.settings import Settings
 from pipeline.storage.factory import from_settings as open_store
-from pipeline.storage.sqlite_robots import share_path
+from pipeline.storage.sqlite_robots import SqliteRobotsShare, share_path
 from pipeline.storage.warc import WarcWriter, live_writer
 
 log = logging.getLogger(__name__)
@@ -120,7 +120,7 @@ class EmbeddedCrawl:
         procs = [
             ProcessFetcher(self.settings, fetcher_id=f"local-p{i}", parse_links=n_proc >= 2,
                            fetcher=self.request.fetcher, warc_dir=warc_dir, hostile=hostile,
-                           robots_share=share_path(out) if n_proc >= 2 else None,
+                           robots_share=share_path(out),
                            plugins=plugins if n_proc >= 2 else None)
             for i in range(n_proc)
         ]  # fmt: skip
@@ -149,6 +149,7 @@ class EmbeddedCrawl:
             plugins=plugins,
         )
         resolver = CachingResolver.from_settings(self.settings.dns)
+        robots: SqliteRobotsShare | None = None
         fetchers: list[Fetcher]
         if procs:
             for proc in procs:
@@ -157,11 +158,12 @@ class EmbeddedCrawl:
         else:
             if warc_dir is not None:
                 self._warc = live_writer(self.settings, warc_dir, "local")
+            robots = _robots_share(out)
             # The fetcher wraps the resolver in the SSRF guard itself (check and connect use one answer).
             fetchers = [
                 make_fetcher(self.request.fetcher, self.settings, fetcher_id="local", resolver=AiohttpResolver(resolver),
                              scope=core.scope, archive=self._warc.write_exchange if self._warc else None,
-                             redirect_gate=core.redirects.gate)
+                             redirect_gate=core.redirects.gate, robots_share=robots)
             ]  # fmt: skip
         if pool is not None:
             await pool.start()
@@ -177,6 +179,8 @@ class EmbeddedCrawl:
             if pool is not None:
                 await pool.close()
             await resolver.aclose()
+            if robots is not None:
+                robots.close()
             if self._warc is not None:
                 self._warc.close()
             core.close()
@@ -371,3 +375,14 @@ def install_signal_handlers(crawl: EmbeddedCrawl) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, crawl.stop)
+
+
+def _robots_share(out: Path) -> SqliteRobotsShare | None:
+    """The crawl directory's robots.txt share (``pipeline.storage.sqlite_robots``): a resumed crawl takes a
+    host's answer from it while fresh instead of fetching robots.txt again. None when it cannot be opened
+    (robots.txt is then fetched as without a share)."""
+    try:
+        return SqliteRobotsShare(share_path(out))
+    except Exception as exc:  # noqa: BLE001 - a share only saves fetches
+        log.warning("robots share in %s unavailable: %s", out, exc)
+        return None

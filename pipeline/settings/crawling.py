@@ -41,6 +41,13 @@ class FetchSettings:
     # The event loop of the embedded crawl, its fetch processes and a fleet node: asyncio, uvloop, or auto
     # (uvloop when it imports). fetchers/loops.py.
     event_loop: str = "asyncio"
+    # Append " pid/<pid>" to the User-Agent each fetching process sends, so that a server's log tells the
+    # crawl's processes apart (the fault trials judge a killed process's requests by it).
+    identify_process: bool = False
+
+    def agent_for(self, pid: int) -> str:
+        """The User-Agent header the fetching process ``pid`` sends."""
+        return f"{self.user_agent} pid/{pid}" if self.identify_process else self.user_agent
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,14 +48,14 @@ def wait_requests(tb: TestbedProcess, n: int, *, timeout_s: float = 60) -> None:
     """Until the testbed has logged ``n`` requests (or ``timeout_s`` passed)."""
     deadline = time.time() + timeout_s
     while time.time() < deadline:
-        tb.wait_log_flush(timeout_s=0.5)
+        tb.wait_log_flush()
         if len(tb.read_access_log()) >= n:
             return
         time.sleep(0.05)
 
 
-def run_json(cmd: list[str], *, timeout: float = 240) -> dict[str, Any]:
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+def run_json(cmd: list[str], *, timeout: float = 240, env: dict[str, str] | None = None) -> dict[str, Any]:
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

@@ -1,39 +1,73 @@
 """S1's quota in the embedded crawl: ``dispatch.quotas_file`` caps the service's URLs per minute
-(t + n <= s·m), judged from the testbed's access log, against the same crawl without the file."""
+(t + n <= s·m), judged from the testbed's access log, against the same crawl without the file.
+
+Event-based: the capped crawl runs until its own stats say the quota refused it (it had more work than
+the minute allows), then it is interrupted; no page count is compared with a wall-clock window. Each
+calendar minute of the server's log holds at most floor(60 * m) page requests. Without the file the
+same crawl is never refused and fetches the whole web.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import time
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pipeline.harness.testbed.harness import TestbedProcess
-from tests.e2e.test_embedded_crawl import crawl_cmd
+from tests.e2e.test_embedded_crawl import MAX_DEPTH, crawl_cmd, key
 
 pytestmark = pytest.mark.e2e
 
+PER_S = 0.5  # 30 URLs a minute
 
-def _pages_in(tb: TestbedProcess, out: Path, *, seconds: float, quotas: Path | None) -> int:
-    """Pages (not robots.txt) the testbed served to a crawl in its first ``seconds``."""
+
+def _refusals(out: Path) -> int:
+    """The crawl's quota refusals so far, from its own stats rows (stats.jsonl, one per second)."""
+    path = out / "stats.jsonl"
+    if not path.exists():
+        return 0
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
+    return max((int((r.get("totals") or {}).get("quota_refusals") or 0) for r in rows), default=0)
+
+
+def _capped(tb: TestbedProcess, out: Path, quotas: Path) -> list[dict[str, Any]]:
+    """Page requests (not robots.txt) of a crawl run until the quota has refused it, then interrupted."""
     before = len(tb.read_access_log())
-    env = dict(os.environ, CRAWLFLEET_DISPATCH_QUOTAS_FILE=str(quotas) if quotas else "")
+    env = dict(os.environ, CRAWLFLEET_DISPATCH_QUOTAS_FILE=str(quotas))
     proc = subprocess.Popen(crawl_cmd(tb, out), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(seconds)
-    proc.send_signal(signal.SIGINT)
-    proc.wait(timeout=60)
+    try:
+        deadline = time.monotonic() + 120  # a bound on the wait, not a verdict
+        while _refusals(out) == 0 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _refusals(out) > 0, "the quota never refused the crawl"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
     tb.wait_log_flush()
-    return sum(1 for e in tb.read_access_log()[before:] if e["path"] != "/robots.txt")
+    return [e for e in tb.read_access_log()[before:] if e["path"] != "/robots.txt"]
 
 
 def test_a_quota_caps_the_minute_and_without_it_the_crawl_runs_free(tmp_path: Path) -> None:
     quotas = tmp_path / "quotas.toml"
-    quotas.write_text("[services]\ndefault = 0.5  # 30 URLs a minute\n")
+    quotas.write_text(f"[services]\ndefault = {PER_S}\n")
     with TestbedProcess(10, 40, seed=8, workdir=tmp_path / "tb") as tb:
-        capped = _pages_in(tb, tmp_path / "capped", seconds=12, quotas=quotas)
-        free = _pages_in(tb, tmp_path / "free", seconds=12, quotas=None)
-    assert 0 < capped <= 30, capped  # floor(0.5 * 60) in the first minute, whatever the crawl could do
-    assert free > 3 * 30, free  # the same crawl without the file is not held back
+        capped = _capped(tb, tmp_path / "capped", quotas)
+        env = dict(os.environ, CRAWLFLEET_DISPATCH_QUOTAS_FILE="")
+        free = subprocess.run(crawl_cmd(tb, tmp_path / "free"), env=env, capture_output=True, text=True,
+                              timeout=240, check=False)  # fmt: skip
+        tb.wait_log_flush()
+        truth = tb.truth(max_depth=MAX_DEPTH)
+        served = Counter((e["host"], e["path"]) for e in tb.read_access_log())
+    per_minute = Counter(int(float(e["t"]) // 60) for e in capped)
+    assert capped and max(per_minute.values()) <= int(60 * PER_S), per_minute  # floor(0.5 * 60) a minute
+    assert free.returncode == 0, free.stderr[-2000:]
+    summary = json.loads(free.stdout.strip().splitlines()[-1])
+    assert _refusals(tmp_path / "free") == 0 and summary["pages_fetched"] > len(capped)  # not held back
+    assert not [u for u in truth["pages"] if served[key(u)] == 0]  # it fetched the whole web

@@ -16,8 +16,8 @@ from typing import Any
 import psutil
 import pytest
 
-from pipeline.harness.faults.accounting import LOG_LAG_S, FaultTimes, Killed, account
-from pipeline.harness.faults.snapshot import journal_keys, stored_urls
+from pipeline.harness.faults.accounting import Strike, account
+from pipeline.harness.faults.snapshot import stored_urls
 from pipeline.harness.testbed.harness import TestbedProcess
 from tests.e2e.test_embedded_crawl import MAX_DEPTH, crawl_cmd, key, wait_requests
 
@@ -25,7 +25,8 @@ pytestmark = pytest.mark.e2e
 
 
 def _env(processes: int) -> dict[str, str]:
-    return dict(os.environ, CRAWLFLEET_FETCH_PROCESSES=str(processes))
+    # identify_process: each fetch process names its pid in its User-Agent, for the fault judge
+    return dict(os.environ, CRAWLFLEET_FETCH_PROCESSES=str(processes), CRAWLFLEET_FETCH_IDENTIFY_PROCESS="true")
 
 
 def _summary(proc: subprocess.Popen[str], *, timeout: float = 240) -> dict[str, Any]:
@@ -54,10 +55,9 @@ def test_two_fetch_processes_fetch_every_page_once(tmp_path: Path) -> None:
 
 
 def test_a_killed_fetch_process_is_replaced_and_loses_nothing(tmp_path: Path) -> None:
-    """The fetch process SIGKILLed mid-crawl; the crawl's process journals on and starts another. Only
-    the killed process's own requests whose result the crawl had not journaled by the kill (results
-    carry the fetcher's ``fetched_at``) may be asked again, each once: a repeat of anything journaled,
-    or of a request the new process made, is a duplicate."""
+    """The fetch process SIGKILLed mid-crawl; the crawl's process journals on and starts another. Judged
+    from outside (pipeline.harness.faults.accounting): only the killed process's own requests (by the pid
+    in its User-Agent) in flight at the kill or made in its last second may be asked again."""
     with TestbedProcess(12, 40, seed=6, workdir=tmp_path / "tb") as tb:
         start = time.time()
         proc = subprocess.Popen(crawl_cmd(tb, tmp_path / "out"), env=_env(1), text=True,
@@ -69,17 +69,16 @@ def test_a_killed_fetch_process_is_replaced_and_loses_nothing(tmp_path: Path) ->
             if "pipeline.embedded.fetchchild" in " ".join(c.cmdline())
         ]
         assert len(children) == 1
-        children[0].send_signal(signal.SIGKILL)
         killed_at = time.time()
+        children[0].send_signal(signal.SIGKILL)
         summary = _summary(proc)
         truth = tb.truth(max_depth=MAX_DEPTH)
         tb.wait_log_flush()
         log = [e for e in tb.read_access_log() if float(e["t"]) >= start - 1.0]
     out = tmp_path / "out"
-    journaled = journal_keys(out / "segments", before=killed_at)
-    mine = frozenset((str(e["host"]), str(e["path"])) for e in log if float(e["t"]) < killed_at + LOG_LAG_S)
-    acc = account(truth=truth, log=log, journaled_at_fault=journaled, stored_urls=stored_urls(out),
-                  times=FaultTimes(killed_at, killed_at), killed=Killed("fetch process", mine))  # fmt: skip
+    strike = Strike("fetcher", "SIGKILL", killed_at, killed_at, frozenset({children[0].pid}))
+    acc = account(truth=truth, log=log, stored_urls=stored_urls(out), strike=strike)
     assert acc.lost == 0, acc.lost_sample
-    assert acc.duplicated == 0, acc.duplicated_sample
+    assert acc.repeats_unexcused == 0, acc.repeated_sample
+    assert acc.robots_extra == 0, acc.robots_sample
     assert not summary["interrupted"] and summary["pages_fetched"] > 0

@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import collections
 import json
-import os
 import random
-import shutil
 import subprocess
 import sys
 import time
@@ -48,6 +46,7 @@ from tests.fixtures.hbase import HOST as HBASE_HOST
 from tests.fixtures.hbase import PORT as HBASE_PORT
 from tests.fixtures.rabbitmq import MAX_DEPTH, check_truth, key
 from tests.fixtures.tlsbroker import TlsRabbit, Users
+from tests.services import need_namespaces
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.timeout(420)]
 
@@ -89,8 +88,7 @@ def _netns(*args: str) -> None:
 def netns_nodes() -> Iterator[Net]:
     """NODES namespaces on a fresh bridge, removed at the end even when the test fails (ask for this
     fixture first: the processes inside end before it tears down)."""
-    if os.geteuid() != 0 or shutil.which("ip") is None:
-        pytest.skip("network namespaces need root and iproute2")
+    need_namespaces()
     tag = uuid.uuid4().hex[:5]
     x = _free_subnet()
     net = Net(f"cfb{tag}", f"10.231.{x}.1",

@@ -36,7 +36,7 @@ def _log_until(
     deadline = time.time() + timeout_s
     entries: list[dict[str, Any]] = []
     while time.time() < deadline:
-        tb.wait_log_flush(timeout_s=0.5)
+        tb.wait_log_flush()
         entries = tb.read_access_log()
         if done(entries):
             break

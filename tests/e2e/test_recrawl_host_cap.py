@@ -50,7 +50,7 @@ def _run(tb: TestbedProcess, out: Path, cfg: Path, *extra: str, repeats_each: in
     with ContinuousCrawl(cmd, stop, env=env) as crawl:
         deadline = time.time() + 90
         while time.time() < deadline and crawl.running():
-            tb.wait_log_flush(timeout_s=0.5)
+            tb.wait_log_flush()
             repeats = _repeats(tb.read_access_log(), since=start)
             if len(repeats) == HOSTS and min(repeats.values()) >= repeats_each:
                 break

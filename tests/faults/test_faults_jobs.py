@@ -30,4 +30,4 @@ def test_jobs_driver_sigkill_then_rerun(fault_bed: Bed, segments: tuple[Path, di
     segs, ref = segments
     rec = record(jobs_trial(fault_bed, segs, ref, tmp_path, TrialPlan.seeded("jobs", "kill", seed)))
     assert rec["lost"] == 0 and rec["extra_urls"] == 0, (rec["lost_sample"], rec["extra_urls"])
-    assert rec["duplicated"] == 0, (rec["inlinks_ref"], rec["inlinks_trial"], rec["duplicated_sample"])
+    assert rec["inlinks_doubled"] == 0, (rec["inlinks_ref"], rec["inlinks_trial"], rec["doubled_sample"])

@@ -15,8 +15,7 @@ import pytest
 from fetchers.records import FetchResult
 from pipeline.crawl.core import CrawlCore
 from pipeline.dispatch.protocols import Heartbeat
-from pipeline.dns.unbound import unbound_binary
-from pipeline.harness.faults.accounting import FaultTimes, account
+from pipeline.harness.faults.accounting import Strike, account
 from pipeline.harness.faults.bed import Bed
 from pipeline.harness.faults.embedded import crawler, finish
 from pipeline.harness.faults.fleet import FleetRig
@@ -24,6 +23,7 @@ from pipeline.harness.faults.services import PrivateUnbound, broker_vhost
 from pipeline.harness.faults.snapshot import stored_urls
 from pipeline.settings import Settings
 from pipeline.storage.sqlite import SqliteStore
+from tests.services import need_unbound
 
 pytestmark = pytest.mark.faults
 
@@ -145,13 +145,11 @@ def test_worker_shared_by_two_crawls_fetches_both(fault_bed: Bed, tmp_path: Path
     assert ev["ev"] == "done", ev
 
 
-@pytest.mark.skipif(
-    unbound_binary() is None, reason="unbound is not installed (scripts/svc-unbound.sh install)"
-)
 def test_dns_outage_at_start_loses_nothing(fault_bed: Bed, tmp_path: Path) -> None:
     """Was DNS_OUTAGE_IS_FINAL; fixed: transient DNS errors are retry-later with a host back-off
     (fetchers/report.py, fetchers/engine.py), kept out of the Bloom negative cache
     (pipeline/dns/cache_resolver.py), and capped per URL in pipeline/crawl/core.py. Regression test."""
+    need_unbound()
     dns = PrivateUnbound(fault_bed.tb.dns_port, tmp_path / "unbound").start()
     start = time.time()
     try:
@@ -163,9 +161,10 @@ def test_dns_outage_at_start_loses_nothing(fault_bed: Bed, tmp_path: Path) -> No
     finally:
         dns.stop()
     fault_bed.settle()
-    acc = account(truth=fault_bed.truth, log=fault_bed.window(start), journaled_at_fault=set(),
-                  stored_urls=stored_urls(tmp_path / "out"), times=FaultTimes(fault_t, back_t, end_t))  # fmt: skip
+    acc = account(truth=fault_bed.truth, log=fault_bed.window(start), stored_urls=stored_urls(tmp_path / "out"),
+                  strike=Strike("unbound", "SIGSTOP", fault_t, back_t, end_t=end_t))  # fmt: skip
     assert acc.lost == 0, (acc.lost, acc.lost_sample)
+    assert acc.repeats == 0 and acc.robots_extra == 0, (acc.repeated_sample, acc.robots_sample)
 
 
 JOBS_INLINE_PRINT_RACE = (

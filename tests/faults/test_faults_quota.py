@@ -16,6 +16,7 @@ from pipeline.harness.faults.bed import Bed, TrialPlan
 from pipeline.harness.faults.quota_trial import quota_trial
 from pipeline.harness.faults.services import broker_vhost
 from pipeline.transport.dispatcher.grants import granted_this_minute
+from tests.faults.verdict import check_fetches_nothing
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
 
@@ -28,17 +29,25 @@ def vhost() -> Iterator[str]:
         yield url
 
 
+ATTEMPTS = 3  # a resume that lands in the next minute tests nothing: the trial is run again
+
+
 @pytest.mark.parametrize("seed", [1])
 def test_dispatcher_sigkill_mid_quota_minute_keeps_quota(fault_bed: Bed, vhost: str, tmp_path: Path,
                                                          record: Callable[..., Any], seed: int) -> None:  # fmt: skip
+    """The trial is what it is for only when the resumed dispatcher issues its first batch in the minute
+    of the kill (the event, from its journal); one that did not is run again, not judged on the clock."""
     plan = TrialPlan.seeded("dispatcher", "kill-quota", seed, lo=0.4, hi=0.6)  # the seed's stream: "kill-quota"
-    rec = record(quota_trial(fault_bed, vhost, tmp_path, plan, per_s=PER_S))
-    q = rec["quota"]
-    assert q["resumed_in_fault_minute"], q  # else the trial did not test what it is for
-    assert q["max_minute"] <= q["per_minute"], q
-    assert rec["lost"] == 0, rec["lost_sample"]
-    assert rec["stored_pages"] == rec["truth_pages"]
-    assert rec["duplicated"] == 0 and rec["in_flight_repeats"] == 0, (rec["duplicated_causes"], rec["duplicated_sample"])
+    for attempt in range(ATTEMPTS):
+        rec = quota_trial(fault_bed, vhost, tmp_path / f"try{attempt}", plan, per_s=PER_S)
+        q = rec["quota"]
+        assert q["max_minute"] <= q["per_minute"], q  # S1's cap holds whichever minute the resume landed in
+        if q["resumed_in_fault_minute"]:
+            break
+    else:
+        pytest.fail(f"{ATTEMPTS} resumes all landed past the kill's minute: the trial never tested its point")
+    record(rec)
+    check_fetches_nothing(rec)
 
 
 def test_grants_of_a_killed_dispatcher_are_read_back(tmp_path: Path) -> None:

@@ -13,7 +13,6 @@ HBase nor the link jobs fetch anything, so no repeat is excused at all.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,24 +26,17 @@ from pipeline.harness.faults.services import broker_vhost
 from pipeline.harness.faults.storage_trials import hbase_trial
 from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.settings import StoreSettings
+from tests.faults.verdict import check_fetches_nothing
+from tests.services import need_java
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
 
 LINK_TRIALS: dict[str, dict[str, Any]] = {}  # runner/phase/seed -> the trial's in-link figures
 
 
-def check_strict(rec: dict[str, Any]) -> None:
-    """Exactly once with a killed process that fetches nothing: no loss, no repeat of any kind."""
-    assert rec["lost"] == 0, rec["lost_sample"]
-    assert rec["stored_pages"] == rec["truth_pages"]
-    assert rec["duplicated"] == 0, (rec["duplicated_causes"], rec["duplicated_sample"])
-    assert rec["in_flight_repeats"] == 0, rec
-
-
 @pytest.fixture(scope="module")
 def private_hbase(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateHBase]:
-    if shutil.which("java") is None:
-        pytest.skip("java not installed (scripts/svc-hbase.sh install)")
+    need_java()
     hb = PrivateHBase(tmp_path_factory.mktemp("hbase-private")).start()
     try:
         yield hb
@@ -58,7 +50,7 @@ def test_hbase_data_process_sigkill_then_restart(fault_bed: Bed, private_hbase: 
                                                  record: Callable[..., Any], seed: int) -> None:  # fmt: skip
     with broker_vhost() as url:
         rec = record(hbase_trial(fault_bed, url, private_hbase, tmp_path, TrialPlan.seeded("hbase", "kill", seed)))
-    check_strict(rec)
+    check_fetches_nothing(rec)
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +83,7 @@ def test_link_jobs_sigkill_inside_a_round(shallow_bed: Bed, private_hbase: Priva
     with broker_vhost() as url:
         bed = Bed(shallow_bed.tb, max_depth=1) if runner == "spark" else shallow_bed
         rec = record(links_trial(bed, url, tmp_path, plan, runner=runner, phase=phase, store=store))
-    check_strict(rec)
+    check_fetches_nothing(rec)
     LINK_TRIALS[f"{runner}/{phase}/{seed}"] = rec["inlinks"]  # judged by the test below
 
 

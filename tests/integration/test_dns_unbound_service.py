@@ -12,17 +12,17 @@ import pytest
 
 from pipeline.dns.blocking import GetaddrinfoResolver
 from pipeline.dns.resolver import AresResolver
-from pipeline.dns.unbound import free_port, unbound_binary
+from pipeline.dns.unbound import free_port
 from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.harness.testbed.model import ip_for_host
+from tests.services import need_unbound
 
 pytestmark = pytest.mark.integration
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "svc-unbound.sh"
 
 
 def test_service_script_start_status_stop(dns_testbed: TestbedProcess, tmp_path: Path) -> None:
-    if unbound_binary() is None:
-        pytest.skip("unbound is not installed: run scripts/svc-unbound.sh install")
+    need_unbound()
     env: dict[str, str] = {}
 
     def svc(action: str) -> subprocess.CompletedProcess[str]:

@@ -4,7 +4,6 @@ failures, all judged from the results and the testbed's access log."""
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 import pytest
@@ -59,10 +58,9 @@ def run(request: pytest.FixtureRequest, testbed_small: Any) -> dict[str, Any]:
         async with fetcher_cls(settings, fetcher_id="t1", resolver=bed_resolver(settings), scope=scope) as f:
             return await f.fetch_batch(make_batch(list(urls.values()), serial=7, fetcher_id="t1"), order.append)
 
-    t_start = time.time()
+    begin = tb.mark("begin")
     report = asyncio.run(go())
-    t_end = time.time()
-    tb.wait_log_flush()
+    end = tb.mark("end")
     by_url = {r.url: r for r in order}
     return {
         "r": {k: by_url[v] for k, v in urls.items()},
@@ -70,7 +68,7 @@ def run(request: pytest.FixtureRequest, testbed_small: Any) -> dict[str, Any]:
         "urls": urls,
         "report": report,
         # the testbed is shared: keep only this run's requests
-        "log": [e for e in tb.read_access_log() if t_start - 0.01 <= e["t"] <= t_end + 0.01],
+        "log": tb.log_between(begin, end),
     }
 
 

@@ -5,7 +5,6 @@ as a clean FetchResult; nothing may raise out of fetch_batch."""
 from __future__ import annotations
 
 import asyncio
-import time
 import tracemalloc
 from collections import Counter
 from collections.abc import Iterator
@@ -51,16 +50,14 @@ def run(request: pytest.FixtureRequest, hostile_bed: TestbedProcess) -> dict[str
         async with request.param(settings, fetcher_id="h", resolver=bed_resolver(settings)) as f:
             return await run_urls(f, list(urls.values()))
 
-    t0 = time.time()
+    begin = tb.mark("begin")
     tracemalloc.start()
     try:
         results, report = asyncio.run(go())
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    t1 = time.time()
-    tb.wait_log_flush()
-    log = [e for e in tb.read_access_log() if t0 - 0.01 <= e["t"] <= t1 + 0.01]
+    log = tb.log_between(begin, tb.mark("end"))
     return {"r": {p: results[u] for p, u in urls.items()}, "report": report, "peak": peak, "log": log}
 
 
@@ -136,14 +133,13 @@ def test_a_fetcher_that_stops_at_redirects_counts_on_from_the_tasks_hops(
                            redirect_gate=stop_at_redirects) as f:  # fmt: skip
             await f.fetch_batch(batch, results.append)
 
-    t0 = time.time()
+    begin = tb.mark("begin")
     asyncio.run(go())
-    t1 = time.time()
+    end = tb.mark("end")
     by_url = {r.url: r for r in results}
     first, last = by_url[short], by_url[at]
     assert first.status == 302 and not first.error_class and first.final_url == tb.hostile_url("/deep-redirect/5")
     assert first.redirect_hops == 4 and target_hops(first) == 5
     assert last.error_class == "too_many_redirects" and last.status == 302 and stopped_target(last) == ""
-    tb.wait_log_flush()
-    log = Counter(e["path"] for e in tb.read_access_log() if t0 - 0.01 <= e["t"] <= t1 + 0.01)
+    log = Counter(e["path"] for e in tb.log_between(begin, end))
     assert log["/deep-redirect/4"] == 1 and log["/deep-redirect/5"] == 1 and log["/deep-redirect/6"] == 0

@@ -36,7 +36,7 @@ def test_fleet_fetches_pages_only_sitemaps_list(rabbitmq: str, fleet: Any, tmp_p
         deadline = time.time() + 150
         fetched: set[tuple[str, str]] = set()
         while time.time() < deadline and not only <= fetched:
-            tb.wait_log_flush(timeout_s=0.5)
+            tb.wait_log_flush()
             fetched = {
                 (e["host"].split(":")[0], e["path"]) for e in tb.read_access_log() if e["status"] == 200
             }

@@ -24,7 +24,8 @@ UA = "FleetArchiveBot/1.0 (+https://archive.example/bot)"
 
 def test_nodes_write_warc_from_the_wire(rabbitmq: str, fleet: Any, tmp_path: Path) -> None:
     with TestbedProcess(6, 20, seed=14, workdir=tmp_path / "tb") as tb:
-        f = fleet(rabbitmq, tb, max_depth=MAX_DEPTH, extra_env={"CRAWLFLEET_FETCH_USER_AGENT": UA})
+        f = fleet(rabbitmq, tb, max_depth=MAX_DEPTH,  # the configured User-Agent, as sent: no pid suffix
+                  extra_env={"CRAWLFLEET_FETCH_USER_AGENT": UA, "CRAWLFLEET_FETCH_IDENTIFY_PROCESS": "false"})
         f.start_worker(1)
         f.start_worker(2)
         f.start_dispatcher("--warc")

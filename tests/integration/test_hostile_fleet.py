@@ -71,7 +71,7 @@ def crawl(rabbitmq: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[d
                         links_summary = json.loads(line)
                         break
             f.stop()
-        yield {"tb": tb, "out": f.out, "summary": summary, "links": links_summary,
+        yield {"tb": tb, "out": f.out, "work": work, "summary": summary, "links": links_summary,
                "truth": tb.truth(max_depth=MAX_DEPTH), "log": f.log_tail("links.log")}  # fmt: skip
 
 
@@ -105,7 +105,7 @@ def test_the_page_that_kills_extract_tasks_is_set_aside(crawl: dict[str, Any]) -
     why in the store, and went on (every other page's links arrived: the test above)."""
     url = crawl["tb"].hostile_url("/nested")
     assert crawl["links"].get("quarantined") == 1, (crawl["links"], crawl["log"])
-    listed = [json.loads(line)["url"] for line in (crawl["out"] / "node-segments" / QUARANTINE_FILE).open()]
+    listed = [json.loads(line)["url"] for line in (crawl["work"] / "jobs-work" / "guard" / QUARANTINE_FILE).open()]
     assert listed == [url]
     with SqliteStore(crawl["out"] / "crawl.db") as store:
         why = store.get_meta(META_PREFIX + url)

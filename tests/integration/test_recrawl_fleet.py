@@ -32,7 +32,7 @@ def test_fleet_continuous_crawl_refetches_until_the_stop_file(
         deadline = time.time() + 150
         pages: list[dict[str, Any]] = []
         while time.time() < deadline:
-            tb.wait_log_flush(timeout_s=0.5)
+            tb.wait_log_flush()
             pages = [e for e in tb.read_access_log() if e["path"] == "/" or e["path"].startswith("/p/")]
             per_url = collections.Counter((e["host"], e["path"]) for e in pages)
             if sum(e["status"] == 304 for e in pages) >= 10 and sum(n >= 3 for n in per_url.values()) >= 5:

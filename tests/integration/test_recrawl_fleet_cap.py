@@ -57,7 +57,7 @@ def _crawl_until(
     f.start_dispatcher(*extra)
     deadline = time.time() + 120
     while time.time() < deadline:
-        tb.wait_log_flush(timeout_s=0.5)
+        tb.wait_log_flush()
         got = _repeats(tb.read_access_log(), since=since)
         if len(got) == HOSTS and min(got.values()) >= each:
             break

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import socket
 import subprocess
 import sys
@@ -29,6 +28,7 @@ import pytest
 from pipeline.harness.faults.procs import Managed, wait_until
 from pipeline.harness.faults.services import free_port, thrift_answers
 from tests.fixtures.hbase import PORT as HBASE_PORT
+from tests.services import need_namespaces
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -47,8 +47,7 @@ class Ns:
 
 @pytest.fixture
 def namespace() -> Iterator[Ns]:
-    if os.geteuid() != 0 or shutil.which("ip") is None:
-        pytest.skip("network namespaces need root and iproute2")
+    need_namespaces()
     used = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True, check=True).stdout
     x = next(x for x in random.sample(range(1, 255), 254) if f"10.232.{x}." not in used)
     tag = uuid.uuid4().hex[:5]

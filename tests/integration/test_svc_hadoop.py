@@ -11,9 +11,7 @@
 from __future__ import annotations
 
 import json
-import os
 import random
-import shutil
 import subprocess
 import sys
 import urllib.request
@@ -27,6 +25,7 @@ import pytest
 from jobs import cluster, hadoop
 from jobs.mr_host_stats import MRHostStats
 from jobs.runner import RunnerConfig, run_job
+from tests.services import need_namespaces
 
 pytestmark = pytest.mark.integration
 
@@ -108,8 +107,7 @@ def test_local_mode_stays_available(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 @pytest.fixture
 def namespace() -> Iterator[str]:
     """A namespace on a fresh bridge that routes the cluster's 127.0.40.0/24 to this machine."""
-    if os.geteuid() != 0 or shutil.which("ip") is None:
-        pytest.skip("network namespaces need root and iproute2")
+    need_namespaces()
     used = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True, check=True).stdout
     x = next(x for x in random.sample(range(1, 255), 254) if f"10.232.{x}." not in used)
     tag = uuid.uuid4().hex[:5]

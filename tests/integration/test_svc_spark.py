@@ -6,9 +6,7 @@ driver in a network namespace (another "machine") gets executors that reach it a
 from __future__ import annotations
 
 import json
-import os
 import random
-import shutil
 import subprocess
 import sys
 import urllib.request
@@ -22,6 +20,7 @@ import pytest
 from jobs import cluster
 from jobs.mr_host_stats import MRHostStats
 from jobs.runner import RunnerConfig, run_job
+from tests.services import need_namespaces
 
 pytestmark = pytest.mark.integration
 
@@ -64,8 +63,7 @@ def test_local_masters_keep_the_driver_on_loopback(tmp_path: Path) -> None:
 @pytest.fixture
 def namespace() -> Iterator[str]:
     """A namespace on a fresh bridge that routes the cluster's 127.0.40.0/24 to this machine."""
-    if os.geteuid() != 0 or shutil.which("ip") is None:
-        pytest.skip("network namespaces need root and iproute2")
+    need_namespaces()
     used = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True, check=True).stdout
     x = next(x for x in random.sample(range(1, 255), 254) if f"10.233.{x}." not in used)
     tag = uuid.uuid4().hex[:5]

@@ -6,6 +6,7 @@ import asyncio
 import gzip
 import json
 import socket
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -107,11 +108,33 @@ def test_status_pages_and_specials(tb: TestbedProcess) -> None:
 
 
 def test_access_log_records_requests(tb: TestbedProcess) -> None:
-    get(tb, tb.url(9, "/p/11?x=1"), headers={"Host": f"SITE9.crawl.test:{tb.port}"})
-    tb.wait_log_flush()
+    get(tb, tb.url(9, "/p/11?x=1"), headers={"Host": f"SITE9.crawl.test:{tb.port}", "User-Agent": "probe pid/7"})
+    tb.flush_log()  # a flush request: the line is on disk when it is answered, no timer waited for
     lines = [x for x in tb.read_access_log() if x["host"] == "site9.crawl.test" and x["path"] == "/p/11?x=1"]
     assert len(lines) == 1
     assert lines[0]["status"] == 404 and lines[0]["client"] == "127.0.0.1" and lines[0]["t"] > 1e9
+    assert lines[0]["ua"] == "probe pid/7" and lines[0]["end"] >= lines[0]["t"]
+    assert not [x for x in tb.read_access_log() if x["host"] == "flush.invalid"]  # flushes are not logged
+
+
+def test_a_slow_reply_is_logged_with_its_span_and_a_client_gone_as_499(tb: TestbedProcess) -> None:
+    """Start and end of a request as the server saw them: /slow is answered 1.5 s after its head arrived;
+    a client that leaves before the answer is logged with nginx's 499 once the server finds it gone."""
+    status = get(tb, tb.url(4, "/slow"), headers={"User-Agent": "slow-probe"})[0]
+    with socket.create_connection((ip_for_host(4, tb.hosts), tb.port), timeout=10) as s:
+        s.sendall(b"GET /slow HTTP/1.1\r\nHost: site4.crawl.test\r\nUser-Agent: leaver\r\n\r\n")
+    assert status == 200
+
+    def logged() -> list[dict[str, Any]]:
+        tb.flush_log()
+        return [x for x in tb.read_access_log() if x["path"] == "/slow" and x["ua"] in ("slow-probe", "leaver")]
+
+    deadline = time.monotonic() + 60  # a bound on the wait, not a verdict
+    while len(logged()) < 2 and time.monotonic() < deadline:  # the leaver's line comes once it is found gone
+        time.sleep(0.1)
+    by_ua = {x["ua"]: x for x in logged()}
+    assert by_ua["slow-probe"]["status"] == 200 and by_ua["slow-probe"]["end"] - by_ua["slow-probe"]["t"] >= 1.4
+    assert by_ua["leaver"]["status"] in (200, 499)  # 499 unless the kernel took the reply before the close
 
 
 def test_sigterm_flushes_access_log(make_testbed: Any) -> None:
@@ -186,9 +209,11 @@ def test_workers_share_the_sockets(make_testbed: Any) -> None:
             return await asyncio.gather(*(one(u) for u in urls))
 
     assert set(asyncio.run(fetch_all())) == {200}
-    assert t.stop() == 0
+    t.flush_log()  # a flush request reaches every serving process
     logged = [x for x in t.read_access_log() if x["host"].startswith("site")]
-    assert len(logged) == len(urls)  # both processes flushed their share at SIGTERM
+    assert len(logged) == len(urls)
+    assert t.stop() == 0
+    assert len([x for x in t.read_access_log() if x["host"].startswith("site")]) == len(urls)
 
 
 def test_gzip_pages_option(make_testbed: Any) -> None:

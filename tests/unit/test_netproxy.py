@@ -1,6 +1,7 @@
 """The delaying TCP/UDP forwarder (pipeline/harness/faults/netproxy.py), on loopback sockets.
 
-Delays are checked from below only (a delay can make a round trip slower, never faster), so no test
+Delays are checked as an order of events on a loop whose clock moves only when the test says so
+(tests/manual_clock.py): nothing arrives until the proxy's clock has passed the delay, so no test
 depends on how busy the machine is.
 """
 
@@ -9,12 +10,12 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import time
 from collections.abc import Awaitable, Callable
 
 import pytest
 
 from pipeline.harness.faults.netproxy import ProxyProcess, Route, start, stop
+from tests.manual_clock import ManualClockLoop, run_manual
 
 
 def test_route_parse_and_spec_round_trip() -> None:
@@ -77,7 +78,7 @@ def test_tcp_relays_bytes_in_order_both_ways_and_passes_eof_on() -> None:
 
 
 def test_tcp_delay_is_added_to_each_round_trip_and_a_refused_target_closes_the_client() -> None:
-    async def main() -> None:
+    async def main(loop: ManualClockLoop) -> None:
         server, port = await _echo_server()
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
@@ -87,11 +88,16 @@ def test_tcp_delay_is_added_to_each_round_trip_and_a_refused_target_closes_the_c
         try:
             r, w = await asyncio.open_connection("127.0.0.1", bounds[0].port)
             for _ in range(3):
-                t0 = time.monotonic()
                 w.write(b"ping")
                 await w.drain()
-                assert await r.readexactly(4) == b"ping"
-                assert time.monotonic() - t0 >= 0.08 - 0.002
+                echo = asyncio.ensure_future(r.readexactly(4))
+                await loop.idle()
+                assert not echo.done()  # held on the way up: the proxy's clock has not moved
+                loop.advance(0.05)
+                await loop.idle()
+                assert not echo.done()  # up, echoed, and held on the way down
+                loop.advance(0.03)
+                assert await echo == b"ping"
             w.close()
             r2, w2 = await asyncio.open_connection("127.0.0.1", bounds[1].port)
             assert await r2.read(-1) == b""
@@ -100,18 +106,21 @@ def test_tcp_delay_is_added_to_each_round_trip_and_a_refused_target_closes_the_c
             # The forwarder still serves after a refusal.
             r3, w3 = await asyncio.open_connection("127.0.0.1", bounds[0].port)
             w3.write(b"again")
-            assert await r3.readexactly(5) == b"again"
+            again = asyncio.ensure_future(r3.readexactly(5))
+            while not again.done():
+                loop.advance(0.05)
+                await loop.idle(0.02)
+            assert again.result() == b"again"
             w3.close()
         finally:
             await stop(bounds)
             server.close()
 
-    run(main)
+    run_manual(main)
 
 
 def test_udp_datagrams_go_to_the_target_and_replies_come_back_from_the_listening_address() -> None:
-    async def main() -> None:
-        loop = asyncio.get_running_loop()
+    async def main(loop: ManualClockLoop) -> None:
 
         class Echo(asyncio.DatagramProtocol):
             def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -131,11 +140,12 @@ def test_udp_datagrams_go_to_the_target_and_replies_come_back_from_the_listening
 
         client_t, _ = await loop.create_datagram_endpoint(Client, local_addr=("127.0.0.1", 0))
         try:
-            t0 = time.monotonic()
             for i in range(3):
                 client_t.sendto(f"q{i}".encode(), ("127.0.0.1", bounds[0].port))
+            await loop.idle()
+            assert got.empty()  # held: the proxy's clock has not passed up_s
+            loop.advance(0.02)
             answers = [await got.get() for _ in range(3)]
-            assert time.monotonic() - t0 >= 0.02 - 0.002
             assert sorted(a for a, _ in answers) == [b"re:q0", b"re:q1", b"re:q2"]
             assert {addr for _, addr in answers} == {("127.0.0.1", bounds[0].port)}
             assert bounds[0].stats.datagrams_up == 3 and bounds[0].stats.datagrams_down == 3
@@ -144,7 +154,7 @@ def test_udp_datagrams_go_to_the_target_and_replies_come_back_from_the_listening
             await stop(bounds)
             echo_t.close()
 
-    run(main)
+    run_manual(main)
 
 
 def test_proxy_process_reports_its_ports_and_counters() -> None:

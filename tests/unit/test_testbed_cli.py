@@ -22,6 +22,7 @@ def test_truth_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
             "pages",
             "fetch_urls",
             "redirect_hops",
+            "server_errors",
             "forbidden",
             "nofollow_only",
             "trap_prefix",

@@ -196,7 +196,12 @@ def _crawl(bed: Bed, broker: str, workdir: Path, args: argparse.Namespace, *, eq
     for ev in events:
         if ev["ev"] == "issue":
             sizes[ev["node"]].append(int(ev["n"]))
+    last = list(j.rounds[-1].sizes) if j.rounds else []  # node order: 1x, 2x, 4x
     return {
+        # The measured sizes of the last round, slowest node first: S3 wants them in the nodes' speed order.
+        "last_round_sizes_by_speed": last,
+        "sizes_ordered_by_speed": len(last) == len(SPEEDS) and all(a < b for a, b in zip(last, last[1:], strict=False)),
+        "fastest_over_slowest": round(last[-1] / last[0], 2) if len(last) == len(SPEEDS) and last[0] else None,
         "equal_batches": equal, "wall_s": round(end - start, 1), "rounds": len(counted),
         "warmup_rounds": j.warmup, "settled": j.settled, "warmup_reason": j.reason,
         "median_spread": round(med, 3) if med is not None else None,

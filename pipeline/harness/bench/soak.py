@@ -8,7 +8,7 @@ runner) inside its extract job or its merge, storing into that HBase. Every tria
 testbed's access log and the store and appended to ``var/reliability/soak.jsonl`` (``--results``).
 
 Baseline, measured in the same run: one clean embedded crawl and (with fleet components) one clean
-fleet crawl of the same testbed. The report gives lost and duplicated pages per trial and the trial's
+fleet crawl of the same testbed. The report gives lost pages and repeated requests per trial and the trial's
 wall time as a ratio to the clean crawl of its mode (what a fault costs in time, recovery included).
 """
 
@@ -131,7 +131,8 @@ def _trial(
         return jobs_trial(bed, segments, ref, work, TrialPlan.seeded("jobs", "kill", seed))
     if component in ("worker", "dispatcher"):
         return fleet_trials.run_fleet_trial(
-            bed, svc.vhost(), work, plan, strike=fleet_trials.STRIKES[component]
+            bed, svc.vhost(), work, plan, strike=fleet_trials.STRIKES[component],
+            rig_kw=fleet_trials.PACED if component == "worker" else None,
         )
     if component == "rabbitmq":
         rabbit = svc.rabbit()
@@ -260,17 +261,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def _summary(records: list[dict[str, Any]], baselines: dict[str, float], errors: list[str],
              args: argparse.Namespace, out_path: Path) -> dict[str, Any]:  # fmt: skip
     per: dict[str, dict[str, Any]] = {}
+    figures = ("lost", "repeats", "repeats_unexcused", "in_flight_repeats", "recent_repeats", "woken_repeats",
+               "robots_extra")  # fmt: skip
     for r in records:
         key = f"{r['component']}/{r['action']}"
-        g = per.setdefault(key, {"trials": 0, "lost": 0, "duplicated": 0, "duplicated_known": 0,
-                                 "in_flight_repeats": 0, "excused": {}, "failed_seeds": [],
+        g = per.setdefault(key, {"trials": 0, **dict.fromkeys(figures, 0), "failed_seeds": [],
                                  "recovery_s": [], "wall_vs_clean": []})  # fmt: skip
         g["trials"] += 1
-        for cause, n in (r.get("excused") or {}).items():
-            g["excused"][cause] = g["excused"].get(cause, 0) + int(n)
         if not r.get("ok"):
             g["failed_seeds"].append(r.get("seed"))
-        for k in ("lost", "duplicated", "duplicated_known", "in_flight_repeats"):
+        for k in figures:
             g[k] += int(r.get(k) or 0)
         if r.get("recovery_s") is not None:
             g["recovery_s"].append(r["recovery_s"])
@@ -287,10 +287,9 @@ def _summary(records: list[dict[str, Any]], baselines: dict[str, float], errors:
         "trials": total,
         "trials_per_minute": round(total / args.minutes, 2) if args.minutes else None,
         "lost_total": sum(int(r.get("lost") or 0) for r in records),
-        "duplicated_total": sum(int(r.get("duplicated") or 0) for r in records),
-        "duplicated_known_causes": sum(int(r.get("duplicated_known") or 0) for r in records),
+        "repeats_total": sum(int(r.get("repeats") or 0) for r in records),
+        "repeats_unexcused_total": sum(int(r.get("repeats_unexcused") or 0) for r in records),
         "trials_ok": sum(1 for r in records if r.get("ok")),
-        "excused_repeats_total": sum(int(r.get("in_flight_repeats") or 0) for r in records),
         "clean_crawl_wall_s": baselines,
         "by_fault": per,
         "harness_errors": errors,

@@ -1,39 +1,58 @@
-"""Judge one fault trial from the web's side: pages lost, pages fetched twice, and why, and recovery time.
+"""Judge one fault trial from outside the crawler: pages lost, pages fetched more than once, and why.
 
-Pure: the inputs are the testbed's ground truth, its access log (one entry per request the server
-received, with the server's clock), what the crawl had journaled when the fault hit, what the store
-holds at the end, and the fault's timestamps. Nothing here trusts the crawler's own counters.
+Pure. The inputs are only what a user could see without the crawler's word:
 
-A request *in flight at the fault* is one the server received before the fault whose result the crawl
-had not journaled yet: after a SIGKILL nobody can know whether it was served, so fetching it again is
-the correct recovery, not a duplicate. "Received" is read from the server's log with ``LOG_LAG_S`` of
-slack: the testbed logs a request when its loop gets to it, which on a loaded machine can be just
-after the fault for a request sent just before it. Every other repeat is a real duplicate. robots.txt is kept out
-of the page figures (a restarted fetcher has an empty robots cache by design) and counted apart.
+- the web's truth (``truth``): the pages a correct crawl stores, and the URLs that answer 500 every
+  time (``server_errors``), which a fetcher may ask again after each 500 up to its retry limit;
+- the testbed's access log (``log``): for every request, when the server had its head (``t``), when
+  it had written the reply (``end``), its status (499: the client left first) and its User-Agent, whose
+  ``pid/<n>`` suffix (``fetch.identify_process``) names the process that sent it;
+- the fault injector's own record (``Strike``): which processes the signal reached, which signal,
+  when it was sent, and when the process was restarted or continued;
+- the store, read at the end (``stored_urls``).
 
-The window alone excuses too much: a request a live process made just before the fault is no more
-"in flight on the killed process" than any other. A trial names the killed process (``Killed``) and
-what it itself had in flight; a repeat is excused only if its URL is in that set, so a trial that kills
-a process that fetches nothing (dispatcher, broker, HBase, link jobs, unbound, the parse process)
-excuses no repeat at all. Every fault trial names its process; ``killed=None`` (the window alone) is
-left for callers that judge something else (e.g. loss only).
+Nothing comes from the crawler's events, journal or logs.
+
+Figures:
+
+- **repeats**: requests for a URL beyond the first (beyond ``1 + retries`` for a URL that answers 500
+  every time). A request after a 5xx is a repeat like any other; robots.txt is counted apart.
+- **in flight on the struck process**: its requests (by pid) that the server had started before the
+  fault and not completed then; a request the server saw only after the signal was sent before it (a
+  stopped or dead process sends nothing), so it is in flight too. A zero-length request holds the
+  ``TICK_S`` it was logged in. A URL that answers 500 every time is one fetch of ``1 + retries``
+  requests (the fetcher backs off between them, and reports once, after the last): a struck process
+  that had made fewer of them, or made the last one in flight or within ``RECENT_S``, had that fetch
+  in flight or recent, every request of it.
+- **recent**: its requests completed within ``RECENT_S`` before the fault. A node reports its results
+  about every second (issue 37, point 1): those may be lost with it and fetched again.
+- A repeat is **excused** only if the struck process made the earlier request (in flight or recent)
+  and another process made the later one, after the fault. A process that fetches nothing (its
+  ``Strike.pids`` empty) excuses nothing. **woken_repeats**: repeats made by a stopped process after
+  it was continued; never excused.
+- **lost**: truth pages never answered (no completed request in the log: ``lost_unanswered``), plus
+  pages answered but missing from the store (``lost_unstored``).
+- **robots_extra**: robots.txt requests beyond one per host.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+import re
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from pipeline.settings import FetchSettings
+
 Key = tuple[str, str]  # (host without port, path + query), as the testbed access log writes them
 ROBOTS = "/robots.txt"
-# Seen once (fleet worker/kill): three URLs the worker asked for just before its SIGKILL were logged by
-# the testbed a few ms after the fault time, and their re-fetch counted as duplicates. A process cannot
-# send anything after its SIGKILL, so a request logged this soon after was sent before it. The price: a
-# request another, live process makes in those 0.2 s and that is then asked again counts as in flight.
-LOG_LAG_S = 0.2
+RECENT_S = 1.0  # a node makes its results durable and reported about this often (issue 37, point 1)
+TICK_S = 0.001  # the resolution a zero-length request is held for (nginx-style millisecond logs)
+GONE = 499  # the testbed's status for a request whose client left before the reply
+RETRIES = FetchSettings().retries  # the crawl's fetch.retries: extra asks a 500 may get
+_PID = re.compile(r"\bpid/(\d+)$")
 
 
 def url_key(url: str) -> Key:
@@ -43,54 +62,63 @@ def url_key(url: str) -> Key:
     return (parts.hostname or "", path + (f"?{parts.query}" if parts.query else ""))
 
 
-@dataclass(frozen=True, slots=True)
-class FaultTimes:
-    """When the fault hit (the process was dead or stopped) and when the component was back."""
+def pid_of(user_agent: str) -> int | None:
+    """The process a request names in its User-Agent (``fetch.identify_process``), None if it names none."""
+    m = _PID.search(user_agent or "")
+    return int(m.group(1)) if m else None
 
+
+@dataclass(frozen=True, slots=True)
+class Strike:
+    """The fault injector's own record of one fault.
+
+    ``process``: what was struck (worker, dispatcher, ...); ``signal``: SIGKILL or SIGSTOP; ``pids``: the
+    processes the signal reached that fetch (empty for one that fetches nothing: no repeat is excused);
+    ``fault_t``: when the signal was sent; ``back_t``: when the process was restarted or continued (or
+    its service was back); ``end_t``: when the crawl finished (0 = unknown)."""
+
+    process: str
+    signal: str
     fault_t: float
     back_t: float
-    end_t: float = 0.0  # when the crawl finished (0 = unknown)
+    pids: frozenset[int] = frozenset()
+    end_t: float = 0.0
 
-
-@dataclass(frozen=True, slots=True)
-class Killed:
-    """The process a fault struck and the keys whose request that process itself had made and not
-    journaled when it died (``in_flight``). Only those may be fetched once more."""
-
-    name: str
-    in_flight: frozenset[Key] = frozenset()
-
-    @classmethod
-    def fetches_nothing(cls, name: str) -> Killed:
-        """A process that makes no request to the web: no repeat is ever excused by its fault."""
-        return cls(name, frozenset())
+    @property
+    def stop(self) -> bool:
+        return self.signal == "SIGSTOP"
 
 
 @dataclass(slots=True)
 class TrialAccount:
-    """The figures of one trial; ``ok`` is the exactly-once promise (in-flight repeats excepted)."""
+    """The figures of one trial; ``ok`` is the promise: nothing lost, no repeat left unexcused."""
 
+    process: str
+    signal: str
     truth_pages: int
     stored_pages: int
     lost: int
-    duplicated: int  # repeats that are NOT explained by being in flight at the fault
-    duplicated_known: int  # of those, how many a known cause explains (``causes``; see account())
-    duplicated_causes: dict[str, int]  # known cause -> duplicates it explains
-    in_flight_repeats: int  # repeats of requests in flight at the fault (reported, allowed)
-    in_flight_at_fault: int  # requests received before the fault and not journaled by then
+    lost_unanswered: int
+    lost_unstored: int
     requests: int
-    robots_refetched: int
+    repeats: int  # every request beyond a URL's first (beyond 1 + retries for an always-500 URL)
+    repeats_unexcused: int
+    in_flight_at_fault: int  # the struck process's requests in flight at the fault, as the server saw them
+    recent_at_fault: int  # its requests completed within RECENT_S before the fault
+    in_flight_repeats: int  # repeats excused: the struck process had the request in flight
+    recent_repeats: int  # repeats excused: the struck process completed it within RECENT_S
+    woken_repeats: int  # repeats made by a stopped process after it was continued
+    robots_requests: int
+    robots_extra: int  # robots.txt requests beyond one per host
     recovery_s: float | None
+    fault_t: float = 0.0
     lost_sample: list[str] = field(default_factory=list)
-    duplicated_sample: list[str] = field(default_factory=list)
-    killed: str = ""  # the process named by the trial ("" = not named: the time window alone decides)
-    excused: dict[str, int] = field(
-        default_factory=dict
-    )  # cause -> repeats excused (in flight on ``killed``)
+    repeated_sample: list[str] = field(default_factory=list)
+    robots_sample: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return self.lost == 0 and self.duplicated == 0
+        return self.lost == 0 and self.repeats_unexcused == 0
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -98,125 +126,115 @@ class TrialAccount:
         return out
 
 
-_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+@dataclass(frozen=True, slots=True)
+class _Req:
+    start: float
+    end: float
+    status: int
+    pid: int | None
 
 
-def _retryable(status: int) -> bool:
-    """A status after which the fetcher itself asks again (5xx but 501), as fetchers.engine does."""
-    return 500 <= status < 600 and status != 501
-
-
-def journaled_keys(results: Iterable[Mapping[str, Any]]) -> set[Key]:
-    """Keys of every URL a journaled result requested: the task URL, each redirect hop, the final URL,
-    except a final URL the result stopped at without requesting it (a 3xx whose target was left to the
-    link path, ``fetchers.redirects``): that one is fetched later as a URL of its own."""
-    keys: set[Key] = set()
-    for r in results:
-        hops = list(r.get("redirects") or ())
-        final = str(r.get("final_url") or "")
-        stopped = (
-            not r.get("error_class")
-            and int(r.get("status") or 0) in _REDIRECTS
-            and hops
-            and final not in hops
-        )
-        for u in (r.get("url", ""), "" if stopped else final, *hops):
-            if u:
-                keys.add(url_key(u))
-    return keys
+def _requests(log: Sequence[Mapping[str, Any]]) -> tuple[dict[Key, list[_Req]], Counter[str]]:
+    pages: dict[Key, list[_Req]] = defaultdict(list)
+    robots: Counter[str] = Counter()
+    for e in log:
+        host, path = str(e["host"]), str(e["path"])
+        if path == ROBOTS:
+            robots[host] += 1
+            continue
+        t = float(e["t"])
+        pages[(host, path)].append(_Req(t, float(e.get("end", t)), int(e.get("status", 0)), pid_of(str(e.get("ua", "")))))
+    for reqs in pages.values():
+        reqs.sort(key=lambda r: r.start)
+    return pages, robots
 
 
 def account(
     *,
     truth: Mapping[str, Any],
     log: Sequence[Mapping[str, Any]],
-    journaled_at_fault: set[Key] | None,
     stored_urls: set[str],
-    times: FaultTimes | None,
-    causes: Mapping[str, set[Key]] | None = None,
-    killed: Killed | None = None,
+    strike: Strike | None,
+    retries: int = RETRIES,
     sample: int = 10,
 ) -> TrialAccount:
-    """Figures for one trial (see the module docstring).
+    """Figures for one trial (see the module docstring). ``strike`` None: a crawl without a fault, in
+    which every repeat is unexcused. ``retries``: the crawl's ``fetch.retries``."""
+    pages, robots = _requests(log)
+    errors = {url_key(u) for u in truth.get("server_errors", ())}
+    struck = strike.pids if strike is not None else frozenset()
+    fault_t = strike.fault_t if strike is not None else float("inf")
+    back_t = strike.back_t if strike is not None else float("inf")
 
-    ``journaled_at_fault``: keys of the results the crawl had journaled when the fault hit (None: none).
-    A URL asked for before the fault, not journaled by then and fetched once more after it was in
-    flight; any other second fetch is a duplicate, and so is any request after the fault for a URL
-    journaled before it. A 5xx answer followed by another request is the fetcher's own retry, not a
-    second fetch. ``times`` None means a run without a fault (every repeat is a duplicate).
-    ``causes``: for each known, separately pinned bug, the keys it may fetch twice. They are still
-    counted as duplicates; ``duplicated_causes`` says how many each explains (first cause wins).
-    ``killed``: the process the fault struck; in flight then means also "in ``killed.in_flight``".
-    """
-    pages: list[str] = list(truth["pages"])
-    lost = sorted(u for u in pages if u not in stored_urls)
-    fetches: Counter[Key] = Counter()  # requests that are not a 5xx retry of the one before
-    requests = 0
-    first: dict[Key, float] = {}
-    last: dict[Key, float] = {}
-    retryable_before: dict[Key, bool] = {}
-    robots: Counter[str] = Counter()
-    for e in sorted(log, key=lambda e: float(e["t"])):
-        k = (str(e["host"]), str(e["path"]))
-        if k[1] == ROBOTS:
-            robots[k[0]] += 1
+    stop = strike is not None and strike.stop
+
+    def woken(r: _Req) -> bool:  # sent by a stopped process after it was continued
+        return stop and r.pid in struck and r.start >= back_t
+
+    def in_flight(r: _Req) -> bool:  # started before the fault and not completed then, or seen only after it
+        return r.pid in struck and not woken(r) and max(r.end, r.start + TICK_S) > fault_t
+
+    def recent(r: _Req) -> bool:  # completed before the fault, started less than RECENT_S before it
+        return r.pid in struck and not in_flight(r) and fault_t - RECENT_S <= r.start < fault_t
+
+    repeats = unexcused = by_flight = by_recent = n_woken = n_flight = n_recent = 0
+    repeated: list[str] = []
+    for k, reqs in pages.items():
+        n_flight += sum(1 for r in reqs if in_flight(r))
+        n_recent += sum(1 for r in reqs if recent(r))
+        expected = 1 + retries if k in errors else 1
+        extra = len(reqs) - expected
+        if extra <= 0:
             continue
-        requests += 1
-        t = float(e["t"])
-        if not retryable_before.get(k, False):
-            fetches[k] += 1  # the fetcher retries a 5xx itself: that is one fetch, not a repeat
-        retryable_before[k] = _retryable(int(e.get("status", 0)))
-        first.setdefault(k, t)
-        last[k] = t
-    fault_t = times.fault_t if times is not None else None
-    in_flight: set[Key] = set()
-    journaled = journaled_at_fault or set()
-    if fault_t is not None:
-        in_flight = {k for k, t in first.items() if t < fault_t + LOG_LAG_S and k not in journaled}
-        if killed is not None:
-            in_flight &= killed.in_flight
-    explained, real = [], set()
-    for k, n in fetches.items():
-        if n < 2:
-            continue
-        # In flight at the fault: asked before it, not journaled by then, fetched once more, after it.
-        if k in in_flight and n == 2 and fault_t is not None and last[k] >= fault_t:
-            explained.append(k)
+        repeats += extra
+        woken_k = sum(1 for i, r in enumerate(reqs) if i >= len(reqs) - extra and woken(r))
+        later = sum(1 for r in reqs if r.start >= fault_t and r.pid not in struck)
+        mine = [r for r in reqs if r.pid in struck and r.start < fault_t]
+        if k in errors and mine and (len(mine) < expected or in_flight(mine[-1]) or recent(mine[-1])):
+            flight = len(mine)  # one fetch of a 500, retries and all: not over, or over in the last second
         else:
-            real.add(k)
-    if fault_t is not None:
-        # Journaled before the fault and asked for again after it: a duplicate, 5xx or not.
-        real |= {k for k in journaled if k in last and last[k] > fault_t and first[k] < fault_t}
-    by_cause: dict[str, int] = {}
-    left = set(real)
-    for cause, keys in (causes or {}).items():
-        hit = left & keys
-        if hit:
-            by_cause[cause] = len(hit)
-            left -= hit
+            flight = sum(1 for r in reqs if in_flight(r))
+        rec = sum(1 for r in reqs if recent(r))
+        f = min(extra, flight, later)
+        g = min(extra - f, rec, later - f)
+        by_flight += f
+        by_recent += g
+        n_woken += woken_k
+        if extra - f - g > 0:
+            unexcused += extra - f - g
+            repeated.append(f"{k[0]}{k[1]}")
+    answered = {k for k, reqs in pages.items() if any(r.status != GONE for r in reqs)}
+    truth_pages: list[str] = list(truth["pages"])
+    unanswered = sorted(u for u in truth_pages if url_key(u) not in answered)
+    unstored = sorted(u for u in truth_pages if url_key(u) in answered and u not in stored_urls)
     recovery = None
-    if times is not None:
-        after = [float(e["t"]) for e in log if float(e["t"]) >= times.back_t]
+    if strike is not None:
+        after = [r.start for reqs in pages.values() for r in reqs if r.start >= strike.back_t]
         if after:
-            recovery = round(min(after) - times.fault_t, 3)
-        elif times.end_t:
-            recovery = round(times.end_t - times.fault_t, 3)
+            recovery = round(min(after) - strike.fault_t, 3)
+        elif strike.end_t:
+            recovery = round(strike.end_t - strike.fault_t, 3)
     return TrialAccount(
-        truth_pages=len(pages),
-        stored_pages=len(set(pages) & stored_urls),
-        lost=len(lost),
-        duplicated=len(real),
-        duplicated_known=sum(by_cause.values()),
-        duplicated_causes=by_cause,
-        in_flight_repeats=len(explained),
-        in_flight_at_fault=len(in_flight),
-        requests=requests,
-        robots_refetched=sum(n - 1 for n in robots.values() if n > 1),
+        process=strike.process if strike is not None else "",
+        signal=strike.signal if strike is not None else "",
+        truth_pages=len(truth_pages),
+        stored_pages=len(set(truth_pages) & stored_urls),
+        lost=len(unanswered) + len(unstored),
+        lost_unanswered=len(unanswered),
+        lost_unstored=len(unstored),
+        requests=sum(len(r) for r in pages.values()),
+        repeats=repeats,
+        repeats_unexcused=unexcused,
+        in_flight_at_fault=n_flight,
+        recent_at_fault=n_recent,
+        in_flight_repeats=by_flight,
+        recent_repeats=by_recent,
+        woken_repeats=n_woken,
+        robots_requests=sum(robots.values()),
+        robots_extra=sum(n - 1 for n in robots.values()),
         recovery_s=recovery,
-        lost_sample=lost[:sample],
-        duplicated_sample=[f"{h}{p}" for h, p in sorted(left)[:sample] + sorted(real - left)[:sample]][
-            :sample
-        ],
-        killed=killed.name if killed is not None else "",
-        excused={f"in_flight_on_{killed.name if killed else 'any'}": len(explained)} if explained else {},
+        fault_t=fault_t if strike is not None else 0.0,
+        lost_sample=(unanswered + unstored)[:sample],
+        repeated_sample=sorted(repeated)[:sample],
+        robots_sample=sorted(h for h, n in robots.items() if n > 1)[:sample],
     )

@@ -9,53 +9,56 @@
   not even a request in flight may be asked twice.
 - ``fetcher/kill`` or ``fetcher/stop``: the crawl runs two fetch processes (``fetch.processes = 2``,
   pipeline/embedded/fetchproc.py); SIGKILL or SIGSTOP one of them there. A killed one's batches go back
-  (the crawler names their URLs without a result in its log: only those may be asked twice) and the
-  next batch starts another; a stopped one holds its batches until SIGCONT, so nothing may be asked twice.
+  and the next batch starts another; a stopped one holds its batches until SIGCONT.
 - ``unbound/kill``: the crawler resolves through a private unbound in front of the testbed's zone;
   SIGKILL unbound at the seeded point and start it again on the same port after a seeded pause.
 
-Each trial returns a ``fault`` record (see pipeline.harness.faults.results) judged by pipeline.harness.faults.accounting.
+Each trial returns a ``fault`` record (see pipeline.harness.faults.results) judged by
+pipeline.harness.faults.accounting from the access log, the truth, the store and the strike: the
+processes each signal reached, by pid (the crawl sends ``pid/<n>`` in its User-Agent,
+``fetch.identify_process``).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from pipeline.harness.faults.accounting import FaultTimes, Killed, account, url_key
-from pipeline.harness.faults.bed import Bed, TrialPlan
+from pipeline.harness.faults.accounting import RECENT_S, Strike, account, pid_of
+from pipeline.harness.faults.bed import FAST_S, PACE_S, Bed, TrialPlan
 from pipeline.harness.faults.procs import HarnessError, Managed, wait_until
-from pipeline.harness.faults.snapshot import journal_keys, stored_urls
+from pipeline.harness.faults.snapshot import stored_urls
 
 CRAWL_TIMEOUT_S = 240.0
 
 
-def crawl_args(bed: Bed, out: Path, *, dns: str | None = None, extra: tuple[str, ...] = ()) -> list[str]:
+def crawl_args(bed: Bed, out: Path, *, dns: str | None = None, extra: tuple[str, ...] = (),
+               host_delay: float = FAST_S) -> list[str]:  # fmt: skip
     tb = bed.tb
     return [
         sys.executable, "-m", "pipeline.cli", "crawl", *tb.seeds, "--out", str(out),
         "--dns-server", dns or f"127.0.0.1:{tb.dns_port}", "--allow-network", "127.0.10.0/24",
-        "--max-depth", str(bed.max_depth), "--host-delay", "0.02", "--json", "--no-progress", *extra,
+        "--max-depth", str(bed.max_depth), "--host-delay", str(host_delay), "--json", "--no-progress", *extra,
     ]  # fmt: skip
 
 
 def crawler(bed: Bed, workdir: Path, *, dns: str | None = None, parse_processes: int | None = None,
-            fetch_processes: int | None = None) -> Managed:  # fmt: skip
+            fetch_processes: int | None = None, host_delay: float = FAST_S) -> Managed:  # fmt: skip
     """The crawler of a trial; ``parse_processes`` and ``fetch_processes`` pin ``fetch.parse_processes``
-    and ``fetch.processes`` (default: the crawl's)."""
+    and ``fetch.processes`` (default: the crawl's); ``host_delay``: bed.FAST_S, or bed.PACE_S when the
+    trial strikes a fetching process."""
     out = workdir / "out"
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", CRAWLFLEET_FETCH_IDENTIFY_PROCESS="true")
     if parse_processes is not None:
         env["CRAWLFLEET_FETCH_PARSE_PROCESSES"] = str(parse_processes)
     if fetch_processes is not None:
         env["CRAWLFLEET_FETCH_PROCESSES"] = str(fetch_processes)
-    return Managed("crawler", crawl_args(bed, out, dns=dns), env, workdir / "crawler.log",
+    return Managed("crawler", crawl_args(bed, out, dns=dns, host_delay=host_delay), env, workdir / "crawler.log",
                    stdout_path=workdir / "crawler.out")  # fmt: skip
 
 
@@ -93,7 +96,7 @@ def crawler_trial(bed: Bed, workdir: Path, plan: TrialPlan) -> dict[str, Any]:
     workdir.mkdir(parents=True, exist_ok=True)
     out = workdir / "out"
     start = time.time()
-    proc = crawler(bed, workdir).start()
+    proc = crawler(bed, workdir, host_delay=PACE_S).start()
     try:
         at = wait_share(bed, start, plan, proc)
         if plan.action == "kill":
@@ -107,10 +110,15 @@ def crawler_trial(bed: Bed, workdir: Path, plan: TrialPlan) -> dict[str, Any]:
             back_t = proc.resume()
         else:
             raise ValueError(f"unknown action {plan.action!r}")
+        struck = proc.struck  # the crawler and its children: it fetches in its own process
         summary, end_t = finish(bed, proc)
     finally:
         proc.terminate()
-    return _judged(bed, out, plan, at, summary, start=start, times=FaultTimes(fault_t, back_t, end_t))
+    return _judged(bed, out, plan, at, summary, start=start,
+                   strike=Strike("crawler", _SIG[plan.action], fault_t, back_t, struck, end_t))  # fmt: skip
+
+
+_SIG = {"kill": "SIGKILL", "stop": "SIGSTOP"}
 
 
 def parser_trial(bed: Bed, workdir: Path, plan: TrialPlan) -> dict[str, Any]:
@@ -127,8 +135,8 @@ def parser_trial(bed: Bed, workdir: Path, plan: TrialPlan) -> dict[str, Any]:
         child = children[0]
         if plan.action not in ("kill", "stop"):
             raise ValueError(f"unknown action {plan.action!r}")
-        child.send_signal(signal.SIGKILL if plan.action == "kill" else signal.SIGSTOP)
         fault_t = time.time()
+        child.send_signal(signal.SIGKILL if plan.action == "kill" else signal.SIGSTOP)
 
         def replaced() -> bool:
             return any(c.pid != child.pid for c in _parse_processes(proc.pid)) or not proc.running
@@ -138,7 +146,9 @@ def parser_trial(bed: Bed, workdir: Path, plan: TrialPlan) -> dict[str, Any]:
         summary, end_t = finish(bed, proc)
     finally:
         proc.terminate()
-    return _judged(bed, out, plan, at, summary, start=start, times=FaultTimes(fault_t, back_t, end_t))
+    # The parse process fetches nothing: its strike names no fetching process, so no repeat is excused.
+    return _judged(bed, out, plan, at, summary, start=start,
+                   strike=Strike("parser", _SIG[plan.action], fault_t, back_t, end_t=end_t))  # fmt: skip
 
 
 def _parse_processes(pid: int) -> list[Any]:
@@ -162,38 +172,36 @@ def _children(pid: int, module: str) -> list[Any]:
 
 FETCH_PROCESSES = 2
 KILL_ATTEMPTS = 3  # a fetch process is idle between batches; a kill that finds it so is tried again
-# engine.EmbeddedCrawl._finish's line for a batch whose fetch process died: what went back unanswered.
-_REQUEUED = re.compile(r"batch \d+ failed: FetchProcessDied\(.*?\); requeueing its (\d+) URL\(s\) without a result:(.*)$")
 
 
 def fetcher_trial(bed: Bed, workdir: Path, plan: TrialPlan) -> dict[str, Any]:
     """``fetcher/kill`` or ``fetcher/stop`` (see the module docstring).
 
-    The strike waits for a fetch process that is using CPU (it has results in hand). A kill whose
-    victim held no URL without a result (the crawler's log names none) proves nothing, so the
-    replacement is struck again, up to ``KILL_ATTEMPTS`` kills in all; the trial is judged at the kill
-    that sent URLs back (earlier kills sent none back, so they can excuse nothing)."""
+    The strike waits for a fetch process that is using CPU (it has results in hand). A killed process
+    that the access log shows making no request in the ``RECENT_S`` before its kill (nor one in flight)
+    had nothing a kill could cost, so the replacement is struck again, up to ``KILL_ATTEMPTS`` kills in
+    all; the trial is judged at the last kill (the earlier ones may excuse nothing)."""
     if plan.action not in ("kill", "stop"):
         raise ValueError(f"unknown action {plan.action!r}")
     workdir.mkdir(parents=True, exist_ok=True)
-    out, log_path = workdir / "out", workdir / "crawler.log"
+    out = workdir / "out"
     start = time.time()
-    proc = crawler(bed, workdir, fetch_processes=FETCH_PROCESSES).start()
-    gone_back: set[str] = set()
+    proc = crawler(bed, workdir, fetch_processes=FETCH_PROCESSES, host_delay=PACE_S).start()
+    kills = 0
     try:
         at = wait_share(bed, start, plan, proc)
         if plan.action == "stop":
             child = _busy_fetch_process(proc)
-            child.send_signal(signal.SIGSTOP)
             fault_t = time.time()
+            child.send_signal(signal.SIGSTOP)
             time.sleep(plan.down_s)
             child.send_signal(signal.SIGCONT)
             back_t = time.time()
         else:
-            for _ in range(KILL_ATTEMPTS):
+            for kills in range(1, KILL_ATTEMPTS + 1):  # noqa: B007 - the count is reported
                 child = _busy_fetch_process(proc)
-                child.send_signal(signal.SIGKILL)
                 fault_t = time.time()
+                child.send_signal(signal.SIGKILL)
 
                 def replaced(dead: int = child.pid) -> bool:
                     pids = {c.pid for c in _children(proc.pid, "pipeline.embedded.fetchchild")}
@@ -201,23 +209,32 @@ def fetcher_trial(bed: Bed, workdir: Path, plan: TrialPlan) -> dict[str, Any]:
 
                 wait_until(replaced, timeout_s=60.0, every_s=0.01, what="a new fetch process")
                 back_t = time.time()
-                gone_back = requeued_urls(log_path)
-                if gone_back or not proc.running:
+                if _had_work(bed, start, child.pid, fault_t) or not proc.running:
                     break
         summary, end_t = finish(bed, proc)
     finally:
         proc.terminate()
-    if plan.action == "kill" and not gone_back:
-        raise HarnessError(f"{KILL_ATTEMPTS} kills, and the crawler named no URL going back:\n{proc.log_tail()}")
-    killed = Killed("fetcher", frozenset(url_key(u) for u in gone_back))
-    rec = _judged(bed, out, plan, at, summary, start=start, times=FaultTimes(fault_t, back_t, end_t),
-                  killed=killed, mode=f"embedded, {FETCH_PROCESSES} fetch processes")  # fmt: skip
+    strike = Strike("fetcher", _SIG[plan.action], fault_t, back_t, frozenset({child.pid}), end_t)
+    rec = _judged(bed, out, plan, at, summary, start=start, strike=strike,
+                  mode=f"embedded, {FETCH_PROCESSES} fetch processes")  # fmt: skip
+    rec["kills"] = kills
     # The other fetch process never stopped, so "the first request after the fault" says nothing of
-    # this one: recovery is when a URL the dead process sent back was asked again (kill), or SIGCONT.
-    again = [float(e["t"]) for e in bed.window(start)
-             if float(e["t"]) >= fault_t and (str(e["host"]), str(e["path"])) in killed.in_flight]  # fmt: skip
-    rec["recovery_s"] = round((min(again) if again else back_t) - fault_t, 3)
+    # this one: recovery is when a URL the struck process asked for in its last RECENT_S was asked
+    # again by another (kill), or SIGCONT (stop).
+    log = bed.window(start)
+    mine = {(str(e["host"]), str(e["path"])) for e in log
+            if pid_of(str(e.get("ua", ""))) == child.pid and float(e["t"]) >= fault_t - RECENT_S}  # fmt: skip
+    again = [float(e["t"]) for e in log if float(e["t"]) >= fault_t and pid_of(str(e.get("ua", ""))) != child.pid
+             and (str(e["host"]), str(e["path"])) in mine]  # fmt: skip
+    rec["recovery_s"] = round((min(again) if again and plan.action == "kill" else back_t) - fault_t, 3)
     return rec
+
+
+def _had_work(bed: Bed, start: float, pid: int, fault_t: float) -> bool:
+    """Did ``pid`` make a request in the ``RECENT_S`` before ``fault_t`` (or one still in flight then)?"""
+    bed.settle()
+    return any(pid_of(str(e.get("ua", ""))) == pid and float(e.get("end", e["t"])) >= fault_t - RECENT_S
+               for e in bed.window(start))  # fmt: skip
 
 
 def _busy_fetch_process(proc: Managed, *, timeout_s: float = 30.0) -> Any:
@@ -245,20 +262,6 @@ def _busy_fetch_process(proc: Managed, *, timeout_s: float = 30.0) -> Any:
     return found[0]
 
 
-def requeued_urls(log_path: Path) -> set[str]:
-    """Every URL the crawler's log says went back from a batch whose fetch process died."""
-    urls: set[str] = set()
-    for line in log_path.read_text(errors="replace").splitlines():
-        m = _REQUEUED.search(line)
-        if m is None:
-            continue
-        named = m.group(2).split()
-        if len(named) != int(m.group(1)):
-            raise HarnessError(f"a requeue line names {len(named)} URLs of {m.group(1)}: {line[:300]}")
-        urls.update(named)
-    return urls
-
-
 def unbound_trial(bed: Bed, workdir: Path, plan: TrialPlan) -> dict[str, Any]:
     """``unbound/kill``: the crawler's DNS server dies and comes back on the same port."""
     from pipeline.harness.faults.services import PrivateUnbound
@@ -281,25 +284,17 @@ def unbound_trial(bed: Bed, workdir: Path, plan: TrialPlan) -> dict[str, Any]:
     finally:
         proc.terminate()
         dns.stop()
-    return _judged(bed, out, plan, at, summary, start=start, times=FaultTimes(fault_t, back_t, end_t))
+    return _judged(bed, out, plan, at, summary, start=start,
+                   strike=Strike("unbound", _SIG[plan.action], fault_t, back_t, end_t=end_t))  # fmt: skip
 
 
 def _judged(bed: Bed, out: Path, plan: TrialPlan, at: int, summary: dict[str, Any], *, start: float,
-            times: FaultTimes, killed: Killed | None = None, mode: str = "embedded") -> dict[str, Any]:  # fmt: skip
-    """The trial's record, judged once the testbed has settled: the access log since ``start`` against
-    the truth, what the crawl had journaled (made durable) by the fault, and what its store holds."""
+            strike: Strike, mode: str = "embedded") -> dict[str, Any]:  # fmt: skip
+    """The trial's record, judged once the testbed has flushed its log: the access log since ``start``
+    against the truth, the store, and the strike."""
     bed.settle()
-    journaled = journal_keys(out / "segments", before=times.fault_t)
-    log = bed.window(start)
-    # Without fetch processes the crawler is the only process that fetches: what was in flight was in
-    # flight on it. Its parse process and unbound fetch nothing, so their faults excuse no repeat. A
-    # fetch process's trial names its own (``killed``).
-    if killed is None:
-        killed = (Killed("crawler", frozenset((str(e["host"]), str(e["path"])) for e in log))
-                  if plan.component == "crawler" else Killed.fetches_nothing(plan.component))  # fmt: skip
-    acc = account(truth=bed.truth, log=log, journaled_at_fault=journaled, stored_urls=stored_urls(out),
-                  times=times, killed=killed)  # fmt: skip
-    return _record(mode, plan, at, acc.to_json(), summary, start, times.end_t)
+    acc = account(truth=bed.truth, log=bed.window(start), stored_urls=stored_urls(out), strike=strike)
+    return _record(mode, plan, at, acc.to_json(), summary, start, strike.end_t)
 
 
 def _record(mode: str, plan: TrialPlan, at: int, acc: dict[str, Any], summary: dict[str, Any],

@@ -3,7 +3,9 @@
 Built only on the public entry points (``crawlfleet worker``, ``crawlfleet dispatcher``) and the
 ``CRAWLFLEET_*`` environment. A rig is used for one crawl: fetch workers remember finished serial ids
 and serials restart at 1 in every fresh crawl, so workers are never shared between crawls. The lease
-is shortened (15 s instead of 120 s) so that a batch stuck on a wedged node costs a trial 15 s.
+is shortened (15 s instead of 120 s) so that a batch stuck on a wedged node costs a trial 15 s. Every
+fetching process names its pid in its User-Agent (``fetch.identify_process``): the judge
+(pipeline.harness.faults.accounting) tells a struck process's requests apart by it.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pipeline.harness.faults.bed import Bed
+from pipeline.harness.faults.bed import FAST_S, Bed
 from pipeline.harness.faults.procs import HarnessError, Managed, python_cmd, wait_until
 from pipeline.settings import StoreSettings
 
@@ -31,7 +33,7 @@ class FleetRig:
         *,
         heartbeat_s: float = 0.5,
         lease_s: float = 15.0,
-        host_delay: float = 0.02,
+        host_delay: float = FAST_S,
         slots: int = 4,
         dns_server: str | None = None,
         store: StoreSettings | None = None,
@@ -61,6 +63,7 @@ class FleetRig:
             CRAWLFLEET_STORE_HBASE_PREFIX=self.store.hbase_prefix, PYTHONUNBUFFERED="1",
             # merged segments stay under .done/ (the default deletes them): harness reads read them
             CRAWLFLEET_FLEET_SEGMENT_RETENTION_S="-1",
+            CRAWLFLEET_FETCH_IDENTIFY_PROCESS="true",  # the judge tells the fetching processes apart by it
         )  # fmt: skip
         env.update(extra_env or {})
         self.env = env

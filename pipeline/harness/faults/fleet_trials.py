@@ -7,8 +7,8 @@ a seeded pause:
 ============  ======  =====================================================================
 component     action  fault                                     recovery_s = fault to ...
 ============  ======  =====================================================================
-worker        kill    SIGKILL node 1, start it again            its batches re-issued (or it is back)
-worker        stop    SIGSTOP node 1, SIGCONT                   its batches re-issued (or it is back)
+worker        kill    SIGKILL a node holding a batch, restart   its batches re-issued (or it is back)
+worker        stop    SIGSTOP a node holding a batch, SIGCONT   its batches re-issued (or it is back)
 dispatcher    kill    SIGKILL, ``dispatcher --resume``          the first batch issued again
 dispatcher    stop    SIGSTOP, SIGCONT                          the first batch issued again
 rabbitmq      kill    SIGKILL a private node, start it again    the first batch completed through it
@@ -27,24 +27,40 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.harness.faults.accounting import FaultTimes, Key, Killed, account, journaled_keys, url_key
-from pipeline.harness.faults.bed import Bed, TrialPlan
+from pipeline.harness.faults.accounting import RECENT_S, Strike, account
+from pipeline.harness.faults.bed import PACE_S, Bed, TrialPlan
 from pipeline.harness.faults.fleet import FleetRig
-from pipeline.harness.faults.procs import HarnessError, wait_until
-from pipeline.harness.faults.snapshot import crawl_keys, crawl_records, stored_urls
+from pipeline.harness.faults.procs import HarnessError, Managed, wait_until
+from pipeline.harness.faults.snapshot import stored_urls
 from pipeline.settings import StoreSettings
 
 
 @dataclass(slots=True)
 class Struck:
-    fault_t: float
-    back_t: float
+    strike: Strike  # the injector's record: which processes, which signal, when
     recovery_event: Callable[[dict[str, Any]], bool]  # the event that says the crawl got going again
-    killed: Killed | None = (
-        None  # the struck process and what it had in flight (None: the time window decides)
-    )
-    # When what the struck process had in flight is known only after the crawl (from the dispatcher's events).
-    name_killed: Callable[[FleetRig], Killed] | None = None
+
+    @property
+    def fault_t(self) -> float:
+        return self.strike.fault_t
+
+
+def hit(proc: Managed, process: str, plan: TrialPlan, *, fetches: bool,
+        restart: Callable[[], float] | None = None) -> Strike:  # fmt: skip
+    """SIGKILL (then ``restart``, which returns when it was back) or SIGSTOP (then SIGCONT) ``proc``'s
+    group after ``plan.down_s``; the strike names the processes the signal reached if they fetch."""
+    if plan.action == "kill":
+        fault_t = proc.kill()
+        pids = proc.struck
+        time.sleep(plan.down_s)
+        back_t = restart() if restart is not None else time.time()
+    else:
+        fault_t = proc.pause()
+        pids = proc.struck
+        time.sleep(plan.down_s)
+        back_t = proc.resume()
+    sig = "SIGKILL" if plan.action == "kill" else "SIGSTOP"
+    return Strike(process, sig, fault_t, back_t, pids if fetches else frozenset())
 
 
 def _wait_share(bed: Bed, rig: FleetRig, start: float, plan: TrialPlan, *, timeout_s: float = 180.0) -> int:
@@ -73,7 +89,7 @@ def run_fleet_trial(
 ) -> dict[str, Any]:
     """One fleet crawl with one fault (``strike`` does it and says when the component was back).
     ``rig_kw``: more FleetRig arguments (lease, link-jobs runner, environment); ``timeout_s``: how long
-    the crawl may take after the fault."""
+    the crawl may take after the fault. Judged from the access log, the truth, the strike and the store."""
     rig = FleetRig(bed, broker_url, workdir, store=store, **(rig_kw or {}))
     start = time.time()
     try:
@@ -90,11 +106,9 @@ def run_fleet_trial(
     finally:
         rig.close()
     bed.settle()
-    journaled = crawl_keys(rig.out, before=struck.fault_t)  # the journal and the nodes' segments
-    acc = account(truth=bed.truth, log=bed.window(start), journaled_at_fault=journaled,
-                  stored_urls=stored_urls(rig.out, rig.store), times=FaultTimes(struck.fault_t, struck.back_t, end_t),
-                  causes=known_causes(rig),
-                  killed=struck.name_killed(rig) if struck.name_killed is not None else struck.killed)  # fmt: skip
+    hit_ = struck.strike
+    acc = account(truth=bed.truth, log=bed.window(start), stored_urls=stored_urls(rig.out, rig.store),
+                  strike=Strike(hit_.process, hit_.signal, hit_.fault_t, hit_.back_t, hit_.pids, end_t))  # fmt: skip
     back = rig.first_event_after(struck.fault_t, struck.recovery_event)
     acc.recovery_s = round(back - struck.fault_t, 3) if back is not None else acc.recovery_s
     fleet = summary.get("fleet") or {}
@@ -110,91 +124,70 @@ def run_fleet_trial(
     }  # fmt: skip
 
 
-def known_causes(rig: FleetRig) -> dict[str, set[Key]]:
-    """Keys that known, separately pinned bugs fetch twice, from the dispatcher's ``expired`` events.
-
-    - ``expired_answered``: URLs whose result had arrived when their batch expired: the dispatcher
-      re-queues the whole batch (tests/faults/test_faults_known_bugs.py pins it);
-    - ``expired_unanswered``: URLs not answered yet when their batch expired while its holder was
-      alive after all (a stopped worker that resumes, or a dispatcher that wrongly declared a live node
-      dead): the holder finishes the batch while the re-issued copy runs elsewhere.
-    """
-    answered: set[str] = set()
-    unanswered: set[str] = set()
-    for ev in rig.events():
-        if ev["ev"] == "expired":
-            left = set(ev.get("unanswered") or ())
-            answered |= set(ev.get("urls") or ()) - left
-            unanswered |= left
-    out: dict[str, set[Key]] = {"expired_answered": set(), "expired_unanswered": set()}
-    for r in crawl_records(rig.out):
-        url = r.get("url")
-        if url in answered:
-            out["expired_answered"] |= journaled_keys([r])
-        elif url in unanswered:
-            out["expired_unanswered"] |= journaled_keys([r])
-    return out
+# A trial that strikes a fetch node crawls at the product's default pace (pipeline.harness.faults.bed.PACE_S)
+# and strikes a node that has held a batch this long.
+PACED: dict[str, Any] = {"host_delay": PACE_S}
+HELD_S = 3 * RECENT_S
 
 
 # --- strikes -------------------------------------------------------------------------------------------
 def strike_worker(rig: FleetRig, plan: TrialPlan) -> Struck:
-    node = rig.node(1)
-    w = rig.workers[node]
-    if plan.action == "kill":
-        fault_t = w.kill()
-        time.sleep(plan.down_s)
-        back_t = time.time()
-        rig.start_worker(1)
-    else:
-        fault_t = w.pause()
-        time.sleep(plan.down_s)
-        back_t = w.resume()
+    """The fetch node holding a batch for a while (``ripe_worker``): its worker process group (the
+    fetching processes) killed and restarted, or stopped."""
+    i = ripe_worker(rig)
+    node = rig.node(i)
+
+    def restart() -> float:
+        rig.start_worker(i)
+        return time.time()
 
     def recovered(ev: dict[str, Any]) -> bool:  # its work re-issued, or (holding none) the node back
         return ev.get("node") == node and ev["ev"] in ("expired", "node_up", "node_back")
 
-    return Struck(fault_t, back_t, recovered, name_killed=lambda r: worker_in_flight(r, node, fault_t))
+    return Struck(hit(rig.workers[node], "worker", plan, fetches=True, restart=restart), recovered)
 
 
-def worker_in_flight(rig: FleetRig, node: str, fault_t: float) -> Killed:
-    """What the struck worker itself may have had in flight: the URLs of its batches that the dispatcher
-    expired after the fault (on its restart, or when it was declared dead) and that were still
-    unanswered then. An expired batch excuses nothing by itself: a URL of it whose answer had arrived
-    was done, and fetching it again is a duplicate. A node follows no redirect (``fetchers.redirects``),
-    so a chain's later hops are URLs of their own, excused only if they were unanswered themselves."""
-    keys: set[Key] = set()
-    for ev in rig.events():
-        if ev["ev"] == "expired" and ev.get("node") == node and float(ev["t"]) >= fault_t:
-            keys |= {url_key(url) for url in ev.get("unanswered") or ()}
-    return Killed("worker", frozenset(keys))
+def ripe_worker(rig: FleetRig, *, timeout_s: float = 90.0) -> int:
+    """The node (1 or 2) that holds a batch issued at least ``HELD_S`` ago and not yet done, read from
+    the dispatcher's events: when to strike is the injector's choice (the judge never reads them). At
+    the trial's pace such a node has completed requests older than the judge's ``RECENT_S``, so the
+    trial tests what a kill costs beyond the last second; the dispatcher may also keep one node idle
+    while the other has the work, and striking the idle one tests nothing."""
+    found: list[int] = []
+
+    def ripe() -> bool:
+        if not rig.dispatcher.running:
+            raise HarnessError(f"the dispatcher exited before the strike:\n{rig.dispatcher.log_tail()}")
+        events, now = rig.events(), time.time()
+        closed = {ev["serial"] for ev in events if ev["ev"] in ("done", "expired")}
+        for i in (1, 2):
+            held = [float(ev["t"]) for ev in events
+                    if ev["ev"] == "issue" and ev["node"] == rig.node(i) and ev["serial"] not in closed]  # fmt: skip
+            if held and now - min(held) >= HELD_S:
+                found[:] = [i]
+                return True
+        return False
+
+    wait_until(ripe, timeout_s=timeout_s, every_s=0.05, what=f"a fetch node holding a batch for {HELD_S:g} s")
+    return found[0]
 
 
 def strike_dispatcher(rig: FleetRig, plan: TrialPlan) -> Struck:
-    if plan.action == "kill":
-        fault_t = rig.dispatcher.kill()
-        time.sleep(plan.down_s)
-        back_t = time.time()
+    def restart() -> float:
+        t = time.time()
         rig.start_dispatcher(resume=True)
-    else:
-        fault_t = rig.dispatcher.pause()
-        time.sleep(plan.down_s)
-        back_t = rig.dispatcher.resume()
-    return Struck(fault_t, back_t, lambda ev: ev["ev"] == "issue", Killed.fetches_nothing("dispatcher"))
+        return t
+
+    return Struck(hit(rig.dispatcher, "dispatcher", plan, fetches=False, restart=restart), lambda ev: ev["ev"] == "issue")
 
 
 def strike_rabbit(rabbit: Any) -> Callable[[FleetRig, TrialPlan], Struck]:
-    """``rabbit`` is a pipeline.harness.faults.services.PrivateRabbit the rig's broker URL points at."""
+    """``rabbit`` is a pipeline.harness.faults.services.PrivateRabbit the rig's broker URL points at.
+    A stop hangs the node: connections stay open and go silent."""
 
     def strike(rig: FleetRig, plan: TrialPlan) -> Struck:
-        if plan.action == "kill":
-            fault_t = rabbit.proc.kill()
-            time.sleep(plan.down_s)
-            back_t = rabbit.restart()
-        else:  # the node hangs: connections stay open and go silent
-            fault_t = rabbit.proc.pause()
-            time.sleep(plan.down_s)
-            back_t = rabbit.proc.resume()
-        return Struck(fault_t, back_t, lambda ev: ev["ev"] == "done", Killed.fetches_nothing("rabbitmq"))
+        return Struck(hit(rabbit.proc, "rabbitmq", plan, fetches=False, restart=rabbit.restart),
+                      lambda ev: ev["ev"] == "done")  # fmt: skip
 
     return strike
 
@@ -203,27 +196,22 @@ def strike_thrift(thrift: Any) -> Callable[[FleetRig, TrialPlan], Struck]:
     """``thrift`` is a pipeline.harness.faults.services.PrivateThrift the rig's HBase store talks to."""
 
     def strike(rig: FleetRig, plan: TrialPlan) -> Struck:
-        fault_t = thrift.proc.kill() if plan.action == "kill" else thrift.proc.pause()
-        time.sleep(plan.down_s)
-        back_t = thrift.restart() if plan.action == "kill" else thrift.proc.resume()
-        return Struck(fault_t, back_t, lambda ev: ev["ev"] == "done", Killed.fetches_nothing("thrift"))
+        return Struck(hit(thrift.proc, "thrift", plan, fetches=False, restart=thrift.restart),
+                      lambda ev: ev["ev"] == "done")  # fmt: skip
 
     return strike
 
 
 def strike_links(rig: FleetRig, plan: TrialPlan) -> Struck:
-    """The link jobs, killed mid-round or stopped, then started again. They
-    fetch nothing, so nothing may be fetched twice because of them and nothing may be lost."""
-    if plan.action == "kill":
-        fault_t = rig.links.kill()
-        time.sleep(plan.down_s)
-        back_t = time.time()
+    """The link jobs, killed mid-round or stopped, then started again. They fetch nothing, so nothing
+    may be fetched twice because of them and nothing may be lost."""
+
+    def restart() -> float:
+        t = time.time()
         rig.start_links()
-    else:
-        fault_t = rig.links.pause()
-        time.sleep(plan.down_s)
-        back_t = rig.links.resume()
-    return Struck(fault_t, back_t, lambda ev: ev["ev"] == "links", Killed.fetches_nothing("links"))
+        return t
+
+    return Struck(hit(rig.links, "links", plan, fetches=False, restart=restart), lambda ev: ev["ev"] == "links")
 
 
 STRIKES: dict[str, Callable[[FleetRig, TrialPlan], Struck]] = {

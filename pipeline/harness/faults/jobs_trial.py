@@ -6,7 +6,8 @@ the trial run, killed at a seeded point (a seeded share into a round, so the kil
 merge) and started again with the same command, fills another. They must end equal:
 
 - lost: URLs the reference crawl db holds and the trial's does not;
-- duplicated: URLs whose in-link count is above the reference (a segment's links merged twice);
+- inlinks_doubled: URLs whose in-link count is above the reference (a segment's links merged twice);
+- the driver fetches nothing: no request, so no repeat;
 - recovery_s: from the kill to the first round the restarted driver finishes.
 """
 
@@ -147,14 +148,15 @@ def jobs_trial(bed: Bed, segments: Path, ref: dict[str, int], workdir: Path, pla
         "type": "fault", "mode": "jobs", "component": "jobs", "action": plan.action, "seed": plan.seed,
         "at_fraction": plan.at_fraction, "fault_after_rounds": before, "rounds": pieces, "down_s": plan.down_s,
         "wall_s": round(end_t - start, 3), "truth_pages": len(ref), "stored_pages": len(set(ref) & set(got)),
-        "lost": len(lost), "duplicated": len(doubled), "duplicated_known": len(doubled),
-        "duplicated_causes": {"segments_reprocessed": len(doubled)} if doubled else {}, "in_flight_repeats": 0, "in_flight_at_fault": 0,
-        "requests": 0, "robots_refetched": 0, "extra_urls": len(extra),
-        "inlinks_ref": sum(ref.values()), "inlinks_trial": sum(got.values()),
-        "recovery_s": round(back_t - fault_t, 3), "lost_sample": lost[:10], "duplicated_sample": doubled[:10],
-        "ok": not lost and not doubled and not extra, "summary": {"runner": RUNNER},
+        "process": "jobs", "signal": "SIGKILL", "fault_t": fault_t,
+        "lost": len(lost), "lost_unanswered": 0, "lost_unstored": len(lost), "inlinks_doubled": len(doubled),
+        "requests": 0, "repeats": 0, "repeats_unexcused": 0, "in_flight_at_fault": 0, "recent_at_fault": 0,
+        "in_flight_repeats": 0, "recent_repeats": 0, "woken_repeats": 0, "robots_requests": 0, "robots_extra": 0,
+        "extra_urls": len(extra), "inlinks_ref": sum(ref.values()), "inlinks_trial": sum(got.values()),
+        "recovery_s": round(back_t - fault_t, 3), "lost_sample": lost[:10], "doubled_sample": doubled[:10],
+        "repeated_sample": [], "ok": not lost and not doubled and not extra, "summary": {"runner": RUNNER},
     }  # fmt: skip
 
 
 def describe(rec: dict[str, Any]) -> str:
-    return json.dumps({k: rec[k] for k in ("lost", "duplicated", "extra_urls", "inlinks_ref", "inlinks_trial")})
+    return json.dumps({k: rec[k] for k in ("lost", "inlinks_doubled", "extra_urls", "inlinks_ref", "inlinks_trial")})

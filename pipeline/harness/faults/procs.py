@@ -42,6 +42,7 @@ class Managed:
     proc: subprocess.Popen[bytes] | None = None
     starts: int = 0
     history: list[tuple[str, float]] = field(default_factory=list)
+    struck: frozenset[int] = frozenset()  # the processes the last signal reached
 
     def start(self, cmd: Sequence[str] | None = None) -> Managed:
         if self.running:
@@ -72,9 +73,12 @@ class Managed:
         return self.proc is not None and self.proc.poll() is None
 
     def signal(self, sig: int) -> float:
-        """Send ``sig`` to the process group; returns the time it was sent."""
+        """Send ``sig`` to the process group; returns the time it was sent. ``struck`` names the group's
+        processes the signal reached (the fault injector's own record of which processes it struck)."""
+        alive = self.proc is not None and self.proc.returncode is None
+        self.struck = group_pids(self.pid) if alive else frozenset()
         t = time.time()
-        if self.proc is not None and self.proc.returncode is not None:
+        if not alive:
             _sweep_group(self.pid, sig)  # the leader is reaped: its number may be someone else's now
         else:
             with contextlib.suppress(ProcessLookupError):
@@ -83,11 +87,12 @@ class Managed:
         return t
 
     def kill(self) -> float:
-        """SIGKILL the group and reap it; returns the time the process was known dead."""
-        self.signal(signal.SIGKILL)
+        """SIGKILL the group and reap it; returns the time the signal was sent (nothing of the group
+        ran after it)."""
+        t = self.signal(signal.SIGKILL)
         assert self.proc is not None
         self.proc.wait(30)
-        return time.time()
+        return t
 
     def pause(self) -> float:
         return self.signal(signal.SIGSTOP)
@@ -137,6 +142,23 @@ def _sweep_group(pgid: int, sig: int) -> None:
         return
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
+
+
+def group_pids(pgid: int) -> frozenset[int]:
+    """Every live process of the process group ``pgid`` (read from /proc)."""
+    out: set[int] = set()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()  # after "(comm)": state, ppid, pgrp, ...
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
+            out.add(int(entry.name))
+    return frozenset(out)
 
 
 def wait_until(pred: Callable[[], bool], *, timeout_s: float, every_s: float = 0.05, what: str = "condition") -> None:

@@ -21,12 +21,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from pipeline.harness.faults.accounting import ROBOTS, FaultTimes, Key, Killed, account, url_key
+from pipeline.harness.faults.accounting import ROBOTS, Key, Strike, account, url_key
 from pipeline.harness.faults.bed import Bed, TrialPlan
 from pipeline.harness.faults.fleet import FleetRig
-from pipeline.harness.faults.fleet_trials import known_causes
 from pipeline.harness.faults.procs import HarnessError, wait_until
-from pipeline.harness.faults.snapshot import crawl_keys, stored_urls
+from pipeline.harness.faults.snapshot import stored_urls
 
 # The crawl must start by this second of a minute, so that half the quota is used and the dispatcher
 # is back (recovery takes a few seconds) before the minute ends.
@@ -97,9 +96,8 @@ def quota_trial(bed: Bed, broker_url: str, workdir: Path, plan: TrialPlan, *, pe
     bed.settle()
     log = bed.window(start)
     counts = per_minute(granted_requests(log, hops))
-    acc = account(truth=bed.truth, log=log, journaled_at_fault=crawl_keys(rig.out, before=fault_t),
-                  stored_urls=stored_urls(rig.out, rig.store), times=FaultTimes(fault_t, back_t, end_t),
-                  causes=known_causes(rig), killed=Killed.fetches_nothing("dispatcher"))  # fmt: skip
+    acc = account(truth=bed.truth, log=log, stored_urls=stored_urls(rig.out, rig.store),
+                  strike=Strike("dispatcher", "SIGKILL", fault_t, back_t, end_t=end_t))  # fmt: skip
     if issued is not None:
         acc.recovery_s = round(issued - fault_t, 3)
     same_minute = issued is not None and minute_of(issued) == minute_of(fault_t)

@@ -90,7 +90,7 @@ class PrivateUnbound:
         self.port = port
         self.conf.write_text(render_config(port=port, upstream_port=self.upstream_port, workdir=self.workdir))
 
-    def _start_once(self, *, timeout_s: float = 20.0) -> bool:
+    def _start_once(self, *, timeout_s: float = 30.0) -> bool:
         from pipeline.dns.unbound import _answers
 
         self.proc.start()
@@ -225,7 +225,7 @@ def thrift_answers(port: int) -> bool:
     import happybase
 
     try:
-        conn = happybase.Connection("127.0.0.1", port, timeout=5000)
+        conn = happybase.Connection("127.0.0.1", port, timeout=15000)
         try:
             conn.tables()
         finally:

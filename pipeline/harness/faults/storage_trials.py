@@ -7,7 +7,7 @@ share of the expected requests has reached the testbed, the master JVM (master +
 ZooKeeper) gets SIGKILL; after a seeded pause it is started again on the same data directory. The
 Thrift gateway stays up (a separate JVM, as a separate machine would be in a cluster).
 
-HBase fetches nothing, so no repeat is excused (``Killed.fetches_nothing``). The lease is the
+HBase fetches nothing, so no repeat is excused (its ``Strike`` names no fetching process). The lease is the
 product's default (120 s), not the rig's 15 s: a restart of HBase takes 15-30 s on this machine, and
 a node waiting on the store for that long is slow, not dead (pipeline/storage/hbase.py retries).
 
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pipeline.harness.faults.accounting import Killed
+from pipeline.harness.faults.accounting import Strike
 from pipeline.harness.faults.bed import Bed, TrialPlan
 from pipeline.harness.faults.fleet import FleetRig
 from pipeline.harness.faults.fleet_trials import Struck, run_fleet_trial
@@ -41,7 +41,7 @@ def strike_hbase(hbase: PrivateHBase) -> Callable[[FleetRig, TrialPlan], Struck]
         def recovered(ev: dict[str, Any]) -> bool:
             return ev["ev"] == "done" and float(ev["t"]) >= back_t
 
-        return Struck(fault_t, back_t, recovered, Killed.fetches_nothing("hbase"))
+        return Struck(Strike("hbase", "SIGKILL", fault_t, back_t), recovered)
 
     return strike
 

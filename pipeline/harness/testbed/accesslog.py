@@ -1,9 +1,16 @@
-"""Buffered JSON-lines access log: one line per request, flushed every ``interval_s`` and on close.
+"""Buffered JSON-lines access log: one line per request, written when the request is complete.
 
-Each line: {"t": epoch float, "host": host header lower-cased without port, "path": path+query,
-"client": peer ip, "status": int}, plus "scheme": "https" for a request that came over TLS (a line
-without it came over plain HTTP). Appending is a string format and a list append; the file is
-opened with O_APPEND so several worker processes can share it (each flush is one write()).
+Each line: {"t": when the server had the request's head (epoch float), "end": when it handed the
+whole reply to the socket (or found the client gone), "host": host header lower-cased without port,
+"path": path+query, "client": peer ip, "ua": the User-Agent header, "status": int}, plus "scheme":
+"https" for a request that came over TLS (a line without it came over plain HTTP). A request is in
+flight at time T for the server when ``t <= T < end``; on loopback most replies take microseconds, so
+``t`` and ``end`` are often equal.
+
+Lines are collected in memory and written in one ``os.write`` every ``interval_s``, on ``flush`` and on
+close. ``flush`` is also what a flush request does (``FLUSH_HOST``, answered by the server after its
+buffer is written), so a reader can have every completed request on disk without waiting for a timer.
+The file is opened with O_APPEND so several worker processes can share it (each flush is one write()).
 """
 
 from __future__ import annotations
@@ -12,6 +19,8 @@ import asyncio
 import json
 import os
 import time
+
+FLUSH_HOST = "flush.invalid"  # a request with this Host flushes the serving process's log; never logged
 
 
 class AccessLog:
@@ -29,14 +38,16 @@ class AccessLog:
     def enabled(self) -> bool:
         return self._fd >= 0
 
-    def record(self, host: str, path: str, client: str, status: int, scheme: str = "http") -> None:
+    def record(self, host: str, path: str, client: str, status: int, *, start: float, ua: str = "",
+               scheme: str = "http") -> None:  # fmt: skip
+        """One completed request: its head arrived at ``start``; it ends now."""
         if self._fd < 0:
             return
-        # json.dumps only for the two fields a client controls; the rest cannot need escaping.
+        # json.dumps only for the fields a client controls; the rest cannot need escaping.
         tail = "}\n" if scheme == "http" else f', "scheme": "{scheme}"}}\n'
         self._buf.append(
-            f'{{"t": {time.time():.6f}, "host": {json.dumps(host)}, "path": {json.dumps(path)}, '
-            f'"client": "{client}", "status": {status}{tail}'
+            f'{{"t": {start:.6f}, "end": {time.time():.6f}, "host": {json.dumps(host)}, '
+            f'"path": {json.dumps(path)}, "client": "{client}", "ua": {json.dumps(ua)}, "status": {status}{tail}'
         )
 
     def flush(self) -> None:

@@ -16,12 +16,17 @@ robots.txt that disallows everything ("disallow"; http and https of a host are t
 On a living web (``Web.living`` set, ``testbed serve --mutate``) replies come from ``LiveRenderer`` at
 the server's clock (``now``, injectable), with ETag/Last-Modified, and a request's If-None-Match /
 If-Modified-Since may get a 304 (no Content-Type, no Content-Length, no body).
+
+Each request is logged once its whole reply has been handed to the socket (``accesslog``: start, end,
+User-Agent). A request for ``accesslog.FLUSH_HOST`` writes the process's log buffer out before it is
+answered (its body is the serving process's pid); it is never logged.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import socket
 import ssl as _ssl
 import time
@@ -32,7 +37,7 @@ from typing import cast
 
 import zstandard
 
-from pipeline.harness.testbed.accesslog import AccessLog
+from pipeline.harness.testbed.accesslog import FLUSH_HOST, AccessLog
 from pipeline.harness.testbed.liverender import LiveRenderer
 from pipeline.harness.testbed.model import Web, host_index
 from pipeline.harness.testbed.render import Renderer, Reply
@@ -100,6 +105,21 @@ class FastHTTP:
         if_none_match: str | None = None,
         if_modified_since: str | None = None,
     ) -> Reply:
+        """The reply to one request (not logged: see ``route``)."""
+        return self.route(raw_host, target, gzip_ok=gzip_ok, zstd_ok=zstd_ok, if_none_match=if_none_match,
+                          if_modified_since=if_modified_since)[0]  # fmt: skip
+
+    def route(
+        self,
+        raw_host: bytes,
+        target: bytes,
+        *,
+        gzip_ok: bool = False,
+        zstd_ok: bool = False,
+        if_none_match: str | None = None,
+        if_modified_since: str | None = None,
+    ) -> tuple[Reply, str, str, bool]:
+        """(reply, host, path, whether the access log records it) of one request."""
         host = strip_port(raw_host.decode("latin-1"))
         path = target.decode("latin-1")
         if path.startswith(("http://", "https://")):  # absolute-form request target
@@ -109,16 +129,16 @@ class FastHTTP:
         if self.plain_mode and (i >= 0 or host in MISC_HOSTS):
             reply = self._plain(host, path)
             if reply is not None:
-                self.log.record(host, path, client, reply.status)
-                return reply
+                return reply, host, path, True
         if i < 0:
+            if host == FLUSH_HOST:
+                self.log.flush()
+                return Reply(200, str(os.getpid()).encode(), "text/plain"), host, path, False
             if host in MISC_HOSTS and path == "/":
                 reply = Reply(200, f"<html><body>{host}</body></html>".encode())
             else:
                 reply = _UNKNOWN
-            if host != READY_HOST:
-                self.log.record(host, path, client, reply.status, self.scheme)
-            return reply
+            return reply, host, path, host != READY_HOST
         if self.live is not None:
             reply = self.live.reply(
                 i, path, self.now(), if_none_match=if_none_match, if_modified_since=if_modified_since
@@ -133,8 +153,7 @@ class FastHTTP:
             reply = self._gzipped(i, path)
         else:
             reply = self.renderer.reply(i, path)
-        self.log.record(host, path, client, reply.status, self.scheme)
-        return reply
+        return reply, host, path, True
 
     def _plain(self, host: str, path: str) -> Reply | None:
         """The plain port's answer in a TLS testbed's ``plain_mode``, or None for the ordinary page."""
@@ -211,7 +230,8 @@ class _Conn(asyncio.Protocol):
             if parsed is None:
                 self._fail(400)
                 return
-            method, target, host, close, length, accepts, inm, ims = parsed
+            method, target, host, close, length, accepts, inm, ims, ua = parsed
+            start = time.time()
             if length < 0:
                 self._fail(501)
                 return
@@ -219,29 +239,39 @@ class _Conn(asyncio.Protocol):
                 n = min(length, len(buf))
                 buf = buf[n:]
                 self.skip = length - n
-            reply = self.app.reply_for(
-                host, target, self.peer, gzip_ok=b"gzip" in accepts, zstd_ok=b"zstd" in accepts,
+            reply, name, path, logged = self.app.route(
+                host, target, gzip_ok=b"gzip" in accepts, zstd_ok=b"zstd" in accepts,
                 if_none_match=inm, if_modified_since=ims,
             )  # fmt: skip
             out = _head(reply, close=close)
             if method != b"HEAD":
                 out += reply.body
+            entry = (name, path, self.peer, reply.status, start, ua) if logged else None
             if reply.delay_s > 0:
                 self.waiting = True
                 self.buf = buf
-                asyncio.get_running_loop().call_later(reply.delay_s, self._delayed, out, close)
+                asyncio.get_running_loop().call_later(reply.delay_s, self._delayed, out, close, entry)
                 return
             self.transport.write(out)
+            self._log(entry)
             if close:
                 self.closing = True
                 self.transport.close()
         self.buf = buf
 
-    def _delayed(self, out: bytes, close: bool) -> None:
+    def _log(self, entry: tuple[str, str, str, int, float, str] | None, *, gone: bool = False) -> None:
+        """Log a request once its reply is written (status 499, as nginx logs it, if the client left first)."""
+        if entry is not None:
+            host, path, peer, status, start, ua = entry
+            self.app.log.record(host, path, peer, 499 if gone else status, start=start, ua=ua, scheme=self.app.scheme)
+
+    def _delayed(self, out: bytes, close: bool, entry: tuple[str, str, str, int, float, str] | None) -> None:
         self.waiting = False
         if self.transport is None:
+            self._log(entry, gone=True)
             return
         self.transport.write(out)
+        self._log(entry)
         if close:
             self.closing = True
             self.transport.close()
@@ -256,9 +286,9 @@ class _Conn(asyncio.Protocol):
         self.buf = b""
 
 
-def _parse(head: bytes) -> tuple[bytes, bytes, bytes, bool, int, bytes, str | None, str | None] | None:
-    """(method, target, host, close, content_length, accept_encoding, if_none_match, if_modified_since) of a
-    request head (accept_encoding lower-cased, b"" when absent); None when malformed.
+def _parse(head: bytes) -> tuple[bytes, bytes, bytes, bool, int, bytes, str | None, str | None, str] | None:
+    """(method, target, host, close, content_length, accept_encoding, if_none_match, if_modified_since,
+    user_agent) of a request head (accept_encoding lower-cased, b"" when absent); None when malformed.
 
     content_length is -1 for a chunked request body, which this server does not accept."""
     lines = head.split(b"\r\n")
@@ -272,6 +302,7 @@ def _parse(head: bytes) -> tuple[bytes, bytes, bytes, bool, int, bytes, str | No
     accepts = b""
     inm: str | None = None
     ims: str | None = None
+    ua = ""
     for line in lines[1:]:
         name, sep, value = line.partition(b":")
         if not sep:
@@ -295,4 +326,6 @@ def _parse(head: bytes) -> tuple[bytes, bytes, bytes, bool, int, bytes, str | No
             inm = value.strip().decode("latin-1")
         elif name == b"if-modified-since":
             ims = value.strip().decode("latin-1")
-    return method, target, host, close, length, accepts, inm, ims
+        elif name == b"user-agent":
+            ua = value.strip().decode("latin-1")
+    return method, target, host, close, length, accepts, inm, ims, ua

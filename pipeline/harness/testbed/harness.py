@@ -18,6 +18,7 @@ log), then SIGKILL after ``stop_timeout_s``.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -29,8 +30,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from pipeline.harness.testbed.accesslog import FLUSH_HOST
 from pipeline.harness.testbed.living import CLASSIC, Living
 from pipeline.harness.testbed.model import Web
+
+SENTINEL_HOST = "sentinel.invalid"  # ``mark``'s requests: logged (404), never part of a web
 
 
 class TestbedError(RuntimeError):
@@ -54,7 +58,7 @@ class TestbedProcess:
         engine: str = "fast",
         workdir: str | os.PathLike[str] | None = None,
         extra_args: tuple[str, ...] = (),
-        start_timeout_s: float = 30.0,
+        start_timeout_s: float = 60.0,  # the server imports, builds its web and checks itself: slow under load
         stop_timeout_s: float = 10.0,
         mutate: bool = False,
         mutate_rate: float = 1.0,
@@ -256,7 +260,7 @@ class TestbedProcess:
         return compute_truth(self.web_for(scheme), max_depth=max_depth)
 
     def read_access_log(self) -> list[dict[str, Any]]:
-        """Every complete line of the access log (flushed every 0.5 s and at shutdown)."""
+        """Every complete line of the access log (flushed every 0.5 s, on ``flush_log`` and at shutdown)."""
         if not self.access_log.exists():
             return []
         out = []
@@ -265,6 +269,54 @@ class TestbedProcess:
                 out.append(json.loads(line))
         return out
 
-    def wait_log_flush(self, *, timeout_s: float = 2.0) -> None:
-        """Wait long enough for the periodic flush (0.5 s) to have happened."""
-        time.sleep(min(timeout_s, 0.7))
+    def flush_log(self, *, attempts: int = 200) -> None:
+        """Have every serving process write out its access-log buffer now (``accesslog.FLUSH_HOST``).
+
+        Each flush request is answered after its process's buffer is on disk, with that process's pid;
+        with several HTTP processes sharing the sockets, fresh connections are made until every one of
+        them has answered. A testbed that has stopped flushed at its exit: nothing to do."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        want = {int(p) for p in self.info.get("http_pids") or [self.info.get("pid", 0)]}
+        ip = self.ips[0]
+        seen: set[int] = set()
+        for _ in range(attempts):
+            conn = http.client.HTTPConnection(ip, self.port, timeout=30)
+            try:
+                conn.request("GET", "/", headers={"Host": FLUSH_HOST, "Connection": "close"})
+                resp = conn.getresponse()
+                body = resp.read()
+            finally:
+                conn.close()
+            if resp.status != 200:
+                raise TestbedError(f"flush request answered {resp.status}")
+            seen.add(int(body))
+            if want <= seen:
+                return
+        raise TestbedError(f"access-log flush reached processes {sorted(seen)} of {sorted(want)}")
+
+    def mark(self, label: str) -> float:
+        """Log a sentinel request (Host ``sentinel.invalid``, path ``/label``) and return the time the
+        server gave it: a point on the server's own clock, so a test can split the log at an event (say, a
+        signal it sent just before) without comparing its clock with the server's."""
+        conn = http.client.HTTPConnection(self.ips[0], self.port, timeout=30)
+        try:
+            conn.request("GET", f"/{label}", headers={"Host": SENTINEL_HOST, "Connection": "close"})
+            conn.getresponse().read()
+        finally:
+            conn.close()
+        self.flush_log()
+        got = [e for e in self.read_access_log() if e["host"] == SENTINEL_HOST and e["path"] == f"/{label}"]
+        if not got:
+            raise TestbedError(f"sentinel /{label} is not in the access log")
+        return float(got[-1]["t"])
+
+    def log_between(self, begin: float, end: float) -> list[dict[str, Any]]:
+        """The requests the server started between two ``mark`` times (the sentinels left out): a test's
+        own requests on a testbed others share, cut by the server's clock alone."""
+        self.flush_log()
+        return [e for e in self.read_access_log() if begin < float(e["t"]) < end and e["host"] != SENTINEL_HOST]
+
+    def wait_log_flush(self) -> None:
+        """Every request the testbed has completed is in the access log when this returns (``flush_log``)."""
+        self.flush_log()

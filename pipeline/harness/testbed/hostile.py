@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import struct
+import time
 import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -119,10 +120,14 @@ class HostileSite:
         peer = writer.get_extra_info("peername")
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
-            line = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ")
+            start = time.time()
+            lines = head.split(b"\r\n")
+            line = lines[0].decode("latin-1").split(" ")
             path = line[1] if len(line) == 3 else "/"
+            ua = next((v.strip().decode("latin-1") for k, _, v in (h.partition(b":") for h in lines[1:])
+                       if k.strip().lower() == b"user-agent"), "")  # fmt: skip
             status = await self._dispatch(writer, path)
-            self.log.record(HOST, path, peer[0] if peer else "", status)
+            self.log.record(HOST, path, peer[0] if peer else "", status, start=start, ua=ua)
             await writer.drain()
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ConnectionError):
             pass

@@ -218,6 +218,7 @@ async def _run_main(opts: ServeOptions, web: Web, listen: Listeners, children: l
             "host_ips": {host_name(i): ip for i, ip in enumerate(_host_ips(web))},
             "access_log": opts.access_log,
             "workers": opts.workers,
+            "http_pids": [os.getpid(), *children],  # every process that serves (and logs) HTTP
         }
         if web.living is not None:
             info["mutate"] = {

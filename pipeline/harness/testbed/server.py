@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import os
 import socket
 import time
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from aiohttp import web as aioweb
 from aiohttp.web_server import Server
 
-from pipeline.harness.testbed.accesslog import AccessLog
+from pipeline.harness.testbed.accesslog import FLUSH_HOST, AccessLog
 from pipeline.harness.testbed.liverender import LiveRenderer
 from pipeline.harness.testbed.model import EXPIRED_HOST, WRONGNAME_HOST, Web, host_index
 from pipeline.harness.testbed.render import Renderer
@@ -80,16 +81,20 @@ class TestbedHTTP:
             self.live = LiveRenderer(self.web, cache_size=self.cache_size)
 
     async def handle(self, request: aioweb.BaseRequest) -> aioweb.StreamResponse:
+        start = time.time()
         host = strip_port(request.headers.get("Host", ""))
         path = request.raw_path
         client = request.remote or ""
+        ua = request.headers.get("User-Agent", "")
         i = host_index(host, self.web.hosts)
         if i < 0:
+            if host == FLUSH_HOST:
+                self.log.flush()
+                return aioweb.Response(status=200, text=str(os.getpid()))
             status = 200 if host in MISC_HOSTS and path == "/" else 404
-            if host != READY_HOST:
-                self.log.record(host, path, client, status)
             body = f"<html><body>{host}</body></html>" if status == 200 else "unknown host"
-            return aioweb.Response(status=status, text=body, content_type="text/html")
+            resp = aioweb.Response(status=status, text=body, content_type="text/html")
+            return await self._sent(request, resp, host, path, client, ua, start, logged=host != READY_HOST)
         if self.live is not None:
             reply = self.live.reply(
                 i,
@@ -100,12 +105,31 @@ class TestbedHTTP:
             )
         else:
             reply = self.renderer.reply(i, path)
-        self.log.record(host, path, client, reply.status)
         if reply.delay_s:
-            await asyncio.sleep(reply.delay_s)
+            try:
+                await asyncio.sleep(reply.delay_s)
+            except asyncio.CancelledError:  # the client left (handler_cancellation)
+                self.log.record(host, path, client, 499, start=start, ua=ua)
+                raise
         headers = {"Content-Type": reply.content_type} if reply.status != 304 else {}
         headers.update(reply.headers)
-        return aioweb.Response(status=reply.status, body=reply.body, headers=headers)
+        resp = aioweb.Response(status=reply.status, body=reply.body, headers=headers)
+        return await self._sent(request, resp, host, path, client, ua, start)
+
+    async def _sent(self, request: aioweb.BaseRequest, resp: aioweb.Response, host: str, path: str, client: str,
+                    ua: str, start: float, *, logged: bool = True) -> aioweb.StreamResponse:  # fmt: skip
+        """Write ``resp`` out, then log the request (status 499 if the client left first)."""
+        status = resp.status
+        try:
+            await resp.prepare(request)
+            await resp.write_eof()
+        except (ConnectionError, asyncio.CancelledError):
+            status = 499
+            raise
+        finally:
+            if logged:
+                self.log.record(host, path, client, status, start=start, ua=ua)
+        return resp
 
     async def start(self, socks: list[socket.socket]) -> list[asyncio.AbstractServer]:
         """Serve on the given listening sockets; returns the asyncio servers (close them to stop)."""

@@ -11,7 +11,9 @@ A BFS from the seeds (every host's home page) over ``Web.links``:
   ``fetch_urls``), the final 200 in ``pages``;
 - depth = link hops from a seed, bounded by ``max_depth``;
 - calendar (trap) pages are left out of ``pages`` and ``fetch_urls``: a crawler must stop somewhere,
-  tests only assert it stops.
+  tests only assert it stops;
+- ``server_errors``: the fetch URLs that answer 500 every time (``/error/{k}``); a crawler may ask
+  for them again after each 500 as far as its own retry limit goes.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from pipeline.harness.testbed.model import Web, host_name
 AGENT = "crawlfleet"
 TRAP_PREFIX = "/calendar/"
 # Final status of a path on a host with the matching feature; every other link target is a 200 page.
-_NON_200 = ("/missing/", "/error/")
+_SERVER_ERROR = "/error/"
+_NON_200 = ("/missing/", _SERVER_ERROR)
 
 
 def _redirect_chain(path: str) -> list[str]:
@@ -56,6 +59,7 @@ def compute_truth(web: Web, *, max_depth: int = 20) -> dict[str, Any]:
     pages: list[str] = []
     fetch: list[str] = []
     hops: list[str] = []
+    errors: list[str] = []
     forbidden: set[str] = set()
     nofollow_targets: set[tuple[int, str]] = set()
     seen: set[tuple[int, str]] = set()
@@ -91,6 +95,8 @@ def compute_truth(web: Web, *, max_depth: int = 20) -> dict[str, Any]:
             continue
         if path.startswith(_NON_200):
             fetch.append(web.url(i, path))
+            if path.startswith(_SERVER_ERROR):
+                errors.append(web.url(i, path))
             continue
         _visit_page(web, i, path, depth, max_depth, pages, enqueue, nofollow_targets, fetch=fetch)
 
@@ -101,6 +107,7 @@ def compute_truth(web: Web, *, max_depth: int = 20) -> dict[str, Any]:
         "pages": sorted(pages),
         "fetch_urls": sorted(set(fetch)),
         "redirect_hops": sorted(set(hops)),
+        "server_errors": sorted(set(errors)),
         "forbidden": sorted(forbidden),
         "nofollow_only": nofollow_only,
         "trap_prefix": TRAP_PREFIX,
