@@ -74,12 +74,16 @@ class SparkRounds:
                 name, _, value = item.partition("=")
                 conf.set(name, value)
             # Kept for the service's life, the application gives back executors it does not use (another
-            # service's rounds, another crawl's, need the cluster's cores between its rounds), one core each.
+            # link service's rounds, another crawl's, need the cluster's cores between its rounds), one core
+            # each. A round's shuffle files are never read after it ends, so an executor holding them is
+            # released too (shuffle tracking would keep it for ever, and a second service's round would wait
+            # for an executor that never comes); and executors are small enough for two per 1 GiB worker.
             for name, value in (("spark.dynamicAllocation.enabled", "true"),
                                 ("spark.dynamicAllocation.shuffleTracking.enabled", "true"),
+                                ("spark.dynamicAllocation.shuffleTracking.timeout", "20s"),
                                 ("spark.dynamicAllocation.minExecutors", "0"),
                                 ("spark.dynamicAllocation.executorIdleTimeout", "10s"),
-                                ("spark.executor.cores", "1")):  # fmt: skip
+                                ("spark.executor.cores", "1"), ("spark.executor.memory", "512m")):  # fmt: skip
                 conf.setIfMissing(name, value)
             conf.set("spark.executorEnv.PYSPARK_PYTHON", self.cfg.python_bin)
             # The driver names the executors' Python with every task, from its own environment.

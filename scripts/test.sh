@@ -12,14 +12,14 @@ PY=.venv/bin/python
 # Temporary directories stay short and outside the checkout (unix socket paths are limited to 108 bytes).
 TMP="${TMPDIR:-/tmp}/crawlfleet-tests"
 mkdir -p var/test "$TMP"
-"$PY" -m pytest -q -p no:cacheprovider --basetemp="$TMP/faults" tests/faults > var/test/faults.log 2>&1 &
+"$PY" -m pytest -q -rfE -p no:cacheprovider --basetemp="$TMP/faults" tests/faults > var/test/faults.log 2>&1 &
 faults_pid=$!
 # The end-to-end tier in a third process: its crawls also mostly wait (subprocesses, namespaces, the dev
 # stack), and with it the two-process run came near CI's 40 minutes (2026-11-24, 90f39d0). Shared services
 # are safe to share: every test has its own vhost, HBase prefix and testbed ports.
-"$PY" -m pytest -q -p no:cacheprovider --basetemp="$TMP/e2e" tests/e2e > var/test/e2e.log 2>&1 &
+"$PY" -m pytest -q -rfE -p no:cacheprovider --basetemp="$TMP/e2e" tests/e2e > var/test/e2e.log 2>&1 &
 e2e_pid=$!
-"$PY" -m pytest -q -p no:cacheprovider --basetemp="$TMP/main" --ignore=tests/faults --ignore=tests/e2e tests "$@"
+"$PY" -m pytest -q -rfE -p no:cacheprovider --basetemp="$TMP/main" --ignore=tests/faults --ignore=tests/e2e tests "$@"
 main_rc=$?
 wait "$e2e_pid"
 e2e_rc=$?
@@ -32,6 +32,9 @@ echo
 echo "== fault trials (tests/faults), full log in var/test/faults.log:"
 tail -n 40 var/test/faults.log
 if [ "$main_rc" -ne 0 ] || [ "$e2e_rc" -ne 0 ] || [ "$faults_rc" -ne 0 ]; then
+    echo
+    echo "== failed in the e2e and fault tiers (the other tier's failures are listed above):"
+    grep -hE '^(FAILED|ERROR) ' var/test/e2e.log var/test/faults.log || true
     echo "make test: FAILED (tests: exit $main_rc, e2e: exit $e2e_rc, fault trials: exit $faults_rc)"
     exit 1
 fi

@@ -367,13 +367,21 @@ def _run(args: argparse.Namespace, broker_url: str) -> dict[str, Any]:
     try:
         for _ in range(args.repeats):  # interleaved: load drifts hit every crawler alike
             for store in stores:
-                embedded[store].append(_embedded(args, workdir, broker_url, store))
+                embedded[store].append(_loaded(_embedded, args, workdir, broker_url, store))
             for runner in runners:
-                fleet[runner].append(_fleet(args, workdir, broker_url, runner, _kind(args.segments, runner)))
+                fleet[runner].append(_loaded(_fleet, args, workdir, broker_url, runner, _kind(args.segments, runner)))
     finally:
         if not args.out:
             shutil.rmtree(workdir, ignore_errors=True)
     return summarize(args, embedded, fleet)
+
+
+def _loaded(crawl: Any, *args: Any) -> dict[str, Any]:
+    """One crawl's figures with the machine's 1-minute load average before and after it (it is shared)."""
+    before = round(os.getloadavg()[0], 2)
+    out: dict[str, Any] = crawl(*args)
+    out["loadavg_1m"] = [before, round(os.getloadavg()[0], 2)]
+    return out
 
 
 def _kind(segments: str, runner: str) -> str:
