@@ -159,13 +159,14 @@ _AT_LEAST: dict[str, float] = {
     "fetch.max_header_bytes": 1, "politeness.per_host_concurrency": 1, "politeness.per_ip_concurrency": 1,
     "scope.max_url_length": 1, "dns.tries": 1, "dns.max_inflight": 1, "dns.cache_size": 1,
     "dispatch.k": 1, "dispatch.n_min": 1, "dispatch.n_max": 1, "dispatch.history_window": 1,
-    "dispatch.missed_heartbeats": 1, "store.hbase_port": 1, "store.hbase_batch_size": 1,
+    "dispatch.missed_heartbeats": 1, "dispatch.shards": 1, "dispatch.shard_block_urls": 1,
+    "dispatch.shard_window": 1, "store.hbase_port": 1, "store.hbase_batch_size": 1,
     "store.warc_max_bytes": 1, "fleet.max_message_bytes": 1, "fleet.segment_retention_s": float("-inf"),
     "fleet.link_lease_s": 5, "plugins.items_file_bytes": 1, "plugins.item_max_bytes": 1,
 }  # fmt: skip
 _POSITIVE = frozenset({
     "fetch.connect_timeout_s", "fetch.read_timeout_s", "fetch.total_timeout_s", "dns.timeout_s",
-    "dispatch.heartbeat_s", "dispatch.lease_s", "dns.negative_fp_rate",
+    "dispatch.heartbeat_s", "dispatch.lease_s", "dispatch.shard_heartbeat_s", "dns.negative_fp_rate",
     "recrawl.min_interval_s", "recrawl.max_interval_s", "recrawl.initial_interval_s",
 })  # fmt: skip
 _AT_MOST: dict[str, float] = {"store.hbase_port": 65535, "dns.negative_fp_rate": 0.5, "recrawl.recrawl_share": 1,
@@ -264,6 +265,13 @@ def check_settings(settings: Settings, sources: Mapping[str, str] | None = None)
         raise SettingsError(
             f"dispatch.n_max (from {where}): expected >= dispatch.n_min ({d.n_min}), got {d.n_max}"
         )
+    if d.shard >= d.shards:
+        where = (sources or {}).get("dispatch.shard", "default")
+        raise SettingsError(f"dispatch.shard (from {where}): expected 0..{d.shards - 1} (dispatch.shards), got {d.shard}")
+    if d.shards > 1 and settings.store.kind != "hbase":
+        where = (sources or {}).get("dispatch.shards", "default")
+        raise SettingsError(f"dispatch.shards (from {where}): expected 1 with store.kind = {settings.store.kind!r} "
+                            f"(shards share one HBase store), got {d.shards}")  # fmt: skip
 
 
 def arg_type(key: str) -> Callable[[str], Any]:

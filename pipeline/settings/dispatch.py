@@ -34,3 +34,15 @@ class DispatchSettings:
     # tie-break (both scales then count in-links of known URLs: the embedded core, the fleet's link jobs);
     # "depth" = shallowest first, the store's order. Politeness is the same either way.
     priority: str = "inlinks"
+    # Dispatcher shards (S5's peers, docs/FLEET.md "Dispatcher shards"): this many dispatcher processes share
+    # one service, each owning whole hosts; this process is shard ``shard`` (0..shards-1). 1 = one dispatcher.
+    shards: int = 1
+    shard: int = 0
+    # S5's double buffer between shards: a shard with more ready URLs than its peers pushes whole hosts from
+    # its queue's tail to the service's remote queue in blocks of about this many URLs; one short of work
+    # pulls a block (pipeline/dispatch/vessels.py). Checked every shard_heartbeat_s, on loads smoothed over
+    # the last shard_window heartbeats; shard_balance = false turns the rule off (the measured baseline).
+    shard_block_urls: int = 512
+    shard_heartbeat_s: float = 2.0
+    shard_window: int = 3
+    shard_balance: bool = True

@@ -1,0 +1,88 @@
+"""S5's communicating-vessels rule: how much work a dispatcher shard moves through the remote queue. Pure.
+
+S5 (shared/MISSION.md) balances peer crawlers by a gradient rule run at a fixed heartbeat frequency: each
+node compares its load with the others' and moves the difference, surplus taken from its local queue's
+tail to a remote queue in large blocks, shortfall pulled back from it in blocks; the loads are smoothed
+over a fixed-length window, whose length sets how sensitive the balancing is.
+
+Here a shard's *level* is its ready work, the URLs its frontier holds pending (not leased), each shard's
+level is smoothed over the last ``window`` heartbeats (``Levels``), and at each heartbeat a shard's
+transport volume is its level minus the common level (``volume``): the mean over the live shards of their
+levels plus the work waiting in the remote queue (water between the vessels is water the vessels will
+share). Positive, the shard pushes about that many URLs, in blocks of about ``block`` URLs of whole hosts;
+negative, it pulls about that many back, a block at a time, while the remote queue has blocks. A difference under half a block moves nothing
+(a block is the unit of transfer; smaller differences would only make blocks go back and forth). A shard
+with no ready work at all pulls a block whenever one waits, whatever the mean says: the remote queue is
+work nobody is doing.
+
+What a shard moved is taken off (or added to) its own smoothed level at once (``Levels.moved``), so the
+window's memory of the level before the transfer does not make it move the same surplus twice.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class Levels:
+    """Each shard's level over the last ``window`` heartbeats."""
+
+    window: int = 3
+    _samples: dict[int, deque[float]] = field(default_factory=dict)
+
+    def add(self, shard: int, level: float) -> None:
+        self._samples.setdefault(shard, deque(maxlen=max(1, self.window))).append(float(level))
+
+    def moved(self, shard: int, urls: float) -> None:
+        """``shard`` pushed (``urls`` > 0) or pulled (< 0) work: its remembered levels change by as much."""
+        for i, v in enumerate(self._samples.get(shard, ())):
+            self._samples[shard][i] = max(0.0, v - urls)
+
+    def keep_only(self, shards: Iterable[int]) -> None:
+        """Forget shards no longer live."""
+        live = set(shards)
+        for s in [s for s in self._samples if s not in live]:
+            del self._samples[s]
+
+    def smoothed(self) -> dict[int, float]:
+        return {s: sum(v) / len(v) for s, v in self._samples.items() if v}
+
+
+def volume(mine: int, levels: Mapping[int, float], *, block: int, queued: float = 0.0) -> float:
+    """S5's transport volume of shard ``mine``: its smoothed level minus the common level, the mean of
+    ``levels`` (every live shard's, its own included) with the ``queued`` URLs of the remote queue shared
+    out; 0 when the difference is under half a block or ``mine`` is unknown."""
+    if mine not in levels or len(levels) < 2:
+        return 0.0
+    v = levels[mine] - (sum(levels.values()) + queued) / len(levels)
+    return v if abs(v) >= block / 2 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """What one heartbeat asks of a shard: push ``push`` URLs (in blocks), or pull up to ``pull`` blocks."""
+
+    push: int = 0
+    pull: int = 0
+
+
+def decide(mine: int, levels: Mapping[int, float], *, ready_now: int, queued_blocks: int, block: int,
+           balance: bool = True) -> Move:  # fmt: skip
+    """The rule as a decision: ``ready_now`` is the shard's level this instant, ``queued_blocks`` the blocks
+    waiting in the remote queue (about ``block`` URLs each). Without ``balance`` (the rule off) nothing is
+    pushed; a shard with nothing ready still takes what waits in the remote queue."""
+    queued = float(queued_blocks * block)
+    if ready_now <= 0 and queued_blocks > 0:
+        want = -volume(mine, levels, block=block, queued=queued) if balance else 0.0
+        return Move(pull=min(queued_blocks, max(1, round(want / block))))
+    if not balance:
+        return Move()
+    v = volume(mine, levels, block=block, queued=queued)
+    if v > 0:
+        return Move(push=min(int(v), ready_now))
+    if v < 0 and queued_blocks > 0:
+        return Move(pull=min(queued_blocks, max(1, round(-v / block))))
+    return Move()
