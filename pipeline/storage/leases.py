@@ -14,6 +14,7 @@ other the two never both act as owner. Pure apart from the store; the clock is i
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 import uuid
@@ -21,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pipeline.storage.base import Store
+
+log = logging.getLogger(__name__)
 
 PREFIX = "lease:"
 
@@ -152,7 +155,11 @@ class LeaseKeeper:
                 for name, lease in list(self._held.items()):
                     if name in self._lost:
                         continue
-                    renewed = leases.renew(lease)
+                    try:
+                        renewed = leases.renew(lease)
+                    except Exception as exc:  # a store hiccup: the next period tries again (the holder's
+                        log.warning("lease %s: renewal failed (%s); trying again", name, exc)  # fence waits)
+                        continue
                     if renewed is None:
                         self._lost.add(name)
                     else:

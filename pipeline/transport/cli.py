@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from pipeline.observe import logs
 from pipeline.observe.errors import UsageError, int_at_least, port
-from pipeline.settings import Settings, arg_type, load_settings
+from pipeline.settings import Settings, arg_type, check_settings, load_settings
 from pipeline.urls import normalize
 
 log = logging.getLogger(__name__)
@@ -84,6 +84,11 @@ def register(subparsers: Any) -> None:
                    help="with --continuous: end cleanly once FILE exists (resume later with --resume)")  # fmt: skip
     d.add_argument("--metrics-port", type=port, default=None,
                    help="serve Prometheus /metrics and an HTML /status page on 127.0.0.1:PORT (0 = any free port)")
+    d.add_argument("--shards", type=arg_type("dispatch.shards"), default=None, metavar="N",
+                   help="S5: N dispatcher processes share the service, each owning whole hosts (needs the HBase "
+                        "store); give each the same --out and its own --shard")  # fmt: skip
+    d.add_argument("--shard", type=arg_type("dispatch.shard"), default=None, metavar="I",
+                   help="with --shards: this process is shard I (0..N-1); its files go to OUT/shard-I")
     if not any("--log-level" in a.option_strings for a in d._actions):  # add_crawl_flags may include them
         logs.add_arguments(d)
     d.set_defaults(func=_cmd_dispatcher)
@@ -116,6 +121,8 @@ def register(subparsers: Any) -> None:
     lk.add_argument("--spark-master", default="local[2]", help="Spark master URL for --runner spark")
     lk.add_argument("--conf-path", help="mrjob.conf (e.g. for EMR; see docs/mrjob.emr.conf.example)")
     lk.add_argument("--max-segments", type=int_at_least(1), default=256, help="segments per micro-batch")
+    lk.add_argument("--shards", type=arg_type("dispatch.shards"), default=None, metavar="N",
+                    help="the dispatcher runs as N shards: each host's new URLs go to the shard that owns it")
     _fleet_flags(lk)
     logs.add_arguments(lk)
     lk.set_defaults(func=_cmd_links)
@@ -142,7 +149,8 @@ def _fleet_flags(p: argparse.ArgumentParser, *, service: bool = True) -> None:
 def _fleet_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     return {
         "fleet": {"broker_url": args.broker_url},
-        "dispatch": {"service": getattr(args, "service", None), "heartbeat_s": getattr(args, "heartbeat_s", None)},
+        "dispatch": {"service": getattr(args, "service", None), "heartbeat_s": getattr(args, "heartbeat_s", None),
+                     "shards": getattr(args, "shards", None), "shard": getattr(args, "shard", None)},
     }
 
 
@@ -162,7 +170,8 @@ def _cmd_dispatcher(args: argparse.Namespace) -> int:
     from pipeline.crawl.flags import continuous_run
 
     settings = continuous_run(args, settings)  # for this run only, not remembered, as `crawl --continuous`
-    service = FleetDispatcher(settings, out_dir=out, seeds=seeds, resume=args.resume, serve=args.serve,
+    settings, own = shard_dirs(settings, out)
+    service = FleetDispatcher(settings, out_dir=own, seeds=seeds, resume=args.resume, serve=args.serve,
                               metrics_port=args.metrics_port)  # fmt: skip
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: service.stop())
@@ -186,6 +195,22 @@ def _cmd_dispatcher(args: argparse.Namespace) -> int:
     if summary and (why := held_by_cap(summary, cap=cap) or nothing_due(summary, continuous=continuous)):
         print(why, file=sys.stderr)
     return 0
+
+
+def shard_dirs(settings: Settings, out: Path) -> tuple[Settings, Path]:
+    """With dispatcher shards, every shard is given the crawl's ``--out``: its own files (events, summary,
+    journal) go to OUT/shard-I, and the nodes' segments, which one link-jobs service reads for all shards,
+    to OUT/node-segments unless ``fleet.segments_dir`` names a place. One dispatcher: ``out`` itself."""
+    import dataclasses
+
+    d = settings.dispatch
+    if d.shards <= 1:
+        return settings, out
+    check_settings(settings)  # shards need the HBase store: one line before anything starts
+    if not settings.fleet.segments_dir:
+        fleet = dataclasses.replace(settings.fleet, segments_dir=str((out / "node-segments").resolve()))
+        settings = dataclasses.replace(settings, fleet=fleet)
+    return settings, out / f"shard-{d.shard}"
 
 
 def _check_node_broker(settings: Settings, node: str) -> None:

@@ -41,6 +41,7 @@ from pipeline.transport.dispatcher.inbox import Inbound
 from pipeline.transport.dispatcher.linkprogress import LinkProgress
 from pipeline.transport.dispatcher.nodes import FleetNodes
 from pipeline.transport.dispatcher.opening import CrawlOpening
+from pipeline.transport.dispatcher.shard import ShardPeer
 from pipeline.transport.dispatcher.state import FleetCounters, Issued, fleet_summary, quota_line
 from pipeline.transport.dispatcher.tick import Periodic
 from pipeline.transport.wire.batchsend import BatchEncoder
@@ -105,6 +106,7 @@ class FleetDispatcher(CrawlOpening, Periodic, Inbound):
         self._stats_file: IO[str] | None = None
         self.serials = SerialTable()  # S1's serial check: what nodes ask before fetching a batch
         self._responder: SerialResponder | None = None
+        self.shard: ShardPeer | None = None  # with dispatch.shards > 1: this shard among its peers (S5)
 
     def clock(self) -> float:
         """Wall time minus the time the dispatcher could not hear the fleet (``BrokerSession.paused_s``).
@@ -126,6 +128,9 @@ class FleetDispatcher(CrawlOpening, Periodic, Inbound):
         started = self._mono()
         summary: dict[str, Any] = {}
         try:
+            if self.settings.dispatch.shards > 1:  # one process per shard: refused here, before the broker
+                self.shard = ShardPeer(self.settings, store, clock=self._wall)
+                self.shard.join()
             while not self.session.connect() and not self._stopping:
                 time.sleep(self.session.retry_s)
             early = self._open_crawl(store)
@@ -144,6 +149,8 @@ class FleetDispatcher(CrawlOpening, Periodic, Inbound):
                 self.core.close()
                 summary = self._summary(started)
                 (self.out_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True))
+            if self.shard is not None:
+                self.shard.leave(done=bool(summary) and not summary.get("fleet", {}).get("interrupted", True))
             store.close()
             self.session.close()
             for fh in (self._events, self._stats_file):
@@ -157,6 +164,10 @@ class FleetDispatcher(CrawlOpening, Periodic, Inbound):
         last_tick = 0.0
         was_done = False
         while not self._stopping:
+            if self.shard is not None and self.shard.lost():
+                log.error("dispatcher shard %d: a peer took this shard over (its lease ran out): stopping",
+                          self.shard.index)  # fmt: skip
+                break
             self.counters.loop_turns += 1
             # Event-driven: a message (a reply, heartbeat, links report, submit) or a tick wakes the loop;
             # with an idle slot, so does the time at which the last empty round said work may free
@@ -219,6 +230,8 @@ class FleetDispatcher(CrawlOpening, Periodic, Inbound):
         core = self.core
         if core is None or not self.session.connected or self._stopping:
             return
+        if self.shard is not None and not self.shard.may_act():
+            return  # the shard's lease is not valid now (renewal late): no batch may go out (a fence)
         d = core.dispatcher
         s = second_of_minute(self.clock())
         self.counters.dispatch_rounds += 1
