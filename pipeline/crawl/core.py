@@ -44,7 +44,7 @@ from pipeline.dispatch.quotas import Quotas, quota_line
 from pipeline.dispatch.serials import SerialAllocator
 from pipeline.frontier.answered import AnsweredFilter
 from pipeline.frontier.dedup import SeenFilter
-from pipeline.frontier.frontier import Frontier
+from pipeline.frontier.frontier import Admit, Frontier
 from pipeline.frontier.seentable import FingerprintTable
 from pipeline.observe.stats import CrawlStats
 from pipeline.plugins.chain import PluginSet
@@ -78,6 +78,7 @@ class CrawlCore(PendingInputs):
         background_refills: bool = False,
         plugins: PluginSet | None = None,
         on_items: Callable[[FetchResult], None] | None = None,
+        admit: Admit | None = None,
     ) -> None:
         self.settings = settings
         # Plugins (pipeline/plugins): each page's items into the crawl's item log (pipeline/crawl/pageitems.py).
@@ -95,7 +96,7 @@ class CrawlCore(PendingInputs):
             seeds, allowed_domains=sc.allowed_domains, allow_regex=sc.allow_regex, deny_regex=sc.deny_regex
         )
         self.traps = TrapRules(sc.max_url_length, sc.max_path_depth, sc.max_repeated_segments)
-        self.frontier = Frontier(frontier_limits(settings))
+        self.frontier = Frontier(frontier_limits(settings), admit=admit)  # admit: a dispatcher shard's hosts only
         self.flights = InFlight()  # batches out, their answered URLs, retry-later counts (inflight.py)
         # With fleet nodes recording outcomes themselves, a node may die after storing a batch and
         # before its reply arrives: the re-queue of that batch checks the store first.

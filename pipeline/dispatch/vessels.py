@@ -15,6 +15,11 @@ negative, it pulls about that many back, a block at a time, while the remote que
 with no ready work at all pulls a block whenever one waits, whatever the mean says: the remote queue is
 work nobody is doing.
 
+Hosts move whole, so a host moves only if it holds fewer URLs than the gap between the pushing shard and the
+lowest live shard (``largest_host``): moving a larger one would only turn the gap around, and the same host
+would go back and forth at every heartbeat (found on the testbed: a host of 11 URLs in a crawl's tail
+travelled between three shards for 30 s).
+
 What a shard moved is taken off (or added to) its own smoothed level at once (``Levels.moved``), so the
 window's memory of the level before the transfer does not make it move the same surplus twice.
 """
@@ -86,3 +91,11 @@ def decide(mine: int, levels: Mapping[int, float], *, ready_now: int, queued_blo
     if v < 0 and queued_blocks > 0:
         return Move(pull=min(queued_blocks, max(1, round(-v / block))))
     return Move()
+
+
+def largest_host(mine: int, levels: Mapping[int, float]) -> float:
+    """Hosts pushed by ``mine`` hold fewer URLs than this: its level minus the lowest live shard's (a host
+    that large, moved, leaves the two as far apart as before, the other way round)."""
+    if mine not in levels:
+        return 0.0
+    return levels[mine] - min(levels.values())

@@ -46,7 +46,7 @@ class ActiveHosts:
 
     @property
     def waiting(self) -> int:
-        return len(self._waiting)
+        return len(self._waiting)  # dropped entries included until they are popped
 
     def enlist(self, hs: HostState) -> None:
         """A host that has pending URLs and is not active: activate it now while there is room."""
@@ -61,6 +61,8 @@ class ActiveHosts:
         n = -(-wanted_urls // self._urls_per_host)
         while n > 0 and self._waiting:
             hs = self._waiting.popleft()
+            if not hs.waiting:
+                continue  # dropped (handed to another shard)
             hs.waiting = False
             if not hs.active and hs.pending > 0:
                 self._activate(hs)
@@ -71,6 +73,17 @@ class ActiveHosts:
         if not hs.active or hs.leased_to or hs.pending or hs.window or not hs.complete:
             return
         self._deactivate(hs)
+
+    def drop(self, hs: HostState) -> None:
+        """``hs`` leaves the frontier (handed to another shard): out of the active set, and a waiting entry
+        is made inert (``pending`` 0 is skipped by every activation)."""
+        if hs.active:
+            self._deactivate(hs)
+        hs.waiting = False
+
+    def waiting_tail(self) -> Iterator[HostState]:
+        """Waiting hosts, the last to be activated first (S5: surplus is taken from the queue's tail)."""
+        return (hs for hs in reversed(self._waiting) if hs.waiting and not hs.active)
 
     def yields_place(self, hs: HostState) -> bool:
         """At the end of a lease of ``hs`` (idle, URLs still pending): True when it used its session
@@ -97,6 +110,8 @@ class ActiveHosts:
         del self._active[hs.host]
         while self._waiting and len(self._active) < self.floor:
             nxt = self._waiting.popleft()
+            if not nxt.waiting:
+                continue  # dropped (handed to another shard)
             nxt.waiting = False
             if not nxt.active and nxt.pending > 0:
                 self._activate(nxt)

@@ -31,7 +31,7 @@ re-crawl budget. ``AnsweredFilter`` (answered.py) is the frontier as a crawl's d
 from __future__ import annotations
 
 import heapq
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 
 from fetchers.records import UrlTask
 from pipeline.frontier.activehosts import ActiveHosts
@@ -41,12 +41,17 @@ from pipeline.frontier.limits import DEFAULT_LIMITS, FrontierLimits, refill_orde
 from pipeline.storage.base import UrlRecord
 from pipeline.urls import host_of
 
+Admit = Callable[[str, int], bool]
+
 
 class Frontier:
     """Per-host queues with next-allowed times and leases (satisfies dispatch's FrontierLike)."""
 
-    def __init__(self, limits: FrontierLimits = DEFAULT_LIMITS) -> None:
+    def __init__(self, limits: FrontierLimits = DEFAULT_LIMITS, *, admit: Admit | None = None) -> None:
         self.limits = limits
+        # With dispatcher shards: asked before a host new to this frontier joins it (``admit(host, urls)``);
+        # False leaves the host to the shard that owns it (its URLs are PENDING in the store whoever does).
+        self.admit = admit
         self._hosts: dict[str, HostState] = {}
         self._ready: list[tuple[float, int, str]] = []  # (next_allowed, seq, host), lazily invalidated
         self._seq = 0
@@ -67,7 +72,9 @@ class Frontier:
         """Register newly discovered PENDING URLs (already written to the store)."""
         for rec in records:
             host = rec.host if isinstance(rec, UrlRecord) else host_of(rec.url)
-            hs = self._state(host)
+            hs = self._state(host, 1)
+            if hs is None:
+                continue  # another shard's host
             free = rec.infra if isinstance(rec, UrlRecord) else rec.uncharged
             if not free and self.cap.full(hs.issued):
                 continue  # host capped: the URL stays PENDING in the store, never leased
@@ -91,7 +98,9 @@ class Frontier:
         incomplete, so it refills from the store."""
         if count <= 0:
             return
-        hs = self._state(host)
+        hs = self._state(host, count)
+        if hs is None:
+            return  # another shard's host
         if not refetch and self.cap.full(hs.issued):
             return  # host capped: new URLs stay PENDING in the store, never leased
         hs.pending += count
@@ -127,7 +136,9 @@ class Frontier:
         bound, which its first (re-fetches only) refill corrects."""
         if self.capped(host) and not self.limits.recrawl:
             return False
-        hs = self._state(host)
+        hs = self._state(host, pending)
+        if hs is None:
+            return False  # another shard's host
         self._pending_total += pending - hs.pending
         hs.pending = pending
         hs.epoch += 1
@@ -165,9 +176,9 @@ class Frontier:
         ``epoch``: the host's ``HostState.epoch`` when the read was asked for (``pipeline.crawl.refills``).
         If URLs joined the host since, the read may miss them: its URLs load, the window stays incomplete.
         """
-        hs = self._hosts[host]
-        if hs.leased_to or hs.window or not hs.active:
-            return  # the contract says refill only idle, empty, active hosts; ignore a stale call
+        hs = self._hosts.get(host)
+        if hs is None or hs.leased_to or hs.window or not hs.active:
+            return  # the contract says refill only idle, empty, active hosts (still ours); ignore a stale call
         usable = [r for r in records if r.url_id not in done] if done else records
         keep = usable[: self.limits.window_per_host]
         if self.limits.priority:  # stable: equal scores keep the store's (depth, URL) order
@@ -273,7 +284,7 @@ class Frontier:
         """Give back URLs a fetcher did not finish (still PENDING in the store). They no longer count as
         issued: the host's page cap counts pages, not attempts."""
         for t in reversed(tasks):  # appendleft in reverse keeps the original order
-            hs = self._state(host_of(t.url))
+            hs = self._hosts[host_of(t.url)]  # leased here: still here (``forget`` leaves a leased host)
             if not t.uncharged:
                 hs.issued = max(0, hs.issued - 1)
             hs.pending += 1
@@ -286,6 +297,18 @@ class Frontier:
             else:
                 hs.complete = False  # waiting hosts keep their URLs in the store only
             self._push(hs)
+
+    def forget(self, host: str) -> HostState | None:
+        """Drop an idle host and everything the frontier holds of it (its URLs stay PENDING in the store):
+        it moves to another dispatcher shard (``pipeline.frontier.handoff``). Its state as it was, or None
+        when it is unknown or leased (a leased host stays: its lease ends here)."""
+        hs = self._hosts.get(host)
+        if hs is None or hs.leased_to:
+            return None
+        del self._hosts[host]
+        self._pending_total -= hs.pending
+        self.at_work.drop(hs)  # a heap entry left behind is stale: ``lease`` finds no such host
+        return hs
 
     def note_ips(self, host_ips: Mapping[str, str]) -> None:
         """Record the address a fetcher resolved for each host (enables per-IP lease limits)."""
@@ -318,15 +341,9 @@ class Frontier:
     def in_ram(self) -> int:
         return sum(len(hs.window) for hs in self._hosts.values())
 
-    HOST_OVERHEAD = 400  # bytes per host: HostState + HostQueue objects, array headers, dict slot
-
-    def queue_bytes(self) -> int:
-        """Bytes of the queued-URL buffers (what grows with URLs; per-host overhead excluded)."""
-        return sum(hs.window.nbytes() for hs in self._hosts.values())
-
-    def ram_bytes(self) -> int:
-        """Approximate bytes the frontier holds: URL buffers plus a fixed cost per host."""
-        return self.queue_bytes() + self.HOST_OVERHEAD * len(self._hosts)
+    def states(self) -> Iterable[HostState]:
+        """Every host's state (its memory: ``pipeline.frontier.footprint``)."""
+        return self._hosts.values()
 
     def host(self, host: str) -> HostState | None:
         return self._hosts.get(host)
@@ -345,9 +362,10 @@ class Frontier:
         return len(self._hosts)
 
     # --- internals ---------------------------------------------------------------------------------
-    def _state(self, host: str) -> HostState:
+    def _state(self, host: str, urls: int) -> HostState | None:
+        """The host's state, made if new; None when ``admit`` refuses a new host (and its ``urls``)."""
         hs = self._hosts.get(host)
-        if hs is None:
+        if hs is None and (self.admit is None or self.admit(host, urls)):
             hs = self._hosts[host] = HostState(host)
             self.cap.met(hs)
         return hs

@@ -107,17 +107,15 @@ class HostOwners:
         return now if now is not None and now.raw == text else None
 
     def claim(self, host: str, shard: int, *, current: Owner | None = None, read: bool = True) -> tuple[Owner | None, Owner | None]:
-        """Make ``shard`` the owner of ``host`` if nobody owns it or it is in transit ("at home", S5).
-        Returns ``(mine, other)``: the record now ours, or ``None`` and the record of whoever owns it (None
-        when it could not be read). A transit record keeps its count, clock, address and page count."""
+        """Make ``shard`` the owner of ``host`` if nobody owns it yet ("at home", S5); ``current``: the record
+        as the caller read it (``read=False``: the caller read it as absent). Returns ``(mine, other)``: the
+        record now ours (or already ours), or ``None`` and the record as it is (another shard's, or in transit:
+        its block decides who takes it)."""
         rec = current if current is not None or not read else self.read(host)
         for _ in range(4):
-            if rec is None:
-                got = self._swap(None, Owner(host, shard, 1))
-            elif rec.in_transit:
-                got = self._swap(rec, replace(rec, shard=shard, gen=rec.gen + 1, pushed_by=IN_TRANSIT))
-            else:
+            if rec is not None:
                 return (rec, None) if rec.shard == shard else (None, rec)
+            got = self._swap(None, Owner(host, shard, 1))
             if got is not None:
                 return got, None
             rec = self.read(host)  # changed under us: look again

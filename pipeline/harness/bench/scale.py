@@ -27,6 +27,7 @@ import psutil
 
 from pipeline.crawl import gcpolicy
 from pipeline.crawl.core import CrawlCore
+from pipeline.frontier import footprint
 from pipeline.harness.bench.common import testbed_crawl_settings
 from pipeline.harness.testbed.harness import TestbedProcess
 
@@ -128,8 +129,8 @@ def _measure(args: argparse.Namespace, pages: int, *, label: str = "") -> dict[s
             "sys": system,
             "pending": fr.pending,
             "in_ram": fr.in_ram(),
-            "frontier_bytes": fr.ram_bytes(),
-            "queue_bytes": fr.queue_bytes(),
+            "frontier_bytes": footprint.ram_bytes(fr),
+            "queue_bytes": footprint.queue_bytes(fr),
             "hosts": len(fr),
             "active_hosts": fr.active,
             "lru": len(core.seen),

@@ -135,8 +135,8 @@ class Inbound:
             self._event("node_up", node=hb.node, incarnation=hb.incarnation, slots=hb.slots)
         elif heard.event == "node_back":
             self._event("node_back", node=hb.node)
-        for vfid in node.vfids:
-            core.on_heartbeat(hb.for_fetcher(vfid, share=len(node.vfids)))
+        for vfid in node.vfids:  # each virtual fetcher is one slot of the node (shards hold some of them)
+            core.on_heartbeat(hb.for_fetcher(vfid, share=max(hb.slots, len(node.vfids))))
 
     def _on_submit(self, service: str, urls: list[str]) -> None:
         core = self.core

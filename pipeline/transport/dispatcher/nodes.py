@@ -31,8 +31,17 @@ class Heard:
     restarted: bool = False
 
 
+def shard_slots(slots: int, *, shards: int, shard: int) -> list[int]:
+    """The slots of a node that dispatcher shard ``shard`` of ``shards`` uses: every ``shards``-th from its
+    own index, so the shards share each node's slots and never give it more batches than it has slots
+    (a node with fewer slots than shards lends its slot ``shard % slots`` to several)."""
+    mine = [i for i in range(slots) if i % shards == shard]
+    return mine or [shard % max(1, slots)]
+
+
 class FleetNodes:
-    def __init__(self) -> None:
+    def __init__(self, *, shards: int = 1, shard: int = 0) -> None:
+        self.shards, self.shard = shards, shard
         self.nodes: dict[str, Node] = {}
         self.busy: dict[str, int] = {}  # virtual fetcher -> the serial it holds
         self.last_choice: NodeChoice | None = None
@@ -41,16 +50,17 @@ class FleetNodes:
         node = self.nodes.get(hb.node)
         if node is None or node.incarnation != hb.incarnation:
             old = node.vfids if node is not None else []
-            vfids = [f"{hb.node}#{i}" for i in range(hb.slots)]
+            vfids = [f"{hb.node}#{i}" for i in shard_slots(hb.slots, shards=self.shards, shard=self.shard)]
             fresh = self.nodes[hb.node] = Node(hb.node, hb.incarnation, vfids, now)
             out = Heard(fresh, "node_up", tuple(sorted(set(old) | set(vfids))), restarted=node is not None)
         else:
             out = Heard(node, "node_back" if node.dead else "")
         n = out.node
         n.last_seen, n.active, n.dead = now, hb.active, False
+        part = len(n.vfids) / max(1, hb.slots)  # with dispatcher shards, this shard's part of the node
         n.p, n.q, n.successes, n.failures = (
-            max(0.0, hb.rate),
-            max(0, hb.free_slots),
+            max(0.0, hb.rate) * part,
+            int(max(0, hb.free_slots) * part),
             hb.successes,
             hb.failures,
         )

@@ -11,6 +11,7 @@ building anything when a stop was asked while waiting.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +26,7 @@ from pipeline.settings import Settings
 from pipeline.storage.base import Store
 from pipeline.transport.dispatcher.grants import granted_this_minute
 from pipeline.transport.dispatcher.recovery import drain_previous
+from pipeline.transport.dispatcher.shard import ShardPeer
 from pipeline.transport.links.rules import RULES_KEY, CrawlLinkRules
 from pipeline.transport.wire.batchsend import BatchEncoder
 from pipeline.transport.wire.messages import NodeHeartbeat
@@ -41,6 +43,8 @@ class CrawlOpening:
 
     settings: Settings
     service: str
+    wire: str
+    shard: ShardPeer | None
     out_dir: Path
     seeds: list[str]
     resume: bool
@@ -78,9 +82,15 @@ class CrawlOpening:
                                                        stop=lambda: self._stopping)  # fmt: skip
         if self._stopping:
             return []
-        self.core = CrawlCore(self.settings, store, seeds=self.seeds, out_dir=self.out_dir, clock=self.clock,
-                              resume=self.resume, outcomes_by_nodes=True, background_refills=True,
-                              quotas=Quotas.from_settings_file(self.settings.dispatch.quotas_file))  # fmt: skip
+        d = self.settings.dispatch
+        quotas = Quotas.from_settings_file(d.quotas_file).split(d.shards)  # shards: each its part of S1's budget
+        with self.shard.seeding() if self.shard is not None else contextlib.nullcontext():
+            self.core = CrawlCore(self.settings, store, seeds=self.seeds, out_dir=self.out_dir, clock=self.clock,
+                                  resume=self.resume, outcomes_by_nodes=True, background_refills=True, quotas=quotas,
+                                  admit=self.shard.hosts.admit if self.shard is not None else None)  # fmt: skip
+        if self.shard is not None:
+            self.shard.attach(self.core)
+            self.shard.own_seeds()
         if self.resume:  # S1: what the predecessor granted this minute still counts
             for vfid, n in granted_this_minute(self.out_dir / "fleet-events.jsonl", self.clock()).items():
                 self.core.dispatcher.restore_grant(self.service, vfid, n)
@@ -96,7 +106,7 @@ class CrawlOpening:
         self.serials.minute_bound = bool(self.settings.dispatch.quotas_file)  # S1: grants end with their minute
         if self.settings.dispatch.serial_check:
             self._responder = SerialResponder(fleet_parameters(self.settings.fleet, name="serial-responder"),
-                                              self.service, self.serials).start()
+                                              self.wire, self.serials).start()  # nodes ask by the batch's name
         if self.metrics_port is not None:
             self._metrics = MetricsServer(self.core.stats, fleet=self._snapshot)
             port = self._metrics.start_in_thread("127.0.0.1", self.metrics_port)

@@ -25,6 +25,7 @@ its periodic work (liveness, leases, the serial table) is dispatcher/tick.py.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -47,6 +48,7 @@ from pipeline.transport.dispatcher.tick import Periodic
 from pipeline.transport.wire.batchsend import BatchEncoder
 from pipeline.transport.wire.pika_session import make_session, send_task, take_unconfirmed
 from pipeline.transport.wire.serialcheck import SerialResponder, SerialTable
+from pipeline.transport.wire.shardwire import wire_name
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +74,8 @@ class FleetDispatcher(CrawlOpening, Periodic, Inbound):
     ) -> None:
         self.settings = settings
         self.service = settings.dispatch.service
+        d = settings.dispatch
+        self.wire = wire_name(self.service, d.shard, d.shards)  # what its batches and queues are named
         self.out_dir = out_dir
         self.seeds = list(seeds)
         self.resume = resume
@@ -80,17 +84,17 @@ class FleetDispatcher(CrawlOpening, Periodic, Inbound):
         self._metrics: MetricsServer | None = None
         self._snapshot = LatestSnapshot()
         self._wall, self._mono = wall, monotonic
-        d = settings.dispatch
         self.hb_timeout = d.heartbeat_s * d.missed_heartbeats
         self.tick_s = min(TICK_S, d.heartbeat_s / 4)
-        self.session = make_session(settings.fleet.amqp_client, settings.fleet, service=self.service,
+        self.session = make_session(settings.fleet.amqp_client, settings.fleet, service=self.wire,
+                                    submit_service=self.service,
                                     heartbeat_ttl_s=self.hb_timeout, on_connect=self._on_connect,
                                     stall_s=d.heartbeat_s / 2, probe_after_s=d.heartbeat_s / 2,
                                     grace_s=self.hb_timeout, monotonic=monotonic)  # fmt: skip
         self._last_clock = float("-inf")
         self.core: CrawlCore | None = None
         self.counters = FleetCounters()
-        self.fleet = FleetNodes()
+        self.fleet = FleetNodes(shards=d.shards, shard=d.shard)
         self._issued: dict[int, Issued] = {}
         self._busy = self.fleet.busy
         self._unsent: list[int] = []
@@ -107,6 +111,7 @@ class FleetDispatcher(CrawlOpening, Periodic, Inbound):
         self.serials = SerialTable()  # S1's serial check: what nodes ask before fetching a batch
         self._responder: SerialResponder | None = None
         self.shard: ShardPeer | None = None  # with dispatch.shards > 1: this shard among its peers (S5)
+        self._idle = False  # a shard's own end test, at the last turn of the loop
 
     def clock(self) -> float:
         """Wall time minus the time the dispatcher could not hear the fleet (``BrokerSession.paused_s``).
@@ -129,7 +134,8 @@ class FleetDispatcher(CrawlOpening, Periodic, Inbound):
         summary: dict[str, Any] = {}
         try:
             if self.settings.dispatch.shards > 1:  # one process per shard: refused here, before the broker
-                self.shard = ShardPeer(self.settings, store, clock=self._wall)
+                self.shard = ShardPeer(self.settings, store, clock=self.clock, wall=self._wall, monotonic=self._mono,
+                                       event=self._event)  # fmt: skip
                 self.shard.join()
             while not self.session.connect() and not self._stopping:
                 time.sleep(self.session.retry_s)
@@ -190,6 +196,9 @@ class FleetDispatcher(CrawlOpening, Periodic, Inbound):
                 self._changed = False
                 self._dispatch()
             finished = core.done() and not self._issued and not self._unsent and self._links_settled()
+            if self.shard is not None:  # a shard ends with its peers (shard.py: idle together, no block left)
+                self._idle = finished
+                finished = finished and self.shard.finished()
             if finished and not was_done:
                 self._event("crawl_done", pages=core.stats.pages)  # --serve keeps going (more submits)
             was_done = finished
@@ -203,7 +212,7 @@ class FleetDispatcher(CrawlOpening, Periodic, Inbound):
 
     def _restore_pending(self) -> int:
         assert self.core is not None
-        found = self.core.restore_pending()
+        found = self.shard.restore() if self.shard is not None else self.core.restore_pending()
         if found:
             self._event("pending_restored", urls=found)
         return found
@@ -250,8 +259,9 @@ class FleetDispatcher(CrawlOpening, Periodic, Inbound):
             self._issued[batch.serial] = Issued(batch, node.name, vfid)
             self._busy[vfid] = batch.serial
             self.serials.issue(batch.serial, vfid)  # before it is sent: its node may ask at once
+            urls = {"urls": [t.url for t in batch.tasks]} if self.shard is not None else {}  # a peer's takeover
             self._event("issue", serial=batch.serial, node=node.name, vfid=vfid, n=len(batch.tasks),
-                        u=round(choice.u, 1) if choice else None, p=node.p, q=node.q, want=d.batch_size(vfid))  # fmt: skip
+                        u=round(choice.u, 1) if choice else None, p=node.p, q=node.q, want=d.batch_size(vfid), **urls)  # fmt: skip
             self._send(batch.serial)
 
     def _send(self, serial: int) -> None:
@@ -262,7 +272,8 @@ class FleetDispatcher(CrawlOpening, Periodic, Inbound):
         if not self.session.connected:
             self._unsent.append(serial)
             return
-        msg = self._encoder.encode(issued.batch, node=node.name, incarnation=node.incarnation,
+        batch = issued.batch if self.wire == self.service else dataclasses.replace(issued.batch, service=self.wire)
+        msg = self._encoder.encode(batch, node=node.name, incarnation=node.incarnation,
                                    expires_s=self.settings.dispatch.lease_s)  # fmt: skip
         try:
             send_task(self.session, msg, serial=serial)
@@ -296,8 +307,11 @@ class FleetDispatcher(CrawlOpening, Periodic, Inbound):
         core = self.core
         assert core is not None
         s = self.session
-        return fleet_summary(core.summary(), self._mono() - started, self.counters, nodes=sorted(self.fleet.nodes),
-                             reconnects=s.reconnects, stalls=s.stalls, paused_s=s.paused_s,
-                             interrupted=self._stopping and not core.done(), node_heartbeats=self.fleet.heartbeats(),
-                             link_lag=self.links.lag_summary(),
-                             quota=quota_line(self.settings.dispatch.quotas_file, core.dispatcher.quota_of(self.service)))  # fmt: skip
+        out = fleet_summary(core.summary(), self._mono() - started, self.counters, nodes=sorted(self.fleet.nodes),
+                            reconnects=s.reconnects, stalls=s.stalls, paused_s=s.paused_s,
+                            interrupted=self._stopping and not core.done(), node_heartbeats=self.fleet.heartbeats(),
+                            link_lag=self.links.lag_summary(),
+                            quota=quota_line(self.settings.dispatch.quotas_file, core.dispatcher.quota_of(self.service)))  # fmt: skip
+        if self.shard is not None:
+            out["shard"] = self.shard.summary()
+        return out

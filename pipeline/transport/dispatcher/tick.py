@@ -19,6 +19,7 @@ from pipeline.observe.metrics import LatestSnapshot, MetricsServer
 from pipeline.settings import Settings
 from pipeline.transport.dispatcher.linkprogress import LinkProgress
 from pipeline.transport.dispatcher.nodes import FleetNodes
+from pipeline.transport.dispatcher.shard import ShardPeer
 from pipeline.transport.dispatcher.state import FleetCounters, Issued
 from pipeline.transport.wire.serialcheck import SerialTable
 
@@ -51,6 +52,8 @@ class Periodic:
     _stats_file: IO[str] | None
     _serials_version: int
     _serials_sent: int
+    shard: ShardPeer | None
+    _idle: bool
 
     def clock(self) -> float:
         raise NotImplementedError
@@ -80,6 +83,9 @@ class Periodic:
             self._serials_sent = self._serials_version
             self.serials.replace((serial, issued.vfid) for serial, issued in self._issued.items())
         self._warn_if_no_links()
+        if self.shard is not None:  # S5 among the dispatcher's peers: takeovers, transfers, the common end
+            reader = core.refiller.reader
+            self.shard.tick(idle=self._idle, busy_hosts=reader.in_flight if reader is not None else {})
         now = self.clock()
         for node in self.fleet.silent(now, self.hb_timeout):
             log.warning("node %s silent for %.2fs of audible time: dead", node.name, now - node.last_seen)

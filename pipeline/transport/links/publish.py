@@ -16,7 +16,29 @@ log = logging.getLogger(__name__)
 
 
 def amqp_publisher(settings: Settings, service: str) -> Callable[[LinksReport], None]:
-    """``publish(report)`` over a confirmed channel to the service's results queue (reconnecting)."""
+    """``publish(report)`` over a confirmed channel to the service's results queue (reconnecting); with
+    dispatcher shards, to each shard's results queue the part ``routing.ShardRouter`` gives it."""
+    send = _amqp_sender(settings)
+    d = settings.dispatch
+    if d.shards <= 1:
+        return lambda report: send(service, report)
+    from pipeline.storage.factory import from_settings
+    from pipeline.storage.shardleases import timing
+    from pipeline.transport.links.routing import ShardRouter
+    from pipeline.transport.wire.shardwire import wire_name
+
+    _, skew_s = timing(d.shard_heartbeat_s)
+    router = ShardRouter(from_settings(settings.store, ""), service, d.shards, skew_s=skew_s)
+
+    def publish(report: LinksReport) -> None:
+        for shard, part in router.route(report).items():
+            send(wire_name(service, shard, d.shards), part)
+
+    return publish
+
+
+def _amqp_sender(settings: Settings) -> Callable[[str, LinksReport], None]:
+    """``send(routing_key, report)`` over one confirmed channel (reconnecting, bounded retries)."""
     from kombu import Producer
 
     from pipeline.transport.wire import topology
@@ -27,7 +49,7 @@ def amqp_publisher(settings: Settings, service: str) -> Callable[[LinksReport], 
 
     state: dict[str, Any] = {}
 
-    def publish(report: LinksReport) -> None:
+    def send(routing_key: str, report: LinksReport) -> None:
         enc = encode(report.to_json())
         for attempt in range(30):
             try:
@@ -35,9 +57,9 @@ def amqp_publisher(settings: Settings, service: str) -> Callable[[LinksReport], 
                     conn = fleet_connection(settings.fleet, confirm=True)  # TLS, password file (tls.py)
                     state["conn"], state["producer"] = conn, Producer(conn.channel())
                 state["producer"].publish(
-                    enc.body, exchange=topology.results_exchange(settings.fleet), routing_key=service,
+                    enc.body, exchange=topology.results_exchange(settings.fleet), routing_key=routing_key,
                     content_type=enc.content_type, content_encoding=enc.content_encoding, delivery_mode=2,
-                    declare=[topology.results_queue(settings.fleet, service)], retry=False,
+                    declare=[topology.results_queue(settings.fleet, routing_key)], retry=False,
                     headers=links_headers(settings.fleet, enc.body),  # signed: the dispatcher drops forgeries
                 )  # fmt: skip
                 return
@@ -51,4 +73,4 @@ def amqp_publisher(settings: Settings, service: str) -> Callable[[LinksReport], 
                 time.sleep(min(5.0, 0.5 * (attempt + 1)))
         raise RuntimeError("links: the broker did not take the report in 30 attempts")
 
-    return publish
+    return send

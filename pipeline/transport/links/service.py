@@ -49,6 +49,7 @@ from pipeline.transport.links.quarantine import LinkQuarantine
 from pipeline.transport.links.rounds import Round, RoundBook
 from pipeline.transport.links.rules import RULES_KEY, CrawlLinkRules
 from pipeline.transport.wire.replies import LinksReport
+from pipeline.urls import host_of
 
 log = logging.getLogger(__name__)
 
@@ -329,13 +330,14 @@ class LinkJobsService:
 
     def _report(self, rnd: Round, lease: Lease, result: RoundResult, started: float) -> None:
         hosts = Counter(rec["host"] for rec in result.new_pending)
+        found_by = {rec["host"]: host_of(rec["source"]) for rec in result.new_pending if "//" in rec.get("source", "")}
         if not self.book.leases.valid(lease):
             renewed = self.book.leases.renew(lease)
             if renewed is None:
                 log.warning("links: round %s lost its lease before its report; its new owner reports it", rnd.id)
                 return
             lease = renewed
-        self.publish(LinksReport(rnd.segments, dict(hosts)))
+        self.publish(LinksReport(rnd.segments, dict(hosts), found_by=found_by))  # found_by: for dispatcher shards
         for key in rnd.segments:
             self.segments.retire(key, keep=self.retention_s != 0)
         self.segments_done += len(rnd.segments)

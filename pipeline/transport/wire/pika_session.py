@@ -100,7 +100,7 @@ class PikaSession(BrokerSession):
         queues: list[tuple[str, Queue]] = [
             ("results", topology.results_queue(self.fleet, self.service)),
             ("heartbeat", topology.heartbeat_queue(self.fleet, service=self.service, ttl_s=self.heartbeat_ttl_s)),
-            ("submit", topology.submit_queue(self.service)),
+            ("submit", topology.submit_queue(self.submit_service)),
         ]
         for kind, queue in queues:
             self._declare(consume, queue, deadline=deadline)

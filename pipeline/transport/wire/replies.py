@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fetchers.records import FetchResult
@@ -53,10 +53,14 @@ def progress_text(node: str, incarnation: str, results: Sequence[FetchResult], *
 
 @dataclass(frozen=True, slots=True)
 class LinksReport:
-    """One round of the link jobs: the segments it processed and the new PENDING URLs per host."""
+    """One round of the link jobs: the segments it processed and the new PENDING URLs per host.
+
+    ``found_by`` (not on the wire) names, for each host, the host of a page that linked to it: where the link
+    was found, for dispatcher shards (``pipeline.transport.links.routing``: "at home")."""
 
     segments: tuple[str, ...]
     hosts: Mapping[str, int]
+    found_by: Mapping[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"v": VERSION, "kind": "links", "segments": list(self.segments), "hosts": dict(self.hosts)}

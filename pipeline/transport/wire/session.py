@@ -58,6 +58,7 @@ class BrokerSession:
         *,
         service: str,
         heartbeat_ttl_s: float,
+        submit_service: str | None = None,
         prefetch: int = 512,
         retry_s: float = 0.5,
         on_connect: Callable[[], None] | None = None,
@@ -67,7 +68,8 @@ class BrokerSession:
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.fleet = fleet
-        self.service = service
+        self.service = service  # results queue (a dispatcher shard's wire name, shardwire.wire_name)
+        self.submit_service = submit_service or service  # submits: the service's own queue, whichever shard
         self.heartbeat_ttl_s = heartbeat_ttl_s
         self.prefetch = prefetch
         self.retry_s = retry_s
@@ -147,7 +149,7 @@ class BrokerSession:
         queues: list[tuple[str, Queue]] = [
             ("results", topology.results_queue(self.fleet, self.service)),
             ("heartbeat", topology.heartbeat_queue(self.fleet, service=self.service, ttl_s=self.heartbeat_ttl_s)),
-            ("submit", topology.submit_queue(self.service)),
+            ("submit", topology.submit_queue(self.submit_service)),
         ]
         topology.dead_queue()(consume).declare()
         for kind, queue in queues:
@@ -243,7 +245,7 @@ class BrokerSession:
     def _probe(self) -> None:
         """A blocking round trip: the broker's answer proves it could have delivered heartbeats."""
         start = self._mono()
-        self.ready_count(topology.submit_queue(self.service))
+        self.ready_count(topology.submit_queue(self.submit_service))
         now = self._mono()
         if self.conn is not None:  # a probe that failed has marked the session down: paused already
             if now - start > self.stall_s:

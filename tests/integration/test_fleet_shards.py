@@ -1,0 +1,271 @@
+"""S5 between dispatcher peers, on real RabbitMQ and HBase with real processes: three dispatcher shards, three
+fetch nodes and the link jobs crawl the testbed, judged from its access log and the store.
+
+- every reachable page fetched exactly once and stored once, by three shards that each own whole hosts;
+- a shard killed with SIGKILL mid-crawl: its hosts are taken over by a peer, nothing is lost, and nothing is
+  fetched twice beyond what the dead shard had in flight;
+- a skewed web (one shard owns every host) ends with the other shards holding hosts and fetching pages
+  (the communicating-vessels rule: blocks of hosts through the remote queue);
+- S1's per-minute quota split across the shards holds at the testbed's access log.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.harness.testbed.harness import TestbedProcess
+from pipeline.storage.hbase import HBaseStore
+from pipeline.storage.hostowners import HostOwners
+from tests.fixtures.hbase import HOST, PORT
+from tests.fixtures.rabbitmq import MAX_DEPTH, Fleet, check_truth, fetch_counts, key
+from tests.integration.test_fleet_link_jobs import check_hbase_exactly_once
+
+pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Shards:
+    """The dispatcher shards of one fleet crawl, as real ``crawlfleet dispatcher --shard I`` processes."""
+
+    def __init__(self, f: Fleet) -> None:
+        self.f = f
+        self.procs: dict[int, subprocess.Popen[str]] = {}
+
+    def start(self, i: int, *extra: str, seeds: list[str] | None = None) -> subprocess.Popen[str]:
+        urls = self.f.tb.seeds if seeds is None else seeds
+        cmd = [sys.executable, "-m", "pipeline.cli", "dispatcher", *urls, "--out", str(self.f.out),
+               "--json", "--no-progress", "--shard", str(i), *extra]  # fmt: skip
+        err = open(self.f.workdir / f"shard-{i}.log", "a")  # noqa: SIM115 - owned by the process
+        self.procs[i] = subprocess.Popen(cmd, env=self.f.env, stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT)
+        if self.f.links is None or self.f.links.poll() is not None:
+            self.f.start_links()
+        return self.procs[i]
+
+    def wait(self, i: int, *, timeout_s: float = 300) -> dict[str, Any]:
+        out, _ = self.procs[i].communicate(timeout=timeout_s)
+        assert self.procs[i].returncode == 0, self.f.log_tail(f"shard-{i}.log")
+        return dict(json.loads(out.strip().splitlines()[-1]))
+
+    def terminate(self, i: int) -> dict[str, Any]:
+        """Stop shard ``i`` (SIGTERM) and return its summary."""
+        self.procs[i].terminate()
+        return self.wait(i, timeout_s=60)
+
+    def events(self, i: int) -> list[dict[str, Any]]:
+        path = self.f.out / f"shard-{i}" / "fleet-events.jsonl"
+        return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.procs.values():
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+
+
+def shard_env(prefix: str, *, shards: int = 3, block: int = 40, **more: str) -> dict[str, str]:
+    """Shards on HBase with a 1 s heartbeat; a few hosts active at once per shard, so that most wait in
+    its queue and may move (a leased host never does)."""
+    return {"CRAWLFLEET_STORE_KIND": "hbase", "CRAWLFLEET_STORE_HBASE_PREFIX": prefix,
+            "CRAWLFLEET_DISPATCH_SHARDS": str(shards), "CRAWLFLEET_DISPATCH_SHARD_HEARTBEAT_S": "1.0",
+            "CRAWLFLEET_DISPATCH_SHARD_BLOCK_URLS": str(block), "CRAWLFLEET_DISPATCH_ACTIVE_HOSTS": "4",
+            **more}  # fmt: skip
+
+
+def stop(proc: subprocess.Popen[Any] | None) -> None:
+    if proc is not None and proc.poll() is None:
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(60)
+
+
+def owners(prefix: str, service: str) -> collections.Counter[int]:
+    store = HBaseStore(HOST, PORT, prefix=prefix)
+    try:
+        return collections.Counter(o.shard for o in HostOwners(store, service).scan())
+    finally:
+        store.close()
+
+
+def test_three_shards_and_three_nodes_crawl_the_testbed_exactly_once(
+    rabbitmq: str, fleet: Any, tmp_path: Path, hbase_prefix: str
+) -> None:
+    prefix = f"{hbase_prefix}sh3"
+    with TestbedProcess(40, 12, seed=31, workdir=tmp_path / "tb") as tb:
+        f = fleet(rabbitmq, tb, max_depth=MAX_DEPTH, extra_env=shard_env(prefix))
+        shards = Shards(f)
+        try:
+            for i in (1, 2, 3):
+                f.start_worker(i, slots=4)
+            for i in (0, 1, 2):
+                shards.start(i)
+            summaries = {i: shards.wait(i) for i in (0, 1, 2)}
+        finally:
+            shards.stop()
+            stop(f.links)
+        truth = tb.truth(max_depth=MAX_DEPTH)
+        check_truth(tb, truth, nodes=3)
+        check_hbase_exactly_once(prefix, truth)
+        # Three shards worked: each fetched pages of hosts it owned, and every host has one owner.
+        fetched = {i: s["pages_fetched"] + s["pages_failed"] for i, s in summaries.items()}
+        assert all(n > 0 for n in fetched.values()), fetched
+        assert sum(owners(prefix, f.service).values()) >= 40
+        assert all(s["shard"]["shards"] == 3 for s in summaries.values())
+
+
+def test_a_shard_killed_mid_crawl_is_taken_over_with_nothing_lost(
+    rabbitmq: str, fleet: Any, tmp_path: Path, hbase_prefix: str
+) -> None:
+    prefix = f"{hbase_prefix}shk"
+    with TestbedProcess(12, 60, seed=32, workdir=tmp_path / "tb") as tb:
+        f = fleet(rabbitmq, tb, max_depth=MAX_DEPTH, host_delay=0.1, extra_env=shard_env(prefix))
+        shards = Shards(f)
+        try:
+            for i in (1, 2, 3):
+                f.start_worker(i, slots=4)
+            for i in (0, 1, 2):
+                shards.start(i)
+            # Once shard 2 has batches out, kill it.
+            deadline = time.monotonic() + 120
+            while sum(ev["ev"] == "done" for ev in shards.events(2)) < 5 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            struck = shards.procs[2]
+            struck.send_signal(signal.SIGKILL)
+            struck.wait(10)
+            killed_at = time.time()
+            summaries = {i: shards.wait(i) for i in (0, 1)}
+        finally:
+            shards.stop()
+            stop(f.links)
+        truth = tb.truth(max_depth=MAX_DEPTH)
+        # Taken over within two heartbeats (1 s each, plus the time to move its hosts).
+        takeovers = [ev for i in (0, 1) for ev in shards.events(i) if ev["ev"] == "shard_takeover"]
+        assert len(takeovers) == 1 and takeovers[0]["shard"] == 2, takeovers
+        assert takeovers[0]["t"] - killed_at < 2 * 1.0 + 1.0, (takeovers[0]["t"], killed_at)
+        # Nothing lost: every reachable page fetched and stored once.
+        counts = fetch_counts(tb)
+        assert [u for u in truth["pages"] if counts[key(u)] == 0] == []
+        check_hbase_exactly_once(prefix, truth)
+        # No repeat beyond what shard 2 had in flight: URLs issued by it and not answered before it died.
+        in_flight = in_flight_urls(shards.events(2))
+        repeats = [k for k, n in counts.items() if n > 1 and k[1] != "/robots.txt"]
+        assert all(k in in_flight for k in repeats), (repeats, len(in_flight))
+        assert sum(s["shard"]["takeovers"] for s in summaries.values()) == 1
+
+
+def in_flight_urls(events: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    """(host, path) of every URL of a batch the shard issued and had not seen answered."""
+    issued: dict[int, list[str]] = {}
+    for ev in events:
+        if ev["ev"] == "issue":
+            issued[ev["serial"]] = ev.get("urls", [])
+        elif ev["ev"] == "done":
+            issued.pop(ev["serial"], None)
+    return {key(u) for urls in issued.values() for u in urls}
+
+
+def run_skewed(rabbitmq: str, fleet: Any, tmp_path: Path, prefix: str, *, balance: bool) -> dict[str, Any]:
+    """One crawl of a web found from one seed (so one shard finds every host at home), by three shards."""
+    with TestbedProcess(30, 40, seed=33, workdir=tmp_path / f"tb-{balance}") as tb:
+        env = shard_env(prefix, block=10, CRAWLFLEET_DISPATCH_SHARD_BALANCE=str(balance).lower())
+        f = fleet(rabbitmq, tb, max_depth=40, extra_env=env)
+        shards = Shards(f)
+        try:
+            for i in (1, 2, 3):
+                f.start_worker(i, slots=4)
+            for i in (0, 1, 2):
+                shards.start(i, seeds=tb.seeds[:1])
+            summaries = {i: shards.wait(i) for i in (0, 1, 2)}
+        finally:
+            shards.stop()
+            f.stop()  # its nodes too: the next crawl's shards would hear them (one broker)
+        counts = fetch_counts(tb)
+    # /error/ answers 500: retried by design (fetch.retries), not a repeat
+    repeats = [k for k, n in counts.items() if n > 1 and k[1] != "/robots.txt" and not k[1].startswith("/error/")]
+    pages = {i: s["pages_fetched"] + s["pages_failed"] for i, s in summaries.items()}
+    return {"repeats": repeats, "hosts": len({h for h, _ in counts}), "pages": pages, "summaries": summaries}
+
+
+def test_a_skewed_web_is_shared_out_by_the_vessels_rule(
+    rabbitmq: str, fleet: Any, tmp_path: Path, hbase_prefix: str
+) -> None:
+    """From one seed, the shard that owns it finds every other host at home (S5's produce and consume at
+    home): without the communicating-vessels rule the other two shards never work; with it, whole hosts go
+    through the remote queue in blocks and every shard fetches a share, each page still once."""
+    without = run_skewed(rabbitmq, fleet, tmp_path, f"{hbase_prefix}skn", balance=False)
+    with_rule = run_skewed(rabbitmq, fleet, tmp_path, f"{hbase_prefix}sky", balance=True)
+    for run in (without, with_rule):
+        assert run["repeats"] == [] and run["hosts"] >= 25, run
+    assert sorted(without["pages"].values())[:2] == [0, 0], without["pages"]  # one shard did it all
+    # With the rule every shard took hosts from the remote queue or kept its own, and fetched pages; the
+    # finder's share falls (how far is the bench's measure: ``crawlfleet bench shards``).
+    total = sum(with_rule["pages"].values())
+    assert min(with_rule["pages"].values()) > 0 and max(with_rule["pages"].values()) < 0.9 * total, with_rule["pages"]
+    moves = [s["shard"] for s in with_rule["summaries"].values()]
+    assert sum(m["pushed_blocks"] for m in moves) >= 1 and sum(m["pulled_hosts"] for m in moves) >= 2
+    assert all(m["hosts_owned"] > 0 for m in moves), moves
+    assert sum(m["pushed_blocks"] for m in (s["shard"] for s in without["summaries"].values())) == 0
+
+
+PER_S = 6.0
+
+
+def test_the_quota_split_across_shards_holds_at_the_web(
+    rabbitmq: str, fleet: Any, tmp_path: Path, hbase_prefix: str
+) -> None:
+    """S1's budget of the service (6 URLs/s) split across three shards (2 each): the URLs the testbed was
+    asked for by the end of second s of a minute never pass floor(s x 6), and every shard spent its part."""
+    from pipeline.harness.faults.quota_trial import granted_requests
+
+    prefix = f"{hbase_prefix}shq"
+    with TestbedProcess(30, 40, seed=34, workdir=tmp_path / "tb") as tb:
+        quotas = tmp_path / "quotas.toml"
+        f = fleet(rabbitmq, tb, max_depth=MAX_DEPTH,
+                  extra_env=shard_env(prefix, CRAWLFLEET_DISPATCH_QUOTAS_FILE=str(quotas)))  # fmt: skip
+        quotas.write_text(f"[services]\n{f.service} = {PER_S}\n")
+        shards = Shards(f)
+        truth = tb.truth(max_depth=MAX_DEPTH)
+        hops = {key(u) for u in truth.get("redirect_hops", ())}
+        start = time.time()
+        before = len(tb.read_access_log())
+        try:
+            for i in (1, 2, 3):
+                f.start_worker(i, slots=4)
+            for i in (0, 1, 2):
+                shards.start(i)
+            deadline = time.monotonic() + 120  # a bound on the wait: until the web has served 14 s of quota
+            while time.monotonic() < deadline:
+                tb.flush_log()
+                if len(granted_requests(tb.read_access_log()[before:], hops)) >= 14 * PER_S:
+                    break
+                time.sleep(0.5)
+            summaries = {i: shards.terminate(i) for i in (0, 1, 2)}
+        finally:
+            shards.stop()
+            stop(f.links)
+        tb.wait_log_flush()
+        log = [e for e in tb.read_access_log()[before:] if float(e["t"]) >= start - 1]
+    asked = granted_requests(log, hops)
+    assert len(asked) >= 12 * PER_S, len(asked)
+    per_second = collections.Counter(int(float(e["t"])) for e in asked)
+    for sec in range(int(start), int(time.time()) + 1):  # by the end of each second of its minute
+        minute0 = sec - sec % 60
+        so_far = sum(n for t, n in per_second.items() if minute0 <= t <= sec)
+        assert so_far <= math.floor((sec - minute0 + 1) * PER_S), (sec, so_far)
+    for i, s in summaries.items():
+        assert s["quota"] == f"{PER_S / 3:g} URLs/s from {quotas}", s["quota"]
+        assert s["pages_fetched"] + s["pages_failed"] > 0, (i, s["pages_fetched"])
