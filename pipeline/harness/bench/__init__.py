@@ -20,6 +20,7 @@ BENCHES: dict[str, str] = {
     "s5fleet": "pipeline.harness.bench.s5fleet",  # S5 LRU + batch size on real HBase at 10 ms (#18)
     "s1": "pipeline.harness.bench.s1",  # S1 quota flatness in a real fleet crawl, from the access log (#19)
     "freshness": "pipeline.harness.bench.freshness",  # adaptive vs uniform revisiting on the living web (#23)
+    "shards": "pipeline.harness.bench.shards",  # S5 between dispatcher shards: scale, skew, block sweep (#39)
     "s3": "pipeline.harness.bench.s3",  # S3 n_i across nodes of 1x/2x/4x speed in a real fleet crawl (#19)
     "testbed": "pipeline.harness.testbed.bench",  # testbed HTTP/DNS throughput (#2)
     "peers": "pipeline.harness.bench.peers.bench",  # crawlfleet vs colly, Scrapy and the bare loop (#40)
