@@ -162,9 +162,14 @@ def test_a_shard_killed_mid_crawl_is_taken_over_with_nothing_lost(
         check_hbase_exactly_once(prefix, truth)
         # No repeat beyond what shard 2 had in flight: URLs issued by it and not answered before it died.
         in_flight = in_flight_urls(shards.events(2))
-        repeats = [k for k, n in counts.items() if n > 1 and k[1] != "/robots.txt"]
-        assert all(k in in_flight for k in repeats), (repeats, len(in_flight))
+        assert all(k in in_flight for k in repeated(counts)), (repeated(counts), len(in_flight))
         assert sum(s["shard"]["takeovers"] for s in summaries.values()) == 1
+
+
+def repeated(counts: collections.Counter[tuple[str, str]]) -> list[tuple[str, str]]:
+    """(host, path) fetched more than once, but robots.txt (once per node may fetch it) and /error/ pages
+    (they answer 500: retried by design, ``fetch.retries``)."""
+    return [k for k, n in counts.items() if n > 1 and k[1] != "/robots.txt" and not k[1].startswith("/error/")]
 
 
 def in_flight_urls(events: list[dict[str, Any]]) -> set[tuple[str, str]]:
@@ -194,8 +199,7 @@ def run_skewed(rabbitmq: str, fleet: Any, tmp_path: Path, prefix: str, *, balanc
             shards.stop()
             f.stop()  # its nodes too: the next crawl's shards would hear them (one broker)
         counts = fetch_counts(tb)
-    # /error/ answers 500: retried by design (fetch.retries), not a repeat
-    repeats = [k for k, n in counts.items() if n > 1 and k[1] != "/robots.txt" and not k[1].startswith("/error/")]
+    repeats = repeated(counts)
     pages = {i: s["pages_fetched"] + s["pages_failed"] for i, s in summaries.items()}
     return {"repeats": repeats, "hosts": len({h for h, _ in counts}), "pages": pages, "summaries": summaries}
 
