@@ -74,12 +74,9 @@ class Recrawler:
         store: Store,
         *,
         simhash: Callable[[bytes, str], int] | None = None,
-        host_budget_rps: float = 0.0,
     ) -> None:
-        """``host_budget_rps``: fetches per second one host may take (the Poisson policy spends it; 0 =
-        unknown: the schedule's default ``mu``)."""
         self.cfg = cfg
-        self.host_budget_rps = cfg.host_budget_rps or host_budget_rps
+        self.host_budget_rps = cfg.host_budget_rps  # 0: uniform revisiting's (pipeline.frontier.hostrates)
         self._hosts: dict[str, HostRates] = {}
         self.schedule = Schedule(cfg)
         self.store = store
@@ -91,10 +88,8 @@ class Recrawler:
         self._prev: dict[int, Revisit] = {}  # url_id -> stored revisit, for URLs in the frontier or in flight
         self._checked = float("-inf")
         self.stats = RevisitStats()
-        # The fleet's crawl-db update job schedules what fetch nodes recorded by these same settings, with
-        # the host budget resolved (politeness gives it when the section does not): the same per-host mu.
-        resolved = dataclasses.replace(cfg, host_budget_rps=self.host_budget_rps)
-        store.put_meta(RECRAWL_META, json.dumps(dataclasses.asdict(resolved)))
+        # The fleet's crawl-db update job schedules what fetch nodes recorded by these same settings.
+        store.put_meta(RECRAWL_META, json.dumps(dataclasses.asdict(cfg)))
 
     @classmethod
     def of(
@@ -104,8 +99,7 @@ class Recrawler:
         rc = settings.recrawl
         if not rc.on:
             return None
-        delay = settings.politeness.min_host_delay_s
-        out = cls(rc, store, host_budget_rps=1.0 / delay if delay > 0 else 0.0)
+        out = cls(rc, store)
         if rc.sitemaps:
             out.sitemaps = SitemapFeed(scope, store, schedule=out.schedule, clock=clock)
         return out

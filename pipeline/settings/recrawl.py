@@ -20,10 +20,12 @@ class RecrawlSettings:
     # (each page's change rate estimated from its fetches, freshness-optimal intervals that give up on pages
     # changing faster than the host's budget can follow; pipeline.frontier.schedule).
     policy: str = "nutch"
-    # Poisson policy: fetches per second one host may spend on re-fetches (0 = 1 / politeness.min_host_delay_s,
-    # or, with no host delay, the schedule's default marginal value).
+    # Poisson policy: fetches per second one host's re-fetches spend (0 = what uniform revisiting every
+    # initial_interval_s would spend: the host's URLs / initial_interval_s).
     host_budget_rps: float = 0.0
-    min_observations: int = 2  # Poisson policy: intervals seen before a page's own rate is used
+    # Poisson policy: windows between fetches seen before a page's own rate is used (0: from its first
+    # fetch, when Last-Modified dates it; until then every initial_interval_s)
+    min_observations: int = 0
     # When the frontier runs dry, bring back the URLs due soonest before they are due, so re-crawling
     # spends the whole fetch budget (uniform revisiting then runs at the budget's own cycle).
     work_conserving: bool = False

@@ -55,7 +55,7 @@ def history(seed: int) -> list[FetchResult]:
 def embedded(cfg: RecrawlSettings, results: list[FetchResult], tmp: Path) -> dict[str, Revisit]:
     """The embedded crawl's path: the stored state comes back with the pending URL, the outcome carries
     the new one (as CrawlCore does)."""
-    rc = Recrawler(cfg, SqliteStore(tmp / "embedded.db"), host_budget_rps=0.0)
+    rc = Recrawler(cfg, SqliteStore(tmp / "embedded.db"))
     stored: dict[str, Revisit] = {}
     for r in results:
         rc.note_pending([UrlRecord(r.url, r.url_id, host_of(r.url), 0, revisit=stored.get(r.url))])

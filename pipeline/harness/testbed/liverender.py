@@ -9,7 +9,7 @@ given the wall time, which the caller passes in (the server reads its clock; tes
 - sitemap files and sitemap-only pages (``sitemapgen.py``); everything else as the static web;
 - every 200 carries ``ETag`` (``validators.etag`` of the body) and ``Last-Modified`` (the page's last
   byte change; for sitemap files, the time of the request, so only the ETag tells an unchanged one;
-  other pages, the epoch minus a day of test time);
+  other pages, ``living.STATIC_SINCE``: a year of test time before the epoch);
 - a GET whose If-None-Match / If-Modified-Since matches gets ``304`` with the validators and no body,
   except on hosts where ``honours_conditional(i)`` is false (i % 6 == 5): they send validators and
   always answer 200, as servers that ignore conditional requests do.
