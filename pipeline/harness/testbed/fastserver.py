@@ -187,6 +187,9 @@ def _encoded(r: Reply, coding: str) -> Reply:
 _ZSTD = zstandard.ZstdCompressor(level=1)
 
 
+_Entry = tuple[str, str, str, int, float, str, int]  # host, path, peer, status, start, ua, bytes (-1: none)
+
+
 class _Conn(asyncio.Protocol):
     __slots__ = ("app", "transport", "peer", "buf", "skip", "waiting", "closing")
 
@@ -246,7 +249,9 @@ class _Conn(asyncio.Protocol):
             out = _head(reply, close=close)
             if method != b"HEAD":
                 out += reply.body
-            entry = (name, path, self.peer, reply.status, start, ua) if logged else None
+            # a living web's answers carry their size on the wire (head and body) in the log
+            size = len(out) if self.app.live is not None else -1
+            entry = (name, path, self.peer, reply.status, start, ua, size) if logged else None
             if reply.delay_s > 0:
                 self.waiting = True
                 self.buf = buf
@@ -259,13 +264,14 @@ class _Conn(asyncio.Protocol):
                 self.transport.close()
         self.buf = buf
 
-    def _log(self, entry: tuple[str, str, str, int, float, str] | None, *, gone: bool = False) -> None:
+    def _log(self, entry: _Entry | None, *, gone: bool = False) -> None:
         """Log a request once its reply is written (status 499, as nginx logs it, if the client left first)."""
         if entry is not None:
-            host, path, peer, status, start, ua = entry
-            self.app.log.record(host, path, peer, 499 if gone else status, start=start, ua=ua, scheme=self.app.scheme)
+            host, path, peer, status, start, ua, size = entry
+            self.app.log.record(host, path, peer, 499 if gone else status, start=start, ua=ua,
+                                scheme=self.app.scheme, nbytes=-1 if gone else size)  # fmt: skip
 
-    def _delayed(self, out: bytes, close: bool, entry: tuple[str, str, str, int, float, str] | None) -> None:
+    def _delayed(self, out: bytes, close: bool, entry: _Entry | None) -> None:
         self.waiting = False
         if self.transport is None:
             self._log(entry, gone=True)
