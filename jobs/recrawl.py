@@ -25,7 +25,7 @@ from collections.abc import Callable, Container, Iterable, Sequence
 
 from fetchers.records import FetchResult
 from fetchers.report import RETRY_LATER
-from jobs.sitemap_links import sitemap_lastmods
+from jobs.sitemap_links import is_sitemap_like, sitemap_lastmods
 from pipeline.frontier import hostrates
 from pipeline.frontier.hostrates import HostRates, decode_key, encode_key
 from pipeline.frontier.observation import observe
@@ -152,6 +152,7 @@ def schedule_results(
     if not todo:
         return 0
     simhash = simhash_of(schedule)
+    files = schedule.for_sitemaps()  # robots.txt and sitemap files: their own interval, as the embedded crawl
     book = HostBook(store, (host_of(r.url) for r in todo)) if schedule.poisson else None
     budget = schedule.cfg.host_budget_rps
     out: dict[str, Revisit] = {}
@@ -164,7 +165,8 @@ def schedule_results(
         host = host_of(url)
         rates = book.rates(host) if book is not None else HostRates()
         obs = observe(result, simhash=None if result.url in unparsed else simhash)
-        _, out[url] = hostrates.plan(schedule, rates, prev, obs, url=url, host=host, budget_rps=budget)
+        plan_with = files if is_sitemap_like(result) else schedule
+        _, out[url] = hostrates.plan(plan_with, rates, prev, obs, url=url, host=host, budget_rps=budget)
     written = store.put_revisits(list(out.items())) if out else 0
     if book is not None:
         book.save()

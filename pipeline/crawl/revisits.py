@@ -33,6 +33,7 @@ from pipeline.frontier import hostrates
 from pipeline.frontier.hostrates import HostRates
 from pipeline.frontier.observation import observe
 from pipeline.frontier.schedule import RECRAWL_META, Change, Schedule
+from pipeline.links.sitemaps import is_sitemap_like
 from pipeline.settings import Settings
 from pipeline.settings.recrawl import RecrawlSettings
 from pipeline.storage.base import Outcome, Revisit, Store, UrlRecord, UrlState
@@ -62,7 +63,7 @@ class RevisitStats:
         return {f: getattr(self, f) for f in self.__slots__}  # type: ignore[attr-defined]
 
 
-WORK_AHEAD = 3  # work-conserving: pending URLs kept per known host (a host's batch takes several at once)
+WORK_AHEAD = 3  # work-conserving: URLs kept waiting or in flight per known host (a batch takes several)
 
 
 class Recrawler:
@@ -79,6 +80,7 @@ class Recrawler:
         self.host_budget_rps = cfg.host_budget_rps  # 0: uniform revisiting's (pipeline.frontier.hostrates)
         self._hosts: dict[str, HostRates] = {}
         self.schedule = Schedule(cfg)
+        self.sitemap_schedule = self.schedule.for_sitemaps()
         self.store = store
         self.continuous = cfg.continuous
         if simhash is None and cfg.simhash_bits > 0:
@@ -103,10 +105,6 @@ class Recrawler:
         if rc.sitemaps:
             out.sitemaps = SitemapFeed(scope, store, schedule=out.schedule, clock=clock)
         return out
-
-    def roots(self, seeds: Sequence[str]) -> list[UrlRecord]:
-        """Extra URLs to crawl with the seeds (their sites' robots.txt, for the sitemaps feed)."""
-        return self.sitemaps.roots(seeds) if self.sitemaps is not None else []
 
     def halted(self) -> bool:
         """A continuous crawl whose stop file exists: no new batch."""
@@ -145,14 +143,20 @@ class Recrawler:
                 t.etag, t.last_modified = prev.etag, prev.last_modified
                 self.stats.conditional_sent += 1
 
-    def due(self, now: float, *, backlog: int = 0) -> dict[str, int]:
+    def due(
+        self, now: float, *, backlog: int = 0, host_backlog: Callable[[str], int] | None = None
+    ) -> dict[str, int]:
         """Due URLs moved back to the pending set (per host), at most every ``check_interval_s``.
 
         The budget rule: re-fetches and new URLs share one frontier, one politeness and one fetch budget.
         While ``backlog`` (URLs already pending) is below ``requeue_batch``, up to ``requeue_batch`` due URLs
         come back per check; above it, only ``recrawl_share`` of that, so a flood of due URLs cannot starve
         the discovery of new ones, nor new URLs freeze the collection. Politeness never bends: both kinds
-        wait for their host's turn alike."""
+        wait for their host's turn alike.
+
+        Work-conserving (``work_conserving``): each known host with fewer than ``WORK_AHEAD`` URLs waiting
+        or in flight (``host_backlog``) gets its URLs due soonest back early, so no host's turn goes unused
+        while another's queue is long."""
         if now - self._checked < self.cfg.check_interval_s:
             return {}
         self._checked = now
@@ -160,11 +164,13 @@ class Recrawler:
         if backlog >= cap:
             cap = int(cap * self.cfg.recrawl_share)
         hosts = self.store.requeue_due(now, cap)
-        if self.cfg.work_conserving:
-            # Work-conserving: rather than leave a host's turn unused, fetch what is due soonest now.
-            want = WORK_AHEAD * max(1, len(self._hosts)) - backlog - sum(hosts.values())
-            if want > 0:
-                for host, n in self.store.requeue_due(now + self.cfg.max_interval_s, want).items():
+        if self.cfg.work_conserving and self._hosts:
+            busy = host_backlog or (lambda _h: 0)
+            idle = {h: WORK_AHEAD - busy(h) - hosts.get(h, 0) for h in self._hosts}
+            idle = {h: n for h, n in idle.items() if n > 0}
+            if idle:
+                early = self.store.requeue_due(now + self.cfg.max_interval_s, sum(idle.values()), hosts=idle)
+                for host, n in early.items():
                     hosts[host] = hosts.get(host, 0) + n
         self.stats.requeued += sum(hosts.values())
         return hosts
@@ -185,8 +191,9 @@ class Recrawler:
         rates = self._hosts.get(host)
         if rates is None:
             rates = self._hosts[host] = HostRates()
+        schedule = self.sitemap_schedule if is_sitemap_like(result.url, result.content_type) else self.schedule
         change, revisit = hostrates.plan(
-            self.schedule, rates, prev, obs, url=result.url, host=host, budget_rps=self.host_budget_rps
+            schedule, rates, prev, obs, url=result.url, host=host, budget_rps=self.host_budget_rps
         )
         self._count(change, result, prev)
         page = outcome.page

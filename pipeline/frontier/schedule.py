@@ -216,6 +216,14 @@ class Schedule:
         self.cfg = cfg
         self.overrides: Sequence[Override] = tuple(parse_override(o) for o in cfg.overrides)
 
+    def for_sitemaps(self) -> Schedule:
+        """The schedule of robots.txt and sitemap files: every ``sitemap_interval_s``, whatever the pages'
+        policy (one request per file brings every page's lastmod; it must not spend a host's polite budget
+        on the pages' rhythm)."""
+        every = self.cfg.sitemap_interval_s
+        return Schedule(dataclasses.replace(self.cfg, adaptive=False, policy="nutch", initial_interval_s=every,
+                                            min_interval_s=every, max_interval_s=every, overrides=()))  # fmt: skip
+
     def bounds(self, url: str, host: str) -> tuple[float, float]:
         """(min, max) interval for ``url``: the first matching override's, else the settings'."""
         for o in self.overrides:

@@ -48,6 +48,8 @@ class RecrawlSettings:
     # listed only there are crawled, lastmod makes a stored page due. The embedded crawl then keeps the
     # bodies of text/plain, XML and gzip responses.
     sitemaps: bool = True
+    # robots.txt and sitemap files come back on their own schedule, every this many seconds (not the pages')
+    sitemap_interval_s: float = 3600.0
     # Near-duplicate: a re-fetched page whose simhash is within this many bits of the stored copy's
     # counts as unchanged (0: only an identical digest does).
     simhash_bits: int = 0
