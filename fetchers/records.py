@@ -161,6 +161,8 @@ class Prepared:
     # What the extraction plugins made of the page (``pipeline.plugins.prepare``); None: no plugin ran on it
     # (one field, so that a crawl without plugins pickles one None more per page, nothing else).
     plugged: PluginOutput | None = None
+    # The page's text simhash for the re-crawl's near-duplicate test (recrawl.simhash_bits); 0: not computed.
+    simhash: int = 0
 
 
 @_pickled_by_fields

@@ -284,9 +284,10 @@ class CrawlCore(PendingInputs):
                 self.frontier.add_pending(host, count, refetch=True)
 
     def _host_backlog(self, host: str) -> int:
-        """URLs of ``host`` waiting or leased (the work-conserving re-crawl keeps a few per host)."""
+        """URLs of ``host`` waiting for a lease (the work-conserving re-crawl keeps a few per host, so the
+        host's next lease finds some while its current batch is still out)."""
         hs = self.frontier.host(host)
-        return 0 if hs is None else hs.pending + hs.leased_count
+        return 0 if hs is None else hs.pending
 
     def _apply(
         self, result: FetchResult, *, final: bool | None = None, packed: bytes = b"", position: Checkpoint | None = None

@@ -63,7 +63,7 @@ class RevisitStats:
         return {f: getattr(self, f) for f in self.__slots__}  # type: ignore[attr-defined]
 
 
-WORK_AHEAD = 3  # work-conserving: URLs kept waiting or in flight per known host (a batch takes several)
+WORK_AHEAD = 3  # work-conserving: URLs kept waiting per known host (a batch takes several)
 
 
 class Recrawler:
@@ -155,8 +155,8 @@ class Recrawler:
         wait for their host's turn alike.
 
         Work-conserving (``work_conserving``): each known host with fewer than ``WORK_AHEAD`` URLs waiting
-        or in flight (``host_backlog``) gets its URLs due soonest back early, so no host's turn goes unused
-        while another's queue is long."""
+        (``host_backlog``) gets its URLs due soonest back early, so no host's turn goes unused while
+        another's queue is long."""
         if now - self._checked < self.cfg.check_interval_s:
             return {}
         self._checked = now
@@ -186,7 +186,10 @@ class Recrawler:
             return outcome, None
         # A page whose parse killed parser processes is not parsed here either: exact digest only.
         hostile = result.prepared is not None and bool(result.prepared.parse_error)
-        obs = observe(result, simhash=None if hostile else self._simhash)
+        simhash = None if hostile else self._simhash
+        if simhash is not None and result.prepared is not None and result.prepared.simhash:
+            simhash = _given(result.prepared.simhash)  # a parse or fetch process computed it already
+        obs = observe(result, simhash=simhash)
         host = host_of(result.url)
         rates = self._hosts.get(host)
         if rates is None:
@@ -221,6 +224,10 @@ class Recrawler:
             s.refetch_body_bytes += result.body_bytes
         if change is Change.NOT_MODIFIED:
             s.not_modified_wire_bytes += result.wire_bytes
+
+
+def _given(value: int) -> Callable[[bytes, str], int]:
+    return lambda _body, _ctype: value
 
 
 def _text_simhash(body: bytes, content_type: str) -> int:
