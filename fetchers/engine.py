@@ -360,30 +360,32 @@ class Engine:
             await asyncio.sleep(backoff * (2**attempt))
             attempt += 1
 
-    async def _fetch_robots(self, origin: str) -> tuple[int, bytes]:
+    async def _fetch_robots(self, origin: str) -> tuple[int, bytes, float]:
         """GET robots.txt for ``origin`` through the same transport, guard and pacer; follows up to 5
         redirects (RFC 9309). Returns (0, b'') when there is no HTTP answer; raises ``OriginFailed`` for a
         certificate failure (fetchers.tls), which every URL of the origin would meet."""
         url = robots_url(origin)
+        made: list[tuple[float, int]] = []
         for _ in range(MAX_ROBOTS_REDIRECTS + 1):
             host = host_of(url)
             try:
                 ip = await self.ip_of(host, None)
             except Fail:
-                return 0, b""
-            ex = await self.exchange(url, host, ip, MAX_ROBOTS_BYTES)
+                return 0, b"", time.time()
+            ex = await self.exchange(url, host, ip, MAX_ROBOTS_BYTES, sent=made)
+            at = made[0][0] if made else time.time()
             if ex.error_class in CERT_ERRORS and url == robots_url(origin):
                 raise OriginFailed(ex.error_class, ex.error_message)
             if ex.error_class:
-                return 0, b""
+                return 0, b"", at
             if ex.status in REDIRECT_STATUSES:
                 nxt = normalize(join(url, ex.headers.get("location", "")))
                 if nxt is None:
-                    return ex.status, b""
+                    return ex.status, b"", at
                 url = nxt
                 continue
-            return ex.status, ex.body
-        return 310, b""  # too many redirects: treated like a 3xx/4xx (allow all), as RFC 9309 permits
+            return ex.status, ex.body, at
+        return 310, b"", made[0][0] if made else time.time()  # too many redirects: allow all (RFC 9309)
 
 
 def _workers_for(n_urls: int, per_host: int, host: str) -> int:

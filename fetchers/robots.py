@@ -52,8 +52,9 @@ MAX_ROBOTS_REDIRECTS = 5  # RFC 9309: follow at least five consecutive redirects
 
 log = logging.getLogger(__name__)
 
-# status 0 = no HTTP answer (connect error, timeout, refused by the SSRF guard, ...)
-RobotsFetch = Callable[[str], Awaitable[tuple[int, bytes]]]
+# status 0 = no HTTP answer (connect error, timeout, refused by the SSRF guard, ...); a third item, when
+# given, is the wall time the request started (after the pacer's wait), for the note (robotsnote.py)
+RobotsFetch = Callable[[str], Awaitable[tuple[int, bytes] | tuple[int, bytes, float]]]
 
 
 class OriginFailed(Exception):
@@ -179,7 +180,10 @@ class RobotsCache:
             log.debug("robots: fetching %s/robots.txt (share: %s)", origin, self._share is not None)
             at = self._wall()
             try:
-                status, body = await fetch(origin)
+                got = await fetch(origin)
+                status, body = got[0], got[1]
+                if len(got) > 2:
+                    at = got[2]  # type: ignore[misc]
             except OriginFailed as failed:
                 rules = RobotsRules("failed", self._clock() + self._p.robots_5xx_retry_s, agent=self.agent,
                                     error_class=failed.error_class, message=str(failed))  # fmt: skip

@@ -39,7 +39,7 @@ import zstandard
 
 from pipeline.harness.testbed.accesslog import FLUSH_HOST, AccessLog
 from pipeline.harness.testbed.liverender import LiveRenderer
-from pipeline.harness.testbed.model import Web, host_index
+from pipeline.harness.testbed.model import THROTTLE_RETRY_AFTER_S, Web, host_index
 from pipeline.harness.testbed.render import Renderer, Reply
 from pipeline.harness.testbed.server import MISC_HOSTS, READY_HOST, strip_port
 
@@ -78,6 +78,7 @@ class FastHTTP:
     tls_port: int = 0  # where "redirect" sends clients
     renderer: Renderer = field(init=False)
     live: LiveRenderer | None = field(init=False, default=None)
+    throttle_hits: int = field(init=False, default=0)  # requests to the throttling host (model.THROTTLE_SLOT)
     _gzipped: Callable[[int, str], Reply] = field(init=False)
     _zstded: Callable[[int, str], Reply] = field(init=False)
 
@@ -139,6 +140,11 @@ class FastHTTP:
             else:
                 reply = _UNKNOWN
             return reply, host, path, host != READY_HOST
+        if self.live is not None and self.web.throttles(i) and path != "/robots.txt":
+            self.throttle_hits += 1
+            assert self.web.living is not None
+            if self.throttle_hits % self.web.living.throttle_every == 0:
+                return Reply(429, b"", headers=(("Retry-After", str(THROTTLE_RETRY_AFTER_S)),)), host, path, True
         if self.live is not None:
             reply = self.live.reply(
                 i, path, self.now(), if_none_match=if_none_match, if_modified_since=if_modified_since

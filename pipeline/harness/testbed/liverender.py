@@ -158,6 +158,10 @@ class LiveRenderer:
             return Reply(200, found[0], found[1]), living.wall_time(t)
         if path in self.web.sitemap_only_paths(i):
             return self.static._leaf(i, path), since
+        if path == "/robots.txt" and living.robots_changed(living.wall_time(t)):
+            txt = self.web.robots_txt(i, changed=True)
+            if txt is not None:
+                return Reply(200, txt.encode(), "text/plain"), living.epoch + living.robots_change_s
         return self.static.reply(i, path), since
 
     @staticmethod

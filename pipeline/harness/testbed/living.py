@@ -101,12 +101,18 @@ _MASK = (1 << 64) - 1
 class Living:
     """The clock of a living web: ``epoch`` (wall seconds at test time 0) and ``rate`` (test seconds
     per wall second, > 0). ``hostile_sitemaps``: serve the hostile sitemap files (``sitemapgen``).
-    ``mix``: which change classes pages get (a key of ``MIXES``)."""
+    ``mix``: which change classes pages get (a key of ``MIXES``). ``robots_change_s`` and
+    ``throttle_every``: a robots.txt that changes, a host that throttles (see the fields)."""
 
     epoch: float
     rate: float = 1.0
     hostile_sitemaps: bool = True
     mix: str = CLASSIC
+    # Politeness over time (model.py): the robots.txt of host ROBOTS_CHANGE_SLOT changes this many wall
+    # seconds after the epoch (a path newly disallowed, a new Crawl-delay); inf = never.
+    robots_change_s: float = math.inf
+    # Host THROTTLE_SLOT answers every Nth request with 429 and Retry-After (0 = never).
+    throttle_every: int = 0
 
     def __post_init__(self) -> None:
         if not (self.rate > 0 and math.isfinite(self.rate) and math.isfinite(self.epoch)):
@@ -115,6 +121,12 @@ class Living:
             )
         if self.mix not in MIXES:
             raise ValueError(f"living web: mix must be one of {', '.join(MIXES)} (got {self.mix!r})")
+        if self.robots_change_s < 0 or self.throttle_every < 0:
+            raise ValueError("living web: robots_change_s and throttle_every must be >= 0")
+
+    def robots_changed(self, wall: float) -> bool:
+        """Whether the changing robots.txt (``robots_change_s``) has changed at wall time ``wall``."""
+        return wall >= self.epoch + self.robots_change_s
 
     def test_time(self, wall: float) -> float:
         return (wall - self.epoch) * self.rate
