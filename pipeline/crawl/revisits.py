@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -63,6 +64,7 @@ class RevisitStats:
         return {f: getattr(self, f) for f in self.__slots__}  # type: ignore[attr-defined]
 
 
+STOP_CHECK_S = 0.2  # the stop file is looked for at most this often
 WORK_AHEAD = 3  # work-conserving: URLs kept waiting per known host (a batch takes several)
 
 
@@ -89,6 +91,7 @@ class Recrawler:
         self.sitemaps: SitemapFeed | None = None
         self._prev: dict[int, Revisit] = {}  # url_id -> stored revisit, for URLs in the frontier or in flight
         self._checked = float("-inf")
+        self._stop_checked, self._stop_seen = float("-inf"), False
         self.stats = RevisitStats()
         # The fleet's crawl-db update job schedules what fetch nodes recorded by these same settings.
         store.put_meta(RECRAWL_META, json.dumps(dataclasses.asdict(cfg)))
@@ -108,7 +111,7 @@ class Recrawler:
 
     def halted(self) -> bool:
         """A continuous crawl whose stop file exists: no new batch."""
-        return self.continuous and self.stopped()
+        return self.continuous and self._stopped_lately()
 
     def summary(self) -> dict[str, object]:
         out: dict[str, object] = {"recrawl": self.stats.as_dict()}
@@ -176,7 +179,17 @@ class Recrawler:
         return hosts
 
     def stopped(self) -> bool:
-        return bool(self.cfg.stop_file) and Path(self.cfg.stop_file).exists()
+        self._stop_seen = self._stop_seen or (bool(self.cfg.stop_file) and Path(self.cfg.stop_file).exists())
+        return self._stop_seen
+
+    def _stopped_lately(self) -> bool:
+        """``stopped``, looked up at most every ``STOP_CHECK_S``: asked before every batch, a stat each
+        time was the busiest system call of a continuous crawl."""
+        now = time.monotonic()
+        if not self._stop_seen and now - self._stop_checked >= STOP_CHECK_S:
+            self._stop_checked = now
+            self.stopped()
+        return self._stop_seen
 
     # --- results ----------------------------------------------------------------------------------
     def on_outcome(self, result: FetchResult, outcome: Outcome) -> tuple[Outcome, Change | None]:
