@@ -29,11 +29,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fetchers.records import FetchResult, UrlTask
+from pipeline.crawl.signalbook import SignalBook
 from pipeline.crawl.sitemapfeed import SitemapFeed
-from pipeline.frontier import hostrates
+from pipeline.frontier import hostrates, signals
 from pipeline.frontier.hostrates import HostRates
 from pipeline.frontier.observation import observe
-from pipeline.frontier.schedule import RECRAWL_META, Change, Schedule
+from pipeline.frontier.schedule import RECRAWL_META, Change, Observation, Schedule
+from pipeline.frontier.signals import validators_for
 from pipeline.links.sitemaps import is_sitemap_like
 from pipeline.settings import Settings
 from pipeline.settings.recrawl import RecrawlSettings
@@ -55,6 +57,7 @@ class RevisitStats:
     failed: int = 0
     requeued: int = 0  # due URLs moved back to the pending set
     conditional_sent: int = 0  # tasks that went out with validators
+    unconditional_sent: int = 0  # re-fetches sent without (audits, hosts fetched with full or plain GETs)
     refetch_body_bytes: int = 0  # body bytes of re-fetches answered 200
     refetch_200: int = 0
     not_modified_wire_bytes: int = 0
@@ -93,6 +96,7 @@ class Recrawler:
         self._checked = float("-inf")
         self._stop_checked, self._stop_seen = float("-inf"), False
         self.stats = RevisitStats()
+        self.signals = SignalBook(store)
         # The fleet's crawl-db update job schedules what fetch nodes recorded by these same settings.
         store.put_meta(RECRAWL_META, json.dumps(dataclasses.asdict(cfg)))
 
@@ -117,6 +121,8 @@ class Recrawler:
         out: dict[str, object] = {"recrawl": self.stats.as_dict()}
         if self.sitemaps is not None:
             out["sitemaps"] = self.sitemaps.summary()
+        if self.cfg.signal_trust:
+            out["signals"] = self.signals.summary()
         return out
 
     def pending(self, host: str, limit: int, *, refetches_only: bool = False) -> list[UrlRecord]:
@@ -137,14 +143,24 @@ class Recrawler:
                 self._prev[r.url_id] = r.revisit
 
     def decorate(self, tasks: Sequence[UrlTask]) -> None:
-        """Give re-fetched tasks their stored validators (when conditional GET is on)."""
+        """Give re-fetched tasks their stored validators (when conditional GET is on), as their host's
+        record says (``pipeline.frontier.signals``: none for a host whose 304s hid changes or that
+        ignores validators, none on an audit; ``recrawl.signal_trust = false``: always)."""
         if not self.cfg.conditional_get or not self._prev:
             return
+        trust = self.cfg.signal_trust
         for t in tasks:
             prev = self._prev.get(t.url_id)
-            if prev is not None and (prev.etag or prev.last_modified):
+            if prev is None or not (prev.etag or prev.last_modified):
+                continue
+            if trust:
+                t.etag, t.last_modified = validators_for(prev, self.signals.of(host_of(t.url)))
+            else:
                 t.etag, t.last_modified = prev.etag, prev.last_modified
+            if t.etag or t.last_modified:
                 self.stats.conditional_sent += 1
+            else:
+                self.stats.unconditional_sent += 1
 
     def due(
         self, now: float, *, backlog: int = 0, host_backlog: Callable[[str], int] | None = None
@@ -211,6 +227,8 @@ class Recrawler:
         change, revisit = hostrates.plan(
             schedule, rates, prev, obs, url=result.url, host=host, budget_rps=self.host_budget_rps
         )
+        if self.cfg.signal_trust:
+            revisit = self._signals(result, obs, prev, change, revisit, host)
         self._count(change, result, prev)
         page = outcome.page
         same_bytes = change is Change.UNCHANGED and prev is not None and obs.digest == prev.digest
@@ -222,6 +240,19 @@ class Recrawler:
         if change is Change.NOT_MODIFIED:
             state = UrlState.DONE
         return replace(outcome, page=page, state=state, revisit=revisit), change
+
+    def _signals(
+        self, result: FetchResult, obs: Observation, prev: Revisit | None, change: Change, revisit: Revisit, host: str
+    ) -> Revisit:
+        """Count the result into its host's record; a page its trusted sitemap lists waits for its lastmod."""
+        asked = self.sitemaps.take_asked(result.url) if self.sitemaps is not None else False
+        record = self.signals.counted(host)
+        signals.observe(record, prev, status=obs.status, etag=obs.etag, last_modified=obs.last_modified,
+                        digest=obs.digest, changed=change is Change.CHANGED, lastmod_asked=asked)  # fmt: skip
+        if record.skips and self.sitemaps is not None and self.sitemaps.dated(result.url):
+            _, high = self.schedule.bounds(result.url, host)
+            return replace(revisit, next_fetch=max(revisit.next_fetch, obs.fetched_at + high))
+        return revisit
 
     def host_mu(self, host: str) -> float | None:
         """The host's current ``mu`` (for the summary and tests)."""

@@ -67,6 +67,8 @@ class SitemapFeed:
         self.errors: Counter[str] = Counter()
         self.pages_found = 0
         self.lastmod_due = 0
+        self._dated: set[str] = set()  # pages a sitemap lists with a lastmod
+        self._asked: set[str] = set()  # pages a lastmod made due, until their next result
 
     def on_result(self, result: FetchResult) -> list[UrlRecord]:
         """URLs to crawl that ``result`` reveals (sitemap files, pages); [] for any other result."""
@@ -142,8 +144,21 @@ class SitemapFeed:
                 moved = self.schedule.on_lastmod(prev, e.lastmod, now=now)
                 if moved is not None:
                     due.append((e.loc, moved))
+        self._dated.update(e.loc for e in entries if e.lastmod is not None)
         if due:
             self.lastmod_due += self.store.put_revisits(due)
+            self._asked.update(url for url, _ in due)
+
+    def dated(self, url: str) -> bool:
+        """A sitemap lists ``url`` with a lastmod (its re-fetch can wait for it)."""
+        return url in self._dated
+
+    def take_asked(self, url: str) -> bool:
+        """Whether a lastmod made ``url`` due (once: its result answers it)."""
+        if url in self._asked:
+            self._asked.discard(url)
+            return True
+        return False
 
     def _error(self, url: str, kind: str, detail: str = "") -> None:
         self.errors[kind] += 1

@@ -44,6 +44,10 @@ class RecrawlSettings:
     # first match wins; MIN = MAX pins the interval.
     overrides: tuple[str, ...] = ()
     conditional_get: bool = True  # send If-None-Match / If-Modified-Since on re-fetches
+    # Per-host trust in change signals (pipeline/frontier/signals.py): full GETs for a host whose 304s hid
+    # changes, plain GETs where validators are ignored, an audit re-fetch without them now and then, and
+    # a trusted sitemap's listed pages waiting for their lastmod. false: validators always, nothing skipped.
+    signal_trust: bool = True
     # Read robots.txt Sitemap: lines and the sitemaps they name (pipeline/crawl/sitemapfeed.py): pages
     # listed only there are crawled, lastmod makes a stored page due. The embedded crawl then keeps the
     # bodies of text/plain, XML and gzip responses.

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from fetchers.records import FetchResult
-from jobs.recrawl import HOST_META, recrawl_schedule, schedule_results
+from jobs.recrawl import HOST_META, SIGNAL_PREFIX, read_signals, recrawl_schedule, schedule_results
 from pipeline.crawl.revisits import Recrawler
 from pipeline.frontier.schedule import RECRAWL_META
 from pipeline.settings.recrawl import RecrawlSettings
@@ -107,7 +107,11 @@ def test_fleet_keeps_each_host_histogram_in_the_crawl_db(tmp_path: Path) -> None
         for h in HOSTS:
             row = json.loads(store.get_meta(HOST_META + h) or "{}")
             fetched = {r.url for r in results if host_of(r.url) == h and not r.error_class}
-            assert sum(row["counts"].values()) == len(fetched)  # every scheduled URL counted once
+            histogram = {k: n for k, n in row["counts"].items() if not k.startswith(SIGNAL_PREFIX)}
+            assert sum(histogram.values()) == len(fetched)  # every scheduled URL counted once
+            assert any(k.startswith(SIGNAL_PREFIX) for k in row["counts"])  # and what its signals proved
             assert row["mu"] is not None and row["mu"] > 0
+        got = read_signals(store, list(HOSTS))
+        assert set(got) == set(HOSTS) and all(s.lm_follows + s.lm_strays + s.ignored > 0 for s in got.values())
     finally:
         store.close()

@@ -64,6 +64,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-interval", type=float, default=4.0, help="adaptive: shortest revisit interval, s")
     p.add_argument("--max-interval", type=float, default=600.0, help="adaptive: longest revisit interval, s")
     p.add_argument("--simhash-bits", type=int, default=3, help="adaptive: near-duplicate distance (0 = digest only)")
+    p.add_argument("--lying-validators", action="store_true",
+                   help="the testbed's hosts i %% 12 == 7 send validators that never change and 304 them")  # fmt: skip
 
 
 def _names(text: str, allowed: tuple[str, ...] | list[str], what: str) -> list[str]:
@@ -105,7 +107,7 @@ def _run(args: argparse.Namespace, mixes: list[str], modes: list[str], broker_ur
         "budget_req_per_s": args.budget, "uniform_interval_s": round(uniform_s, 3), "policy": args.policy,
         "work_conserving": not args.no_work_conserving, "warmup_s": args.warmup, "measured_s": args.seconds,
         "cycles_measured": round(args.seconds / uniform_s, 1), "min_cycles": MIN_CYCLES,
-        "repeats": args.repeats, "modes": modes, "groups": groups,
+        "repeats": args.repeats, "modes": modes, "groups": groups, "lying_validators": args.lying_validators,
         "goal_gain_share": GOAL_GAIN_SHARE, "goal_304_share": GOAL_304_SHARE, "mixes": {},
     }  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="bench-freshness-") as tmp:
@@ -113,7 +115,7 @@ def _run(args: argparse.Namespace, mixes: list[str], modes: list[str], broker_ur
             rate = 120.0 if mix == CLASSIC else args.cycle_test_s / uniform_s
             plan = Plan(args.hosts, args.pages, args.seed, mix, rate, args.budget, args.warmup, args.seconds,
                         args.sample_every, args.min_interval, args.max_interval, args.simhash_bits, args.policy,
-                        not args.no_work_conserving, broker_url)  # fmt: skip
+                        not args.no_work_conserving, broker_url, args.lying_validators)  # fmt: skip
             runs = []
             for rep in range(args.repeats):
                 run: dict[str, Any] = {"repeat": rep + 1, "groups": []}

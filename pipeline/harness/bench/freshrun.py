@@ -3,8 +3,10 @@ testbed, every testbed of the group with the same seed and the same epoch: the s
 same instants, so the modes see the same changes and their oracle is one computation.
 
 Modes: ``uniform`` (every normal page every N / budget seconds: the baseline), ``adaptive`` (the embedded
-crawl under ``--policy``) and ``fleet`` (the same policy in a fleet crawl: one node, the link jobs, the
-dispatcher; its schedule comes from the link jobs' crawl-db update). Every crawl has the same budget: one
+crawl under ``--policy``), ``notrust`` (the same without per-host trust in change signals,
+``recrawl.signal_trust = false``: validators on every re-fetch, as before it) and ``fleet`` (the same
+policy in a fleet crawl: one node, the link jobs, the dispatcher; its schedule comes from the link jobs'
+crawl-db update). Every crawl has the same budget: one
 connection per host and a host delay of hosts / budget seconds, so the web's ``budget`` requests per
 second in all; each is work-conserving unless asked otherwise (when nothing is due, the URLs due soonest
 are fetched), so each spends the budget. Only the web's normal pages are in scope (the collection the
@@ -37,7 +39,7 @@ from pipeline.harness.bench.freshtruth import Copy, oracle, sample
 from pipeline.harness.bench.freshweb import MixedTestbed, conditional_figures, wire_figures
 from pipeline.harness.testbed.model import Web
 
-MODES = ("uniform", "adaptive", "fleet")
+MODES = ("uniform", "adaptive", "notrust", "fleet")
 NORMAL_PAGES = (r"^http://[^/]+/$", r"^http://[^/]+/p/[0-9]+$")  # the scope: the web's normal pages
 
 
@@ -60,6 +62,7 @@ class Plan:
     policy: str
     work_conserving: bool
     broker_url: str = ""
+    lying_validators: bool = False  # the testbed's hosts i % 12 == 7 send validators that never change
 
     @property
     def uniform_s(self) -> float:
@@ -82,6 +85,7 @@ def config(mode: str, plan: Plan) -> str:
         f"min_interval_s = {low!r}", f"max_interval_s = {high!r}",
         f"simhash_bits = {plan.simhash_bits if adaptive else 0}", "check_interval_s = 0.5",
         f"failed_interval_s = {plan.uniform_s!r}", "requeue_batch = 200", "sitemaps = false",
+        f"signal_trust = {str(mode != 'notrust').lower()}",
     ]  # fmt: skip
     return "\n".join(lines) + "\n"
 
@@ -93,7 +97,8 @@ def run_group(modes: list[str], plan: Plan, work: Path) -> dict[str, Any]:
         tbs: dict[str, MixedTestbed] = {}
         for mode in modes:
             tb = MixedTestbed(plan.hosts, plan.pages, mix=plan.mix, seed=plan.seed, mutate_rate=plan.rate,
-                              mutate_epoch=epoch, workdir=work / mode / "testbed", hostile_sitemaps=False)  # fmt: skip
+                              mutate_epoch=epoch, workdir=work / mode / "testbed", hostile_sitemaps=False,
+                              lying_validators=plan.lying_validators)  # fmt: skip
             tbs[mode] = stack.enter_context(tb)
         crawls: dict[str, ContinuousCrawl | FleetCrawl] = {}
         for mode in modes:

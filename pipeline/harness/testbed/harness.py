@@ -68,6 +68,7 @@ class TestbedProcess:
         hostile_sitemaps: bool = True,
         robots_change_s: float | None = None,
         throttle_every: int = 0,
+        lying_validators: bool = False,
         tls: bool = False,
         plain_http: str = "serve",
         products: bool = False,
@@ -79,6 +80,7 @@ class TestbedProcess:
         self.hostile_sitemaps = hostile_sitemaps
         self.products = products
         self.robots_change_s, self.throttle_every = robots_change_s, throttle_every
+        self.lying_validators = lying_validators
         self.mutate_mix = mutate_mix
         self.engine = engine
         self.tls, self.plain_http = tls, plain_http
@@ -120,6 +122,8 @@ class TestbedProcess:
                 cmd += ["--robots-change-s", repr(self.robots_change_s)]
             if self.throttle_every:
                 cmd += ["--throttle-every", str(self.throttle_every)]
+            if self.lying_validators:
+                cmd.append("--lying-validators")
         return cmd + list(self.extra_args)
 
     def start(self) -> TestbedProcess:
@@ -246,7 +250,8 @@ class TestbedProcess:
         change = m.get("robots_change_s")
         return Living(float(m["epoch"]), float(m["rate"]), hostile_sitemaps=bool(m["hostile_sitemaps"]),
                       mix=str(m.get("mix", CLASSIC)), robots_change_s=math.inf if change is None else float(change),
-                      throttle_every=int(m.get("throttle_every", 0)))  # fmt: skip
+                      throttle_every=int(m.get("throttle_every", 0)),
+                      lying_validators=bool(m.get("lying_validators", False)))  # fmt: skip
 
     def test_time(self, wall: float | None = None) -> float:
         """The living web's test time now (or at ``wall``)."""

@@ -141,6 +141,8 @@ class LiveRenderer:
             s = state(self.web.seed, i, m, t, mix=living.mix)
             body, tag = self._bodies(i, m, s)
             modified = living.wall_time(s.modified_at)
+            if self.web.lies(i):  # validators that never change (Living.lying_validators)
+                tag, modified = f'"fixed-{i}-{m}"', living.epoch - 86_400.0
             base = Reply(200, body)
         else:
             base, modified = self._other(i, path, t)

@@ -113,6 +113,9 @@ class Living:
     robots_change_s: float = math.inf
     # Host THROTTLE_SLOT answers every Nth request with 429 and Retry-After (0 = never).
     throttle_every: int = 0
+    # Hosts i % 12 == 7 send validators that never change and answer 304 to them, whatever the page
+    # became (a broken cache in front of the site): a crawler that trusts its 304s keeps stale copies.
+    lying_validators: bool = False
 
     def __post_init__(self) -> None:
         if not (self.rate > 0 and math.isfinite(self.rate) and math.isfinite(self.epoch)):

@@ -71,6 +71,7 @@ THROTTLE_SLOT = 11  # living web with throttle_every: every Nth request answered
 CHANGED_DISALLOW = "/p/1"  # what the changed robots.txt newly disallows (a normal page)
 CHANGED_CRAWL_DELAY_S = 0.5  # and the Crawl-delay it newly asks for
 THROTTLE_RETRY_AFTER_S = 1  # the throttling host's Retry-After
+LYING_EVERY, LYING_AT = 12, 7  # living web with lying_validators: hosts i % 12 == 7
 
 CRAWL_DELAY_S = 0.2
 # Living web only: the hostile sitemap files on host HOSTILE_SITEMAP_SLOT, all listed in its robots.txt;
@@ -250,6 +251,10 @@ class Web:
         if self.living.hostile_sitemaps and self._is(i, HOSTILE_SITEMAP_SLOT):
             out += [self.url(i, path) for path in HOSTILE_SITEMAPS]
         return out
+
+    def lies(self, i: int) -> bool:
+        """Whether host i's validators never change (``Living.lying_validators``: i % 12 == 7)."""
+        return self.living is not None and self.living.lying_validators and i % LYING_EVERY == LYING_AT
 
     def throttles(self, i: int) -> bool:
         """Whether host i answers every ``Living.throttle_every``-th request with 429 (``THROTTLE_SLOT``)."""
