@@ -9,7 +9,8 @@ judged by what the content (digest, simhash) shows:
   copy's while the content changed. A conditional GET there would have had a 304 for a page that changed:
   its 304s hide changes, and the host is fetched with full GETs from then on (``FULL``). Honest servers
   never show it; to catch servers whose 304s lie, every ``AUDIT_EVERY``-th re-fetch of a page goes out
-  without validators (``audit``): on an honest host it costs one page in ``AUDIT_EVERY``.
+  without validators (``audit``), and once ``CLEAN_AUDITS`` audits of a host found its validators honest,
+  every ``AUDIT_EVERY_TRUSTED``-th: on an honest host it costs one page in that many re-fetches.
 - ``ignored``: conditional re-fetches answered 200 with the stored bytes. A host that has ignored
   ``IGNORED_MIN`` and never answered 304 gets plain GETs (``PLAIN``): the validators cost request bytes and
   buy nothing there.
@@ -34,7 +35,9 @@ from pipeline.frontier.changerate import http_time, lm_follows
 from pipeline.storage.base import Revisit
 
 CONDITIONAL, FULL, PLAIN = "conditional", "full", "plain"
-AUDIT_EVERY = 16  # a page's every 16th re-fetch is a full GET while its host's 304s are trusted
+AUDIT_EVERY = 16  # a page's every 16th re-fetch is a full GET while its host's 304s are trusted...
+AUDIT_EVERY_TRUSTED = 128  # ...every 128th once CLEAN_AUDITS audits found its validators honest
+CLEAN_AUDITS = 8
 IGNORED_MIN = 8
 LASTMOD_MIN = 5
 LASTMOD_TRUST = 0.8
@@ -45,6 +48,7 @@ class HostSignals:
     """One host's record of what its change signals proved (module docstring)."""
 
     not_modified: int = 0  # 304s
+    audits_clean: int = 0  # audits whose answer showed the validators honest
     ignored: int = 0
     stale_validators: int = 0
     lm_follows: int = 0
@@ -84,12 +88,22 @@ class HostSignals:
         return out
 
 
+def audit_every(signals: HostSignals | None) -> int:
+    return AUDIT_EVERY_TRUSTED if signals is not None and signals.audits_clean >= CLEAN_AUDITS else AUDIT_EVERY
+
+
+def is_audit(prev: Revisit, signals: HostSignals | None) -> bool:
+    """Whether the re-fetch of a page whose stored state is ``prev`` goes out without validators to check
+    its host's 304s (stateless: the page's fetch count picks it)."""
+    every = audit_every(signals)
+    return prev.fetches % every == every - 1
+
+
 def validators_for(prev: Revisit, signals: HostSignals | None) -> tuple[str, str]:
     """(ETag, Last-Modified) a re-fetch of a page whose stored state is ``prev`` should send: none on a
-    host fetched with full or plain GETs, none on an audit (every ``AUDIT_EVERY``-th re-fetch of the page
-    while its host's 304s are trusted), else the stored copy's."""
+    host fetched with full or plain GETs, none on an audit, else the stored copy's."""
     mode = signals.mode if signals is not None else CONDITIONAL
-    if mode != CONDITIONAL or prev.fetches % AUDIT_EVERY == AUDIT_EVERY - 1:
+    if mode != CONDITIONAL or is_audit(prev, signals):
         return "", ""
     return prev.etag, prev.last_modified
 
@@ -118,7 +132,7 @@ def observe(
         return
     if status != 200:
         return
-    was_audit = prev.fetches % AUDIT_EVERY == AUDIT_EVERY - 1
+    was_audit = signals.mode == CONDITIONAL and is_audit(prev, signals)
     if digest and digest == prev.digest and (prev.etag or prev.last_modified) and not was_audit:
         signals.ignored += 1  # the stored bytes again: a 304 would have done
     was, now = http_time(prev.last_modified), http_time(last_modified)
@@ -132,3 +146,6 @@ def observe(
         same_date = not etag and not prev.etag and bool(last_modified) and last_modified == prev.last_modified
         if same_tag or same_date:
             signals.stale_validators += 1  # a conditional GET would have been told "not modified"
+            return
+    if was_audit:
+        signals.audits_clean += 1  # the validators told the truth about this page

@@ -10,7 +10,16 @@ from pathlib import Path
 from fetchers.records import FetchResult, UrlTask
 from pipeline.crawl.revisits import Recrawler
 from pipeline.frontier import signals
-from pipeline.frontier.signals import AUDIT_EVERY, CONDITIONAL, FULL, PLAIN, HostSignals, validators_for
+from pipeline.frontier.signals import (
+    AUDIT_EVERY,
+    AUDIT_EVERY_TRUSTED,
+    CLEAN_AUDITS,
+    CONDITIONAL,
+    FULL,
+    PLAIN,
+    HostSignals,
+    validators_for,
+)
 from pipeline.settings.recrawl import RecrawlSettings
 from pipeline.storage.base import Outcome, Revisit, UrlState
 from pipeline.storage.sqlite import SqliteStore
@@ -48,9 +57,16 @@ def test_modes_follow_what_the_host_proved() -> None:
 def test_an_audit_is_not_counted_as_ignored_and_first_fetches_tell_nothing() -> None:
     s = HostSignals()
     audit = Revisit(0.0, 10.0, etag='"a"', digest="d1", fetches=AUDIT_EVERY - 1, fetched_at=1.0)
-    seen(s, status=200, prev=audit)
+    seen(s, status=200, prev=audit)  # the audit found the stored bytes under the stored ETag: honest
     seen(s, status=200, prev=Revisit(0.0, 0.0))  # no stored copy: nothing to judge
-    assert s == HostSignals()
+    assert s == HostSignals(audits_clean=1)
+
+
+def test_audits_thin_out_once_a_host_proved_honest() -> None:
+    fresh, proved = HostSignals(), HostSignals(audits_clean=CLEAN_AUDITS)
+    pages = [Revisit(0.0, 1.0, etag='"a"', fetches=k) for k in range(AUDIT_EVERY_TRUSTED)]
+    assert sum(validators_for(p, fresh) == ("", "") for p in pages) == AUDIT_EVERY_TRUSTED // AUDIT_EVERY
+    assert sum(validators_for(p, proved) == ("", "") for p in pages) == 1
 
 
 def test_validators_for_each_mode_and_the_audit() -> None:
