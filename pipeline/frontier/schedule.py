@@ -12,7 +12,7 @@ freshness bench's baseline) keeps every interval at ``initial_interval_s``.
 A failed fetch keeps the interval and the stored copy's validators and comes back after
 ``failed_interval_s``; a URL's first fetch starts at ``initial_interval_s``.
 
-``policy = "poisson"`` schedules by each page's estimated change rate instead (Cho & Garcia-Molina,
+``policy = "poisson"`` (the default; ``"nutch"`` is the rule above) schedules by each page's estimated change rate instead (Cho & Garcia-Molina,
 "Synchronizing a database to improve freshness", SIGMOD 2000: changes as a Poisson process per page). The
 rate comes from the page's own fetch history (``pipeline.frontier.changerate``: censored exponential
 windows, Last-Modified ages, the window before the first fetch, a prior). The interval is the one at which

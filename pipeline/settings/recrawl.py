@@ -16,10 +16,11 @@ class RecrawlSettings:
     # Do not end when nothing is pending: wait for due URLs until Ctrl-C or the stop file (`--continuous`).
     continuous: bool = False
     adaptive: bool = True  # false: uniform revisiting, every URL every initial_interval_s
-    # With adaptive: "nutch" (the default: unchanged stretches, changed shrinks the interval) or "poisson"
-    # (each page's change rate estimated from its fetches, freshness-optimal intervals that give up on pages
-    # changing faster than the host's budget can follow; pipeline.frontier.schedule).
-    policy: str = "nutch"
+    # With adaptive: "poisson" (the default: each page's change rate estimated from its fetches and its
+    # Last-Modified, freshness-optimal intervals that spend the host's budget and give up on pages changing
+    # faster than it can follow; pipeline.frontier.schedule, docs/bench/freshness.md says why) or "nutch"
+    # (Nutch's AdaptiveFetchSchedule: unchanged stretches, changed shrinks the interval).
+    policy: str = "poisson"
     # Poisson policy: fetches per second one host's re-fetches spend (0 = what uniform revisiting every
     # initial_interval_s would spend: the host's URLs / initial_interval_s).
     host_budget_rps: float = 0.0

@@ -209,5 +209,6 @@ def test_an_unknown_policy_is_refused() -> None:
         Schedule(RecrawlSettings(policy="random"))
 
 
-def test_nutch_stays_the_default() -> None:
-    assert RecrawlSettings().policy == "nutch" and not Schedule(RecrawlSettings()).poisson
+def test_poisson_is_the_default() -> None:
+    assert RecrawlSettings().policy == "poisson" and Schedule(RecrawlSettings()).poisson
+    assert not Schedule(RecrawlSettings(adaptive=False)).poisson  # uniform revisiting
