@@ -45,7 +45,7 @@ def _wanted(tb: TestbedProcess) -> tuple[set[tuple[str, str]], set[tuple[str, st
 
 
 def _fetched(tb: TestbedProcess) -> tuple[list[dict[str, Any]], set[tuple[str, str]]]:
-    tb.wait_log_flush(timeout_s=0.5)
+    tb.wait_log_flush()
     log = tb.read_access_log()
     return log, {(e["host"], e["path"]) for e in log if e["status"] == 200}
 
