@@ -92,8 +92,9 @@ def test_oracle_is_at_least_uniform_and_rates_are_per_wall_second() -> None:
         for m, r in enumerate(per):
             cls = page_class(web.seed, i, m, mix=MEASURED)
             assert r == (1000.0 / MEAN_S[cls] if cls in CONTENT_CLASSES else 0.0)
-    got = oracle(web, host_budget_rps=1.0, low=1.0, high=1e6, since=web.living.epoch + 10.0,  # type: ignore[union-attr]
-                 until=web.living.epoch + 60.0)  # fmt: skip
+    assert web.living is not None
+    epoch = web.living.epoch
+    got = oracle(web, host_budget_rps=1.0, low=1.0, high=1e6, since=epoch + 10.0, until=epoch + 60.0)
     assert got["optimal"]["freshness"] >= got["uniform"]["freshness"]  # type: ignore[index]
     assert got["freshness_ratio"] >= 1.0 and got["age_ratio"] <= 1.0  # type: ignore[operator]
 
