@@ -271,9 +271,13 @@ class Schedule:
         if change is Change.FAILED:
             keep = prev or Revisit(0.0, interval)
             nxt = obs.fetched_at + min(max(cfg.failed_interval_s, low), high)
-            # Poisson: ``interval`` is the estimator's exposure, which a failure tells nothing about
-            # (clamping it would also move the URL to another bucket of its host's histogram).
-            kept = interval if self.poisson else _clamp(interval, low, high)
+            # Poisson: ``interval`` is the estimator's exposure, which a failure tells nothing about: kept
+            # exactly, 0 after a single fetch included (any other value would move the URL to another
+            # bucket of its host's histogram behind the histogram's back: ``hostrates.plan``).
+            if self.poisson:
+                kept = prev.interval if prev is not None else interval
+            else:
+                kept = _clamp(interval, low, high)
             return change, Revisit(
                 nxt, kept, keep.etag, keep.last_modified, keep.digest, keep.simhash,
                 keep.changes, keep.fetches, keep.fetched_at,
