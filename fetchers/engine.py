@@ -54,6 +54,7 @@ from fetchers.robots import (
     robots_url,
     x_robots_tag,
 )
+from fetchers.robotsnote import MAX_SENT, RobotsNote
 from fetchers.tls import CERT_ERRORS
 from fetchers.wire import Archive
 from pipeline.settings import Settings
@@ -187,6 +188,8 @@ class Engine:
         dns_s = 0.0
         max_redirects = self.settings.fetch.max_redirects
         hop = task.redirect_hops  # a chain that is a run of tasks counts its hops from the first one
+        notes: list[RobotsNote] = []  # robots.txt loads of this URL's origins, reported once each
+        made: list[tuple[float, int]] = []  # every request this URL cost: hops and retries
         while True:
             res = None
             try:
@@ -210,6 +213,8 @@ class Engine:
                         if ctx.fence is not None and not ctx.fence():  # robots.txt would be a new request
                             raise Fail(LEASE_LAPSED, "not sent: the batch was stopped")
                         rules = await self.robots.get(origin, self._fetch_robots)
+                    if (note := self.robots.take_news(origin)) is not None:
+                        notes.append(note)
                     if rules.error_class:  # the origin fails for every URL (its certificate): this one too
                         raise Fail(rules.error_class, f"{origin}: {rules.message}")
                     if rules.unreachable:
@@ -222,7 +227,7 @@ class Engine:
                 # A re-fetch's first hop is conditional (a redirect target is another resource).
                 sent = REQUEST_HEADERS.set(conditional_headers(task) if url == task.url else None)
                 try:
-                    ex = await self.exchange(url, host, ip, self._max_body, fence=ctx.fence)
+                    ex = await self.exchange(url, host, ip, self._max_body, fence=ctx.fence, sent=made)
                 finally:
                     REQUEST_HEADERS.reset(sent)
             except Fail as fail:
@@ -249,6 +254,7 @@ class Engine:
                 assert ex is not None
                 res = self._from_exchange(task, ctx, url, ex)
             res.redirects = chain
+            res.robots, res.sent = notes, made
             res.timings.dns_s = dns_s
             res.timings.total_s = self.clock() - t0
             return res
@@ -309,9 +315,11 @@ class Engine:
         return ip
 
     async def exchange(
-        self, url: str, host: str, ip: str, max_body: int, *, fence: Callable[[], bool] | None = None
+        self, url: str, host: str, ip: str, max_body: int, *, fence: Callable[[], bool] | None = None,
+        sent: list[tuple[float, int]] | None = None,
     ) -> Exchange:
-        """A paced exchange, retried for retryable failures and 5xx (not 501), honouring Retry-After."""
+        """A paced exchange, retried for retryable failures and 5xx (not 501), honouring Retry-After.
+        ``sent`` gets (wall time started, status) of each request made."""  # fmt: skip
         retries = self.settings.fetch.retries
         backoff = self.settings.fetch.retry_backoff_s
         attempt = 0
@@ -325,10 +333,13 @@ class Engine:
                 return Exchange(
                     error_class=LEASE_LAPSED, error_message="not sent: the batch's lease may have lapsed"
                 )
+            started = time.time()
             try:
                 ex = await self.transport.exchange(url, host, ip, max_body=max_body)
             finally:
                 self.pacer.release(grant)
+            if sent is not None and len(sent) < MAX_SENT:
+                sent.append((started, ex.status))
             if ex.wire is not None and self.archive is not None:
                 hand_over(ex, self.archive)
             status = ex.status
@@ -349,30 +360,32 @@ class Engine:
             await asyncio.sleep(backoff * (2**attempt))
             attempt += 1
 
-    async def _fetch_robots(self, origin: str) -> tuple[int, bytes]:
+    async def _fetch_robots(self, origin: str) -> tuple[int, bytes, float]:
         """GET robots.txt for ``origin`` through the same transport, guard and pacer; follows up to 5
         redirects (RFC 9309). Returns (0, b'') when there is no HTTP answer; raises ``OriginFailed`` for a
         certificate failure (fetchers.tls), which every URL of the origin would meet."""
         url = robots_url(origin)
+        made: list[tuple[float, int]] = []
         for _ in range(MAX_ROBOTS_REDIRECTS + 1):
             host = host_of(url)
             try:
                 ip = await self.ip_of(host, None)
             except Fail:
-                return 0, b""
-            ex = await self.exchange(url, host, ip, MAX_ROBOTS_BYTES)
+                return 0, b"", time.time()
+            ex = await self.exchange(url, host, ip, MAX_ROBOTS_BYTES, sent=made)
+            at = made[0][0] if made else time.time()
             if ex.error_class in CERT_ERRORS and url == robots_url(origin):
                 raise OriginFailed(ex.error_class, ex.error_message)
             if ex.error_class:
-                return 0, b""
+                return 0, b"", at
             if ex.status in REDIRECT_STATUSES:
                 nxt = normalize(join(url, ex.headers.get("location", "")))
                 if nxt is None:
-                    return ex.status, b""
+                    return ex.status, b"", at
                 url = nxt
                 continue
-            return ex.status, ex.body
-        return 310, b""  # too many redirects: treated like a 3xx/4xx (allow all), as RFC 9309 permits
+            return ex.status, ex.body, at
+        return 310, b"", made[0][0] if made else time.time()  # too many redirects: allow all (RFC 9309)
 
 
 def _workers_for(n_urls: int, per_host: int, host: str) -> int:

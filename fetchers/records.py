@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 
 import lz4.block
 
+from fetchers.robotsnote import RobotsNote, sent_from_json, sent_to_json
+
 
 class SchemaError(ValueError):
     """A message does not match the record schema."""
@@ -159,6 +161,8 @@ class Prepared:
     # What the extraction plugins made of the page (``pipeline.plugins.prepare``); None: no plugin ran on it
     # (one field, so that a crawl without plugins pickles one None more per page, nothing else).
     plugged: PluginOutput | None = None
+    # The page's text simhash for the re-crawl's near-duplicate test (recrawl.simhash_bits); 0: not computed.
+    simhash: int = 0
 
 
 @_pickled_by_fields
@@ -190,6 +194,10 @@ class FetchResult:
     noindex: bool = False
     nofollow: bool = False
     redirect_hops: int = 0  # the task's (UrlTask.redirect_hops): a stopped redirect's target gets one more
+    # robots.txt answers the fetcher loaded for this URL's origin (usually none; fetchers/robotsnote.py)
+    robots: list[RobotsNote] = field(default_factory=list)
+    # the requests this fetch made: (wall time started, status; 0 = no answer), hops and retries included
+    sent: list[tuple[float, int]] = field(default_factory=list)
     # Work a fetch process did for the crawl core (pipeline/links/prepare.py); in memory only, never serialized.
     prepared: Prepared | None = field(default=None, compare=False, repr=False)
 
@@ -231,6 +239,8 @@ class FetchResult:
             "noindex": self.noindex,
             "nofollow": self.nofollow,
             **({"redirect_hops": self.redirect_hops} if self.redirect_hops else {}),
+            **({"robots": [n.to_json() for n in self.robots]} if self.robots else {}),
+            **({"sent": sent_to_json(self.sent)} if self.sent else {}),
         }
 
     @classmethod
@@ -273,7 +283,24 @@ class FetchResult:
             noindex=bool(obj.get("noindex", False)),
             nofollow=bool(obj.get("nofollow", False)),
             redirect_hops=_hops(obj.get("redirect_hops", 0), "redirect_hops"),  # absent: an older node's result
+            robots=_robots(obj.get("robots", [])),
+            sent=_sent(obj.get("sent", [])),
         )
+
+
+def _robots(obj: Any) -> list[RobotsNote]:
+    _require(isinstance(obj, list) and len(obj) <= 16, "robots")
+    try:
+        return [RobotsNote.from_json(n) for n in obj]
+    except ValueError as exc:
+        raise SchemaError(str(exc)) from exc
+
+
+def _sent(obj: Any) -> list[tuple[float, int]]:
+    try:
+        return sent_from_json(obj)
+    except ValueError as exc:
+        raise SchemaError(str(exc)) from exc
 
 
 def _hops(value: Any, what: str) -> int:

@@ -23,11 +23,19 @@ fetches its robots.txt again (measured: a 2-node fleet fetched 41 of 60 hosts' r
 ``RobotsShare`` (the crawl's store; ``pipeline/storage/hbase_robots.py``) a node first asks the share for the
 origin's last answer and uses it while it is fresh by its age, and puts every HTTP answer it fetches there.
 No-answer results (status 0) stay local: they may be this node's own network trouble.
+
+What each load said reaches the crawl (``fetchers.robotsnote``): ``take_news(origin)`` gives the
+``RobotsNote`` of the origin's last load (fetched or shared) once, and the engine puts it on the next
+result of that origin. A load whose directives differ from the answer it replaces is logged as the event
+``robots.changed`` (origin, the directive lines added and gone, the Crawl-delay before and after): in a
+continuous crawl a robots.txt that changes takes effect when its cached answer expires, within
+``robots_ttl_s``, and the crawl's log says so.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -36,6 +44,7 @@ from typing import Protocol
 
 from protego import Protego
 
+from fetchers.robotsnote import MAX_CHANGED, MAX_SITEMAPS, RobotsNote
 from pipeline.settings import PolitenessSettings
 
 MAX_ROBOTS_BYTES = 512 * 1024  # RFC 9309: parse at least 500 KiB
@@ -43,8 +52,9 @@ MAX_ROBOTS_REDIRECTS = 5  # RFC 9309: follow at least five consecutive redirects
 
 log = logging.getLogger(__name__)
 
-# status 0 = no HTTP answer (connect error, timeout, refused by the SSRF guard, ...)
-RobotsFetch = Callable[[str], Awaitable[tuple[int, bytes]]]
+# status 0 = no HTTP answer (connect error, timeout, refused by the SSRF guard, ...); a third item, when
+# given, is the wall time the request started (after the pacer's wait), for the note (robotsnote.py)
+RobotsFetch = Callable[[str], Awaitable[tuple[int, bytes] | tuple[int, bytes, float]]]
 
 
 class OriginFailed(Exception):
@@ -69,6 +79,9 @@ class RobotsRules:
     agent: str = ""
     error_class: str = ""
     message: str = ""
+    sitemaps: tuple[str, ...] = ()  # the Sitemap: lines (at most MAX_SITEMAPS)
+    digest: str = ""  # sha1 of the body, for telling a changed robots.txt
+    directives: tuple[str, ...] = ()  # its rule lines, normalised ("disallow: /x"), for logging a change
 
     def allows(self, url: str) -> bool:
         """May ``url`` (on this origin) be fetched? Unreachable robots disallow everything."""
@@ -131,6 +144,8 @@ class RobotsCache:
         self._share = share
         self._wall = wall
         self.shared_hits = 0  # answers taken from the share instead of fetched
+        self._news: dict[str, RobotsNote] = {}  # origin -> its last load, until the engine reports it
+        self.changes = 0  # loads whose directives differed from the answer they replaced
 
     def fresh(self, origin: str) -> RobotsRules | None:
         """Cached, unexpired rules for ``origin`` or None. Synchronous: the per-URL fast path."""
@@ -154,16 +169,21 @@ class RobotsCache:
 
     async def _fetch(self, origin: str, fetch: RobotsFetch) -> RobotsRules:
         try:
-            rules = await self._shared(origin)
-            if rules is not None:
+            shared = await self._shared(origin)
+            if shared is not None:
+                rules, at = shared
                 log.debug("robots share: %s from the share", origin)
                 self.shared_hits += 1
-                self._store(origin, rules)
+                self._loaded(origin, rules, at=at, fetched=False)
                 return rules
             self.fetches += 1
             log.debug("robots: fetching %s/robots.txt (share: %s)", origin, self._share is not None)
+            at = self._wall()
             try:
-                status, body = await fetch(origin)
+                got = await fetch(origin)
+                status, body = got[0], got[1]
+                if len(got) > 2:
+                    at = got[2]  # type: ignore[misc]
             except OriginFailed as failed:
                 rules = RobotsRules("failed", self._clock() + self._p.robots_5xx_retry_s, agent=self.agent,
                                     error_class=failed.error_class, message=str(failed))  # fmt: skip
@@ -172,7 +192,7 @@ class RobotsCache:
             except Exception:  # a fetch function must not fail the cache; treat as unreachable
                 status, body = 0, b""
             rules = self.from_response(status, body)
-            self._store(origin, rules)
+            self._loaded(origin, rules, at=at, fetched=True)
             if self._share is not None and status:
                 await self._call_share(self._share.put_robots, origin,
                                        SharedAnswer(status, body[:MAX_ROBOTS_BYTES], self._wall()))  # fmt: skip
@@ -180,15 +200,35 @@ class RobotsCache:
         finally:
             self._inflight.pop(origin, None)
 
-    async def _shared(self, origin: str) -> RobotsRules | None:
-        """The share's answer for ``origin`` as rules, when there is one and it is still fresh by its age."""
+    async def _shared(self, origin: str) -> tuple[RobotsRules, float] | None:
+        """The share's answer for ``origin`` as rules, with when it was fetched, when there is one and it is
+        still fresh by its age."""
         if self._share is None:
             return None
         got = await self._call_share(self._share.get_robots, origin)
         if not isinstance(got, SharedAnswer):
             return None
         rules = self.from_response(got.status, got.body, age=max(0.0, self._wall() - got.fetched_at))
-        return rules if rules.expires > self._clock() else None
+        return (rules, got.fetched_at) if rules.expires > self._clock() else None
+
+    def _loaded(self, origin: str, rules: RobotsRules, *, at: float, fetched: bool) -> None:
+        """Keep a load's rules, note it for the crawl, and log it when it changed the origin's rules."""
+        old = self._rules.get(origin)
+        changed = _changed(old, rules) if old is not None and old.state != "failed" else ()
+        self._store(origin, rules)
+        self._news[origin] = RobotsNote(origin, rules.status, at, fetched, rules.sitemaps, rules.crawl_delay,
+                                        rules.digest, changed)  # fmt: skip
+        if changed:
+            self.changes += 1
+            assert old is not None
+            log.info("robots.changed", extra={"fields": {
+                "origin": origin, "changed": list(changed), "crawl_delay_was": old.crawl_delay,
+                "crawl_delay": rules.crawl_delay, "status_was": old.status, "status": rules.status,
+                "source": "fetched" if fetched else "share"}})  # fmt: skip
+
+    def take_news(self, origin: str) -> RobotsNote | None:
+        """The note of ``origin``'s last load, once (None when it was taken or there was none)."""
+        return self._news.pop(origin, None) if self._news else None
 
     async def _call_share(self, fn: Callable[..., object], *args: object) -> object:
         """Run a blocking share call in a thread; a failing share only costs the fetch it would have saved."""
@@ -207,8 +247,10 @@ class RobotsCache:
             text = body[:MAX_ROBOTS_BYTES].decode("utf-8", errors="replace").lstrip("\ufeff")
             parser = Protego.parse(text)
             return RobotsRules(
-                "parsed", now + ttl, status, crawl_delay=self._delay_of(parser), parser=parser, agent=self.agent
-            )
+                "parsed", now + ttl, status, crawl_delay=self._delay_of(parser), parser=parser, agent=self.agent,
+                sitemaps=_sitemaps(parser), digest=hashlib.sha1(body[:MAX_ROBOTS_BYTES]).hexdigest(),
+                directives=_directives(text),
+            )  # fmt: skip
         if 400 <= status < 500 and status != 429 or 300 <= status < 400:
             return RobotsRules("allow_all", now + ttl, status, agent=self.agent)
         return RobotsRules("unreachable", now + self._p.robots_5xx_retry_s, status, agent=self.agent)
@@ -237,6 +279,46 @@ class RobotsCache:
         if rules is None or not rules.unreachable:
             return 0.0
         return max(0.0, rules.expires - self._clock())
+
+
+_RULE_KEYS = frozenset({"user-agent", "allow", "disallow", "crawl-delay", "request-rate"})
+
+
+def _directives(text: str, *, limit: int = 2000) -> tuple[str, ...]:
+    """A robots.txt's rule lines as ``key: value`` (key lower-cased, comments and blanks dropped)."""
+    out: dict[str, None] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("#")[0].partition(":")
+        key = key.strip().lower()
+        if sep and key in _RULE_KEYS:
+            out[f"{key}: {value.strip()}"] = None
+            if len(out) >= limit:
+                break
+    return tuple(out)
+
+
+def _sitemaps(parser: Protego) -> tuple[str, ...]:
+    out: list[str] = []
+    try:
+        for url in parser.sitemaps:
+            out.append(str(url).strip()[:8192])
+            if len(out) >= MAX_SITEMAPS:
+                break
+    except Exception:  # noqa: BLE001 - protego on hostile text: no sitemaps rather than a crash
+        pass
+    return tuple(dict.fromkeys(out))
+
+
+def _changed(old: RobotsRules, new: RobotsRules) -> tuple[str, ...]:
+    """Directive lines added (``+``) and gone (``-``), and a status that moved, from ``old`` to ``new``."""
+    if old.digest == new.digest and old.status == new.status:
+        return ()
+    gone = set(old.directives) - set(new.directives)
+    added = set(new.directives) - set(old.directives)
+    out = [f"+{d}" for d in new.directives if d in added] + [f"-{d}" for d in old.directives if d in gone]
+    if old.status != new.status:
+        out.insert(0, f"status: {old.status} -> {new.status}")
+    return tuple(out[:MAX_CHANGED])
 
 
 _VALUE_DIRECTIVES = frozenset({"unavailable_after", "max-snippet", "max-image-preview", "max-video-preview"})

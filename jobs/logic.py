@@ -152,10 +152,16 @@ def read_quarantine(path: str) -> Quarantined:
 def page_candidates(
     result: FetchResult, rules: LinkRules, *, stats: MutableMapping[str, int] | None = None
 ) -> list[Candidate]:
-    """Extract and filter the links of one fetch result (S3 step 4). Nothing for failures/non-HTML.
+    """Extract and filter the links of one fetch result (S3 step 4). Nothing for failures/non-HTML, but
+    the sitemap files a robots.txt note on any result names (``sitemap_links.robots_candidates``).
 
     ``result.nofollow`` (the fetcher's X-Robots-Tag view) drops every link like a meta nofollow.
     """
+    links = _links(result, rules, stats=stats)
+    return sitemap_links.robots_candidates(result, rules, stats=stats) + links if result.robots else links
+
+
+def _links(result: FetchResult, rules: LinkRules, *, stats: MutableMapping[str, int] | None) -> list[Candidate]:
     target = stopped_target(result)  # a redirect the node did not follow: its target is a link
     if target:
         ok = rules.scope.allows(target) and not trap_reason(target, rules.traps)

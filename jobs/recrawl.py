@@ -25,11 +25,12 @@ from collections.abc import Callable, Container, Iterable, Sequence
 
 from fetchers.records import FetchResult
 from fetchers.report import RETRY_LATER
-from jobs.sitemap_links import sitemap_lastmods
-from pipeline.frontier import hostrates
+from jobs.sitemap_links import is_sitemap_like, sitemap_lastmods
+from pipeline.frontier import hostrates, signals
 from pipeline.frontier.hostrates import HostRates, decode_key, encode_key
 from pipeline.frontier.observation import observe
-from pipeline.frontier.schedule import RECRAWL_META, Schedule
+from pipeline.frontier.schedule import RECRAWL_META, Change, Schedule
+from pipeline.frontier.signals import HostSignals
 from pipeline.settings.recrawl import RecrawlSettings
 from pipeline.storage import hbase_revisits
 from pipeline.storage.base import Revisit, Store
@@ -37,6 +38,7 @@ from pipeline.storage.hbase import HBaseStore
 from pipeline.urls import host_of, normalize
 
 HOST_META = "hostrates:"  # + host: a non-HBase store's per-host histogram (JSON)
+SIGNAL_PREFIX = "sig."  # a host's change-signal counters, beside its histogram's (pipeline.frontier.signals)
 
 
 def recrawl_schedule(store: Store) -> Schedule | None:
@@ -59,19 +61,19 @@ def simhash_of(schedule: Schedule) -> Callable[[bytes, str], int] | None:
 
 
 class HostBook:
-    """The per-host histograms of one batch's hosts, loaded from and saved to the store."""
+    """The per-host histograms of one batch's hosts, loaded from and saved to the store, with what the
+    batch adds to each host's change-signal record (``pipeline.frontier.signals``: counters ``sig.NAME``
+    in the same row, added, never overwritten)."""
 
-    __slots__ = ("store", "hosts", "_loaded")
+    __slots__ = ("store", "hosts", "_loaded", "signals")
 
     def __init__(self, store: Store, hosts: Iterable[str]) -> None:
         self.store = store
         self.hosts: dict[str, HostRates] = {}
         self._loaded: dict[str, dict[hostrates.Key, int]] = {}
+        self.signals: dict[str, HostSignals] = {}  # this batch's counts, added to the row on save
         names = list(dict.fromkeys(hosts))
-        if isinstance(store, HBaseStore):
-            rows = hbase_revisits.get_host_rates(store, names)
-        else:
-            rows = {h: _json_row(store.get_meta(HOST_META + h)) for h in names}
+        rows = _rows(store, names)
         for h in names:
             counts_text, mu, at, dirty = rows.get(h) or ({}, None, None, False)
             counts: dict[hostrates.Key, int] = {}
@@ -90,30 +92,58 @@ class HostBook:
             self._loaded[host] = {}
         return got
 
+    def signals_of(self, host: str) -> HostSignals:
+        got = self.signals.get(host)
+        if got is None:
+            got = self.signals[host] = HostSignals()
+        return got
+
     def save(self) -> None:
-        """Write the moves made since loading (counts as deltas) and each host's solve state."""
+        """Write the moves made since loading (counts as deltas), the signal counts and each host's solve
+        state."""
         deltas: dict[str, dict[str, int]] = {}
-        for h, rates in self.hosts.items():
-            before = self._loaded.get(h, {})
+        for h in dict.fromkeys([*self.hosts, *self.signals]):
+            rates, before = self.hosts.get(h, HostRates()), self._loaded.get(h, {})
             moved = {
                 encode_key(k): rates.counts.get(k, 0) - before.get(k, 0)
                 for k in set(before) | set(rates.counts)
                 if rates.counts.get(k, 0) != before.get(k, 0)
             }
+            moved.update({SIGNAL_PREFIX + k: n for k, n in self.signals.get(h, HostSignals()).as_dict().items()})
             if moved:
                 deltas[h] = moved
         solved = {h: (r.mu, r.solved_at, r.dirty) for h, r in self.hosts.items()}
         if isinstance(self.store, HBaseStore):
             hbase_revisits.add_host_rates(self.store, deltas, solved)
         else:
-            for h, (mu, at, dirty) in solved.items():
-                counts, _, _, _ = _json_row(self.store.get_meta(HOST_META + h))
+            for h in dict.fromkeys([*solved, *deltas]):
+                counts, mu, at, dirty = _json_row(self.store.get_meta(HOST_META + h))
+                if h in solved:
+                    mu, solved_at, dirty = solved[h]
+                    at = solved_at if solved_at != float("-inf") else None
                 for k, n in deltas.get(h, {}).items():
                     counts[k] = max(0, counts.get(k, 0) + n)
-                value = {"counts": {k: n for k, n in counts.items() if n}, "mu": mu, "dirty": dirty,
-                         "at": at if at != float("-inf") else None}  # fmt: skip
+                value = {"counts": {k: n for k, n in counts.items() if n}, "mu": mu, "dirty": dirty, "at": at}
                 self.store.put_meta(HOST_META + h, json.dumps(value, sort_keys=True))
         self._loaded = {h: dict(r.counts) for h, r in self.hosts.items()}
+        self.signals = {}
+
+
+def _rows(store: Store, hosts: Sequence[str]) -> dict[str, tuple[dict[str, int], float | None, float | None, bool]]:
+    if isinstance(store, HBaseStore):
+        return hbase_revisits.get_host_rates(store, hosts)
+    return {h: _json_row(store.get_meta(HOST_META + h)) for h in hosts}
+
+
+def read_signals(store: Store, hosts: Sequence[str]) -> dict[str, HostSignals]:
+    """Each host's change-signal record as the crawl db holds it (the fleet's update jobs write it; the
+    dispatcher asks it which validators a re-fetch sends)."""
+    out = {}
+    for h, (counts, *_) in _rows(store, list(dict.fromkeys(hosts))).items():
+        got = {k[len(SIGNAL_PREFIX) :]: n for k, n in counts.items() if k.startswith(SIGNAL_PREFIX)}
+        if got:
+            out[h] = HostSignals.from_dict(got)
+    return out
 
 
 def _json_row(raw: str | None) -> tuple[dict[str, int], float | None, float | None, bool]:
@@ -152,7 +182,8 @@ def schedule_results(
     if not todo:
         return 0
     simhash = simhash_of(schedule)
-    book = HostBook(store, (host_of(r.url) for r in todo)) if schedule.poisson else None
+    files = schedule.for_sitemaps()  # robots.txt and sitemap files: their own interval, as the embedded crawl
+    book = HostBook(store, (host_of(r.url) for r in todo))
     budget = schedule.cfg.host_budget_rps
     out: dict[str, Revisit] = {}
     stored = _revisits(store, [normalize(r.url) or r.url for r in todo])
@@ -162,12 +193,14 @@ def schedule_results(
         if prev is not None and prev.fetched_at >= result.fetched_at:
             continue
         host = host_of(url)
-        rates = book.rates(host) if book is not None else HostRates()
+        rates = book.rates(host) if schedule.poisson else HostRates()
         obs = observe(result, simhash=None if result.url in unparsed else simhash)
-        _, out[url] = hostrates.plan(schedule, rates, prev, obs, url=url, host=host, budget_rps=budget)
+        plan_with = files if is_sitemap_like(result) else schedule
+        change, out[url] = hostrates.plan(plan_with, rates, prev, obs, url=url, host=host, budget_rps=budget)
+        signals.observe(book.signals_of(host), prev, status=obs.status, etag=obs.etag,
+                        last_modified=obs.last_modified, digest=obs.digest, changed=change is Change.CHANGED)  # fmt: skip
     written = store.put_revisits(list(out.items())) if out else 0
-    if book is not None:
-        book.save()
+    book.save()
     return written
 
 

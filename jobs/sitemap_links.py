@@ -1,14 +1,16 @@
 """Sitemaps in the fleet's link job (issue #23 point 4): robots.txt ``Sitemap:`` lines and sitemap bodies
 from the node segments become candidates for the pending set, as the links of an HTML page do.
 
-The fleet's path: the dispatcher's crawl core puts each seed site's ``/robots.txt`` in the pending set when
-sitemaps are on (``pipeline.crawl.sitemapfeed.SitemapFeed.roots``); a node fetches it like any URL (normal
-politeness, SSRF guard, WARC) and keeps its body in the segment when its type is one the crawl parses
-(``SITEMAP_TYPES``); the link job's mapper calls ``sitemap_candidates`` on every result before the HTML
-extraction. Stateless, so the walk's limits become rules on single results:
+The fleet's path: a node's fetcher loads each host's robots.txt once (itself or from the crawl's robots
+share) and puts what it said on the next result of that host (``FetchResult.robots``); the link job's
+mapper calls ``robots_candidates`` on every result (its ``Sitemap:`` lines become sitemap files to fetch,
+whichever node loaded it) and ``sitemap_candidates`` before the HTML extraction. The files are fetched like
+any URL (normal politeness, SSRF guard, WARC), their bodies kept in the segment when their type is one the
+crawl parses (``SITEMAP_TYPES``). Stateless, so the walk's limits become rules on single results:
 
-- robots.txt (path ``/robots.txt``, 200): its ``Sitemap:`` lines (``robots_sitemaps``), depth + 1, with
-  ``SITEMAP_SOURCE`` as their source (sitemap files, which the host cap does not count);
+- a robots note (any result): its ``Sitemap:`` lines at depth 1, with ``SITEMAP_SOURCE`` as their source
+  (sitemap files, which the host cap does not count); a robots.txt fetched as a URL (a crawl db from
+  before the notes) the same way;
 - a sitemap file (an XML or gzip type, or a path naming a sitemap, and a body ``parse_sitemap`` reads as
   one): a urlset's entries and an index's children, depth + 1. The protocol's size and count limits, gzip
   bombs and DTDs are ``parse_sitemap``'s (an index's files, which the host cap does not count, are also
@@ -33,7 +35,8 @@ from typing import Protocol
 
 from fetchers.records import FetchResult
 from pipeline.links.filtering import Candidate
-from pipeline.links.sitemaps import SitemapLimits, parse_sitemap, robots_sitemaps, same_site
+from pipeline.links.sitemaps import SitemapLimits, parse_sitemap, robots_sitemaps, same_site, sitemap_urls
+from pipeline.links.sitemaps import is_sitemap_like as sitemap_like
 from pipeline.storage.base import SITEMAP_SOURCE
 from pipeline.urls import Scope, TrapRules, fingerprint, host_of, normalize, trap_reason
 
@@ -49,7 +52,6 @@ class LinkRules(Protocol):
     def max_depth(self) -> int: ...
 
 
-_XML_TYPES = frozenset({"application/xml", "text/xml", "application/gzip", "application/x-gzip"})
 _LIMITS = SitemapLimits()
 
 
@@ -65,11 +67,23 @@ def _count(stats: MutableMapping[str, int] | None, key: str, n: int = 1) -> None
 
 def is_sitemap_like(result: FetchResult) -> bool:
     """A result the job reads as robots.txt or a sitemap (by path and type; the body decides later)."""
-    path = _path(result.url).lower()
-    if path == "/robots.txt":
-        return True
-    ctype = result.content_type.split(";")[0].strip().lower()
-    return ctype in _XML_TYPES or ("sitemap" in path and ctype in ("text/plain", "application/octet-stream"))
+    return sitemap_like(result.url, result.content_type)
+
+
+def robots_candidates(
+    result: FetchResult, rules: LinkRules, *, stats: MutableMapping[str, int] | None = None
+) -> list[Candidate]:
+    """The sitemap files that the robots.txt answers on ``result`` name (``FetchResult.robots``: the fetch
+    node loaded its origin's robots.txt, itself or from the robots share): files at depth 1, as below a
+    robots.txt at depth 0, marked ``SITEMAP_SOURCE``. Any result may carry such a note, a failed one too."""
+    found: list[str] = []
+    for note in result.robots:
+        if 200 <= note.status < 300 and note.sitemaps:
+            found += sitemap_urls(note.sitemaps)
+    if not found:
+        return []
+    _count(stats, "sitemap_robots_lines", len(found))
+    return _keep(found, 1, SITEMAP_SOURCE, rules.scope, rules.traps, rules.max_depth, stats)
 
 
 def sitemap_candidates(

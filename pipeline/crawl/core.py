@@ -280,8 +280,15 @@ class CrawlCore(PendingInputs):
     def _requeue_due(self) -> None:
         """A re-crawl's due URLs back into the pending set (at most every ``recrawl.check_interval_s``)."""
         if self.recrawl is not None:
-            for host, count in self.recrawl.due(self.clock(), backlog=self.frontier.pending).items():
+            due = self.recrawl.due(self.clock(), backlog=self.frontier.pending, host_backlog=self._host_backlog)
+            for host, count in due.items():
                 self.frontier.add_pending(host, count, refetch=True)
+
+    def _host_backlog(self, host: str) -> int:
+        """URLs of ``host`` waiting for a lease (the work-conserving re-crawl keeps a few per host, so the
+        host's next lease finds some while its current batch is still out)."""
+        hs = self.frontier.host(host)
+        return 0 if hs is None else hs.pending
 
     def _apply(
         self, result: FetchResult, *, final: bool | None = None, packed: bytes = b"", position: Checkpoint | None = None

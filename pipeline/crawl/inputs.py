@@ -38,8 +38,6 @@ class PendingInputs:
 
     def _add_seeds(self, seeds: Sequence[str]) -> None:
         records = [UrlRecord(u, fingerprint(u), host_of(u), 0) for u in seeds]
-        if self.recrawl is not None:
-            records += self.recrawl.roots(seeds)
         new = self.seen.add_new(records)
         self.frontier.add(new)
         self.stats.on_discovered(len(new))

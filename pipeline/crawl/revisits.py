@@ -23,16 +23,20 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fetchers.records import FetchResult, UrlTask
+from pipeline.crawl.signalbook import SignalBook
 from pipeline.crawl.sitemapfeed import SitemapFeed
-from pipeline.frontier import hostrates
+from pipeline.frontier import hostrates, signals
 from pipeline.frontier.hostrates import HostRates
 from pipeline.frontier.observation import observe
-from pipeline.frontier.schedule import RECRAWL_META, Change, Schedule
+from pipeline.frontier.schedule import RECRAWL_META, Change, Observation, Schedule
+from pipeline.frontier.signals import validators_for
+from pipeline.links.sitemaps import is_sitemap_like
 from pipeline.settings import Settings
 from pipeline.settings.recrawl import RecrawlSettings
 from pipeline.storage.base import Outcome, Revisit, Store, UrlRecord, UrlState
@@ -53,6 +57,7 @@ class RevisitStats:
     failed: int = 0
     requeued: int = 0  # due URLs moved back to the pending set
     conditional_sent: int = 0  # tasks that went out with validators
+    unconditional_sent: int = 0  # re-fetches sent without (audits, hosts fetched with full or plain GETs)
     refetch_body_bytes: int = 0  # body bytes of re-fetches answered 200
     refetch_200: int = 0
     not_modified_wire_bytes: int = 0
@@ -62,7 +67,8 @@ class RevisitStats:
         return {f: getattr(self, f) for f in self.__slots__}  # type: ignore[attr-defined]
 
 
-WORK_AHEAD = 3  # work-conserving: pending URLs kept per known host (a host's batch takes several at once)
+STOP_CHECK_S = 0.2  # the stop file is looked for at most this often
+WORK_AHEAD = 3  # work-conserving: URLs kept waiting per known host (a batch takes several)
 
 
 class Recrawler:
@@ -74,14 +80,12 @@ class Recrawler:
         store: Store,
         *,
         simhash: Callable[[bytes, str], int] | None = None,
-        host_budget_rps: float = 0.0,
     ) -> None:
-        """``host_budget_rps``: fetches per second one host may take (the Poisson policy spends it; 0 =
-        unknown: the schedule's default ``mu``)."""
         self.cfg = cfg
-        self.host_budget_rps = cfg.host_budget_rps or host_budget_rps
+        self.host_budget_rps = cfg.host_budget_rps  # 0: uniform revisiting's (pipeline.frontier.hostrates)
         self._hosts: dict[str, HostRates] = {}
         self.schedule = Schedule(cfg)
+        self.sitemap_schedule = self.schedule.for_sitemaps()
         self.store = store
         self.continuous = cfg.continuous
         if simhash is None and cfg.simhash_bits > 0:
@@ -90,11 +94,11 @@ class Recrawler:
         self.sitemaps: SitemapFeed | None = None
         self._prev: dict[int, Revisit] = {}  # url_id -> stored revisit, for URLs in the frontier or in flight
         self._checked = float("-inf")
+        self._stop_checked, self._stop_seen = float("-inf"), False
         self.stats = RevisitStats()
-        # The fleet's crawl-db update job schedules what fetch nodes recorded by these same settings, with
-        # the host budget resolved (politeness gives it when the section does not): the same per-host mu.
-        resolved = dataclasses.replace(cfg, host_budget_rps=self.host_budget_rps)
-        store.put_meta(RECRAWL_META, json.dumps(dataclasses.asdict(resolved)))
+        self.signals = SignalBook(store)
+        # The fleet's crawl-db update job schedules what fetch nodes recorded by these same settings.
+        store.put_meta(RECRAWL_META, json.dumps(dataclasses.asdict(cfg)))
 
     @classmethod
     def of(
@@ -104,24 +108,21 @@ class Recrawler:
         rc = settings.recrawl
         if not rc.on:
             return None
-        delay = settings.politeness.min_host_delay_s
-        out = cls(rc, store, host_budget_rps=1.0 / delay if delay > 0 else 0.0)
+        out = cls(rc, store)
         if rc.sitemaps:
             out.sitemaps = SitemapFeed(scope, store, schedule=out.schedule, clock=clock)
         return out
 
-    def roots(self, seeds: Sequence[str]) -> list[UrlRecord]:
-        """Extra URLs to crawl with the seeds (their sites' robots.txt, for the sitemaps feed)."""
-        return self.sitemaps.roots(seeds) if self.sitemaps is not None else []
-
     def halted(self) -> bool:
         """A continuous crawl whose stop file exists: no new batch."""
-        return self.continuous and self.stopped()
+        return self.continuous and self._stopped_lately()
 
     def summary(self) -> dict[str, object]:
         out: dict[str, object] = {"recrawl": self.stats.as_dict()}
         if self.sitemaps is not None:
             out["sitemaps"] = self.sitemaps.summary()
+        if self.cfg.signal_trust:
+            out["signals"] = self.signals.summary()
         return out
 
     def pending(self, host: str, limit: int, *, refetches_only: bool = False) -> list[UrlRecord]:
@@ -142,23 +143,39 @@ class Recrawler:
                 self._prev[r.url_id] = r.revisit
 
     def decorate(self, tasks: Sequence[UrlTask]) -> None:
-        """Give re-fetched tasks their stored validators (when conditional GET is on)."""
+        """Give re-fetched tasks their stored validators (when conditional GET is on), as their host's
+        record says (``pipeline.frontier.signals``: none for a host whose 304s hid changes or that
+        ignores validators, none on an audit; ``recrawl.signal_trust = false``: always)."""
         if not self.cfg.conditional_get or not self._prev:
             return
+        trust = self.cfg.signal_trust
         for t in tasks:
             prev = self._prev.get(t.url_id)
-            if prev is not None and (prev.etag or prev.last_modified):
+            if prev is None or not (prev.etag or prev.last_modified):
+                continue
+            if trust:
+                t.etag, t.last_modified = validators_for(prev, self.signals.of(host_of(t.url)))
+            else:
                 t.etag, t.last_modified = prev.etag, prev.last_modified
+            if t.etag or t.last_modified:
                 self.stats.conditional_sent += 1
+            else:
+                self.stats.unconditional_sent += 1
 
-    def due(self, now: float, *, backlog: int = 0) -> dict[str, int]:
+    def due(
+        self, now: float, *, backlog: int = 0, host_backlog: Callable[[str], int] | None = None
+    ) -> dict[str, int]:
         """Due URLs moved back to the pending set (per host), at most every ``check_interval_s``.
 
         The budget rule: re-fetches and new URLs share one frontier, one politeness and one fetch budget.
         While ``backlog`` (URLs already pending) is below ``requeue_batch``, up to ``requeue_batch`` due URLs
         come back per check; above it, only ``recrawl_share`` of that, so a flood of due URLs cannot starve
         the discovery of new ones, nor new URLs freeze the collection. Politeness never bends: both kinds
-        wait for their host's turn alike."""
+        wait for their host's turn alike.
+
+        Work-conserving (``work_conserving``): each known host with fewer than ``WORK_AHEAD`` URLs waiting
+        (``host_backlog``) gets its URLs due soonest back early, so no host's turn goes unused while
+        another's queue is long."""
         if now - self._checked < self.cfg.check_interval_s:
             return {}
         self._checked = now
@@ -166,17 +183,29 @@ class Recrawler:
         if backlog >= cap:
             cap = int(cap * self.cfg.recrawl_share)
         hosts = self.store.requeue_due(now, cap)
-        if self.cfg.work_conserving:
-            # Work-conserving: rather than leave a host's turn unused, fetch what is due soonest now.
-            want = WORK_AHEAD * max(1, len(self._hosts)) - backlog - sum(hosts.values())
-            if want > 0:
-                for host, n in self.store.requeue_due(now + self.cfg.max_interval_s, want).items():
+        if self.cfg.work_conserving and self._hosts:
+            busy = host_backlog or (lambda _h: 0)
+            idle = {h: WORK_AHEAD - busy(h) - hosts.get(h, 0) for h in self._hosts}
+            idle = {h: n for h, n in idle.items() if n > 0}
+            if idle:
+                early = self.store.requeue_due(now + self.cfg.max_interval_s, sum(idle.values()), hosts=idle)
+                for host, n in early.items():
                     hosts[host] = hosts.get(host, 0) + n
         self.stats.requeued += sum(hosts.values())
         return hosts
 
     def stopped(self) -> bool:
-        return bool(self.cfg.stop_file) and Path(self.cfg.stop_file).exists()
+        self._stop_seen = self._stop_seen or (bool(self.cfg.stop_file) and Path(self.cfg.stop_file).exists())
+        return self._stop_seen
+
+    def _stopped_lately(self) -> bool:
+        """``stopped``, looked up at most every ``STOP_CHECK_S``: asked before every batch, a stat each
+        time was the busiest system call of a continuous crawl."""
+        now = time.monotonic()
+        if not self._stop_seen and now - self._stop_checked >= STOP_CHECK_S:
+            self._stop_checked = now
+            self.stopped()
+        return self._stop_seen
 
     # --- results ----------------------------------------------------------------------------------
     def on_outcome(self, result: FetchResult, outcome: Outcome) -> tuple[Outcome, Change | None]:
@@ -186,14 +215,20 @@ class Recrawler:
             return outcome, None
         # A page whose parse killed parser processes is not parsed here either: exact digest only.
         hostile = result.prepared is not None and bool(result.prepared.parse_error)
-        obs = observe(result, simhash=None if hostile else self._simhash)
+        simhash = None if hostile else self._simhash
+        if simhash is not None and result.prepared is not None and result.prepared.simhash:
+            simhash = _given(result.prepared.simhash)  # a parse or fetch process computed it already
+        obs = observe(result, simhash=simhash)
         host = host_of(result.url)
         rates = self._hosts.get(host)
         if rates is None:
             rates = self._hosts[host] = HostRates()
+        schedule = self.sitemap_schedule if is_sitemap_like(result.url, result.content_type) else self.schedule
         change, revisit = hostrates.plan(
-            self.schedule, rates, prev, obs, url=result.url, host=host, budget_rps=self.host_budget_rps
+            schedule, rates, prev, obs, url=result.url, host=host, budget_rps=self.host_budget_rps
         )
+        if self.cfg.signal_trust:
+            revisit = self._signals(result, obs, prev, change, revisit, host)
         self._count(change, result, prev)
         page = outcome.page
         same_bytes = change is Change.UNCHANGED and prev is not None and obs.digest == prev.digest
@@ -205,6 +240,19 @@ class Recrawler:
         if change is Change.NOT_MODIFIED:
             state = UrlState.DONE
         return replace(outcome, page=page, state=state, revisit=revisit), change
+
+    def _signals(
+        self, result: FetchResult, obs: Observation, prev: Revisit | None, change: Change, revisit: Revisit, host: str
+    ) -> Revisit:
+        """Count the result into its host's record; a page its trusted sitemap lists waits for its lastmod."""
+        asked = self.sitemaps.take_asked(result.url) if self.sitemaps is not None else False
+        record = self.signals.counted(host)
+        signals.observe(record, prev, status=obs.status, etag=obs.etag, last_modified=obs.last_modified,
+                        digest=obs.digest, changed=change is Change.CHANGED, lastmod_asked=asked)  # fmt: skip
+        if record.skips and self.sitemaps is not None and self.sitemaps.dated(result.url):
+            _, high = self.schedule.bounds(result.url, host)
+            return replace(revisit, next_fetch=max(revisit.next_fetch, obs.fetched_at + high))
+        return revisit
 
     def host_mu(self, host: str) -> float | None:
         """The host's current ``mu`` (for the summary and tests)."""
@@ -220,6 +268,10 @@ class Recrawler:
             s.refetch_body_bytes += result.body_bytes
         if change is Change.NOT_MODIFIED:
             s.not_modified_wire_bytes += result.wire_bytes
+
+
+def _given(value: int) -> Callable[[bytes, str], int]:
+    return lambda _body, _ctype: value
 
 
 def _text_simhash(body: bytes, content_type: str) -> int:

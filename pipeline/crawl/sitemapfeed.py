@@ -1,14 +1,16 @@
-"""Sitemaps into the crawl (issue #23 point 4): robots.txt ``Sitemap:`` lines, sitemap files, lastmod.
+"""Sitemaps into the crawl: robots.txt ``Sitemap:`` lines, sitemap files, lastmod.
 
 The files are fetched as ordinary crawl URLs, so politeness, the SSRF guard, retries and the WARC apply to
-them as to pages, and with re-crawling on they are re-fetched on their own schedule (a changed sitemap
-brings its new lastmods). The flow, per seed site:
+them as to pages, and with re-crawling on they are re-fetched on their own schedule
+(``recrawl.sitemap_interval_s``: a changed sitemap brings its new lastmods). The flow, per origin:
 
-1. ``roots(seeds)``: the site's ``/robots.txt`` as a crawl URL (the fetcher's own robots.txt cache does
-   not hand its text to the core);
-2. its result: ``Sitemap:`` lines (``pipeline.links.sitemaps.robots_sitemaps``) start the site's
-   ``SitemapWalk``; the files it wants are returned as URLs to crawl;
-3. a sitemap file's result: parsed (``parse_sitemap``: gzip, index, size and count limits, DTDs refused);
+1. the fetcher loads an origin's robots.txt once (the fetch process that first meets the host, or the
+   crawl's robots share) and puts what it said on the next result of that origin (``FetchResult.robots``,
+   ``fetchers.robotsnote``): its ``Sitemap:`` lines start the origin's ``SitemapWalk``, whichever process
+   loaded it, and the files it wants are returned as URLs to crawl. robots.txt itself is never a crawl URL:
+   it is fetched once per host, by the fetcher's cache, and again only when its cached answer expires (a
+   reload adds the sitemaps it did not list before);
+2. a sitemap file's result: parsed (``parse_sitemap``: gzip, index, size and count limits, DTDs refused);
    an index queues its children, a urlset's in-scope pages are returned as URLs to crawl (pages reachable
    only through a sitemap are found that way), and each entry's ``lastmod`` after the stored copy's fetch
    makes that URL due now (``Schedule.on_lastmod``).
@@ -22,13 +24,13 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from fetchers.records import FetchResult
 from pipeline.frontier.schedule import Schedule
-from pipeline.links.sitemaps import SitemapEntry, SitemapWalk, parse_sitemap, robots_sitemaps, same_site
+from pipeline.links.sitemaps import SitemapEntry, SitemapWalk, parse_sitemap, same_site, sitemap_urls
 from pipeline.settings import Settings
-from pipeline.storage.base import ROBOTS_SOURCE, SITEMAP_SOURCE, Revisit, Store, UrlRecord
+from pipeline.storage.base import SITEMAP_SOURCE, Revisit, Store, UrlRecord
 from pipeline.urls import Scope, fingerprint, host_of, normalize
 
 log = logging.getLogger(__name__)
@@ -59,37 +61,29 @@ class SitemapFeed:
         self._reported: set[tuple[str, str]] = set()
         self.store = store
         self.schedule = schedule
-        self._robots: dict[str, str] = {}  # robots.txt URL -> origin
+        self.robots_read = 0  # robots.txt answers whose Sitemap: lines were read
         self._files: dict[str, tuple[str, int]] = {}  # sitemap file URL -> (origin, depth)
         self._walks: dict[str, SitemapWalk] = {}
         self.errors: Counter[str] = Counter()
         self.pages_found = 0
         self.lastmod_due = 0
-
-    def roots(self, seeds: Sequence[str]) -> list[UrlRecord]:
-        """The robots.txt URL of each seed's site, to crawl first."""
-        out = []
-        for seed in seeds:
-            origin = _origin(seed)
-            url = normalize(origin + "/robots.txt") if origin else None
-            if url and url not in self._robots and self.scope.allows(url):
-                self._robots[url] = origin
-                out.append(
-                    UrlRecord(url, fingerprint(url), host_of(url), 0, discovered_from=ROBOTS_SOURCE)
-                )
-        return out
+        self._dated: set[str] = set()  # pages a sitemap lists with a lastmod
+        self._asked: set[str] = set()  # pages a lastmod made due, until their next result
 
     def on_result(self, result: FetchResult) -> list[UrlRecord]:
         """URLs to crawl that ``result`` reveals (sitemap files, pages); [] for any other result."""
+        out: list[UrlRecord] = []
+        for note in result.robots:  # a robots.txt the fetcher loaded for this result's origin
+            if 200 <= note.status < 300:
+                self.robots_read += 1
+                walk = self._walks.setdefault(note.origin, SitemapWalk())
+                # a reloaded robots.txt adds only sitemaps it did not list before
+                walk.add_roots(u for u in sitemap_urls(note.sitemaps) if self.scope.allows(u) and u not in walk.seen)
+                out += self._next_files(note.origin)
+        return out + self._on_file(result)
+
+    def _on_file(self, result: FetchResult) -> list[UrlRecord]:
         url = result.url
-        origin = self._robots.get(url)
-        if origin is not None:
-            if result.status == 200 and not result.error_class:
-                text = result.body.decode("utf-8", "replace")
-                walk = self._walks.setdefault(origin, SitemapWalk())
-                # a re-fetched robots.txt adds only sitemaps it did not list before
-                walk.add_roots(u for u in robots_sitemaps(text) if self.scope.allows(u) and u not in walk.seen)
-            return self._next_files(origin)
         where = self._files.get(url)
         if where is None:
             return []
@@ -120,7 +114,7 @@ class SitemapFeed:
 
     def summary(self) -> dict[str, object]:
         return {"pages_found": self.pages_found, "lastmod_due": self.lastmod_due, "errors": dict(self.errors),
-                "files": len(self._files)}  # fmt: skip
+                "files": len(self._files), "robots_read": self.robots_read}  # fmt: skip
 
     def _in_scope(self, sitemap_url: str) -> Callable[[str], bool]:
         site = same_site(sitemap_url)
@@ -150,16 +144,23 @@ class SitemapFeed:
                 moved = self.schedule.on_lastmod(prev, e.lastmod, now=now)
                 if moved is not None:
                     due.append((e.loc, moved))
+        self._dated.update(e.loc for e in entries if e.lastmod is not None)
         if due:
             self.lastmod_due += self.store.put_revisits(due)
+            self._asked.update(url for url, _ in due)
+
+    def dated(self, url: str) -> bool:
+        """A sitemap lists ``url`` with a lastmod (its re-fetch can wait for it)."""
+        return url in self._dated
+
+    def take_asked(self, url: str) -> bool:
+        """Whether a lastmod made ``url`` due (once: its result answers it)."""
+        if url in self._asked:
+            self._asked.discard(url)
+            return True
+        return False
 
     def _error(self, url: str, kind: str, detail: str = "") -> None:
         self.errors[kind] += 1
         log.warning("sitemap %s: %s %s", url[:200], kind, detail[:200])
 
-
-def _origin(url: str) -> str:
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return ""
-    return f"{scheme}://{rest.partition('/')[0]}"

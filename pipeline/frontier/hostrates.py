@@ -21,7 +21,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from pipeline.frontier.schedule import Change, Observation, Schedule, revisit_rate, solve_mu
+from pipeline.frontier.changerate import revisit_rate
+from pipeline.frontier.schedule import Change, Observation, Schedule, solve_mu
 from pipeline.storage.base import Revisit
 
 MU_EVERY_S = 2.0  # a host's mu is solved again at most this often (result time)
@@ -44,11 +45,11 @@ def counted(prev: Revisit | None) -> bool:
     return prev is not None and prev.fetches >= 1
 
 
-def key_of(rv: Revisit, *, min_observations: int) -> Key:
-    """The histogram key of a Poisson-policy state: its rate's bucket once ``min_observations`` intervals
+def key_of(rv: Revisit, schedule: Schedule) -> Key:
+    """The histogram key of a Poisson-policy state: its rate's bucket once ``min_observations`` windows
     are seen and the rate is positive, else None (the prior)."""
-    rate = revisit_rate(rv)
-    return rate_bucket(rate) if rv.fetches - 1 >= max(min_observations, 1) and rate > 0 else None
+    rate = revisit_rate(rv, schedule.prior_rate)
+    return rate_bucket(rate) if rv.fetches - 1 >= schedule.cfg.min_observations and rate > 0 else None
 
 
 def encode_key(key: Key) -> str:
@@ -101,14 +102,14 @@ class HostRates:
 
     def current_mu(self, now: float, *, budget_rps: float, schedule: Schedule) -> float | None:
         """The host's ``mu`` at result time ``now``: solved from the histogram so that the intervals spend
-        ``budget_rps``, again when the histogram changed and ``MU_EVERY_S`` passed; None (the schedule's
-        default) when the budget is unknown (0)."""
-        if budget_rps <= 0:
-            return None
+        ``budget_rps`` (0: what revisiting each of the host's URLs every ``initial_interval_s`` would
+        spend, so the policy spends uniform revisiting's fetches, better), again when the histogram
+        changed and ``MU_EVERY_S`` passed."""
         if self.dirty and now - self.solved_at >= MU_EVERY_S:
             cfg = schedule.cfg
-            hist = self.histogram(1.0 / cfg.initial_interval_s)
-            self.mu = solve_mu(hist, budget_rps, low=cfg.min_interval_s, high=cfg.max_interval_s)
+            hist = self.histogram(schedule.prior_rate)
+            budget = budget_rps if budget_rps > 0 else sum(n for _, n in hist) / cfg.initial_interval_s
+            self.mu = solve_mu(hist, budget, low=cfg.min_interval_s, high=cfg.max_interval_s)
             self.solved_at, self.dirty = now, False
         return self.mu
 
@@ -130,7 +131,6 @@ def plan(
     mu = rates.current_mu(obs.fetched_at, budget_rps=budget_rps, schedule=schedule)
     change, revisit = schedule.plan(prev, obs, url=url, host=host, mu=mu)
     if change is not Change.FAILED:
-        m = schedule.cfg.min_observations
-        old = key_of(prev, min_observations=m) if prev is not None else None
-        rates.shift(old, key_of(revisit, min_observations=m), was_counted=counted(prev))
+        old = key_of(prev, schedule) if prev is not None else None
+        rates.shift(old, key_of(revisit, schedule), was_counted=counted(prev))
     return change, revisit

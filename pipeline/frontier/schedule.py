@@ -12,35 +12,31 @@ freshness bench's baseline) keeps every interval at ``initial_interval_s``.
 A failed fetch keeps the interval and the stored copy's validators and comes back after
 ``failed_interval_s``; a URL's first fetch starts at ``initial_interval_s``.
 
-``policy = "poisson"`` (``recrawl.policy``; the default stays ``"nutch"``) schedules by each page's estimated
-change rate instead (Cho & Garcia-Molina, "Synchronizing a database to improve freshness", SIGMOD 2000, and
-"Estimating frequency of change", TOIT 2003: changes as a Poisson process per page). The rate comes from the
-page's own fetch history (``change_rate``): looking back from each fetch, the time to the page's last change
-is exponential, censored at the interval since the previous fetch, so X changes over a summed *exposure* E
-give the maximum-likelihood rate X / E. A fetch that found the page unchanged adds the whole interval to E;
-a changed one adds its age (fetch time - Last-Modified) when the server's Last-Modified falls inside the
-interval, else half the interval (the change came somewhere in it). With Last-Modified a page changing far
-faster than any revisit shows it at its first changed fetch; without, "changed at every visit" caps the
-estimate at about 2 / interval. A page never seen changing gets half a change over the observed time.
-The interval is the one at which one more fetch of that page is worth ``mu`` of expected freshness per
-fetch-second (``optimal_interval``): the freshness-optimal allocation, which revisits pages changing about as
-often as the revisit cycle most and *gives up* (``max`` interval) on pages changing faster than ``1/mu``,
-as their result that uniform beats proportional revisiting predicts. ``mu`` is the caller's
-(``pipeline.crawl.revisits`` solves it per host so that the host's fetch budget is spent: ``solve_mu``);
-without one, ``default_mu`` makes a page changing once per ``initial_interval_s`` come back after about that
-long. In this policy ``Revisit.interval`` holds the mean exposure per observed interval (E / n: the
-estimator's state), not the scheduled interval (that is ``next_fetch - fetched_at``); until
-``min_observations`` intervals are seen a page is revisited every ``initial_interval_s``.
+``policy = "poisson"`` (the default; ``"nutch"`` is the rule above) schedules by each page's estimated change rate instead (Cho & Garcia-Molina,
+"Synchronizing a database to improve freshness", SIGMOD 2000: changes as a Poisson process per page). The
+rate comes from the page's own fetch history (``pipeline.frontier.changerate``: censored exponential
+windows, Last-Modified ages, the window before the first fetch, a prior). The interval is the one at which
+one more fetch of that page is worth ``mu`` of expected freshness per fetch-second (``optimal_interval``):
+the freshness-optimal allocation, which revisits pages changing about as often as the revisit cycle most
+and *gives up* (``max`` interval) on pages changing faster than ``1/mu``, as their result that uniform
+beats proportional revisiting predicts. ``mu`` is the caller's (``pipeline.crawl.revisits`` solves it per
+host so that the host's fetch budget is spent: ``solve_mu``); without one, ``default_mu`` makes a page
+changing once per ``initial_interval_s`` come back after about that long. In this policy
+``Revisit.interval`` holds the estimator's exposure (seconds), not the scheduled interval (that is
+``next_fetch - fetched_at``), and ``changes`` the windows that saw a change; until ``min_observations``
+windows are seen a page is revisited every ``initial_interval_s``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pipeline.frontier.changerate import advance, http_time, revisit_rate
 from pipeline.settings.recrawl import RecrawlSettings
 from pipeline.storage.base import Revisit
 
@@ -134,32 +130,11 @@ POLICIES = ("nutch", "poisson")
 _G1 = 1.0 - 2.0 / math.e
 
 
-def change_rate(changes: int, intervals: int, mean_exposure_s: float) -> float:
-    """Estimated Poisson change rate (changes/s) of a page whose fetches found ``changes`` changes over
-    ``intervals`` intervals with ``mean_exposure_s`` of exposure each (module docstring): X / E, at least
-    half a change over the observed time (a page never seen changing is not assumed never to change);
-    0 when nothing was observed."""
-    n = intervals
-    if n <= 0 or not mean_exposure_s > 0:
-        return 0.0
-    total = n * mean_exposure_s
-    return max(min(max(changes, 0), n) / total, 0.5 / ((n + 1) * mean_exposure_s))
-
-
-def exposure(gap: float, *, changed: bool, fetched_at: float, modified_at: float) -> float:
-    """What one observed interval of ``gap`` seconds adds to a page's exposure: all of it when unchanged;
-    when changed, the age of the new version (``fetched_at - modified_at``) if the Last-Modified time lies
-    inside the interval (a server's clock or a stale header outside it tells nothing), else half of it."""
-    if not changed:
-        return gap
-    age = fetched_at - modified_at
-    if modified_at > 0 and 0 <= age <= gap:
-        return max(age, 1e-3)  # HTTP dates have 1 s resolution: 0 means "within the second"
-    return gap / 2
-
-
 def _g(x: float) -> float:
-    """d(freshness)/d(fetch rate) x rate, at x = rate x interval: 1 - (1 + x) e^-x (0 at 0, -> 1)."""
+    """d(freshness)/d(fetch rate) x rate, at x = rate x interval: 1 - (1 + x) e^-x (0 at 0, -> 1). Below
+    1e-3 its series x^2/2 - x^3/3 + x^4/8 - x^5/30, where the closed form loses digits to cancellation."""
+    if x < 1e-3:
+        return x * x * (0.5 - x * (1.0 / 3.0 - x * (0.125 - x / 30.0)))
     return 1.0 - (1.0 + x) * math.exp(-x)
 
 
@@ -172,17 +147,35 @@ def optimal_interval(rate: float, mu: float) -> float:
         return math.inf
     if y <= 0:
         return 0.0
-    x = math.sqrt(2.0 * y)  # g(x) ~ x^2 / 2 near 0; g is increasing and concave beyond x = 1
-    lo, hi = 0.0, max(2.0 * x, 1.0)
-    while _g(hi) < y:
-        hi *= 2.0
-    for _ in range(48):  # bisection to ~1e-14 relative: cheap enough for a few dozen rates per solve
-        x = 0.5 * (lo + hi)
-        if _g(x) < y:
+    return _g_inverse(y) / rate
+
+
+def _g_inverse(y: float) -> float:
+    """The x > 0 with g(x) = y, 0 < y < 1: Newton's method on g (g' = x e^-x > 0) from a close first guess
+    (the series near 0; x = L + ln(1 + x), L = -ln(1 - y), for large x), kept inside a bracket that shrinks
+    with every step (a bisection step when Newton's would leave it): about 4 steps."""
+    if y < 0.3:
+        root = math.sqrt(2.0 * y)
+        x = root * (1.0 + root / 3.0)  # inverts x^2/2 - x^3/3
+    else:
+        tail = -math.log1p(-y)
+        x = tail + math.log1p(tail + math.log1p(tail))
+    lo, hi = 0.0, math.inf
+    for _ in range(60):
+        e = math.exp(-x)
+        f = _g(x) - y
+        if f < 0:
             lo = x
         else:
             hi = x
-    return 0.5 * (lo + hi) / rate
+        slope = x * e
+        step = x - f / slope if slope > 0 else x
+        if not lo < step < hi:
+            step = 0.5 * (lo + hi) if math.isfinite(hi) else 2.0 * max(x, lo, 1e-300)
+        if abs(step - x) <= 1e-12 * x:
+            return step
+        x = step
+    return x
 
 
 def expected_freshness(rate: float, interval: float) -> float:
@@ -218,7 +211,7 @@ def solve_mu(
         return math.exp(lo)
     if demand(math.exp(hi)) >= spare:
         return math.exp(hi)
-    for _ in range(36):  # log(mu) to ~1e-9
+    for _ in range(22):  # log(mu) to ~1e-5: the budget spent to a part in 10^5
         mid = 0.5 * (lo + hi)
         if demand(math.exp(mid)) > spare:
             lo = mid
@@ -227,15 +220,10 @@ def solve_mu(
     return math.exp(0.5 * (lo + hi))
 
 
-def revisit_rate(rv: Revisit) -> float:
-    """The change rate ``change_rate`` estimates from a Poisson-policy revisit state (0: not estimated)."""
-    return change_rate(rv.changes, rv.fetches - 1, rv.interval)
-
-
 class Schedule:
     """The schedule a crawl runs with, built once from its settings (overrides parsed up front)."""
 
-    __slots__ = ("cfg", "overrides", "default_mu")
+    __slots__ = ("cfg", "overrides", "default_mu", "prior_rate")
 
     def __init__(self, cfg: RecrawlSettings) -> None:
         if not 0 < cfg.min_interval_s <= cfg.max_interval_s:
@@ -245,8 +233,17 @@ class Schedule:
         if cfg.policy not in POLICIES:
             raise ValueError(f"recrawl.policy: expected one of {', '.join(POLICIES)}, got {cfg.policy!r}")
         self.default_mu = _G1 * cfg.initial_interval_s
+        self.prior_rate = 1.0 / cfg.initial_interval_s if cfg.initial_interval_s > 0 else 0.0
         self.cfg = cfg
         self.overrides: Sequence[Override] = tuple(parse_override(o) for o in cfg.overrides)
+
+    def for_sitemaps(self) -> Schedule:
+        """The schedule of robots.txt and sitemap files: every ``sitemap_interval_s``, whatever the pages'
+        policy (one request per file brings every page's lastmod; it must not spend a host's polite budget
+        on the pages' rhythm)."""
+        every = self.cfg.sitemap_interval_s
+        return Schedule(dataclasses.replace(self.cfg, adaptive=False, policy="nutch", initial_interval_s=every,
+                                            min_interval_s=every, max_interval_s=every, overrides=()))  # fmt: skip
 
     def bounds(self, url: str, host: str) -> tuple[float, float]:
         """(min, max) interval for ``url``: the first matching override's, else the settings'."""
@@ -274,9 +271,13 @@ class Schedule:
         if change is Change.FAILED:
             keep = prev or Revisit(0.0, interval)
             nxt = obs.fetched_at + min(max(cfg.failed_interval_s, low), high)
-            # Poisson: ``interval`` is the estimator's mean exposure, which a failure tells nothing about
-            # (clamping it would also move the URL to another bucket of its host's histogram).
-            kept = interval if self.poisson else _clamp(interval, low, high)
+            # Poisson: ``interval`` is the estimator's exposure, which a failure tells nothing about: kept
+            # exactly, 0 after a single fetch included (any other value would move the URL to another
+            # bucket of its host's histogram behind the histogram's back: ``hostrates.plan``).
+            if self.poisson:
+                kept = prev.interval if prev is not None else interval
+            else:
+                kept = _clamp(interval, low, high)
             return change, Revisit(
                 nxt, kept, keep.etag, keep.last_modified, keep.digest, keep.simhash,
                 keep.changes, keep.fetches, keep.fetched_at,
@@ -314,34 +315,30 @@ class Schedule:
     ) -> Revisit:
         cfg = self.cfg
         base = prev if prev is not None and change is not Change.NEW else None
-        fetches = (base.fetches if base is not None else 0) + 1
-        changes = (base.changes if base is not None else 0) + (change is Change.CHANGED)
-        intervals = fetches - 1
-        mean = cfg.initial_interval_s
-        if base is not None and intervals >= 1:
-            gap = max(obs.fetched_at - base.fetched_at, 0.0) if base.fetched_at > 0 else base.interval
-            add = exposure(
-                gap, changed=change is Change.CHANGED, fetched_at=obs.fetched_at, modified_at=obs.modified_at
-            )
-            mean = add if intervals == 1 else base.interval + (add - base.interval) / intervals
-        if intervals < max(cfg.min_observations, 1):
-            wait = cfg.initial_interval_s
-        else:
-            wait = optimal_interval(change_rate(changes, intervals, mean), mu)
-        wait = _clamp(wait, low, high)
+        modified = obs.modified_at
+        if not modified and base is not None and change is Change.NOT_MODIFIED:
+            modified = http_time(base.last_modified)  # a 304 without the header: the date did not move
+        changes, exposed = advance(
+            base, fetched_at=obs.fetched_at, modified_at=modified, changed=change is Change.CHANGED
+        )
         got_body = change is not Change.NOT_MODIFIED
-        keep = prev or Revisit(0.0, mean)
-        return Revisit(
-            next_fetch=obs.fetched_at + wait,
-            interval=mean,
+        keep = prev or Revisit(0.0, 0.0)
+        state = Revisit(
+            next_fetch=obs.fetched_at,
+            interval=exposed,
             etag=obs.etag if got_body else obs.etag or keep.etag,
             last_modified=obs.last_modified if got_body else obs.last_modified or keep.last_modified,
             digest=obs.digest if got_body and obs.digest else keep.digest,
             simhash=obs.simhash if got_body and obs.digest else keep.simhash,
             changes=changes,
-            fetches=fetches,
+            fetches=(base.fetches if base is not None else 0) + 1,
             fetched_at=obs.fetched_at,
         )
+        if state.fetches - 1 < cfg.min_observations:
+            wait = cfg.initial_interval_s
+        else:
+            wait = optimal_interval(revisit_rate(state, self.prior_rate), mu)
+        return dataclasses.replace(state, next_fetch=obs.fetched_at + _clamp(wait, low, high))
 
     def on_lastmod(self, prev: Revisit, lastmod: float, *, now: float) -> Revisit | None:
         """A sitemap says the page changed at ``lastmod``: due now when that is after the stored copy's

@@ -12,7 +12,9 @@ The pass, one module per step, each called once in this order and none calling b
 avoid its slow paths. CrawlCore runs the pass itself on the in-process path. A fetch process
 (``pipeline.embedded.fetchproc``) or a parse process (``pipeline.embedded.parsechild``) runs it on its
 own CPU core and attaches the outcome to the result (``FetchResult.prepared``), so that the core's
-process only writes the line and checks the links against its seen-set. The mrjob link job
+process only writes the line and checks the links against its seen-set; with ``recrawl.simhash_bits`` the
+page's text simhash is computed there too (``Prepared.simhash``), not on the core's event loop, where
+it held back the fetches of a re-crawl that fetched many changed pages. The mrjob link job
 (``jobs.logic.page_candidates``) runs the same steps. Every path calls the functions below, so they
 cannot drift apart.
 """
@@ -58,11 +60,21 @@ def candidates(
     )  # fmt: skip
 
 
+def page_simhash(result: FetchResult, settings: Settings) -> int:
+    """The re-crawl's text simhash of a fetched page when the crawl compares pages by it, else 0."""
+    rc = settings.recrawl
+    if not (rc.on and rc.simhash_bits > 0 and result.ok and result.body):
+        return 0
+    from pipeline.links.change import text_simhash  # numpy and the text parser only when asked for
+
+    return text_simhash(result.body, result.content_type)
+
+
 def prepare_found(result: FetchResult, settings: Settings) -> Prepared:
     """The journal line and ``found_links``: what a parse process (``pipeline.embedded.parseproc``) hands back.
     The core then checks the links against its seen-set and builds candidates of the new ones only."""
     line, packed = journal_parts(result)
-    return Prepared(line, packed=packed, found=found_links(result, settings))
+    return Prepared(line, packed=packed, found=found_links(result, settings), simhash=page_simhash(result, settings))
 
 
 def prepare(
@@ -71,11 +83,13 @@ def prepare(
     """What the core would compute from ``result`` alone (see the module docstring). Without
     ``with_links`` only the journal line: the core then parses the page itself."""
     line, packed = journal_parts(result)
+    simhash = page_simhash(result, settings)
     if not with_links:
-        return Prepared(line, packed=packed)
+        return Prepared(line, packed=packed, simhash=simhash)
     page = parsed_page(result, settings)
     if page is None:
-        return Prepared(line, links=[], packed=packed)
+        return Prepared(line, links=[], packed=packed, simhash=simhash)
     cands = candidates(result, page, scope=scope, traps=traps, settings=settings)
     source = cands[0].source if cands else ""
-    return Prepared(line, source=source, links=[(c.url, c.url_id, c.host) for c in cands], packed=packed)
+    return Prepared(line, source=source, links=[(c.url, c.url_id, c.host) for c in cands], packed=packed,
+                    simhash=simhash)  # fmt: skip

@@ -108,20 +108,36 @@ def _origin(url: str) -> tuple[str, str, int | None] | None:
 
 
 def robots_sitemaps(robots_txt: str, *, limit: int = 100) -> list[str]:
-    out: list[str] = []
-    seen: set[str] = set()
     try:
-        found: Iterable[str] = Protego.parse(robots_txt).sitemaps
-        for raw in found:
-            url = _absolute(raw.strip(), 8192)
-            if url is not None and url not in seen:
-                seen.add(url)
-                out.append(url)
-                if len(out) >= limit:
-                    break
+        found: list[str] = list(Protego.parse(robots_txt).sitemaps)
     except Exception:  # noqa: BLE001 - protego on hostile text: no sitemaps rather than a crash
-        return out
+        return []
+    return sitemap_urls(found, limit=limit)
+
+
+def sitemap_urls(raw: Iterable[str], *, limit: int = 100) -> list[str]:
+    """``Sitemap:`` values as normalised absolute http(s) URLs, each once, at most ``limit``."""
+    out: list[str] = []
+    for text in raw:
+        url = _absolute(text.strip(), 8192)
+        if url is not None and url not in out:
+            out.append(url)
+            if len(out) >= limit:
+                break
     return out
+
+
+_XML_TYPES = frozenset({"application/xml", "text/xml", "application/gzip", "application/x-gzip"})
+
+
+def is_sitemap_like(url: str, content_type: str) -> bool:
+    """A URL the crawl reads as robots.txt or a sitemap file, by path and type (the body decides later):
+    what both crawl scales re-fetch on the sitemap files' own schedule (``recrawl.sitemap_interval_s``)."""
+    path = ("/" + url.partition("://")[2].partition("/")[2].partition("?")[0]).lower()
+    if path == "/robots.txt":
+        return True
+    ctype = content_type.split(";")[0].strip().lower()
+    return ctype in _XML_TYPES or ("sitemap" in path and ctype in ("text/plain", "application/octet-stream"))
 
 
 def _absolute(loc: str, max_chars: int) -> str | None:

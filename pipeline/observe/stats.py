@@ -25,12 +25,15 @@ Not thread-safe: call it from one thread (the crawl's event loop). Readers in th
 from __future__ import annotations
 
 import bisect
+import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from fetchers.records import FetchResult
 from pipeline.urls import host_of
+
+log = logging.getLogger(__name__)
 
 # Upper bounds (seconds) of the latency buckets: 0.1 ms .. ~100 s, four per decade. The last bucket
 # (index len(LATENCY_BOUNDS_S)) holds everything slower.
@@ -53,6 +56,7 @@ class CrawlStats:
         "_failed",
         "_bytes",
         "_discovered",
+        "_robots_loads",
         "_robots",
         "_parse_failed",
         "_quota_total",
@@ -100,6 +104,8 @@ class CrawlStats:
         self._queue = 0
         self._fetchers: dict[str, dict[str, float]] = {}
         self._dns: dict[str, int] = {}
+        # robots.txt loads the fetchers reported (FetchResult.robots): fetched, from the share, changed
+        self._robots_loads = {"fetched": 0, "shared": 0, "changed": 0}
         self._quota_per_s: float | dict[str, float] | None = None
         # Counter values at the previous tick, for the per-interval deltas.
         self._prev = (0, 0, 0, 0, 0, 0)
@@ -125,6 +131,12 @@ class CrawlStats:
         self._depth[result.depth] = self._depth.get(result.depth, 0) + 1
         fid = result.fetcher_id
         self._fetcher_pages[fid] = self._fetcher_pages.get(fid, 0) + 1
+        for note in result.robots:
+            self._robots_loads["fetched" if note.fetched else "shared"] += 1
+            if note.changed:
+                self._robots_loads["changed"] += 1
+                log.info("robots.changed", extra={"fields": {"origin": note.origin, "changed": list(note.changed),
+                                                             "crawl_delay": note.crawl_delay}})  # fmt: skip
         t = result.timings
         lat = self._lat
         sums = self._lat_sum
@@ -305,6 +317,7 @@ class CrawlStats:
             "latency_bounds_s": list(LATENCY_BOUNDS_S),
             "latency_hist": self.latency_histograms(),
             "dns": dict(self._dns),
+            "robots_txt": dict(self._robots_loads),
         }
 
 

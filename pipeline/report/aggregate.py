@@ -103,6 +103,7 @@ class ReportStats:
     segments: SegmentAgg
     quota_per_s: float | None
     bad_lines: dict[str, int]
+    politeness: dict[str, Any] = field(default_factory=dict)  # pipeline.report.politeness
 
 
 def aggregate_segments(records: Iterable[SegmentRecord]) -> SegmentAgg:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,15 +27,18 @@ from pipeline.report.aggregate import (
 )
 from pipeline.report.data import (
     ReadErrors,
+    SegmentRecord,
     iter_segment_records,
     iter_stats_rows,
     read_duplicates,
     read_parse_failed,
+    read_settings_section,
     read_summary,
 )
 from pipeline.report.html import render_html
 from pipeline.report.nodes import nodes_table
 from pipeline.report.plots import PLOTS, TOP_HOSTS
+from pipeline.report.politeness import PolitenessFold, politeness_json
 
 HTML_FILE = "index.html"
 JSON_FILE = "report.json"
@@ -55,7 +59,14 @@ def load_stats(crawl_dir: Path) -> ReportStats:
     errors = ReadErrors()
     summary = read_summary(crawl_dir)
     timeline = timeline_from_rows(iter_stats_rows(crawl_dir, errors))
-    segments = aggregate_segments(iter_segment_records(crawl_dir, errors))
+    polite = PolitenessFold()
+
+    def records() -> Iterator[SegmentRecord]:  # one pass over the segments feeds both folds
+        for rec in iter_segment_records(crawl_dir, errors):
+            polite.add(rec.url, rec.sent, rec.robots)
+            yield rec
+
+    segments = aggregate_segments(records())
     if not timeline.t:
         timeline = timeline_from_segments(segments)
     return ReportStats(
@@ -64,6 +75,7 @@ def load_stats(crawl_dir: Path) -> ReportStats:
         segments=segments,
         quota_per_s=quota_line(summary),
         bad_lines=dict(errors.bad_lines),
+        politeness=politeness_json(polite.hosts, read_settings_section(crawl_dir, "politeness")),
     )
 
 
@@ -124,6 +136,8 @@ def report_json(stats: ReportStats, crawl_dir: Path, *, now: float | None = None
         "duplicates": read_duplicates(crawl_dir),
         # Pages kept without their links: parsing them killed parser processes (pipeline/links/guard.py).
         "parse_failed": read_parse_failed(crawl_dir),
+        # Each host's politeness as the server felt it (pipeline/report/politeness.py).
+        "politeness": stats.politeness,
     }
 
 

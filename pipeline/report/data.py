@@ -60,6 +60,8 @@ class SegmentRecord:
     fetcher_id: str
     serial: int
     fetched_at: float
+    sent: list[Any] = field(default_factory=list)  # [[start, status], ...]: the requests the result made
+    robots: list[Any] = field(default_factory=list)  # robots.txt notes (fetchers.robotsnote JSON)
 
 
 def _iter_json_lines(path: Path, errors: ReadErrors) -> Iterator[dict[str, Any]]:
@@ -123,6 +125,8 @@ def _to_record(obj: dict[str, Any]) -> SegmentRecord | None:
             fetcher_id=str(obj.get("fetcher_id", "")),
             serial=int(obj.get("serial", 0)),
             fetched_at=float(obj.get("fetched_at", 0.0)),
+            sent=obj["sent"] if isinstance(obj.get("sent"), list) else [],
+            robots=obj["robots"] if isinstance(obj.get("robots"), list) else [],
         )
     except (KeyError, TypeError, ValueError):
         return None
@@ -174,3 +178,16 @@ def read_parse_failed(crawl_dir: Path) -> list[dict[str, str]]:
                 out.append({"url": what, "error": str(obj["error"])})
     return out[:MAX_PARSE_FAILED]
 
+
+
+SETTINGS_FILE = "crawl-settings.json"  # pipeline/crawl/remember.py (the report must not import the crawl)
+
+
+def read_settings_section(crawl_dir: Path, section: str) -> dict[str, Any]:
+    """One section of the crawl's remembered settings; {} when missing or unreadable."""
+    try:
+        obj = json.loads((crawl_dir / SETTINGS_FILE).read_text(encoding="utf-8"))
+        got = obj["settings"][section]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return got if isinstance(got, dict) else {}

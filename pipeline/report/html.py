@@ -163,6 +163,9 @@ def render_html(
         + _table(("fetcher", "results", "batches", "mean batch", "last n_i", "last t_i"), fetch_rows)
         + "</div>"
     )
+    polite = report.get("politeness") or {}
+    if polite.get("hosts"):
+        parts.append(_politeness(polite))
     dup = report.get("duplicates")
     if dup:
         parts.append(_duplicates(dup))
@@ -180,6 +183,29 @@ def render_html(
 
 
 MAX_DUP_ROWS = 20
+MAX_POLITE_ROWS = 30
+
+
+def _politeness(p: dict[str, Any]) -> str:
+    """Each host's politeness as the server felt it (the busiest hosts), and robots.txt changes."""
+    t = p["totals"]
+    rows = []
+    changes = []
+    for host, h in list(p["hosts"].items())[:MAX_POLITE_ROWS]:
+        back = h.get("backoff_after_429_503_s")
+        rows.append((host, h["requests"], h["robots_fetches"], h["crawl_delay_s"], _ms(h["min_gap_s"]),
+                     _ms(h["p5_gap_s"]), h["gaps_below_delay"], h["status_429"], h["status_503"],
+                     _ms(back["min"]) if back else ""))  # fmt: skip
+        changes += [(host, c["at"], " ".join(c["changed"]), c["crawl_delay"]) for c in h["robots_changes"]]
+    head = (f"<div><b>Politeness as the servers felt it</b> ({t['requests']} requests to {t['hosts']} hosts; "
+            f"host delay {p['min_host_delay_s']} s; {t['gaps_below_delay']} gaps shorter than the delay owed; "
+            f"{t['status_429']} 429s, {t['status_503']} 503s; {t['robots_fetches']} robots.txt requests, "
+            f"{t['robots_changes']} changes)")  # fmt: skip
+    out = head + _table(("host", "requests", "robots.txt", "Crawl-delay", "least gap", "5% gap", "gaps short",
+                         "429", "503", "least back-off"), rows)  # fmt: skip
+    if changes:
+        out += _table(("host", "robots.txt changed at", "directives", "Crawl-delay now"), changes)
+    return out + "</div>"
 
 
 def _duplicates(dup: dict[str, Any]) -> str:

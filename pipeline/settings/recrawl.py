@@ -16,14 +16,17 @@ class RecrawlSettings:
     # Do not end when nothing is pending: wait for due URLs until Ctrl-C or the stop file (`--continuous`).
     continuous: bool = False
     adaptive: bool = True  # false: uniform revisiting, every URL every initial_interval_s
-    # With adaptive: "nutch" (the default: unchanged stretches, changed shrinks the interval) or "poisson"
-    # (each page's change rate estimated from its fetches, freshness-optimal intervals that give up on pages
-    # changing faster than the host's budget can follow; pipeline.frontier.schedule).
-    policy: str = "nutch"
-    # Poisson policy: fetches per second one host may spend on re-fetches (0 = 1 / politeness.min_host_delay_s,
-    # or, with no host delay, the schedule's default marginal value).
+    # With adaptive: "poisson" (the default: each page's change rate estimated from its fetches and its
+    # Last-Modified, freshness-optimal intervals that spend the host's budget and give up on pages changing
+    # faster than it can follow; pipeline.frontier.schedule, docs/bench/freshness.md says why) or "nutch"
+    # (Nutch's AdaptiveFetchSchedule: unchanged stretches, changed shrinks the interval).
+    policy: str = "poisson"
+    # Poisson policy: fetches per second one host's re-fetches spend (0 = what uniform revisiting every
+    # initial_interval_s would spend: the host's URLs / initial_interval_s).
     host_budget_rps: float = 0.0
-    min_observations: int = 2  # Poisson policy: intervals seen before a page's own rate is used
+    # Poisson policy: windows between fetches seen before a page's own rate is used (0: from its first
+    # fetch, when Last-Modified dates it; until then every initial_interval_s)
+    min_observations: int = 0
     # When the frontier runs dry, bring back the URLs due soonest before they are due, so re-crawling
     # spends the whole fetch budget (uniform revisiting then runs at the budget's own cycle).
     work_conserving: bool = False
@@ -42,10 +45,16 @@ class RecrawlSettings:
     # first match wins; MIN = MAX pins the interval.
     overrides: tuple[str, ...] = ()
     conditional_get: bool = True  # send If-None-Match / If-Modified-Since on re-fetches
+    # Per-host trust in change signals (pipeline/frontier/signals.py): full GETs for a host whose 304s hid
+    # changes, plain GETs where validators are ignored, an audit re-fetch without them now and then, and
+    # a trusted sitemap's listed pages waiting for their lastmod. false: validators always, nothing skipped.
+    signal_trust: bool = True
     # Read robots.txt Sitemap: lines and the sitemaps they name (pipeline/crawl/sitemapfeed.py): pages
     # listed only there are crawled, lastmod makes a stored page due. The embedded crawl then keeps the
     # bodies of text/plain, XML and gzip responses.
     sitemaps: bool = True
+    # robots.txt and sitemap files come back on their own schedule, every this many seconds (not the pages')
+    sitemap_interval_s: float = 3600.0
     # Near-duplicate: a re-fetched page whose simhash is within this many bits of the stored copy's
     # counts as unchanged (0: only an identical digest does).
     simhash_bits: int = 0

@@ -219,10 +219,11 @@ class Store(ABC):
 
     # --- re-crawling (issue #23) -----------------------------------------------------------------
     @abstractmethod
-    def requeue_due(self, now: float, limit: int) -> dict[str, int]:
+    def requeue_due(self, now: float, limit: int, *, hosts: Mapping[str, int] | None = None) -> dict[str, int]:
         """Make up to ``limit`` DONE URLs whose ``Revisit.next_fetch <= now`` PENDING again, earliest due
-        first; return how many per host. Their revisit stays (``pending`` returns it). Idempotent: a
-        URL already PENDING is not counted again."""
+        first; return how many per host. With ``hosts``, only URLs of those hosts, at most ``hosts[h]``
+        of host h. Their revisit stays (``pending`` returns it). Idempotent: a URL already PENDING is not
+        counted again."""
 
     @abstractmethod
     def get_revisit(self, url: str) -> Revisit | None:

@@ -37,7 +37,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TypeVar
 
@@ -292,8 +292,8 @@ class HBaseStore(Store):
         return len(live)
 
     # --- re-crawling (pipeline/storage/hbase_revisits.py) ------------------------------------------
-    def requeue_due(self, now: float, limit: int) -> dict[str, int]:
-        return hbase_revisits.requeue_due(self, now, limit)
+    def requeue_due(self, now: float, limit: int, *, hosts: Mapping[str, int] | None = None) -> dict[str, int]:
+        return hbase_revisits.requeue_due(self, now, limit, hosts=hosts)
 
     def get_revisit(self, url: str) -> Revisit | None:
         return hbase_revisits.get_revisit(self, url)

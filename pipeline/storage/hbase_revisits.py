@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from pipeline.storage.base import Revisit, UrlRecord, UrlState
@@ -33,23 +33,39 @@ class HBaseStore(Protocol):
 
 
 _STATE_NAMES = {s: s.name.lower() for s in UrlState}
+HOSTS_SCAN = 20  # requeue_due for some hosts: due entries read per URL asked for
 
 
-def requeue_due(self: HBaseStore, now: float, limit: int) -> dict[str, int]:
+def requeue_due(
+    self: HBaseStore, now: float, limit: int, *, hosts: Mapping[str, int] | None = None
+) -> dict[str, int]:
     """Scans the due index up to ``now``; per due URL: a pending row, then the PENDING state, then the
     due entry is deleted (a crash in between leaves a due entry of a PENDING URL, skipped and removed
-    by the next call)."""
-    if limit <= 0:
+    by the next call). With ``hosts`` the scan reads up to ``HOSTS_SCAN`` times ``limit`` entries (the
+    index is by due time, not host) and keeps those of the hosts asked for."""
+    if limit <= 0 or (hosts is not None and not any(n > 0 for n in hosts.values())):
         return {}
     stop = due_key(now, b"\xff")
+    span = limit if hosts is None else limit * HOSTS_SCAN
     keys = self._call(
-        lambda c: [k for k, _ in c.table("due").scan(row_stop=stop, limit=limit, batch_size=min(limit, 1000))]
+        lambda c: [k for k, _ in c.table("due").scan(row_stop=stop, limit=span, batch_size=min(span, 1000))]
     )
     if not keys:
         return {}
     url_keys = [k[8:] for k in keys]
     rows = self._rows("crawldb", url_keys, [b"m:s", b"m:d", b"m:h"])
-    hosts: Counter[str] = Counter()
+    left = dict(hosts) if hosts is not None else None
+    taken: list[bytes] = []
+    for key, ukey in zip(keys, url_keys, strict=True):
+        row = rows.get(ukey)
+        if left is not None and row is not None:
+            h = row[b"m:h"].decode()
+            if left.get(h, 0) <= 0 or len(taken) >= limit:
+                continue
+            left[h] -= 1
+        taken.append(key)
+    keys, url_keys = taken, [k[8:] for k in taken]
+    hosts_out: Counter[str] = Counter()
     states: Counter[str] = Counter()
     pend, flips, index = [], [], []
     for ukey in dict.fromkeys(url_keys):
@@ -60,7 +76,7 @@ def requeue_due(self: HBaseStore, now: float, limit: int) -> dict[str, int]:
         pend.append((pending_key(host, _I.unpack(row[b"m:d"])[0], ukey), {b"p:x": b""}))
         index.append((authority_key(host) + b"|" + ukey, {b"r:x": b""}))
         flips.append((ukey, {b"m:s": bytes([UrlState.PENDING])}))
-        hosts[host] += 1
+        hosts_out[host] += 1
         states["pending"] += 1
         states[_STATE_NAMES[UrlState(row[b"m:s"][0])]] -= 1
     self._put("refetch", index)  # before the pending row: a URL PENDING again is always in the index
@@ -68,7 +84,7 @@ def requeue_due(self: HBaseStore, now: float, limit: int) -> dict[str, int]:
     self._put("crawldb", flips)
     self._delete("due", keys)
     self._increment(("meta", b"counts", f"c:{name}".encode(), n) for name, n in states.items())
-    return dict(hosts)
+    return dict(hosts_out)
 
 
 def pending_refetches(self: HBaseStore, host: str, limit: int) -> list[UrlRecord]:

@@ -289,8 +289,8 @@ class SqliteStore(Store):
         return len(live)
 
     # --- re-crawling (sqlite_revisits) ------------------------------------------------------------
-    def requeue_due(self, now: float, limit: int) -> dict[str, int]:
-        return sqlite_revisits.requeue_due(self, now, limit)
+    def requeue_due(self, now: float, limit: int, *, hosts: Mapping[str, int] | None = None) -> dict[str, int]:
+        return sqlite_revisits.requeue_due(self, now, limit, hosts=hosts)
 
     def put_revisits(self, items: Sequence[tuple[str, Revisit]]) -> int:
         return sqlite_revisits.put_revisits(self, items)

@@ -34,11 +34,16 @@ class SqliteStore(Protocol):
     def _bump(self, hosts: Mapping[str, int], states: Mapping[str, int]) -> None: ...
 
 
-def requeue_due(self: SqliteStore, now: float, limit: int) -> dict[str, int]:
-    if limit <= 0:
+def requeue_due(
+    self: SqliteStore, now: float, limit: int, *, hosts: Mapping[str, int] | None = None
+) -> dict[str, int]:
+    if limit <= 0 or (hosts is not None and not any(n > 0 for n in hosts.values())):
         return {}
     with self._tx():
-        rows = self._db.execute(_SELECT_DUE, (now, limit)).fetchall()
+        if hosts is None:
+            rows = self._db.execute(_SELECT_DUE, (now, limit)).fetchall()
+        else:
+            rows = _due_of_hosts(self, now, limit, hosts)
         if not rows:
             return {}
         ids = [(uid,) for uid, _, _ in rows]
@@ -50,6 +55,21 @@ def requeue_due(self: SqliteStore, now: float, limit: int) -> dict[str, int]:
             states[_STATE_NAMES[UrlState(state)]] -= 1
         self._bump(hosts, states)
     return dict(hosts)
+
+
+def _due_of_hosts(self: SqliteStore, now: float, limit: int, hosts: Mapping[str, int]) -> list[Any]:
+    """(url_id, host, state) of the earliest due URLs of ``hosts``, at most ``hosts[h]`` each: one scan,
+    ranked per host."""
+    wanted = {h: n for h, n in hosts.items() if n > 0}
+    marks = ",".join("?" * len(wanted))
+    sql = (
+        "SELECT url_id, host, state, k FROM (SELECT r.url_id, u.host, u.state, r.next_fetch AS nf, "
+        "ROW_NUMBER() OVER (PARTITION BY u.host ORDER BY r.next_fetch) AS k FROM revisits r "
+        "JOIN urls u ON u.url_id = r.url_id WHERE r.queued = 0 AND r.next_fetch <= ? AND u.state IN (1, 2) "
+        f"AND u.host IN ({marks})) WHERE k <= ? ORDER BY nf"
+    )
+    rows = self._db.execute(sql, (now, *wanted, max(wanted.values()))).fetchall()
+    return [(uid, host, state) for uid, host, state, k in rows if k <= wanted[host]][:limit]
 
 
 def pending_refetches(self: SqliteStore, host: str, limit: int) -> list[UrlRecord]:

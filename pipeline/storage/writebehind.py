@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from pipeline.storage.base import Outcome, PageRecord, Revisit, Store, UrlRecord
@@ -82,9 +82,9 @@ class LockedStore(Store):
         with self.lock:
             yield from self.inner.iter_pages()
 
-    def requeue_due(self, now: float, limit: int) -> dict[str, int]:
+    def requeue_due(self, now: float, limit: int, *, hosts: Mapping[str, int] | None = None) -> dict[str, int]:
         with self.lock:
-            return self.inner.requeue_due(now, limit)
+            return self.inner.requeue_due(now, limit, hosts=hosts)
 
     def get_revisit(self, url: str) -> Revisit | None:
         with self.lock:

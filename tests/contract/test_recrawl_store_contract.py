@@ -57,6 +57,19 @@ def test_requeue_takes_the_earliest_due_first_and_at_most_limit(store: Store) ->
     assert store.requeue_due(100.0, 1) == {"b.test": 1}
 
 
+def test_requeue_for_some_hosts_takes_each_host_s_earliest_only(store: Store) -> None:
+    a3, b2, c1 = "http://a.test/3", "http://b.test/2", "http://c.test/1"
+    store.add_urls([rec(u) for u in (A1, A2, a3, B1, b2, c1)])
+    store.record_results([done(A1, revisit=rv(30.0)), done(A2, revisit=rv(10.0)), done(a3, revisit=rv(20.0)),
+                          done(B1, revisit=rv(5.0)), done(b2, revisit=rv(6.0)), done(c1, revisit=rv(1.0))])  # fmt: skip
+    # c.test is due first of all, but only a.test (two) and b.test (one) are asked for
+    assert store.requeue_due(100.0, 10, hosts={"a.test": 2, "b.test": 1}) == {"a.test": 2, "b.test": 1}
+    assert sorted(r.url for r in store.pending("a.test", 10)) == sorted([A2, a3])
+    assert [r.url for r in store.pending("b.test", 10)] == [B1]
+    assert store.requeue_due(100.0, 10, hosts={"c.test": 0}) == {}
+    assert store.requeue_due(100.0, 1, hosts={"a.test": 5, "c.test": 5}) == {"c.test": 1}  # limit in all
+
+
 def test_a_refetch_replaces_the_page_or_keeps_it_without_one(store: Store) -> None:
     fetch_all(store, A1, A2)
     store.requeue_due(1000.0, 10)

@@ -116,10 +116,11 @@ def test_a_continuous_crawl_keeps_refetching_its_capped_hosts(make_testbed: Any,
         h for h, p in requested - infra if (h, p) in rows and rows[h, p][0] is not UrlState.SKIPPED
     )
     assert len(distinct) == HOSTS and set(distinct.values()) == {CAP}, distinct
-    # ... and the files were fetched beside the cap's pages: each host's robots.txt, and the sitemap of
-    # every host that lists one (before, they took the place of pages, and a file found once the host
-    # was capped was never fetched).
-    assert {h for h, p in infra if p == "/robots.txt"} == set(distinct)
+    # ... and the files were fetched beside the cap's pages: each host's robots.txt (by the fetcher, never
+    # a crawl URL), and the sitemap of every host that lists one (before, they took the place of pages,
+    # and a file found once the host was capped was never fetched).
+    assert {h for h, p in requested if p == "/robots.txt"} == set(distinct)
+    assert not {k for k in rows if k[1] == "/robots.txt"}
     files = {p for _, p in infra if p != "/robots.txt"}
     assert {"/sitemap.xml", "/sitemap_index.xml"} <= files and len(files) > 2, files
     # Every host was capped in the first run, and was re-fetched after its last new page (before the fix,

@@ -200,15 +200,15 @@ def test_restore_pending_counts_only_the_refetches_of_a_capped_host_in_a_recrawl
     core.flush()
     assert core.restore_pending() == 0
     assert core.restore_pending() == 0  # and again: nothing was restored that a refill would drop
-    # The first batch held each host's seed and its robots.txt (the sitemaps feed's root, not charged to
-    # the cap). Leases drop the capped hosts' new URLs, and their re-fetches-only refills find nothing due
-    # yet. Then each seed and robots.txt comes due without the frontier hearing of it (a lost report):
-    # the re-read finds those six, not the hosts' new URLs.
-    assert sorted(t.url.rsplit("/", 1)[1] for t in batch.tasks) == ["", "", "", "robots.txt", "robots.txt", "robots.txt"]
+    # The first batch held each host's seed (robots.txt is the fetcher's, never a crawl URL). Leases drop
+    # the capped hosts' new URLs, and their re-fetches-only refills find nothing due yet. Then each seed
+    # comes due without the frontier hearing of it (a lost report): the re-read finds those three, not the
+    # hosts' new URLs.
+    assert sorted(t.url.rsplit("/", 1)[1] for t in batch.tasks) == ["", "", ""]
     assert core.next_batch("f") is None and core.next_batch("f") is None
     assert core.frontier.pending == 0
-    assert core.store.requeue_due(clock.now + 1e6, 100) == {"h0.test": 2, "h1.test": 2, "h2.test": 2}
-    assert core.restore_pending() == 6
+    assert core.store.requeue_due(clock.now + 1e6, 100) == {"h0.test": 1, "h1.test": 1, "h2.test": 1}
+    assert core.restore_pending() == 3
     core.close()
 
 

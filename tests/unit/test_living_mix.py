@@ -7,7 +7,8 @@ import collections
 
 import pytest
 
-from pipeline.harness.bench.freshweb import conditional_figures, oracle, page_rates
+from pipeline.harness.bench.freshtruth import oracle, page_rates
+from pipeline.harness.bench.freshweb import conditional_figures
 from pipeline.harness.testbed.liverender import honours_conditional, page_bytes
 from pipeline.harness.testbed.livetruth import page_version
 from pipeline.harness.testbed.living import (
@@ -91,8 +92,11 @@ def test_oracle_is_at_least_uniform_and_rates_are_per_wall_second() -> None:
         for m, r in enumerate(per):
             cls = page_class(web.seed, i, m, mix=MEASURED)
             assert r == (1000.0 / MEAN_S[cls] if cls in CONTENT_CLASSES else 0.0)
-    got = oracle(web, host_budget_rps=1.0, low=1.0, high=1e6)
-    assert got["optimal"] >= got["uniform"] and got["ratio"] >= 1.0
+    assert web.living is not None
+    epoch = web.living.epoch
+    got = oracle(web, host_budget_rps=1.0, low=1.0, high=1e6, since=epoch + 10.0, until=epoch + 60.0)
+    assert got["optimal"]["freshness"] >= got["uniform"]["freshness"]  # type: ignore[index]
+    assert got["freshness_ratio"] >= 1.0 and got["age_ratio"] <= 1.0  # type: ignore[operator]
 
 
 def test_conditional_figures_count_byte_unchanged_refetches_by_host_kind() -> None:

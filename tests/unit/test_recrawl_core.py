@@ -28,6 +28,7 @@ class Clock:
 
 
 def make(tmp: Path, clock: Clock, *, resume: bool = False, **recrawl: object) -> CrawlCore:
+    recrawl.setdefault("policy", "nutch")  # these tests follow Nutch's intervals
     cfg = RecrawlSettings(enabled=True, initial_interval_s=100.0, min_interval_s=10.0, max_interval_s=1000.0,
                           check_interval_s=0.0, sync_delta=False, sitemaps=False, **recrawl)  # type: ignore[arg-type]  # fmt: skip
     settings = dataclasses.replace(Settings(), recrawl=cfg)

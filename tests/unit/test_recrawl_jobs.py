@@ -33,7 +33,7 @@ def setup(tmp: Path, *, recrawl: bool) -> tuple[Path, Path]:
     store.record_results([Outcome(URL, fingerprint(URL), UrlState.DONE, 200, 100.0)])  # as a node records it
     if recrawl:
         cfg = RecrawlSettings(
-            enabled=True, initial_interval_s=60.0, min_interval_s=10.0, max_interval_s=600.0
+            enabled=True, initial_interval_s=60.0, min_interval_s=10.0, max_interval_s=600.0, policy="nutch"
         )
         store.put_meta(RECRAWL_META, json.dumps(dataclasses.asdict(cfg)))
     store.close()

@@ -5,6 +5,7 @@ fetch for the same fetch history, with each host's mu solved from its own URLs. 
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import random
@@ -14,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from fetchers.records import FetchResult
-from jobs.recrawl import HOST_META, recrawl_schedule, schedule_results
+from jobs.recrawl import HOST_META, SIGNAL_PREFIX, read_signals, recrawl_schedule, schedule_results
 from pipeline.crawl.revisits import Recrawler
-from pipeline.frontier.schedule import RECRAWL_META
+from pipeline.frontier.hostrates import counted, encode_key, key_of
+from pipeline.frontier.schedule import RECRAWL_META, Schedule
 from pipeline.settings.recrawl import RecrawlSettings
 from pipeline.storage.base import Outcome, Revisit, UrlRecord, UrlState
 from pipeline.storage.sqlite import SqliteStore
@@ -55,7 +57,7 @@ def history(seed: int) -> list[FetchResult]:
 def embedded(cfg: RecrawlSettings, results: list[FetchResult], tmp: Path) -> dict[str, Revisit]:
     """The embedded crawl's path: the stored state comes back with the pending URL, the outcome carries
     the new one (as CrawlCore does)."""
-    rc = Recrawler(cfg, SqliteStore(tmp / "embedded.db"), host_budget_rps=0.0)
+    rc = Recrawler(cfg, SqliteStore(tmp / "embedded.db"))
     stored: dict[str, Revisit] = {}
     for r in results:
         rc.note_pending([UrlRecord(r.url, r.url_id, host_of(r.url), 0, revisit=stored.get(r.url))])
@@ -107,7 +109,33 @@ def test_fleet_keeps_each_host_histogram_in_the_crawl_db(tmp_path: Path) -> None
         for h in HOSTS:
             row = json.loads(store.get_meta(HOST_META + h) or "{}")
             fetched = {r.url for r in results if host_of(r.url) == h and not r.error_class}
-            assert sum(row["counts"].values()) == len(fetched)  # every scheduled URL counted once
+            histogram = {k: n for k, n in row["counts"].items() if not k.startswith(SIGNAL_PREFIX)}
+            assert sum(histogram.values()) == len(fetched)  # every scheduled URL counted once
+            assert any(k.startswith(SIGNAL_PREFIX) for k in row["counts"])  # and what its signals proved
             assert row["mu"] is not None and row["mu"] > 0
+        got = read_signals(store, list(HOSTS))
+        assert set(got) == set(HOSTS) and all(s.lm_follows + s.lm_strays + s.ignored > 0 for s in got.values())
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_each_host_histogram_counts_every_url_once_under_its_stored_key(tmp_path: Path, seed: int) -> None:
+    """The histogram needs no per-URL memory because a URL's bucket is a function of its stored state: so
+    after any history each bucket must hold exactly the URLs whose stored state is in it. A failed fetch
+    right after a URL's first (exposure 0) once rewrote the exposure to ``initial_interval_s`` without
+    moving the URL, and the next fetch counted it a second time (seed 11: 7 URLs in a host of 6)."""
+    cfg = RecrawlSettings(enabled=True, policy="poisson", initial_interval_s=60.0, min_interval_s=5.0,
+                          max_interval_s=3000.0, host_budget_rps=0.05)  # fmt: skip
+    results = history(seed=seed)
+    got = fleet(cfg, results, tmp_path, batch=11)
+    schedule = Schedule(cfg)
+    store = SqliteStore(tmp_path / "fleet.db")
+    try:
+        for h in HOSTS:
+            row = json.loads(store.get_meta(HOST_META + h) or "{}")
+            histogram = {k: n for k, n in row["counts"].items() if not k.startswith(SIGNAL_PREFIX) and n}
+            stored = [rv for url, rv in got.items() if host_of(url) == h and counted(rv)]
+            assert histogram == dict(collections.Counter(encode_key(key_of(rv, schedule)) for rv in stored))
     finally:
         store.close()

@@ -1,5 +1,6 @@
-"""The sitemaps feed (#23 point 4) on results given by the test: robots.txt Sitemap: lines, an index, a
-gzip urlset, lastmod making a stored page due, and hostile files as per-file errors."""
+"""The sitemaps feed on results given by the test: the Sitemap: lines of a robots.txt the fetcher loaded
+(a note on any result of the origin), an index, a gzip urlset, lastmod making a stored page due, and
+hostile files as per-file errors."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import gzip
 from pathlib import Path
 
 from fetchers.records import FetchResult
+from fetchers.robotsnote import RobotsNote
 from pipeline.crawl.sitemapfeed import SitemapFeed
 from pipeline.frontier.schedule import Schedule
 from pipeline.settings.recrawl import RecrawlSettings
@@ -38,12 +40,15 @@ def test_robots_index_gzip_pages_lastmod_and_hostile_files(tmp_path: Path) -> No
     feed = SitemapFeed(
         Scope.build([SITE + "/"]), store, schedule=Schedule(RecrawlSettings()), clock=lambda: 2000.0
     )
-    [robots] = feed.roots([SITE + "/", SITE + "/x"])
-    assert robots.url == f"{SITE}/robots.txt"
-
-    files = feed.on_result(res(robots.url, b"User-agent: *\nSitemap: http://a.test/index.xml\nSitemap: http://a.test/bad.xml\n"
-                                              b"Sitemap: http://other.test/s.xml\n"))  # fmt: skip
+    page = res(f"{SITE}/", b"<html></html>")
+    page.robots = [RobotsNote(SITE, 200, 1000.0, False, ("http://a.test/index.xml", "http://a.test/bad.xml",
+                                                          "http://other.test/s.xml"))]  # fmt: skip
+    files = feed.on_result(page)
     assert [f.url for f in files] == [f"{SITE}/index.xml", f"{SITE}/bad.xml"]  # off-scope sitemap dropped
+    assert feed.on_result(page) == []  # the same robots.txt again (another process loaded it): nothing new
+    gone = res(f"{SITE}/x", b"")
+    gone.robots = [RobotsNote(SITE, 404, 1000.0, True)]
+    assert feed.on_result(gone) == []  # no robots.txt: no sitemaps
     index = f'<sitemapindex {NS}><sitemap><loc>{SITE}/part.xml.gz</loc></sitemap>' \
             f'<sitemap><loc>{SITE}/index.xml</loc></sitemap></sitemapindex>'  # fmt: skip
     children = feed.on_result(res(f"{SITE}/index.xml", index.encode()))
@@ -63,4 +68,5 @@ def test_robots_index_gzip_pages_lastmod_and_hostile_files(tmp_path: Path) -> No
     assert isinstance(errors, dict)
     assert errors["bad_xml"] == 1 and errors["http_404"] == 1 and errors["loop"] == 1
     assert errors["off_scope_entries"] == 1 and summary["pages_found"] == 2 and summary["lastmod_due"] == 1
+    assert summary["robots_read"] == 2
     store.close()

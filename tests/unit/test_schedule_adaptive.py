@@ -13,7 +13,7 @@ URL, HOST = "http://a.test/p", "a.test"
 
 def sched(**kw: object) -> Schedule:
     base: dict[str, object] = {"initial_interval_s": 100.0, "min_interval_s": 10.0, "max_interval_s": 1000.0,
-                               "sync_delta": False}  # fmt: skip
+                               "sync_delta": False, "policy": "nutch"}  # fmt: skip
     base.update(kw)
     return Schedule(RecrawlSettings(**base))  # type: ignore[arg-type]
 

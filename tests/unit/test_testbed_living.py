@@ -255,3 +255,39 @@ def test_fast_server_reads_conditionals_and_takes_an_injected_clock() -> None:
     assert wire.startswith(b"HTTP/1.1 304 Not Modified\r\n") and b"Content-Length" not in wire
     clock[0] = EPOCH + MEAN_S[FAST] * 100  # the server's clock moves: the page has changed
     assert http.reply_for(host, target, "127.0.0.1", if_none_match=tag).status == 200
+
+
+def test_the_changing_robots_txt_and_the_throttling_host() -> None:
+    from protego import Protego
+
+    from pipeline.harness.testbed.model import (
+        CHANGED_CRAWL_DELAY_S,
+        CHANGED_DISALLOW,
+        ROBOTS_CHANGE_SLOT,
+        THROTTLE_RETRY_AFTER_S,
+        THROTTLE_SLOT,
+    )
+
+    web = Web(12, 10, seed=0, port=8080, living=Living(EPOCH, 1.0, robots_change_s=30.0, throttle_every=3))
+    clock = [EPOCH + 10.0]
+    http = FastHTTP(web, AccessLog(None), now=lambda: clock[0])
+    host = f"site{ROBOTS_CHANGE_SLOT}.crawl.test:8080".encode()
+    before = http.reply_for(host, b"/robots.txt", "127.0.0.1")
+    clock[0] = EPOCH + 30.0
+    after = http.reply_for(host, b"/robots.txt", "127.0.0.1")
+    assert before.body != after.body and after.status == 200
+    rules = Protego.parse(after.body.decode())
+    url = f"http://site{ROBOTS_CHANGE_SLOT}.crawl.test:8080{CHANGED_DISALLOW}"
+    assert Protego.parse(before.body.decode() if before.status == 200 else "").can_fetch(url, "crawlfleet")
+    assert not rules.can_fetch(url, "crawlfleet") and rules.crawl_delay("crawlfleet") == CHANGED_CRAWL_DELAY_S
+    other = http.reply_for(b"site0.crawl.test:8080", b"/robots.txt", "127.0.0.1")
+    assert b"Crawl-delay: 0.5" not in other.body  # only that host changes
+    slow = f"site{THROTTLE_SLOT}.crawl.test:8080".encode()
+    statuses = [http.reply_for(slow, b"/", "127.0.0.1").status for _ in range(9)]
+    assert statuses == [200, 200, 429] * 3
+    throttled = http.reply_for(slow, b"/", "127.0.0.1")
+    assert throttled.status == 200
+    assert [http.reply_for(b"site0.crawl.test:8080", b"/", "127.0.0.1").status for _ in range(6)] == [200] * 6
+    assert ("Retry-After", str(THROTTLE_RETRY_AFTER_S)) in [
+        h for _ in range(2) for h in http.reply_for(slow, b"/", "127.0.0.1").headers
+    ]

@@ -1,16 +1,15 @@
-"""The freshness bench's web (#23 point 8): the living testbed with a named change mix, what an oracle
-schedule could reach on it, and the conditional-GET figures from the testbed's own access log.
+"""The freshness bench's web: the living testbed with a named change mix, and the figures its own access
+log gives.
 
 - ``MixedTestbed``: ``TestbedProcess(mutate=True)`` serving ``living.MIXES[mix]`` (``testbed serve
   --mutate-mix``). Everything else (ports, ready file, access log, validators, the one host in six that
   ignores them) is the testbed's, unchanged.
-- ``oracle``: expected freshness of uniform revisiting and of the freshness-optimal schedule *knowing* each
-  page's true mean change rate (Cho & Garcia-Molina's optimum, ``schedule.solve_mu`` per host under the same
-  per-host budget). The web's changes are ticks with a quarter chance (``living``), close to Poisson: this
-  is the reference a learning schedule can at best approach, not a measurement.
 - ``conditional_figures``: from the access log, every re-fetch of a normal page whose bytes had not changed
   since the previous fetch of that URL (judged by the testbed's truth at both instants), and the share of
   those answered 304, overall and on the hosts that honour validators (``liverender.honours_conditional``).
+- ``wire_figures``: the bytes the server sent for the web's normal pages in a window (the log's ``bytes``:
+  head and body of each answer), the 304s' bytes against the 200 each replaced (the same URL's previous
+  200), and the validators' request bytes.
 
 May import: pipeline (bench room).
 """
@@ -20,11 +19,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pipeline.frontier.schedule import expected_freshness, optimal_interval, solve_mu
 from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.harness.testbed.liverender import honours_conditional
 from pipeline.harness.testbed.livetruth import locate
-from pipeline.harness.testbed.living import CONTENT_CLASSES, MEAN_S, Living, page_class, state
+from pipeline.harness.testbed.living import Living, state
 from pipeline.harness.testbed.model import Web
 
 _TESTBED_CLI = "pipeline.harness.testbed.cli"
@@ -43,33 +41,6 @@ class MixedTestbed(TestbedProcess):
     def __enter__(self) -> MixedTestbed:
         self.start()
         return self
-
-
-def page_rates(web: Web) -> dict[int, list[float]]:
-    """Per host, each normal page's true mean content-change rate in changes per *wall* second."""
-    living = web.living
-    assert living is not None
-    out: dict[int, list[float]] = {}
-    for i in range(web.hosts):
-        classes = [page_class(web.seed, i, m, mix=living.mix) for m in range(web.pages)]
-        out[i] = [living.rate / MEAN_S[c] if c in CONTENT_CLASSES else 0.0 for c in classes]
-    return out
-
-
-def oracle(web: Web, *, host_budget_rps: float, low: float, high: float) -> dict[str, float]:
-    """Expected mean freshness of uniform revisiting at the host budget, and of the optimal schedule
-    knowing the true rates (intervals within ``[low, high]``), with their ratio."""
-    uniform = optimal = 0.0
-    n = 0
-    for rates in page_rates(web).values():
-        cycle = len(rates) / host_budget_rps
-        mu = solve_mu([(r, 1) for r in rates if r > 0], host_budget_rps, low=low, high=high)
-        for r in rates:
-            uniform += expected_freshness(r, cycle)
-            optimal += expected_freshness(r, min(max(optimal_interval(r, mu), low), high)) if r > 0 else 1.0
-            n += 1
-    u, o = uniform / max(n, 1), optimal / max(n, 1)
-    return {"uniform": round(u, 4), "optimal": round(o, 4), "ratio": round(o / u, 3) if u else 0.0}
 
 
 def conditional_figures(
@@ -110,4 +81,45 @@ def conditional_figures(
         "share_304_honouring_hosts": round(h[1] / h[0], 4) if h[0] else None,
         "byte_unchanged_refetches_honouring_hosts": h[0],
         "status_304": both[1],
+    }
+
+
+# If-None-Match and If-Modified-Since with the testbed's validators (a 22-byte ETag, an IMF-fixdate):
+# what one conditional request adds to the plain GET.
+VALIDATOR_REQUEST_BYTES = len('If-None-Match: "12345678901234567890"\r\n') + len(
+    "If-Modified-Since: Sun, 06 Nov 1994 08:49:37 GMT\r\n"
+)
+
+
+def wire_figures(
+    web: Web, log: Iterable[Mapping[str, Any]], *, since: float, until: float, conditional_sent: int
+) -> dict[str, Any]:
+    """Bytes the server sent for normal pages in ``[since, until]``, and what conditional GET saved: each
+    304 against the size of the same URL's previous 200, less the validators' request bytes over the
+    ``conditional_sent`` conditional requests (the crawler's count, whole run, scaled to the window's
+    share of requests)."""
+    last_200: dict[str, int] = {}
+    sent = n_304 = saved = requests = run_requests = 0
+    for e in sorted(log, key=lambda e: float(e["t"])):
+        url = f"http://{e['host']}:{web.port}{e['path']}"
+        if "bytes" not in e or locate(web, url) is None:
+            continue
+        run_requests += 1
+        size, status, t = int(e["bytes"]), int(e["status"]), float(e["t"])
+        inside = since <= t <= until
+        if inside:
+            requests += 1
+            sent += size
+        if status == 200:
+            last_200[url] = size
+        elif status == 304 and inside:
+            n_304 += 1
+            saved += last_200.get(url, size) - size
+    validators = int(conditional_sent * VALIDATOR_REQUEST_BYTES * requests / max(run_requests, 1))
+    return {
+        "requests": requests,
+        "wire_bytes": sent,
+        "status_304": n_304,
+        "wire_bytes_saved_by_304": saved - validators,
+        "validators_request_bytes": validators,
     }

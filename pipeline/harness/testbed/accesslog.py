@@ -3,9 +3,10 @@
 Each line: {"t": when the server had the request's head (epoch float), "end": when it handed the
 whole reply to the socket (or found the client gone), "host": host header lower-cased without port,
 "path": path+query, "client": peer ip, "ua": the User-Agent header, "status": int}, plus "scheme":
-"https" for a request that came over TLS (a line without it came over plain HTTP). A request is in
-flight at time T for the server when ``t <= T < end``; on loopback most replies take microseconds, so
-``t`` and ``end`` are often equal.
+"https" for a request that came over TLS (a line without it came over plain HTTP) and "bytes": the
+answer's size on the wire, head and body, where the server gives it (the living web's pages). A
+request is in flight at time T for the server when ``t <= T < end``; on loopback most replies take
+microseconds, so ``t`` and ``end`` are often equal.
 
 Lines are collected in memory and written in one ``os.write`` every ``interval_s``, on ``flush`` and on
 close. ``flush`` is also what a flush request does (``FLUSH_HOST``, answered by the server after its
@@ -39,12 +40,14 @@ class AccessLog:
         return self._fd >= 0
 
     def record(self, host: str, path: str, client: str, status: int, *, start: float, ua: str = "",
-               scheme: str = "http") -> None:  # fmt: skip
+               scheme: str = "http", nbytes: int = -1) -> None:  # fmt: skip
         """One completed request: its head arrived at ``start``; it ends now."""
         if self._fd < 0:
             return
         # json.dumps only for the fields a client controls; the rest cannot need escaping.
         tail = "}\n" if scheme == "http" else f', "scheme": "{scheme}"}}\n'
+        if nbytes >= 0:
+            tail = f', "bytes": {nbytes}{tail}'
         self._buf.append(
             f'{{"t": {start:.6f}, "end": {time.time():.6f}, "host": {json.dumps(host)}, '
             f'"path": {json.dumps(path)}, "client": "{client}", "ua": {json.dumps(ua)}, "status": {status}{tail}'

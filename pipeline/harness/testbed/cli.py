@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import math
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -77,6 +78,12 @@ def register(subparsers: Any) -> None:
     serve.add_argument(
         "--no-hostile-sitemaps", action="store_true", help="with --mutate: leave out the hostile sitemaps"
     )
+    serve.add_argument("--robots-change-s", type=_at_least(0.0, float), default=None,
+                       help="with --mutate: host 10 (mod hosts) changes its robots.txt this many seconds after the epoch")  # fmt: skip
+    serve.add_argument("--throttle-every", type=_at_least(0), default=0,
+                       help="with --mutate: host 11 (mod hosts) answers every Nth request 429 with Retry-After")  # fmt: skip
+    serve.add_argument("--lying-validators", action="store_true",
+                       help="with --mutate: hosts i %% 12 == 7 send validators that never change and 304 them")  # fmt: skip
     serve.set_defaults(func=_serve)
 
     load = sub.add_parser("load", help="measure how fast a testbed serves (HTTP and DNS)")
@@ -144,6 +151,9 @@ def _serve(args: argparse.Namespace) -> int:
         mutate_rate=args.mutate_rate,
         mutate_mix=args.mutate_mix,
         hostile_sitemaps=not args.no_hostile_sitemaps,
+        robots_change_s=math.inf if args.robots_change_s is None else args.robots_change_s,
+        throttle_every=args.throttle_every,
+        lying_validators=args.lying_validators,
         tls=args.tls,
         tls_port=args.tls_port,
         tls_dir=args.tls_dir,

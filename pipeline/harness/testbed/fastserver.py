@@ -39,7 +39,7 @@ import zstandard
 
 from pipeline.harness.testbed.accesslog import FLUSH_HOST, AccessLog
 from pipeline.harness.testbed.liverender import LiveRenderer
-from pipeline.harness.testbed.model import Web, host_index
+from pipeline.harness.testbed.model import THROTTLE_RETRY_AFTER_S, Web, host_index
 from pipeline.harness.testbed.render import Renderer, Reply
 from pipeline.harness.testbed.server import MISC_HOSTS, READY_HOST, strip_port
 
@@ -78,6 +78,7 @@ class FastHTTP:
     tls_port: int = 0  # where "redirect" sends clients
     renderer: Renderer = field(init=False)
     live: LiveRenderer | None = field(init=False, default=None)
+    throttle_hits: int = field(init=False, default=0)  # requests to the throttling host (model.THROTTLE_SLOT)
     _gzipped: Callable[[int, str], Reply] = field(init=False)
     _zstded: Callable[[int, str], Reply] = field(init=False)
 
@@ -139,6 +140,11 @@ class FastHTTP:
             else:
                 reply = _UNKNOWN
             return reply, host, path, host != READY_HOST
+        if self.live is not None and self.web.throttles(i) and path != "/robots.txt":
+            self.throttle_hits += 1
+            assert self.web.living is not None
+            if self.throttle_hits % self.web.living.throttle_every == 0:
+                return Reply(429, b"", headers=(("Retry-After", str(THROTTLE_RETRY_AFTER_S)),)), host, path, True
         if self.live is not None:
             reply = self.live.reply(
                 i, path, self.now(), if_none_match=if_none_match, if_modified_since=if_modified_since
@@ -185,6 +191,9 @@ def _encoded(r: Reply, coding: str) -> Reply:
 
 
 _ZSTD = zstandard.ZstdCompressor(level=1)
+
+
+_Entry = tuple[str, str, str, int, float, str, int]  # host, path, peer, status, start, ua, bytes (-1: none)
 
 
 class _Conn(asyncio.Protocol):
@@ -246,7 +255,9 @@ class _Conn(asyncio.Protocol):
             out = _head(reply, close=close)
             if method != b"HEAD":
                 out += reply.body
-            entry = (name, path, self.peer, reply.status, start, ua) if logged else None
+            # a living web's answers carry their size on the wire (head and body) in the log
+            size = len(out) if self.app.live is not None else -1
+            entry = (name, path, self.peer, reply.status, start, ua, size) if logged else None
             if reply.delay_s > 0:
                 self.waiting = True
                 self.buf = buf
@@ -259,13 +270,14 @@ class _Conn(asyncio.Protocol):
                 self.transport.close()
         self.buf = buf
 
-    def _log(self, entry: tuple[str, str, str, int, float, str] | None, *, gone: bool = False) -> None:
+    def _log(self, entry: _Entry | None, *, gone: bool = False) -> None:
         """Log a request once its reply is written (status 499, as nginx logs it, if the client left first)."""
         if entry is not None:
-            host, path, peer, status, start, ua = entry
-            self.app.log.record(host, path, peer, 499 if gone else status, start=start, ua=ua, scheme=self.app.scheme)
+            host, path, peer, status, start, ua, size = entry
+            self.app.log.record(host, path, peer, 499 if gone else status, start=start, ua=ua,
+                                scheme=self.app.scheme, nbytes=-1 if gone else size)  # fmt: skip
 
-    def _delayed(self, out: bytes, close: bool, entry: tuple[str, str, str, int, float, str] | None) -> None:
+    def _delayed(self, out: bytes, close: bool, entry: _Entry | None) -> None:
         self.waiting = False
         if self.transport is None:
             self._log(entry, gone=True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import math
 import os
 import signal
 import subprocess
@@ -65,6 +66,9 @@ class TestbedProcess:
         mutate_epoch: float | None = None,
         mutate_mix: str = CLASSIC,
         hostile_sitemaps: bool = True,
+        robots_change_s: float | None = None,
+        throttle_every: int = 0,
+        lying_validators: bool = False,
         tls: bool = False,
         plain_http: str = "serve",
         products: bool = False,
@@ -75,6 +79,8 @@ class TestbedProcess:
         self.mutate, self.mutate_rate, self.mutate_epoch = mutate, mutate_rate, mutate_epoch
         self.hostile_sitemaps = hostile_sitemaps
         self.products = products
+        self.robots_change_s, self.throttle_every = robots_change_s, throttle_every
+        self.lying_validators = lying_validators
         self.mutate_mix = mutate_mix
         self.engine = engine
         self.tls, self.plain_http = tls, plain_http
@@ -112,6 +118,12 @@ class TestbedProcess:
                 cmd += ["--mutate-epoch", repr(self.mutate_epoch)]
             if not self.hostile_sitemaps:
                 cmd.append("--no-hostile-sitemaps")
+            if self.robots_change_s is not None:
+                cmd += ["--robots-change-s", repr(self.robots_change_s)]
+            if self.throttle_every:
+                cmd += ["--throttle-every", str(self.throttle_every)]
+            if self.lying_validators:
+                cmd.append("--lying-validators")
         return cmd + list(self.extra_args)
 
     def start(self) -> TestbedProcess:
@@ -235,8 +247,11 @@ class TestbedProcess:
         m = self.info.get("mutate")
         if not m:
             return None
+        change = m.get("robots_change_s")
         return Living(float(m["epoch"]), float(m["rate"]), hostile_sitemaps=bool(m["hostile_sitemaps"]),
-                      mix=str(m.get("mix", CLASSIC)))  # fmt: skip
+                      mix=str(m.get("mix", CLASSIC)), robots_change_s=math.inf if change is None else float(change),
+                      throttle_every=int(m.get("throttle_every", 0)),
+                      lying_validators=bool(m.get("lying_validators", False)))  # fmt: skip
 
     def test_time(self, wall: float | None = None) -> float:
         """The living web's test time now (or at ``wall``)."""

@@ -9,7 +9,7 @@ given the wall time, which the caller passes in (the server reads its clock; tes
 - sitemap files and sitemap-only pages (``sitemapgen.py``); everything else as the static web;
 - every 200 carries ``ETag`` (``validators.etag`` of the body) and ``Last-Modified`` (the page's last
   byte change; for sitemap files, the time of the request, so only the ETag tells an unchanged one;
-  other pages, the epoch minus a day of test time);
+  other pages, ``living.STATIC_SINCE``: a year of test time before the epoch);
 - a GET whose If-None-Match / If-Modified-Since matches gets ``304`` with the validators and no body,
   except on hosts where ``honours_conditional(i)`` is false (i % 6 == 5): they send validators and
   always answer 200, as servers that ignore conditional requests do.
@@ -141,6 +141,8 @@ class LiveRenderer:
             s = state(self.web.seed, i, m, t, mix=living.mix)
             body, tag = self._bodies(i, m, s)
             modified = living.wall_time(s.modified_at)
+            if self.web.lies(i):  # validators that never change (Living.lying_validators)
+                tag, modified = f'"fixed-{i}-{m}"', living.epoch - 86_400.0
             base = Reply(200, body)
         else:
             base, modified = self._other(i, path, t)
@@ -158,6 +160,10 @@ class LiveRenderer:
             return Reply(200, found[0], found[1]), living.wall_time(t)
         if path in self.web.sitemap_only_paths(i):
             return self.static._leaf(i, path), since
+        if path == "/robots.txt" and living.robots_changed(living.wall_time(t)):
+            txt = self.web.robots_txt(i, changed=True)
+            if txt is not None:
+                return Reply(200, txt.encode(), "text/plain"), living.epoch + living.robots_change_s
         return self.static.reply(i, path), since
 
     @staticmethod

@@ -66,6 +66,12 @@ LATIN1_SLOT = 6
 CALENDAR_SLOT = 7
 NOFOLLOW_SLOT = 8
 HOSTILE_SITEMAP_SLOT = 9  # living web only: hostile sitemap files (sitemapgen.HOSTILE)
+ROBOTS_CHANGE_SLOT = 10  # living web with robots_change_s: its robots.txt changes then (robots_txt(changed=))
+THROTTLE_SLOT = 11  # living web with throttle_every: every Nth request answered 429 (fastserver)
+CHANGED_DISALLOW = "/p/1"  # what the changed robots.txt newly disallows (a normal page)
+CHANGED_CRAWL_DELAY_S = 0.5  # and the Crawl-delay it newly asks for
+THROTTLE_RETRY_AFTER_S = 1  # the throttling host's Retry-After
+LYING_EVERY, LYING_AT = 12, 7  # living web with lying_validators: hosts i % 12 == 7
 
 CRAWL_DELAY_S = 0.2
 # Living web only: the hostile sitemap files on host HOSTILE_SITEMAP_SLOT, all listed in its robots.txt;
@@ -204,23 +210,27 @@ class Web:
             nofollow=self._is(i, NOFOLLOW_SLOT),
         )
 
-    def robots_txt(self, i: int) -> str | None:
-        """robots.txt of host i, or None when the host answers 404 (allow all)."""
+    def robots_txt(self, i: int, *, changed: bool = False) -> str | None:
+        """robots.txt of host i, or None when the host answers 404 (allow all). ``changed``: as the living
+        web's changing host (``ROBOTS_CHANGE_SLOT``) serves it after ``Living.robots_change_s``: every group
+        also disallows ``CHANGED_DISALLOW`` and asks for ``CHANGED_CRAWL_DELAY_S``."""
         f = self.features(i)
         sitemaps = [f"Sitemap: {u}" for u in self.sitemap_urls(i)]
-        if not (f.private or f.crawl_delay):
+        changed = changed and self._is(i, ROBOTS_CHANGE_SLOT)
+        more = [f"Disallow: {CHANGED_DISALLOW}", f"Crawl-delay: {CHANGED_CRAWL_DELAY_S}"] if changed else []
+        if not (f.private or f.crawl_delay or changed):
             if sitemaps:
                 return "\n".join([f"# robots.txt for {host_name(i)} (crawlfleet testbed)", *sitemaps, ""])
             return None
         star = ["User-agent: *"]
         if f.private:
             star.append("Disallow: /private/")
-        if f.crawl_delay:
+        if f.crawl_delay and not changed:
             star.append(f"Crawl-delay: {CRAWL_DELAY_S}")
-        lines = [f"# robots.txt for {host_name(i)} (crawlfleet testbed)", *star, ""]
+        lines = [f"# robots.txt for {host_name(i)} (crawlfleet testbed)", *star, *more, ""]
         if f.agent_group:
-            lines += ["User-agent: crawlfleet", "Disallow: /agentonly/", "Allow: /"]
-            if f.crawl_delay:
+            lines += ["User-agent: crawlfleet", "Disallow: /agentonly/", "Allow: /", *more]
+            if f.crawl_delay and not changed:
                 lines.append(f"Crawl-delay: {CRAWL_DELAY_S}")
             lines.append("")
         if sitemaps:
@@ -241,6 +251,14 @@ class Web:
         if self.living.hostile_sitemaps and self._is(i, HOSTILE_SITEMAP_SLOT):
             out += [self.url(i, path) for path in HOSTILE_SITEMAPS]
         return out
+
+    def lies(self, i: int) -> bool:
+        """Whether host i's validators never change (``Living.lying_validators``: i % 12 == 7)."""
+        return self.living is not None and self.living.lying_validators and i % LYING_EVERY == LYING_AT
+
+    def throttles(self, i: int) -> bool:
+        """Whether host i answers every ``Living.throttle_every``-th request with 429 (``THROTTLE_SLOT``)."""
+        return self.living is not None and self.living.throttle_every > 0 and self._is(i, THROTTLE_SLOT)
 
     def has_sitemap(self, i: int) -> bool:
         """Whether host i publishes a sitemap of its pages (living web, i % 3 != 2)."""

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import signal
 import socket
@@ -66,6 +67,9 @@ class ServeOptions:
     mutate_rate: float = 1.0  # test seconds per wall second
     mutate_mix: str = CLASSIC  # the pages' change classes (living.MIXES)
     hostile_sitemaps: bool = True  # with mutate: serve sitemapgen's hostile files
+    robots_change_s: float = math.inf  # with mutate: Living.robots_change_s
+    throttle_every: int = 0  # with mutate: Living.throttle_every
+    lying_validators: bool = False  # with mutate: Living.lying_validators
     tls: bool = False  # also serve the https web on tls_port (fast engine only)
     tls_port: int = 0
     tls_dir: str | None = None  # where the CA and certificates are written (None: a temporary directory)
@@ -77,7 +81,9 @@ def living_of(opts: ServeOptions) -> Living | None:
     if not opts.mutate:
         return None
     epoch = time.time() if opts.mutate_epoch is None else opts.mutate_epoch
-    return Living(epoch, opts.mutate_rate, hostile_sitemaps=opts.hostile_sitemaps, mix=opts.mutate_mix)
+    return Living(epoch, opts.mutate_rate, hostile_sitemaps=opts.hostile_sitemaps, mix=opts.mutate_mix,
+                  robots_change_s=opts.robots_change_s, throttle_every=opts.throttle_every,
+                  lying_validators=opts.lying_validators)  # fmt: skip
 
 
 def _listen_ips(opts: ServeOptions) -> list[str]:
@@ -226,6 +232,9 @@ async def _run_main(opts: ServeOptions, web: Web, listen: Listeners, children: l
                 "rate": web.living.rate,
                 "hostile_sitemaps": web.living.hostile_sitemaps,
                 "mix": web.living.mix,
+                "robots_change_s": None if math.isinf(web.living.robots_change_s) else web.living.robots_change_s,
+                "throttle_every": web.living.throttle_every,
+                "lying_validators": web.living.lying_validators,
             }
         if listen.pki is not None:
             tls_port = listen.tls[0].getsockname()[1]
