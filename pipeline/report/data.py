@@ -151,31 +151,34 @@ def read_duplicates(crawl_dir: Path) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) and isinstance(obj.get("exact"), list) else None
 
 
-PARSE_FAILED_FILE = ".quarantine.jsonl"  # pipeline/transport/links/quarantine.py, under NODE_SEGMENTS_DIR
+# pipeline/transport/links/quarantine.py's META_PREFIX and HOST_KEY (the report must not import the fleet)
+PARSE_FAILED_META, PARSE_FAILED_HOST = "parse_failed:", "host:"
 MAX_PARSE_FAILED = 1000
 
 
 def read_parse_failed(crawl_dir: Path) -> list[dict[str, str]]:
     """Pages kept without their links because parsing them killed parser processes (``parse_failed``):
-    the rows of the crawl's SQLite db that say so (embedded crawls), and the link service's quarantine
-    file (fleet crawls). At most ``MAX_PARSE_FAILED``; [] when there are none or nothing to read."""
+    the rows of the crawl's SQLite db that say so (embedded crawls), and the records the fleet's link
+    services keep in its meta table (pages, and hosts whose pages are no longer parsed). At most
+    ``MAX_PARSE_FAILED``; [] when there are none or nothing to read."""
     out: list[dict[str, str]] = []
     db = crawl_dir / "crawl.db"
-    if db.exists():
-        with contextlib.suppress(sqlite3.Error):
-            conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1.0)
-            try:
-                rows = conn.execute("SELECT url, error FROM urls WHERE error LIKE 'parse_failed:%' LIMIT ?",
-                                    (MAX_PARSE_FAILED,)).fetchall()  # fmt: skip
-            finally:
-                conn.close()
+    if not db.exists():
+        return out
+    with contextlib.suppress(sqlite3.Error):
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1.0)
+        try:
+            rows = conn.execute("SELECT url, error FROM urls WHERE error LIKE 'parse_failed:%' LIMIT ?",
+                                (MAX_PARSE_FAILED,)).fetchall()  # fmt: skip
             out += [{"url": str(url), "error": str(error)} for url, error in rows]
-    with contextlib.suppress(OSError), open(crawl_dir / NODE_SEGMENTS_DIR / PARSE_FAILED_FILE, encoding="utf-8") as fh:
-        for line in fh:
-            with contextlib.suppress(ValueError, TypeError, KeyError):
-                obj = json.loads(line)
-                what = str(obj["url"]) if "url" in obj else f"every page of {obj['host']}"
-                out.append({"url": what, "error": str(obj["error"])})
+            rows = conn.execute("SELECT key, value FROM meta WHERE key >= ? AND key < ? LIMIT ?",
+                                (PARSE_FAILED_META, PARSE_FAILED_META[:-1] + ";", MAX_PARSE_FAILED)).fetchall()  # fmt: skip
+        finally:
+            conn.close()
+        for key, value in rows:
+            what = str(key).removeprefix(PARSE_FAILED_META)
+            host = what.removeprefix(PARSE_FAILED_HOST)
+            out.append({"url": f"every page of {host}" if host != what else what, "error": str(value)})
     return out[:MAX_PARSE_FAILED]
 
 

@@ -41,6 +41,7 @@ GUARD_DIR = ".guard"
 QUARANTINE_FILE = ".quarantine.jsonl"
 STRIKES_FILE = ".strikes.jsonl"
 META_PREFIX = "parse_failed:"
+HOST_KEY = "host:"  # META_PREFIX + HOST_KEY + host: a host whose pages are no longer parsed
 
 
 class LinkQuarantine:
@@ -107,6 +108,8 @@ class LinkQuarantine:
             try:
                 for url in urls:
                     store.put_meta(META_PREFIX + url, error)
+                for host in hosts:  # the crawl report lists both (pipeline/report/data.py)
+                    store.put_meta(f"{META_PREFIX}{HOST_KEY}{host}", host_error(by_host[host]))
             finally:
                 store.close()
         except Exception:  # the file holds it; the store's copy is for the crawl's record only
