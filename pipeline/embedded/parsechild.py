@@ -24,7 +24,7 @@ import sys
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, cast
 
 from fetchers.records import FetchResult, Prepared
 from pipeline.embedded.childproc import RestartBudget, spawn_module
@@ -45,8 +45,8 @@ class Pipe(asyncio.Protocol):
         self.buf = bytearray()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # A stream transport, but not necessarily an ``asyncio.Transport`` subclass: uvloop's is its own.
+        self.transport = cast(asyncio.Transport, transport)
 
     def send(self, msg: Any) -> None:
         if self.transport is None or self.transport.is_closing():

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import pytest
 
+from fetchers import loops
 from fetchers.records import FetchResult
 from pipeline.embedded.fetchproc import processes_for
 from pipeline.embedded.parseproc import ParsePool, parse_processes_for
@@ -54,7 +55,8 @@ async def _ready(pool: ParsePool) -> None:
 
 
 def _run(
-    body: Callable[[ParsePool], object], *, clock: Callable[[], float] | None = None, settings: Settings = SETTINGS
+    body: Callable[[ParsePool], object], *, clock: Callable[[], float] | None = None, settings: Settings = SETTINGS,
+    loop: str = "asyncio",
 ) -> None:
     async def main() -> None:
         pool = ParsePool(settings, processes=1, clock=clock or time.monotonic)
@@ -66,10 +68,11 @@ def _run(
         finally:
             await pool.close()
 
-    asyncio.run(main())
+    loops.run(main(), loop)
 
 
-def test_results_come_back_prepared_and_deferred_callbacks_wait_for_them() -> None:
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])  # fetch.event_loop: the pipe works on either
+def test_results_come_back_prepared_and_deferred_callbacks_wait_for_them(loop: str) -> None:
     results = _pages(60)
     events: list[object] = []
 
@@ -82,7 +85,7 @@ def test_results_come_back_prepared_and_deferred_callbacks_wait_for_them() -> No
         await pool.barrier()
         events.append("batch done")
 
-    _run(body)
+    _run(body, loop=loop)
     delivered = [e for e in events if isinstance(e, FetchResult)]
     assert sorted(id(r) for r in delivered) == sorted(id(r) for r in results)  # each once
     # a deferred callback runs after every result submitted before it
