@@ -39,8 +39,9 @@ class FetchSettings:
     # A PEM file of extra CA certificates trusted besides the system's (e.g. an internal CA); "" = none.
     tls_ca_bundle: str = ""
     # The event loop of the embedded crawl, its fetch processes and a fleet node: asyncio, uvloop, or auto
-    # (uvloop when it imports). fetchers/loops.py.
-    event_loop: str = "asyncio"
+    # (uvloop when it imports, else asyncio; fetchers/loops.py). auto by default: on uvloop the embedded
+    # crawl's process spends about 10% less CPU per page (2026-11-28, testbed 200 hosts x 100 small pages).
+    event_loop: str = "auto"
     # Append " pid/<pid>" to the User-Agent each fetching process sends, so that a server's log tells the
     # crawl's processes apart (the fault trials judge a killed process's requests by it).
     identify_process: bool = False

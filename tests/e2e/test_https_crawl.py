@@ -19,8 +19,10 @@ pytestmark = pytest.mark.e2e
 MAX_DEPTH = 12
 
 
-# The default loop, and uvloop (fetch.event_loop) with two fetch processes that run on it too.
-LOOPS = {"asyncio": {}, "uvloop": {"CRAWLFLEET_FETCH_EVENT_LOOP": "uvloop", "CRAWLFLEET_FETCH_PROCESSES": "2"}}
+# asyncio's loop (fetch.event_loop), and uvloop with two fetch processes that run on it too (every other
+# embedded test runs on the default, auto: uvloop with parse processes).
+LOOPS = {"asyncio": {"CRAWLFLEET_FETCH_EVENT_LOOP": "asyncio"},
+         "uvloop": {"CRAWLFLEET_FETCH_EVENT_LOOP": "uvloop", "CRAWLFLEET_FETCH_PROCESSES": "2"}}
 
 
 @pytest.mark.parametrize("loop", sorted(LOOPS))

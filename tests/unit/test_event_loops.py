@@ -34,7 +34,7 @@ def test_a_fleet_node_loop_is_made_by_the_same_factory() -> None:
 
 def test_the_setting_is_checked() -> None:
     assert load_settings(environ={"CRAWLFLEET_FETCH_EVENT_LOOP": "uvloop"}).fetch.event_loop == "uvloop"
-    assert load_settings(environ={}).fetch.event_loop == "asyncio"
+    assert load_settings(environ={}).fetch.event_loop == "auto"
     with pytest.raises(SettingsError, match="fetch.event_loop"):
         load_settings(environ={"CRAWLFLEET_FETCH_EVENT_LOOP": "tokio"})
     with pytest.raises(ValueError, match="tokio"):
