@@ -11,11 +11,14 @@ import functools
 import re
 import socket
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from urllib.parse import SplitResult, parse_qsl, urlencode, urljoin, urlsplit
 
 import mmh3
-import tldextract
 from w3lib.url import safe_url_string
+
+if TYPE_CHECKING:
+    import tldextract
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 # Characters that may stand unescaped in a normalized URL; anything else takes the slow path.
@@ -33,9 +36,15 @@ _AUTHORITY = re.compile(_AUTHORITY_SHAPE)
 _PATH_QUERY = re.compile(rf"/[{_PCHAR}]*(?:\?[{_PCHAR}?]+)?")
 _HOST_OK = re.compile(r"^(?:[a-z0-9](?:[a-z0-9\-_]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9\-_]{0,61}[a-z0-9])?\.?$")
 
-# One offline public-suffix extractor per process (building its trie costs ~0.5 s): shared with
-# pipeline.dns.tld, which numbers the TLDs for S2's keys from the same snapshot.
-EXTRACTOR = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None, include_psl_private_domains=False)
+
+@functools.cache
+def extractor() -> tldextract.TLDExtract:
+    """The process's one offline public-suffix extractor, made on first use: shared with pipeline.dns.tld,
+    which numbers the TLDs for S2's keys from the same snapshot. Importing tldextract (it imports requests)
+    costs ~0.1 s of CPU, which a process that never asks for a registered domain (a parse process) spares."""
+    import tldextract
+
+    return tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None, include_psl_private_domains=False)
 
 
 def is_canonical(url: str, *, max_length: int = 8192) -> bool:
@@ -240,7 +249,7 @@ def registered_domain(host: str) -> str:
     hostname = _host_part(host)
     if hostname.startswith("[") or hostname.replace(".", "").isdigit():
         return hostname  # an IP address is its own registrable unit
-    ext = EXTRACTOR(hostname)
+    ext = extractor()(hostname)
     if ext.suffix and ext.domain:
         return f"{ext.domain}.{ext.suffix}"
     labels = hostname.split(".")

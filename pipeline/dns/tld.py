@@ -47,9 +47,9 @@ def _ascii(tld: str) -> str:
 @functools.lru_cache(maxsize=1)
 def tld_table() -> dict[str, int]:
     """Map of TLD (lower case, Unicode and ``xn--`` forms) to its 12-bit code (1..4095)."""
-    from pipeline.urls import EXTRACTOR  # one trie per process
+    from pipeline.urls import extractor  # one trie per process
 
-    suffixes = EXTRACTOR._get_tld_extractor().tlds_excl_private  # the bundled ICANN snapshot
+    suffixes = extractor()._get_tld_extractor().tlds_excl_private  # the bundled ICANN snapshot
     forms: dict[str, set[str]] = {}
     for suffix in suffixes:
         last = suffix.rsplit(".", 1)[-1].lower()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import ipaddress
 import os
 import re
@@ -89,7 +90,18 @@ class Loaded:
 
 def sections() -> dict[str, type]:
     """Section name -> its dataclass, in declaration order."""
-    return {f.name: typing.get_type_hints(Settings)[f.name] for f in dataclasses.fields(Settings)}
+    return dict(_sections())
+
+
+@functools.cache
+def _sections() -> dict[str, type]:
+    hints = typing.get_type_hints(Settings)  # resolving type hints is slow: once per process, not per call
+    return {f.name: hints[f.name] for f in dataclasses.fields(Settings)}
+
+
+@functools.cache
+def _hints_of(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
 
 
 def field_keys() -> list[str]:
@@ -100,7 +112,7 @@ def field_keys() -> list[str]:
 def _section_hints(section: str, where: str = "setting") -> dict[str, Any]:
     if section not in (known := sections()):
         raise SettingsError(f"{where}: unknown section [{section}] (expected one of: {', '.join(known)})")
-    return typing.get_type_hints(known[section])
+    return _hints_of(known[section])
 
 
 def _validated(overrides: Mapping[str, Any], where: str) -> dict[str, dict[str, Any]]:
