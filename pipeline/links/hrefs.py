@@ -169,6 +169,15 @@ class Resolver:
         # ('./x' is 'x' in the same directory: dropped here, it keeps the URL on the canonical fast path).
         while href.startswith("./"):
             href = href[2:]
+        if href.startswith("../"):
+            # '../x' is 'x' one directory up (never above the root: RFC 3986 drops the excess), which
+            # keeps a common shape off normalize()'s slow path as well.
+            directory, root = self.directory, len(self.origin) + 1
+            while href.startswith("../"):
+                href = href[3:]
+                if len(directory) > root:
+                    directory = directory[: directory.rindex("/", 0, len(directory) - 1) + 1]
+            return canonical(directory + href)
         return canonical(self.directory + href)
 
 

@@ -81,3 +81,21 @@ CANONICAL_ISH = st.from_regex(_CANONICAL, fullmatch=True)
 @given(CANONICAL_ISH)
 def test_canonical_fast_path_is_a_fixed_point_of_normalize(url: str) -> None:
     assert href_mod.canonical(url) == normalize(url)
+
+
+# No base with an empty path segment: urljoin collapses those, RFC 3986 (and the resolver) keeps them.
+DEEP_BASES = st.sampled_from(["http://h.test/", "http://h.test/a/", "http://h.test/a/b/c.html",
+                              "https://h.test:8443/a/b/?q=1", "http://h.test/a/b/c/"])  # fmt: skip
+UP_HREFS = st.tuples(st.lists(st.sampled_from(["../", "./"]), min_size=1, max_size=6),
+                     st.lists(st.sampled_from(["x", "y/", "..", ".", "../", "z.html", "?q", "#f", "%7e"]), max_size=4))  # fmt: skip
+
+
+@settings(max_examples=500)
+@given(DEEP_BASES, UP_HREFS)
+def test_parent_directory_hrefs_resolve_as_rfc3986_says(base: str, parts: tuple[list[str], list[str]]) -> None:
+    """'../' runs (the resolver's own fast path) land where urljoin + normalize put them, at the root too."""
+    href = "".join(parts[0]) + "".join(parts[1])
+    if href.split("#", 1)[0].endswith("?"):
+        return  # urljoin keeps the base query for a bare '?' (see above)
+    got = href_mod.Resolver(base).resolve(href)
+    assert got == normalize(join(base, href))
