@@ -149,13 +149,16 @@ def _child_main(fd: int) -> None:
             if kind != "prep":
                 break
             out: list[tuple[int, Prepared | None]] = []
+            append, enter, leave = out.append, guard.enter, guard.leave
             for seq, result in items:
+                enter(seq, result.url)
                 try:
-                    with guard.page(seq, result.url):
-                        out.append((seq, prep(result, settings)))
+                    append((seq, prep(result, settings)))
                 except Exception:  # the crawl's process prepares it then
                     log.exception("preparing %s failed", result.url)
-                    out.append((seq, None))
+                    append((seq, None))
+                finally:
+                    leave()
             conn.send(("done", out))
     except (EOFError, OSError):
         pass

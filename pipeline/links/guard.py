@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _HEAD = struct.Struct("!qI")  # the page's key, the URL's length in bytes (0: no page in hand)
+_NONE = _HEAD.pack(0, 0)
 _MAX_URL = 8192
 # Deaths of a parsing process on one page that make the page hostile: one may be bad luck (a process
 # killed for another reason while it had the page in hand). Parse processes, fetch processes and the
@@ -54,7 +55,7 @@ class ParseGuard:
         self.path = Path(marker)
         self.cpu_limit_s = cpu_limit_s
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.pwrite(self._fd, _HEAD.pack(0, 0), 0)
+        os.pwrite(self._fd, _NONE, 0)
         # Default action, whatever an embedding program installed: a Python handler would only run
         # once the native parse returned, which is what the timer exists to not wait for. (Only the
         # main thread may set it; elsewhere the process's disposition stands.)
@@ -64,16 +65,25 @@ class ParseGuard:
     @contextlib.contextmanager
     def page(self, key: int, url: str) -> Iterator[None]:
         """Mark ``url`` (with ``key``) as the page in hand for the duration of the block."""
+        self.enter(key, url)
+        try:
+            yield
+        finally:
+            self.leave()
+
+    def enter(self, key: int, url: str) -> None:
+        """``page`` without a context manager, for a loop over many pages (a parse process's bundle):
+        ``url`` is the page in hand and its CPU timer runs until ``leave``, which must follow."""
         raw = url.encode("utf-8", "replace")[:_MAX_URL]
         os.pwrite(self._fd, _HEAD.pack(key, len(raw)) + raw, 0)
         if self.cpu_limit_s > 0:
             signal.setitimer(signal.ITIMER_PROF, self.cpu_limit_s)
-        try:
-            yield
-        finally:
-            if self.cpu_limit_s > 0:
-                signal.setitimer(signal.ITIMER_PROF, 0)
-            os.pwrite(self._fd, _HEAD.pack(0, 0), 0)
+
+    def leave(self) -> None:
+        """No page in hand any more (``enter``)."""
+        if self.cpu_limit_s > 0:
+            signal.setitimer(signal.ITIMER_PROF, 0)
+        os.pwrite(self._fd, _NONE, 0)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
