@@ -19,7 +19,7 @@ from pipeline.settings import Settings
 from pipeline.urls import Scope
 
 DEFAULT = "aio"
-KINDS = ("aio", "threaded")
+KINDS = ("aio", "threaded", "h1")
 
 
 def check_kind(kind: str) -> str:
@@ -49,6 +49,11 @@ def make_fetcher(
 
         return ThreadedFetcher(settings, fetcher_id=fetcher_id, resolver=resolver, scope=scope, archive=archive, clock=clock,
                           redirect_gate=redirect_gate, robots_share=robots_share)  # fmt: skip
+    if kind == "h1":
+        from fetchers.h1 import H1Fetcher
+
+        return H1Fetcher(settings, fetcher_id=fetcher_id, resolver=resolver, scope=scope, archive=archive, clock=clock,
+                         redirect_gate=redirect_gate, robots_share=robots_share)  # fmt: skip
     from fetchers.aio import AioFetcher
 
     return AioFetcher(settings, fetcher_id=fetcher_id, resolver=resolver, scope=scope, archive=archive, clock=clock,

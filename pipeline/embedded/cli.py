@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from fetchers import loops
+from fetchers.choice import DEFAULT as DEFAULT_FETCHER
+from fetchers.choice import KINDS
 from pipeline.crawl.flags import add_crawl_flags
 from pipeline.observe import logs
 from pipeline.plugins.chain import PluginSet
@@ -100,8 +102,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     crawl.add_argument("--seeds-file", metavar="FILE", help="more seed URLs, one a line (# starts a comment)")
     crawl.add_argument("--resume", action="store_true",
                        help="continue the crawl in --out with the settings it remembers (flags given override them)")
-    crawl.add_argument("--fetcher", choices=("aio", "threaded"), default="aio",
-                       help="aio (default, event-driven) or threaded (requests-futures: requests' adapters, proxies, auth)")
+    crawl.add_argument("--fetcher", choices=KINDS, default=DEFAULT_FETCHER,
+                       help=f"{DEFAULT_FETCHER} (the default); h1: the lean HTTP/1.1 client, aio: aiohttp's (both "
+                            "event-driven); threaded: requests-futures (requests' adapters, proxies, auth)")
     crawl.add_argument("--continuous", action="store_true",
                        help="keep the collection fresh: re-fetch URLs as they fall due (recrawl settings) until "
                             "Ctrl-C or --stop-file")  # fmt: skip

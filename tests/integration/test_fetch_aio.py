@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from fetchers.aio import AioFetcher
+from fetchers.h1 import H1Fetcher
 from fetchers.records import FetchResult
 from fetchers.testing import bed_resolver, bed_settings, make_batch
 from fetchers.threaded import ThreadedFetcher
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.integration
 MAX_BODY = 1024 * 1024
 
 
-@pytest.fixture(scope="module", params=[AioFetcher, ThreadedFetcher], ids=["aio", "threaded"])
+@pytest.fixture(scope="module", params=[AioFetcher, ThreadedFetcher, H1Fetcher], ids=["aio", "threaded", "h1"])
 def run(request: pytest.FixtureRequest, testbed_small: Any) -> dict[str, Any]:
     fetcher_cls = request.param
     tb = testbed_small

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from fetchers.aio import AioFetcher, classify
+from fetchers.h1 import H1Fetcher
 from fetchers.records import Batch, FetchResult, UrlTask
 from fetchers.redirects import stop_at_redirects, stopped_target, target_hops
 from fetchers.testing import bed_resolver, bed_settings, run_urls
@@ -36,7 +37,7 @@ def hostile_bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestbedPro
         yield tb
 
 
-@pytest.fixture(scope="module", params=[AioFetcher, ThreadedFetcher], ids=["aio", "threaded"])
+@pytest.fixture(scope="module", params=[AioFetcher, ThreadedFetcher, H1Fetcher], ids=["aio", "threaded", "h1"])
 def run(request: pytest.FixtureRequest, hostile_bed: TestbedProcess) -> dict[str, Any]:
     tb = hostile_bed
     settings = bed_settings(
@@ -113,7 +114,7 @@ def test_broken_http(run: dict[str, Any]) -> None:
     assert r["/badutf8"].ok and r["/badutf8"].body  # bytes are kept as sent; decoding is downstream
 
 
-@pytest.mark.parametrize("fetcher", [AioFetcher, ThreadedFetcher], ids=["aio", "threaded"])
+@pytest.mark.parametrize("fetcher", [AioFetcher, ThreadedFetcher, H1Fetcher], ids=["aio", "threaded", "h1"])
 def test_a_fetcher_that_stops_at_redirects_counts_on_from_the_tasks_hops(
     fetcher: type[Any], hostile_bed: TestbedProcess
 ) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from fetchers.aio import AioFetcher
+from fetchers.h1 import H1Fetcher
 from fetchers.testing import bed_resolver, bed_settings, run_urls
 from fetchers.threaded import ThreadedFetcher
 from fetchers.tls import cert_error_class
@@ -21,7 +22,7 @@ from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.harness.testbed.model import EXPIRED_HOST, WRONGNAME_HOST
 
 pytestmark = pytest.mark.integration
-KINDS = [AioFetcher, ThreadedFetcher]
+KINDS = [AioFetcher, ThreadedFetcher, H1Fetcher]
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +56,7 @@ def _log(tb: TestbedProcess) -> collections.Counter[tuple[str, str, str]]:
     return collections.Counter((e.get("scheme", "http"), e["host"], e["path"]) for e in tb.read_access_log())
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=["aio", "threaded"])
+@pytest.mark.parametrize("kind", KINDS, ids=["aio", "threaded", "h1"])
 def test_certificate_failures_are_their_own_classes(kind: type, disallow_bed: TestbedProcess) -> None:
     tb = disallow_bed
     before = _log(tb)
@@ -74,7 +75,7 @@ def test_certificate_failures_are_their_own_classes(kind: type, disallow_bed: Te
     assert [k for k in new if k[1] in (EXPIRED_HOST, WRONGNAME_HOST)] == []  # no HTTP request got through
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=["aio", "threaded"])
+@pytest.mark.parametrize("kind", KINDS, ids=["aio", "threaded", "h1"])
 def test_without_the_ca_every_certificate_is_untrusted_and_unverified_fetches_all(
     kind: type, disallow_bed: TestbedProcess
 ) -> None:
@@ -86,7 +87,7 @@ def test_without_the_ca_every_certificate_is_untrusted_and_unverified_fetches_al
     assert {u: (r.status, r.error_class) for u, r in anyway.items()} == dict.fromkeys(urls, (200, ""))
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=["aio", "threaded"])
+@pytest.mark.parametrize("kind", KINDS, ids=["aio", "threaded", "h1"])
 def test_robots_txt_is_per_scheme(kind: type, disallow_bed: TestbedProcess) -> None:
     """RFC 9309: http://host and https://host are two origins with a robots.txt each. The plain side
     disallows everything, the TLS side allows /p/: a fetcher keying robots by host would get one wrong."""
@@ -101,7 +102,7 @@ def test_robots_txt_is_per_scheme(kind: type, disallow_bed: TestbedProcess) -> N
     assert new[("http", "site1.crawl.test", "/p/3")] == 0 and new[("https", "site1.crawl.test", "/p/3")] == 1
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=["aio", "threaded"])
+@pytest.mark.parametrize("kind", KINDS, ids=["aio", "threaded", "h1"])
 def test_http_redirects_to_https(kind: type, redirect_bed: TestbedProcess) -> None:
     tb = redirect_bed
     url = tb.url(2, "/p/4")

@@ -14,6 +14,7 @@ import pytest
 
 from fetchers import engine
 from fetchers.aio import AioFetcher
+from fetchers.h1 import H1Fetcher
 from fetchers.records import FetchResult
 from fetchers.report import DEFERRED, ROBOTS_UNAVAILABLE, THROTTLED
 from fetchers.testing import LocalSite, StaticResolver, bed_resolver, bed_settings, make_batch, run_urls
@@ -22,7 +23,7 @@ from pipeline.harness.testbed.model import CRAWL_DELAY_S, CRAWL_DELAY_SLOT, N_SP
 from pipeline.settings import Settings
 
 pytestmark = pytest.mark.integration
-FETCHERS = pytest.mark.parametrize("fetcher_cls", [AioFetcher, ThreadedFetcher], ids=["aio", "threaded"])
+FETCHERS = pytest.mark.parametrize("fetcher_cls", [AioFetcher, ThreadedFetcher, H1Fetcher], ids=["aio", "threaded", "h1"])
 # Arrival times at the server jitter by the client loop's latency; the gap is enforced between starts.
 JITTER_S = 0.05
 

@@ -11,13 +11,14 @@ from typing import Any
 import pytest
 
 from fetchers.aio import AioFetcher
+from fetchers.h1 import H1Fetcher
 from fetchers.testing import LocalSite, StaticResolver, run_urls
 from fetchers.threaded import ThreadedFetcher
 from pipeline.settings import DnsSettings, Settings
 from pipeline.urls import Scope
 
 pytestmark = pytest.mark.integration
-FETCHERS = pytest.mark.parametrize("fetcher_cls", [AioFetcher, ThreadedFetcher], ids=["aio", "threaded"])
+FETCHERS = pytest.mark.parametrize("fetcher_cls", [AioFetcher, ThreadedFetcher, H1Fetcher], ids=["aio", "threaded", "h1"])
 TABLE = {"a.local.test": ["127.0.20.1"], "b.local.test": ["127.0.20.2"], "x.other.test": ["127.0.20.2"],
          "evil.local.test": ["127.0.0.1"]}  # fmt: skip
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from fetchers.aio import AioFetcher
+from fetchers.h1 import H1Fetcher
 from fetchers.testing import bed_resolver, bed_settings, run_urls
 from fetchers.threaded import ThreadedFetcher
 from pipeline.harness.faults import results
@@ -25,7 +26,7 @@ MAX_BODY = 1 << 20
 HEAP_LIMIT = 64 * MAX_BODY
 
 
-@pytest.mark.parametrize("kind", [AioFetcher, ThreadedFetcher], ids=["aio", "threaded"])
+@pytest.mark.parametrize("kind", [AioFetcher, ThreadedFetcher, H1Fetcher], ids=["aio", "threaded", "h1"])
 def test_every_hostile_path_is_one_clean_result(kind: Any, tmp_path: Any) -> None:
     with TestbedProcess(2, 2, hostile=True, workdir=tmp_path / "tb") as tb:
         settings = bed_settings(
@@ -45,7 +46,7 @@ def test_every_hostile_path_is_one_clean_result(kind: Any, tmp_path: Any) -> Non
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
-    mode = "fetcher-aio" if kind is AioFetcher else "fetcher-threaded"
+    mode = {AioFetcher: "fetcher-aio", H1Fetcher: "fetcher-h1"}.get(kind, "fetcher-threaded")
     for path, url in urls.items():
         r = got.get(url)
         results.append({"type": "hostile", "mode": mode, "input": path,

@@ -20,6 +20,7 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from fetchers.aio import AioFetcher
+from fetchers.h1 import H1Fetcher
 from fetchers.testing import StaticResolver, run_urls
 from fetchers.threaded import ThreadedFetcher
 from pipeline.harness.testbed.tlscerts import make_pki
@@ -102,7 +103,7 @@ def _records(files: list[Path]) -> Iterator[tuple[str, dict[str, str], bytes]]:
 
 
 @pytest.mark.parametrize("scheme", ["http", "https"])
-@pytest.mark.parametrize("kind", [AioFetcher, ThreadedFetcher], ids=["aio", "threaded"])
+@pytest.mark.parametrize("kind", [AioFetcher, ThreadedFetcher, H1Fetcher], ids=["aio", "threaded", "h1"])
 def test_records_hold_the_exact_bytes(kind: type, scheme: str, tmp_path: Path) -> None:
     fetch: dict[str, Any] = {"retries": 0, "user_agent": UA}
     server_ssl = None

@@ -1,6 +1,6 @@
 """``crawlfleet bench fetch``: S1's claim (event-driven beats thread-per-download) measured on the testbed.
 
-Three clients fetch the same URLs (every normal page of a ``--hosts`` x ``--pages`` testbed) in the same
+Four clients fetch the same URLs (every normal page of a ``--hosts`` x ``--pages`` testbed) in the same
 run, each in its own fresh process so that CPU time (user+sys from getrusage, all threads) and peak RSS
 belong to that client alone; the testbed serves from its own process(es):
 
@@ -10,6 +10,8 @@ belong to that client alone; the testbed serves from its own process(es):
 - ``aio``: ``AioFetcher`` with every rule on (robots fetched and checked, SSRF guard, capped decoding,
   pacer, FetchResult per URL), fed like the dispatcher feeds it: batches of up to 64 URLs of one host, a
   host in one batch at a time, a new batch whenever ``free_slots`` has room.
+- ``h1``: ``H1Fetcher``, the crawl's default (the same engine over the lean HTTP/1.1 transport,
+  ``fetchers.h1``), fed the same way.
 - ``threaded``: ``ThreadedFetcher`` (requests-futures, ``--concurrency`` threads), fed the same way.
 
 Politeness for the bench: per-host concurrency ``--per-host`` (8), no minimum delay and Crawl-delay capped
@@ -29,7 +31,7 @@ import resource
 import time
 from typing import Any
 
-KINDS = ("bare", "aio", "threaded")
+KINDS = ("bare", "aio", "h1", "threaded")
 CHUNK = 64  # URLs of one host per batch in the bench (the dispatcher's base batch size k)
 
 
@@ -38,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pages", type=int, default=100, help="pages per host")
     parser.add_argument("--concurrency", type=int, default=256, help="sockets in flight")
     parser.add_argument("--per-host", type=int, default=8, help="concurrent connections per host")
-    parser.add_argument("--clients", default=",".join(KINDS), help="comma list of bare,aio,threaded")
+    parser.add_argument("--clients", default=",".join(KINDS), help="comma list of bare,aio,h1,threaded")
     parser.add_argument("--testbed-workers", type=int, default=1, help="testbed server processes")
     parser.add_argument("--rounds", type=int, default=1, help="repeat every client; the best round is kept")
 
@@ -109,11 +111,12 @@ async def _fetcher(kind: str, urls: list[str], settings: Any, *, batches: Any = 
     """Feed the fetcher the way the dispatcher does: batches of one host's URLs (at most CHUNK), a host in
     at most one batch at a time (its lease), a new batch only while ``free_slots`` has room for it."""
     from fetchers.aio import AioFetcher
+    from fetchers.h1 import H1Fetcher
     from fetchers.records import Batch, FetchResult, UrlTask
     from fetchers.testing import bed_resolver
     from fetchers.threaded import ThreadedFetcher
 
-    cls = AioFetcher if kind == "aio" else ThreadedFetcher
+    cls = {"aio": AioFetcher, "h1": H1Fetcher}.get(kind, ThreadedFetcher)
     chunks = batches if batches is not None else _chunks(urls)
     ready = list(chunks)  # hosts not leased right now, in order
     ready.reverse()
@@ -230,7 +233,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     best[kind] = res
     out.update(best)
     ratios: dict[str, float] = {}
-    for kind, base in (("aio", "bare"), ("threaded", "bare"), ("aio", "threaded")):
+    for kind, base in (("aio", "bare"), ("h1", "bare"), ("threaded", "bare"), ("aio", "threaded"), ("h1", "aio")):
         if base in best and kind in best:
             b, k = best[base], best[kind]
             ratios[f"{kind}_vs_{base}_pages_per_s"] = round(k["pages_per_s"] / b["pages_per_s"], 3)
@@ -241,4 +244,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "aio_ge_3x_threaded_pages_per_cpu_s": ratios.get("aio_vs_threaded_pages_per_cpu_s", 0) >= 3.0,
             "aio_ge_70pct_bare_pages_per_s": ratios.get("aio_vs_bare_pages_per_s", 0) >= 0.7,
         }
+    if "h1" in best:
+        out.setdefault("goals", {})["h1_ge_70pct_bare_pages_per_s"] = ratios.get("h1_vs_bare_pages_per_s", 0) >= 0.7
     return out
