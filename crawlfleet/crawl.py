@@ -67,7 +67,7 @@ class Crawl:
         plugins: Sequence[object | str] = (),
         out: str | Path = "crawl-out",
         resume: bool = False,
-        fetcher: str = "aio",
+        fetcher: str = "h1",  # fetchers.choice.DEFAULT
     ) -> None:
         from pipeline.embedded.start import read_seeds
         from pipeline.plugins.loading import load

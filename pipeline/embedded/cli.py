@@ -18,7 +18,7 @@ from pipeline.settings import Settings
 
 
 def run_crawl(
-    settings: Settings, seeds: list[str], out: Path, *, resume: bool, progress: bool, fetcher: str = "aio",
+    settings: Settings, seeds: list[str], out: Path, *, resume: bool, progress: bool, fetcher: str = DEFAULT_FETCHER,
     plugins: PluginSet | None = None,
 ) -> dict[str, Any]:
     from pipeline.embedded.engine import CrawlRequest, EmbeddedCrawl, install_signal_handlers

@@ -40,6 +40,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from fetchers.choice import DEFAULT as DEFAULT_FETCHER
 from fetchers.records import Batch, FetchResult
 from fetchers.report import BatchReport
 from pipeline.embedded.childproc import RestartBudget, spawn_module, usable_cpus
@@ -112,7 +113,7 @@ class ProcessFetcher:
         parse_links: bool,
         scope: Scope | None = None,
         traps: TrapRules | None = None,
-        fetcher: str = "aio",
+        fetcher: str = DEFAULT_FETCHER,
         warc_dir: Path | None = None,
         hostile: HostilePages | None = None,
         robots_share: Path | None = None,

@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from fetchers.choice import DEFAULT as DEFAULT_FETCHER
+from fetchers.choice import KINDS
 from pipeline.observe import logs
 from pipeline.observe.errors import UsageError, int_at_least, port
 from pipeline.settings import Settings, arg_type, check_settings, load_settings
@@ -103,8 +105,9 @@ def register(subparsers: Any) -> None:
                    help="DNS server the node asks, repeatable (default: the system's resolv.conf)")
     w.add_argument("--allow-network", type=arg_type("security.allow_networks"), action="append", default=None,
                    metavar="CIDR", help="exempt this network from the SSRF guard (e.g. 127.0.0.0/8 for the testbed)")
-    w.add_argument("--fetcher", choices=("aio", "threaded"), default="aio",
-                   help="aio (default: event-driven aiohttp) or threaded (requests-futures: for adapters, proxies, auth)")
+    w.add_argument("--fetcher", choices=KINDS, default=DEFAULT_FETCHER,
+                   help=f"{DEFAULT_FETCHER} (the default); h1: the lean HTTP/1.1 client, aio: aiohttp's (both "
+                        "event-driven); threaded: requests-futures (for adapters, proxies, auth)")
     w.add_argument("--loglevel", default="INFO", type=str.upper, choices=("DEBUG", "INFO", "WARNING", "ERROR"),
                    help="Celery's log level")
     _fleet_flags(w, service=False)
@@ -235,7 +238,7 @@ def worker_command(args: argparse.Namespace, settings: Settings) -> tuple[list[s
     slots = args.slots or default_slots(settings)
     env = dict(os.environ)
     env["CRAWLFLEET_NODE"] = node
-    env["CRAWLFLEET_NODE_FETCHER"] = getattr(args, "fetcher", "aio")
+    env["CRAWLFLEET_NODE_FETCHER"] = getattr(args, "fetcher", DEFAULT_FETCHER)
     if args.config:
         env["CRAWLFLEET_CONFIG"] = str(Path(args.config).resolve())
     if args.broker_url:

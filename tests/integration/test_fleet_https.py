@@ -36,6 +36,6 @@ def test_fleet_https_crawl_matches_ground_truth(rabbitmq: str, fleet: Any, tmp_p
         check_bad_certs_recorded(f.out / "crawl.db", tb)
         assert summary["store"]["pending"] == 0
         for node in nodes:
-            assert f"node {node}: AioFetcher for a new scope (1 in this process) on uvloop" in f.log_tail(
+            assert f"node {node}: H1Fetcher for a new scope (1 in this process) on uvloop" in f.log_tail(
                 f"worker-{node}.log", 10**6
             )

@@ -38,11 +38,11 @@ def start_runtime(*, slots: int | None = None) -> FetchRuntime:
     global _runtime
     with _runtime_lock:
         if _runtime is None:
-            from fetchers.choice import worker_factory
+            from fetchers.choice import DEFAULT, worker_factory
 
             node = topology.check_name(os.environ.get("CRAWLFLEET_NODE", "default"), what="node")
             # The fetcher kind rides in the environment `crawlfleet worker --fetcher` set for Celery.
-            factory = worker_factory(os.environ.get("CRAWLFLEET_NODE_FETCHER", "aio"))
+            factory = worker_factory(os.environ.get("CRAWLFLEET_NODE_FETCHER", DEFAULT))
             _runtime = FetchRuntime(current_settings(), node=node, slots=slots or 1, reserved=reserved_count,
                                     factory=factory)  # fmt: skip
             _runtime.start()
