@@ -151,8 +151,9 @@ class Prepared:
     source: str = ""  # the normalized URL the links were found on
     # (url, url_id, host) at the result's depth + 1; None: the core extracts them itself
     links: list[tuple[str, int, str]] | None = None
-    # (url, url_id) of the page's followable links, not yet checked (``pipeline.links.prepare.found_links``);
-    # None: not computed. The core filters and builds candidates from these when ``links`` is None.
+    # (url, url_id) of the page's followable links, not yet checked (``pipeline.links.prepare.found_links``),
+    # less those a parse process was told the seen-set holds for good (``ParsePool.note_known``); None: not
+    # computed. The core filters and builds candidates from these when ``links`` is None.
     found: list[tuple[str, int]] | None = None
     packed: bytes = b""  # the body LZ4-packed as in the journal line (``PageRecord.body_lz4``); b'': not kept
     # Why the page has no links although it is HTML: its parse killed parser processes (the page's

@@ -9,6 +9,8 @@ core's thread only.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from fetchers.records import FetchResult
 from pipeline.crawl.redirects import RedirectBook
 from pipeline.frontier.dedup import SeenFilter
@@ -38,6 +40,10 @@ class Discoveries:
         self._new: list[UrlRecord] = []  # links found, not yet in the seen-set
         self._settled: list[tuple[list[UrlRecord], list[Outcome]]] = []  # chains' requested URLs
         self._outcomes: list[Outcome] = []  # outcomes of settled rows added by a gate's publish
+        # Told the fingerprints of new URLs once the seen-set's table holds them for good (so that
+        # ``known_many`` answers True for them from then on): parse processes drop such links from what
+        # they hand back (pipeline/embedded/parseproc.py), sparing this process the look-ups.
+        self.on_known: Callable[[list[int]], None] | None = None
 
     @property
     def buffered(self) -> bool:
@@ -112,6 +118,9 @@ class Discoveries:
             self._new = []
             self.frontier.add(new)
             self.stats.on_discovered(len(new))
+            table = self.seen.table
+            if self.on_known is not None and new and table is not None and table.complete:
+                self.on_known([r.url_id for r in new])
 
     def _known(self, url_id: int, url: str) -> bool:
         """The seen-set or the store knows ``url`` (a store look-up when the seen-set cannot say)."""

@@ -15,6 +15,10 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pipeline.settings import Settings
 
 
 def usable_cpus() -> int:
@@ -24,6 +28,21 @@ def usable_cpus() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):  # no affinity call on this platform
         return os.cpu_count() or 1
+
+
+def parse_processes_for(settings: Settings, *, fetch_processes: int) -> int:
+    """Parse processes for the embedded crawl: ``fetch.parse_processes``, or, when negative, one per
+    spare core, at least one and at most two (past two the crawl's own process is the bottleneck).
+    One even without a spare core: a page that kills or stalls its parser then costs a parse process
+    and its own links, never the crawl (``pipeline.links.guard``); on one core it costs about 6% more
+    CPU per page and no pages/s (docs/bench/local.md, 2026-11-25). None when fetch processes run: they
+    prepare their results themselves."""
+    if fetch_processes > 0:
+        return 0
+    wanted = settings.fetch.parse_processes
+    if wanted >= 0:
+        return wanted
+    return max(1, min(2, usable_cpus() - 1))
 
 
 def spawn_module(

@@ -32,10 +32,11 @@ from pipeline.dispatch.quotas import Quotas
 from pipeline.dispatch.sizing import local_slots
 from pipeline.dns.aiohttp_resolver import AiohttpResolver
 from pipeline.dns.cache_resolver import CachingResolver, dns_counters
+from pipeline.embedded.childproc import parse_processes_for
 from pipeline.embedded.fetchproc import FetchProcessGaveUp, HostilePages, ProcessFetcher, processes_for
 from pipeline.embedded.interrupt import EXTRA_GRACE_S, Interrupt
 from pipeline.embedded.parsedfetcher import ParsedFetcher
-from pipeline.embedded.parseproc import ParsePool, parse_processes_for
+from pipeline.embedded.parseproc import ParsePool
 from pipeline.observe.stats import CrawlStats
 from pipeline.plugins.chain import PluginSet, portable
 from pipeline.settings import Settings
@@ -148,6 +149,8 @@ class EmbeddedCrawl:
             quotas=Quotas.from_settings_file(self.settings.dispatch.quotas_file),
             plugins=plugins,
         )
+        if pool is not None:  # the parse processes leave out the links the seen-set holds for good
+            core.found.on_known = pool.note_known
         resolver = CachingResolver.from_settings(self.settings.dns)
         robots: SqliteRobotsShare | None = None
         fetchers: list[Fetcher]

@@ -88,6 +88,7 @@ class ChildProcess:
         self.pipe: Pipe | None = None
         self.ready = False  # imports done: it answers at once from now on
         self.outbox: list[tuple[int, FetchResult]] = []
+        self.known: list[int] = []  # fingerprints for the child's known links, sent with the next results
         self.budget = RestartBudget(clock=clock)  # spent: its share goes to the other children, until it has room
 
     def died(self, *, blamed: bool) -> None:
@@ -105,6 +106,7 @@ class ChildProcess:
     def close(self) -> int | None:
         """Drop the pipe and reap the process (killed if still running); its exit code."""
         pipe, self.pipe, self.sock, self.outbox, self.ready = self.pipe, None, None, [], False
+        self.known = []
         if pipe is not None and pipe.transport is not None:
             pipe.transport.abort()
         proc, self.proc = self.proc, None
@@ -125,6 +127,28 @@ class ChildProcess:
 
 
 # --- the child ----------------------------------------------------------------------------------------
+class KnownLinks:
+    """The links a parse process leaves out of what it hands back: fingerprints the parent's seen-set holds
+    for good (``ParsePool.note_known``), whose links the parent would drop after a look-up. Two generations
+    of up to ``half`` each bound the memory (a forgotten one only costs the parent that look-up again)."""
+
+    def __init__(self, half: int = 250_000) -> None:
+        self.half = half
+        self.young: set[int] = set()
+        self.old: set[int] = set()
+
+    def add(self, url_ids: list[int]) -> None:
+        if len(self.young) + len(url_ids) > self.half:
+            self.old, self.young = self.young, set()
+        self.young.update(url_ids)
+
+    def drop_from(self, prepared: Prepared) -> Prepared:
+        found, young, old = prepared.found, self.young, self.old
+        if found and (young or old):
+            prepared.found = [link for link in found if link[1] not in young and link[1] not in old]
+        return prepared
+
+
 def _child_main(fd: int) -> None:
     """Entry point of a parse process: ``python -m pipeline.embedded.parsechild FD``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides how the crawl stops
@@ -142,18 +166,20 @@ def _child_main(fd: int) -> None:
             prep = functools.partial(plugged.prepare_found, plugins=plugins)
 
         guard = ParseGuard(marker, cpu_limit_s=settings.fetch.parse_cpu_limit_s)
+        known = KnownLinks()
         gcpolicy.tune_for_crawl()
         conn.send(("ready", []))
         while True:
-            kind, items = conn.recv()
+            kind, items, *more = conn.recv()
             if kind != "prep":
                 break
+            known.add(more[0])
             out: list[tuple[int, Prepared | None]] = []
             append, enter, leave = out.append, guard.enter, guard.leave
             for seq, result in items:
                 enter(seq, result.url)
                 try:
-                    append((seq, prep(result, settings)))
+                    append((seq, known.drop_from(prep(result, settings))))
                 except Exception:  # the crawl's process prepares it then
                     log.exception("preparing %s failed", result.url)
                     append((seq, None))

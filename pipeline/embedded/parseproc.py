@@ -50,7 +50,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from fetchers.records import FetchResult, Prepared
-from pipeline.embedded.childproc import usable_cpus
 from pipeline.embedded.parsechild import ChildProcess, Pipe
 from pipeline.links import guard
 from pipeline.links.prepare import followable
@@ -64,21 +63,6 @@ log = logging.getLogger(__name__)
 MAX_OUTSTANDING = 2048  # results in the children at once; past it, prepare here (a memory guard)
 STALL_S = 10.0  # a child holding a result this long (wall time) is replaced, at least (ParsePool._watch)
 NO_CHILD = -1  # _Waiting.child of a result waiting for a child to take it
-
-
-def parse_processes_for(settings: Settings, *, fetch_processes: int) -> int:
-    """Parse processes for the embedded crawl: ``fetch.parse_processes``, or, when negative, one per
-    spare core, at least one and at most two (past two the crawl's own process is the bottleneck).
-    One even without a spare core: a page that kills or stalls its parser then costs a parse process
-    and its own links, never the crawl (``pipeline.links.guard``); on one core it costs about 6% more
-    CPU per page and no pages/s (docs/bench/local.md, 2026-11-25). None when fetch processes run: they
-    prepare their results themselves."""
-    if fetch_processes > 0:
-        return 0
-    wanted = settings.fetch.parse_processes
-    if wanted >= 0:
-        return wanted
-    return max(1, min(2, usable_cpus() - 1))
 
 
 @dataclass(slots=True)
@@ -234,12 +218,19 @@ class ParsePool:
         return None
 
     def _flush(self) -> None:
-        """One pipe message per child per loop turn, not one per page."""
+        """One pipe message per child per loop turn, not one per page (with the known links since the last)."""
         self._flush_scheduled = False
         for child in self._children:
             if child.outbox and child.pipe is not None:
-                items, child.outbox = child.outbox, []
-                child.pipe.send(("prep", items))
+                items, child.outbox, known, child.known = child.outbox, [], child.known, []
+                child.pipe.send(("prep", items, known))
+
+    def note_known(self, url_ids: list[int]) -> None:
+        """Fingerprints the crawl's seen-set now holds for good (``Discoveries.on_known``): the children drop
+        them from the links they hand back, which the crawl's process would drop after a look-up."""
+        for child in self._children:
+            if child.pipe is not None:
+                child.known.extend(url_ids)
 
     def defer(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` once every result submitted so far has been delivered (now, if none waits)."""

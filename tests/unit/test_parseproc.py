@@ -13,9 +13,10 @@ from collections.abc import Callable
 import pytest
 
 from fetchers import loops
-from fetchers.records import FetchResult
+from fetchers.records import FetchResult, Prepared
+from pipeline.embedded.childproc import parse_processes_for
 from pipeline.embedded.fetchproc import processes_for
-from pipeline.embedded.parseproc import ParsePool, parse_processes_for
+from pipeline.embedded.parseproc import ParsePool
 from pipeline.harness.testbed.model import Web
 from pipeline.harness.testbed.render import Renderer
 from pipeline.links import guard, prepare
@@ -345,3 +346,40 @@ def test_a_host_past_its_parse_failed_pages_is_not_parsed_any_more() -> None:
     assert same_host.prepared is not None and same_host.prepared.links == []
     assert same_host.prepared.parse_error == guard.host_error(1)
     assert all(r.prepared is not None and r.prepared.found == prepare.found_links(r, SETTINGS) for r in other)
+
+
+def test_links_the_seen_set_holds_for_good_are_left_out_of_what_comes_back() -> None:
+    """``note_known`` rides with the next results to the child, which drops those links from ``found``
+    (the crawl's process would drop them after a look-up); the other links come back as before."""
+    results = _pages(20)
+    first: list[FetchResult] = []
+    again: list[FetchResult] = []
+
+    async def body(pool: ParsePool) -> None:
+        for r in results[:10]:
+            pool.submit(r, first.append)
+        await pool.barrier()
+        known = {uid for r in first if r.prepared and r.prepared.found for _, uid in r.prepared.found[::2]}
+        pool.note_known(sorted(known))
+        for r in results[10:]:
+            pool.submit(r, again.append)
+        await pool.barrier()
+        for r in again:
+            assert r.prepared is not None and r.prepared.found is not None
+            whole = prepare.found_links(r, SETTINGS)
+            assert r.prepared.found == [link for link in whole if link[1] not in known]
+        assert any(len(r.prepared.found) < len(prepare.found_links(r, SETTINGS)) for r in again if r.prepared)
+
+    _run(body)
+
+
+def test_known_links_keep_two_generations() -> None:
+    from pipeline.embedded.parsechild import KnownLinks
+
+    known = KnownLinks(half=3)
+    known.add([1, 2])
+    known.add([3, 4])  # the young generation would pass 3: it becomes the old one
+    prepared = Prepared(b"", found=[("a", 1), ("b", 3), ("c", 5)])
+    assert known.drop_from(prepared).found == [("c", 5)]
+    known.add([6, 7])  # 1 and 2 are forgotten now: only a look-up more for the crawl's process
+    assert known.drop_from(Prepared(b"", found=[("a", 1), ("b", 3), ("d", 6)])).found == [("a", 1)]
