@@ -10,11 +10,14 @@ crawl goes on.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import orjson
 
 from fetchers.records import FetchResult, SchemaError, pack_lz4
 
@@ -86,13 +89,20 @@ def journal_line(result: FetchResult) -> bytes:
 
 def journal_parts(result: FetchResult) -> tuple[bytes, bytes]:
     """The journal's line for ``result`` and the LZ4-packed body inside it (``pack_lz4``), which a page
-    store can keep as it is (``PageRecord.body_lz4``) instead of compressing or writing it raw."""
+    store can keep as it is (``PageRecord.body_lz4``) instead of compressing or writing it raw.
+
+    The head is encoded by orjson (~1.5 us against ~9 us for json's encoder; the same bytes for ASCII,
+    UTF-8 instead of ``\\u`` escapes otherwise); a string orjson refuses (a lone surrogate from a header
+    that was not UTF-8) falls back to json's encoder."""
     packed = pack_lz4(result.body)
-    obj = result.to_json(codec="lz4", packed=packed)
-    body = obj.pop("body_lz4")
-    head = json.dumps(obj, separators=(",", ":"))
+    obj = result.to_json(codec="lz4", packed=b"")
+    del obj["body_lz4"]
+    try:
+        head = orjson.dumps(obj)
+    except (orjson.JSONEncodeError, TypeError):
+        head = json.dumps(obj, separators=(",", ":")).encode()
     # base64 never needs JSON escaping: splice it in rather than have the encoder scan ~10 KB.
-    return f'{head[:-1]},"body_lz4":"{body}"}}\n'.encode(), packed
+    return b"".join((head[:-1], b',"body_lz4":"', base64.b64encode(packed), b'"}\n')), packed
 
 
 def replay(directory: Path, since: Checkpoint | None) -> Iterator[FetchResult]:
