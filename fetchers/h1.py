@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import httptools
 from aiohttp.abc import AbstractResolver
 
 from fetchers.aio import KEEP_HEADERS
@@ -296,8 +297,6 @@ _KEEP = frozenset(KEEP_HEADERS)
 
 def _status_error(end: End) -> bool:
     """A parse error of the status line (llhttp: invalid constant, version or status)."""
-    import httptools
-
     if isinstance(end.error, httptools.HttpParserInvalidStatusError):
         return True
     text = end.detail.lower()
