@@ -46,9 +46,11 @@ def parsed_page(result: FetchResult, settings: Settings) -> extract.ExtractedPag
 
 
 def found_links(result: FetchResult, settings: Settings) -> list[tuple[str, int]]:
-    """``filtering.followed`` of ``result``'s page: what a parse process hands the core."""
-    page = parsed_page(result, settings)
-    return [] if page is None else filtering.followed(page)
+    """``filtering.followed`` of ``result``'s page (``extract.followed_links``, in one pass): what a parse
+    process hands the core."""
+    if not followable(result, settings):
+        return []
+    return extract.followed_links(result.body, base_url=result.final_url or result.url, content_type=result.content_type)
 
 
 def candidates(

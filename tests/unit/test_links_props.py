@@ -99,3 +99,21 @@ def test_parent_directory_hrefs_resolve_as_rfc3986_says(base: str, parts: tuple[
         return  # urljoin keeps the base query for a bare '?' (see above)
     got = href_mod.Resolver(base).resolve(href)
     assert got == normalize(join(base, href))
+
+
+SOUP = st.lists(st.sampled_from(["<a href='", "<area href='", "'>", "</a>", "<base href='", "<meta name=robots content='",
+                                 "<meta name=ROBOTS content='none", "nofollow", "' rel='nofollow", "' rel='NoFollow x",
+                                 "x", "../y", "/z", "#f", "//h.test/w", "http://o.test/", "mailto:a@b", "&amp;",
+                                 "<", ">", '"', "\u00e9", "\t", "?q=1"]), max_size=60)  # fmt: skip
+
+
+@settings(max_examples=400)
+@given(SOUP, bases, st.sampled_from([2, 10_000]))
+def test_followed_links_in_one_pass_is_followed_of_extract(parts: list[str], base: str, max_links: int) -> None:
+    """What a parse process hands back (``extract.followed_links``) is ``filtering.followed`` of ``extract``."""
+    from pipeline.links.extract import followed_links
+    from pipeline.links.filtering import followed
+
+    body = "".join(parts).encode("utf-8", "surrogatepass")
+    page = extract(body, base_url=base, max_anchor=0, max_links=max_links)
+    assert followed_links(body, base_url=base, max_links=max_links) == followed(page)
