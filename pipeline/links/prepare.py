@@ -9,7 +9,8 @@ The pass, one module per step, each called once in this order and none calling b
       Candidate.to_record  -> UrlRecord (PENDING) for the seen-set and the frontier (crawl core)
 
 ``pipeline.urls`` sits under all of them as the definition of a canonical URL; the steps above only
-avoid its slow paths. CrawlCore runs the pass itself on the in-process path. A fetch process
+avoid its slow paths. What a parse process hands back, ``found_links``, takes the first and the page-level
+part of the third step in one pass (``extract.followed_links``, property-tested against the two). CrawlCore runs the pass itself on the in-process path. A fetch process
 (``pipeline.embedded.fetchproc``) or a parse process (``pipeline.embedded.parsechild``) runs it on its
 own CPU core and attaches the outcome to the result (``FetchResult.prepared``), so that the core's
 process only writes the line and checks the links against its seen-set; with ``recrawl.simhash_bits`` the
