@@ -81,7 +81,10 @@ def locate(uri: str) -> Location:
             host, port = parts.hostname, WEBHDFS_PORT
         fs = fsspec.filesystem("webhdfs", host=host, port=port, user=opts["user"])
         return Location(fs, parts.path or "/", uri)
-    fs = fsspec.filesystem("s3", **clusterfs.s3_options())
+    # No listings cache: segments are written, renamed and listed by processes on many machines, and a
+    # listing cached before a PUT made s3fs answer "not found" for the object just written (a node's
+    # commit of its .part then failed, and its batch went back to the dispatcher).
+    fs = fsspec.filesystem("s3", use_listings_cache=False, **clusterfs.s3_options())
     return Location(fs, f"{parts.netloc}{parts.path}", uri)
 
 
