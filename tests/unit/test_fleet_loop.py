@@ -5,6 +5,7 @@ the mrjob pipeline and the broker are the seams)."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from pipeline.crawl.outcome import outcome_of
 from pipeline.frontier.frontier import Frontier
 from pipeline.settings import Settings
 from pipeline.storage.base import UrlRecord, UrlState
+from pipeline.storage.segments import Segments
 from pipeline.storage.sqlite import SqliteStore
 from pipeline.transport.links.rules import CrawlLinkRules
 from pipeline.transport.node.sink import NodeSink
@@ -266,3 +268,38 @@ def test_link_lag_is_reply_to_report_per_segment() -> None:
     lp.on_reply("n1/c")
     assert sorted(lp.lags) == [0.0, 3.0, 4.0]
     assert lp.lag_summary() == {"count": 3, "p50_s": 3.0, "p95_s": 4.0, "max_s": 4.0}
+
+
+@pytest.mark.parametrize("failures", [1, 1000])
+def test_node_sink_never_hands_back_a_chunk_whose_outcomes_are_stored(tmp_path: Path, failures: int) -> None:
+    """The rename after the store write fails (a flaky filesystem): it is tried again; if it keeps failing
+    the .part stays for the link jobs to adopt under the key the receipt names, and nothing raises (the
+    caller would otherwise hand the stored URLs back to be fetched again)."""
+    db = tmp_path / "crawl.db"
+    store = SqliteStore(db)
+    store.add_urls([UrlRecord(URL, fingerprint(URL), URL.split("/")[2], 0)])
+    store.close()
+    sink = NodeSink(SinkSpec(f"sqlite:{db}", str(tmp_path / "segs")), node="n1", close_retry_s=0.5)
+    real, calls = sink.segments.close_part, []
+
+    def flaky(part: str) -> str:
+        calls.append(part)
+        if len(calls) <= failures:
+            raise FileNotFoundError(part)
+        return real(part)
+
+    sink.segments.close_part = flaky  # type: ignore[method-assign]
+    receipt = sink.write_batch(batch_of(URL), [result(URL)])
+    sink.close()
+    seg = Path(receipt.segment)
+    store = SqliteStore(db)
+    try:
+        assert store.get_url(URL).state is UrlState.DONE  # type: ignore[union-attr]
+    finally:
+        store.close()
+    if failures == 1:
+        assert seg.exists() and len(calls) == 2
+    else:
+        assert not seg.exists() and seg.with_name(seg.name + ".part").exists()
+        segs = Segments(str(tmp_path / "segs"))
+        assert [s.key for s in segs.closed(now=time.time() + 3600)] == [f"n1/{seg.name}"] and seg.exists()

@@ -37,7 +37,7 @@ from pipeline.crawl.outcome import is_final, outcome_of
 from pipeline.storage.base import Outcome, Store
 from pipeline.storage.factory import from_spec
 from pipeline.storage.journal import journal_parts
-from pipeline.storage.segments import SEGMENT_SUFFIX, Segments
+from pipeline.storage.segments import PART_SUFFIX, SEGMENT_SUFFIX, Segments
 from pipeline.transport.wire.sink import SinkSpec
 
 log = logging.getLogger(__name__)
@@ -59,12 +59,14 @@ def segment_name(batch: Batch, chunk: int = 0) -> str:
 class NodeSink:
     """One per fetch-node thread and spec. Not thread-safe: call it from one thread."""
 
-    def __init__(self, spec: SinkSpec, *, node: str, open_retry_s: float = 180.0, adopt: bool = True) -> None:
+    def __init__(self, spec: SinkSpec, *, node: str, open_retry_s: float = 180.0, close_retry_s: float = 10.0,
+                 adopt: bool = True) -> None:  # fmt: skip
         """``adopt``: close the ``.part`` segments a killed life of this node left (only the first sink
         of a spec in a process may: a later one would take the parts its siblings are writing)."""
         self.spec = spec
         self.node = node
         self.open_retry_s = open_retry_s
+        self.close_retry_s = close_retry_s
         self.segments = Segments(spec.segments)
         self._store: Store | None = None
         for part in self.segments.parts(node) if adopt else ():
@@ -92,8 +94,9 @@ class NodeSink:
     def write_batch(self, batch: Batch, results: Sequence[FetchResult], *, chunk: int = 0) -> Receipt:
         """Write the segment whole as ``.part``, record the final outcomes in the store, then rename the
         segment into place: a closed segment's URLs are always settled in the store. Raises on I/O trouble
-        (the caller then reports the batch unfinished, so every URL of it is fetched again elsewhere); a
-        ``.part`` left by a kill is adopted later (``Segments.adopt``)."""
+        before the store is written (the caller then reports the chunk's URLs unfinished, so they are
+        fetched again elsewhere); after it, never (``_close``). A ``.part`` left by a kill is adopted later
+        (``Segments.adopt``)."""
         outcomes: list[Outcome] = []
         lines: list[bytes] = []
         for result in results:
@@ -105,8 +108,22 @@ class NodeSink:
         if outcomes:
             self.store.record_results(outcomes)
             self.store.flush()
-        key = self.segments.close_part(part)
-        return Receipt(self.segments.uri(key), len(outcomes))
+        return Receipt(self.segments.uri(self._close(part)), len(outcomes))
+
+    def _close(self, part: str) -> str:
+        """Rename ``part`` into place, its outcomes already in the store. From here the chunk is settled: a
+        failed rename is tried again, and one that keeps failing leaves the ``.part`` for the link jobs to
+        adopt under the same key (``Segments.closed``); handing the URLs back instead would have them
+        fetched again although their pages are stored."""
+        retrying = Retrying(stop=stop_after_delay(self.close_retry_s), wait=wait_exponential_jitter(initial=0.2, max=2.0),
+                            before_sleep=before_sleep_log(log, logging.WARNING), reraise=True)  # fmt: skip
+        try:
+            for attempt in retrying:
+                with attempt:
+                    return self.segments.close_part(part)
+        except Exception:
+            log.exception("segment %s stays a .part (stored; the link jobs adopt it)", self.segments.uri(part))
+        return part.removesuffix(PART_SUFFIX)
 
     def close(self) -> None:
         if self._store is not None:
