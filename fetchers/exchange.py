@@ -9,11 +9,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from fetchers.guard import SsrfBlocked
+from fetchers.redirects import REDIRECT_STATUSES  # noqa: F401 - the transports read it here
 from fetchers.wire import Archive, WireRecord
 
 log = logging.getLogger(__name__)
-
-REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
 
 @dataclass(slots=True)

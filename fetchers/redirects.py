@@ -24,9 +24,10 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
-from fetchers.exchange import REDIRECT_STATUSES
 from fetchers.records import FetchResult, UrlTask
 from pipeline.urls import join, normalize
+
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
 RedirectGate = Callable[[UrlTask, str], bool]
 """``gate(task, target)``: True to request ``target`` (normalized) as the next hop of ``task``'s chain;

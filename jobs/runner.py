@@ -18,7 +18,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,10 @@ class RunnerConfig:
     # Map tasks of the extract job (one manifest file each, segments spread over them by size). Each task
     # costs a Python start (a JVM-launched worker on Hadoop), so about one per core, not one per segment.
     map_tasks: int = 2
+    # On the local runner a task is a Python start (about 0.5 CPU-s with the job's imports) and mrjob runs
+    # ``--num-cores`` mappers and as many reducers per step: a round over less than this many segment bytes
+    # runs one task per step (``tasks_for``), larger rounds up to ``map_tasks``.
+    split_bytes: int = 32 << 20
     # Where a cluster Spark master's jobs keep their files ("" = cluster.spark_tmp_dir).
     spark_tmp_dir: str = ""
     # Link rounds on Spark: "long" = one application for the life of `crawlfleet links` (jobs/sparkapp.py),
@@ -75,6 +79,8 @@ class RunnerConfig:
         out += ["--local-tmp-dir", str(self.work_dir)]
         if self.runner in ("local", "hadoop", "spark"):
             out += ["--python-bin", self.python_bin]
+        if self.runner == "local":
+            out += ["--num-cores", str(max(1, self.map_tasks))]
         if self.runner == "spark":
             out += ["--spark-master", self.spark_master, "--spark-submit-bin", spark_submit_bin()]
             for conf in spark_conf(self):
@@ -172,15 +178,27 @@ def _size(segment: str) -> int:
     return int(loc.fs.size(loc.path) or 0)
 
 
+def tasks_for(cfg: RunnerConfig, segments: Sequence[Path | str]) -> RunnerConfig:
+    """``cfg`` with the map tasks a round over ``segments`` gets: one on the inline runner; on the local
+    runner one per ``split_bytes`` of segments, ``map_tasks`` at most (a task's start costs more than a
+    small round's work); on a cluster ``map_tasks``."""
+    if cfg.runner == "inline":
+        return replace(cfg, map_tasks=1)
+    if cfg.runner != "local":
+        return cfg
+    total = sum(_size(str(s)) for s in segments)
+    return replace(cfg, map_tasks=max(1, min(cfg.map_tasks, 1 + total // max(1, cfg.split_bytes))))
+
+
 def extract_links(segments: Sequence[Path | str], job_args: Sequence[str], cfg: RunnerConfig) -> JobOutput:
     """``mr_extract_links`` over whole segments: the job reads manifests naming them (one mapper call per
-    segment, see the job's docstring), ``cfg.map_tasks`` manifests at most (one on the inline runner). A
+    segment, see the job's docstring), as many manifests as the round's map tasks (``tasks_for``). A
     segment is a local path or a storage URI that every task can open (``hdfs://``, ``s3://``)."""
+    cfg = tasks_for(cfg, segments)
     cfg.work_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="manifest-", dir=cfg.work_dir))
     try:
-        tasks = 1 if cfg.runner == "inline" else cfg.map_tasks
-        return run_job(MRExtractLinks, manifests(segments, work, tasks=tasks), job_args, cfg)
+        return run_job(MRExtractLinks, manifests(segments, work, tasks=cfg.map_tasks), job_args, cfg)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -307,7 +325,7 @@ class LinkPipeline:
             # Re-crawling on: the update job also schedules the round's fetched URLs (jobs/recrawl.py),
             # reading the segments a manifest names where its tasks run.
             inputs = [merged, *manifests(segments, work / "segments", tasks=1)] if self._recrawl_on() else [merged]
-            updated = run_job(MRUpdateCrawlDb, inputs, update_args, self.cfg)
+            updated = run_job(MRUpdateCrawlDb, inputs, update_args, tasks_for(self.cfg, segments))
         finally:
             shutil.rmtree(work, ignore_errors=True)
         if self.snapshot_path is not None:
@@ -334,8 +352,8 @@ class LinkPipeline:
             self.cfg.work_dir.mkdir(parents=True, exist_ok=True)
             work = Path(tempfile.mkdtemp(prefix="round-", dir=self.cfg.work_dir))
             try:
-                tasks = 1 if self.cfg.runner == "inline" else self.cfg.map_tasks
-                out = run_job(MRLinkRound, manifests(segments, work, tasks=tasks), args, self.cfg)
+                cfg = tasks_for(self.cfg, segments)
+                out = run_job(MRLinkRound, manifests(segments, work, tasks=cfg.map_tasks), args, cfg)
             finally:
                 shutil.rmtree(work, ignore_errors=True)
         candidates = sum(out.counters.get("dedup", {}).get(k, 0) for k in ("local_hits", "remote_lookups"))

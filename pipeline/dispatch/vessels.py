@@ -26,6 +26,7 @@ window's memory of the level before the transfer does not make it move the same 
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -80,17 +81,35 @@ def decide(mine: int, levels: Mapping[int, float], *, ready_now: int, queued_blo
     waiting in the remote queue (about ``block`` URLs each). Without ``balance`` (the rule off) nothing is
     pushed; a shard with nothing ready still takes what waits in the remote queue."""
     queued = float(queued_blocks * block)
+    share = _share(mine, levels, queued_blocks=queued_blocks, block=block)
     if ready_now <= 0 and queued_blocks > 0:
         want = -volume(mine, levels, block=block, queued=queued) if balance else 0.0
-        return Move(pull=min(queued_blocks, max(1, round(want / block))))
+        return Move(pull=min(queued_blocks, share, max(1, round(want / block))))
     if not balance:
         return Move()
     v = volume(mine, levels, block=block, queued=queued)
     if v > 0:
         return Move(push=min(int(v), ready_now))
     if v < 0 and queued_blocks > 0:
-        return Move(pull=min(queued_blocks, max(1, round(-v / block))))
+        return Move(pull=min(queued_blocks, share, max(1, round(-v / block))))
     return Move()
+
+
+def _share(mine: int, levels: Mapping[int, float], *, queued_blocks: int, block: int) -> int:
+    """The blocks of the remote queue that are ``mine`` to pull: the queue shared among the shards that
+    pull at this common level (those at least half a block under it, or with nothing), in proportion to
+    how far under it each is; 1 at least. Without it the first to beat after a push takes every block,
+    its window still remembering the pusher's level from before the push (found on the testbed: one of
+    two idle shards took all, the other none)."""
+    if queued_blocks <= 0 or mine not in levels:
+        return max(1, queued_blocks)
+    common = (sum(levels.values()) + queued_blocks * block) / len(levels)
+    short = {s: max(0.0, common - v) for s, v in levels.items() if v <= 0 or common - v >= block / 2}
+    total = sum(short.values())
+    mine_short = max(0.0, common - levels[mine])
+    if total <= 0 or mine_short <= 0:
+        return 1
+    return max(1, math.ceil(queued_blocks * mine_short / total))
 
 
 def largest_host(mine: int, levels: Mapping[int, float]) -> float:

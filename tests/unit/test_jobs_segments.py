@@ -10,7 +10,7 @@ import pytest
 
 from jobs import logic
 from jobs.mr_extract_links import MRExtractLinks
-from jobs.runner import RunnerConfig, extract_links, manifests, run_job
+from jobs.runner import RunnerConfig, extract_links, manifests, run_job, tasks_for
 from jobs.synth import make_results, write_segment
 
 ARGS = ["--allowed-domain", "crawl.test", "--max-depth", "4"]
@@ -43,6 +43,22 @@ def test_manifests_spread_segments_by_size_each_once(tmp_path: Path) -> None:
         len(files) == 2 and max(loads) - min(loads) <= 100
     )  # 950 against 1000: largest first, lightest file
     assert len(manifests(segs[:1], tmp_path / "one", tasks=4)) == 1  # never an empty task
+
+
+def test_a_small_round_on_the_local_runner_runs_one_task_per_step(tmp_path: Path) -> None:
+    segs = []
+    for i in range(3):
+        path = tmp_path / f"s{i}.jsonl"
+        path.write_bytes(b"x" * 400)
+        segs.append(path)
+    local = RunnerConfig(runner="local", work_dir=tmp_path / "w", map_tasks=4, split_bytes=1000)
+    # 1,200 bytes: one task per 1,000 started, and mrjob's local runner told so (mappers and reducers).
+    assert tasks_for(local, segs).map_tasks == 2
+    assert tasks_for(local, segs[:2]).map_tasks == 1
+    assert tasks_for(local, segs[:2]).args()[tasks_for(local, segs[:2]).args().index("--num-cores") + 1] == "1"
+    assert tasks_for(RunnerConfig(runner="local", map_tasks=2, split_bytes=1), segs).map_tasks == 2  # at most
+    assert tasks_for(RunnerConfig(runner="inline", map_tasks=4), segs).map_tasks == 1
+    assert tasks_for(RunnerConfig(runner="hadoop", map_tasks=4), segs).map_tasks == 4  # a cluster: as set
 
 
 def test_extract_on_segments_equals_extract_on_pages(tmp_path: Path) -> None:

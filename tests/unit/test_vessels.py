@@ -127,3 +127,13 @@ def test_a_backlog_at_one_shard_is_shared_out_and_then_nothing_moves() -> None:
     _, later, _ = _simulate({0: 0, 1: 0, 2: 0}, {0: 3_000, 1: 3_000, 2: 3_000}, beats=10, block=500, balance=True,
                             eat=100)  # fmt: skip
     assert later == 0
+
+
+def test_idle_shards_share_the_blocks_a_push_left_in_the_remote_queue() -> None:
+    # Shard 1 pushed 20 blocks of 10, but the window still remembers its level from before (300): the
+    # common level is (300 + 200) / 3 = 167, 17 blocks short for either idle shard. Each takes its half.
+    levels = {0: 0.0, 1: 300.0, 2: 0.0}
+    assert decide(2, levels, ready_now=0, queued_blocks=20, block=10) == Move(pull=10)
+    # Shards further under the common level (167) take more: 167 and 67 short, 8 blocks of 10 and 3.
+    lv = {0: 0.0, 1: 300.0, 2: 100.0}
+    assert [decide(s, lv, ready_now=int(lv[s]), queued_blocks=10, block=10).pull for s in (0, 2)] == [8, 3]
