@@ -323,6 +323,7 @@ class Engine:
         retries = self.settings.fetch.retries
         backoff = self.settings.fetch.retry_backoff_s
         attempt = 0
+        last: Exchange | None = None  # the answer a retry would replace
         while True:
             try:
                 grant = await self.pacer.acquire(host, ip)
@@ -330,6 +331,11 @@ class Engine:
                 return Exchange(error_class=DEFERRED, error_message=str(d))
             if fence is not None and not fence():  # the pacer may have held us across a stop
                 self.pacer.release(grant)
+                if last is not None:
+                    # Fenced between retries: the URL was asked and answered, so that answer is its
+                    # outcome (a 5xx, the retry budget cut short). Handed back unfinished, the next holder
+                    # would ask it the whole budget again.
+                    return last
                 return Exchange(
                     error_class=LEASE_LAPSED, error_message="not sent: the batch's lease may have lapsed"
                 )
@@ -357,6 +363,7 @@ class Engine:
             retry = ex.retryable if ex.error_class else (status >= 500 and status != 501)
             if not retry or attempt >= retries:
                 return ex
+            last = ex if not ex.error_class else None  # an HTTP answer (a transport error is handed back)
             await asyncio.sleep(backoff * (2**attempt))
             attempt += 1
 

@@ -120,3 +120,40 @@ def test_engine_hands_back_urls_once_the_fence_drops() -> None:
     assert [r.error_class for r in results] == ["", ""] + [LEASE_LAPSED] * 4
     assert LEASE_LAPSED in RETRY_LATER
     assert [t.url_id for t in report.unfinished] == [2, 3, 4, 5] and report.pages == 2
+
+
+class _Fails:
+    """A transport whose pages answer 500 (robots.txt: 404); the fence drops after the first page ask."""
+
+    def __init__(self, holds: list[bool]) -> None:
+        self.asked: list[str] = []
+        self.holds = holds
+
+    async def exchange(self, url: str, host: str, ip: str, *, max_body: int) -> Exchange:
+        if url.endswith("/robots.txt"):
+            return Exchange(status=404, ip=ip)
+        self.asked.append(url)
+        self.holds[0] = False  # the lease lapses while the server answers
+        return Exchange(status=500, content_type="text/plain", body=b"down", ip=ip)
+
+
+def test_a_url_fenced_between_its_retries_keeps_the_answer_it_got() -> None:
+    """A broker stall that fences a batch in the middle of a 500's retries: the URL was asked and
+    answered, so its outcome is that answer (retry budget cut short), not an unfinished URL that the next
+    node would ask the whole budget again."""
+    base = Settings()
+    settings = dataclasses.replace(
+        base, politeness=dataclasses.replace(base.politeness, min_host_delay_s=0.0, per_host_concurrency=1),
+        fetch=dataclasses.replace(base.fetch, retries=2, retry_backoff_s=0.0),
+    )  # fmt: skip
+    holds = [True]
+    transport = _Fails(holds)
+    engine = Engine(settings, fetcher_id="f", transport=transport, clock=lambda: 0.0, scope=None,
+                    resolver=GuardedResolver(_NoDns(), allow_networks=["127.0.0.0/8"]))  # type: ignore[arg-type]  # fmt: skip
+    tasks = [UrlTask("http://127.0.0.1:1/e0", 0, 0), UrlTask("http://127.0.0.1:1/e1", 1, 0)]
+    results: list[FetchResult] = []
+    report = asyncio.run(engine.run_batch(Batch(1, "f", tasks), results.append, fence=lambda: holds[0]))
+    assert transport.asked == ["http://127.0.0.1:1/e0"]  # one ask, no retry after the fence dropped
+    assert [(r.url, r.status, r.error_class) for r in results] == [
+        ("http://127.0.0.1:1/e0", 500, ""), ("http://127.0.0.1:1/e1", 0, LEASE_LAPSED)]  # fmt: skip
+    assert [t.url_id for t in report.unfinished] == [1]
