@@ -5,12 +5,17 @@ rules, one parse tree for the links and the extractors: ``pipeline.plugins.prepa
 pages' item lines per segment in a ``SegmentItems``. When a segment is done, ``SegmentItems.write`` puts its
 items at ``ROOT/NODE/SEGMENT.jsonl`` (and ``.parquet``) through fsspec, whole (``itemfiles.write_whole``):
 
-* one item set per page version: a page's items are kept only when the crawl db recorded that very fetch
-  (its row's ``fetched_at``; one batched read per segment). A node killed after writing its segment but
-  before recording it leaves a copy the link jobs adopt while the URL is fetched again elsewhere: that copy
-  gives no items, the recorded fetch does;
+* one item set per page version (``pipeline.frontier.versions.item_verdict``, on the pages' crawl-db rows:
+  one batched read per segment): a page's items are kept only when the crawl db recorded that very fetch
+  (its row's ``fetched_at``) and, with re-crawling on, when the fetch is a new version of the page (its
+  digest is not the one the URL's re-crawl state holds for the copy before). A node killed after writing
+  its segment but before recording it leaves a copy the link jobs adopt while the URL is fetched again
+  elsewhere: that copy gives no items, the recorded fetch does. An unchanged re-fetch gives none either
+  (counter ``items/same_version``);
 * a segment's file is never written twice: a round run again after a kill finds it and leaves it (it was
-  written whole, from the same segment), so a later re-fetch recorded meanwhile cannot take items away.
+  written whole, from the same segment), so a later re-fetch recorded meanwhile cannot take items away. A
+  segment that gave no file (no page of it had items) is decided again; a fetch whose re-crawl state the
+  round's update already wrote is then ``decided`` (its items, if any, went into that run's file).
 Pages a plugin failed on are listed in ``SEGMENT.errors.jsonl`` beside (URL, fetch time, digest, error).
 """
 
@@ -24,8 +29,10 @@ from typing import Any
 from fetchers.records import FetchResult
 from fetchers.redirects import stopped_target
 from jobs import logic, sitemap_links
+from pipeline.frontier.observation import observe
+from pipeline.frontier.schedule import Observation
+from pipeline.frontier.versions import Verdict, item_verdict
 from pipeline.links import extract, filtering
-from pipeline.links.change import content_digest
 from pipeline.links.filtering import Candidate
 from pipeline.plugins.chain import PageRun, PluginSet
 from pipeline.plugins.loading import build, resolve
@@ -65,8 +72,7 @@ def page_candidates(
 @dataclass(slots=True)
 class _Page:
     url: str
-    fetched_at: float
-    digest: str
+    seen: Observation  # what the fetch saw: time, status, digest (``pipeline.frontier.observation``)
     run: PageRun
 
 
@@ -78,11 +84,12 @@ class SegmentItems:
 
     def add(self, result: FetchResult, run: PageRun | None) -> None:
         if run is not None and (run.items or run.error_count):
-            self.pages.append(_Page(result.url, result.fetched_at, content_digest(result.body), run))
+            self.pages.append(_Page(result.url, observe(result), run))
 
     def write(self, root: str, name: str, *, fmt: str, store: Store | None) -> dict[str, int]:
         """Write the segment's items as ``ROOT/NAME.jsonl`` (see the module docstring); counters."""
-        counts = {"pages": 0, "items": 0, "errors": 0, "unrecorded": 0, "exists": 0}
+        counts = {"pages": 0, "items": 0, "errors": 0, "exists": 0}
+        counts |= {v.value: 0 for v in Verdict if v is not Verdict.WRITE}  # unrecorded, same_version, decided
         if not self.pages:
             return counts
         fs, base = filesystem(root)
@@ -94,17 +101,18 @@ class SegmentItems:
         lines: list[bytes] = []
         errors: list[bytes] = []
         for page in self.pages:
-            rec = recorded.get(page.url)
-            if store is not None and (rec is None or abs(rec.fetched_at - page.fetched_at) > 1e-6):
-                counts["unrecorded"] += 1  # another fetch of this URL is the one the crawl db holds
+            verdict = item_verdict(recorded.get(page.url), page.seen, check_recorded=store is not None)
+            if verdict is not Verdict.WRITE:
+                counts[verdict.value] += 1
                 continue
             if page.run.items:
                 lines.append(page.run.items)
                 counts["pages"] += 1
                 counts["items"] += page.run.count
             for text in page.run.errors:
-                errors.append(json.dumps({"url": page.url, "fetched_at": page.fetched_at, "digest": page.digest,
-                                          "error": text}, ensure_ascii=False).encode() + b"\n")  # fmt: skip
+                errors.append(json.dumps({"url": page.url, "fetched_at": page.seen.fetched_at,
+                                          "digest": page.seen.digest, "error": text}, ensure_ascii=False).encode()
+                              + b"\n")  # fmt: skip
             counts["errors"] += page.run.error_count
         if errors:
             write_whole(fs, f"{base}/{name}{ERRORS_SUFFIX}", b"".join(errors))

@@ -4,7 +4,8 @@
   their batch goes out so that ``decorate`` can give each task its validators (conditional GET).
 - ``on_outcome``: a final result's outcome gets the URL's next re-crawl state (``pipeline.frontier.schedule``)
   from what the fetch saw (status, validators, content digest); a 304 or an unchanged body keeps the stored
-  page (the outcome carries none), so an unchanged re-fetch writes no body.
+  page (the outcome carries none: ``pipeline.frontier.versions.same_version``), so an unchanged re-fetch
+  writes no body and no items.
 - ``due``: at most every ``check_interval_s``, due URLs are moved back to the pending set by the store;
   the core adds them to the frontier. With ``work_conserving``, when fewer than ``WORK_AHEAD`` URLs per
   known host are pending, the URLs due soonest come back early, so the whole fetch budget is spent.
@@ -36,6 +37,7 @@ from pipeline.frontier.hostrates import HostRates
 from pipeline.frontier.observation import observe
 from pipeline.frontier.schedule import RECRAWL_META, Change, Observation, Schedule
 from pipeline.frontier.signals import validators_for
+from pipeline.frontier.versions import same_version
 from pipeline.links.sitemaps import is_sitemap_like
 from pipeline.settings import Settings
 from pipeline.settings.recrawl import RecrawlSettings
@@ -231,11 +233,10 @@ class Recrawler:
             revisit = self._signals(result, obs, prev, change, revisit, host)
         self._count(change, result, prev)
         page = outcome.page
-        same_bytes = change is Change.UNCHANGED and prev is not None and obs.digest == prev.digest
-        if prev is not None and (same_bytes or change in (Change.NOT_MODIFIED, Change.FAILED)):
+        if same_version(prev, obs):  # pipeline.frontier.versions, as the fleet's extract job asks it
             page = None  # the stored copy stands; nothing to write (a near-duplicate's new bytes are kept)
-        if same_bytes:
-            self.stats.same_digest += 1
+            if change is Change.UNCHANGED:
+                self.stats.same_digest += 1
         state = outcome.state
         if change is Change.NOT_MODIFIED:
             state = UrlState.DONE
