@@ -135,6 +135,8 @@ class CrawlCore(PendingInputs):
         since = self.durable.since()
         replayed = 0
         for position, result in replay_positions(self.out_dir / "segments", since):
+            if self.recrawl is not None:  # compared with the state the refill that leased it noted
+                self.recrawl.note_replayed(result)
             self._apply(result, position=position)
             replayed += 1
             if len(self._outcomes) >= _FLUSH_EVERY:

@@ -37,7 +37,7 @@ from pipeline.frontier.hostrates import HostRates
 from pipeline.frontier.observation import observe
 from pipeline.frontier.schedule import RECRAWL_META, Change, Observation, Schedule
 from pipeline.frontier.signals import validators_for
-from pipeline.frontier.versions import same_version
+from pipeline.frontier.versions import replayed_prev, same_version
 from pipeline.links.sitemaps import is_sitemap_like
 from pipeline.settings import Settings
 from pipeline.settings.recrawl import RecrawlSettings
@@ -143,6 +143,21 @@ class Recrawler:
         for r in records:
             if r.revisit is not None:
                 self._prev[r.url_id] = r.revisit
+
+    def note_replayed(self, result: FetchResult) -> None:
+        """Before ``result``, read back from the journal on resume, is applied again: note the re-crawl state
+        its fetch is compared with, as the refill that leased it noted it (``versions.replayed_prev``), so
+        that an unchanged re-fetch writes no second item set and the URL's estimates go on from its state."""
+        stored = self.store.get_revisit(result.url)
+        page_at = None
+        if stored is not None and stored.fetched_at >= result.fetched_at:  # applied before the kill
+            page = self.store.get_page(result.url)
+            page_at = page.fetched_at if page is not None else None
+        prev = replayed_prev(stored, page_at, result.fetched_at)
+        if prev is None:
+            self._prev.pop(result.url_id, None)
+        else:
+            self._prev[result.url_id] = prev
 
     def decorate(self, tasks: Sequence[UrlTask]) -> None:
         """Give re-fetched tasks their stored validators (when conditional GET is on), as their host's

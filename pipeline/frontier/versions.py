@@ -8,7 +8,8 @@ written. Both scales ask ``same_version`` with the URL's stored re-crawl state (
 the copy its last scheduled fetch kept):
 
 * the embedded crawl, as each result's outcome is made (``pipeline.crawl.revisits``): the outcome then
-  carries no page, so neither the page store nor the item log is written;
+  carries no page, so neither the page store nor the item log is written. A result replayed from the
+  journal on resume is compared with the state ``replayed_prev`` finds for it, as if it came in live;
 * the fleet's extract job, before a segment's items are written (``jobs/plugged.py``, ``item_verdict``):
   the crawl-db row read for the segment's pages holds the re-crawl state the update job wrote for the
   URL's previous fetch (a round's update runs after its extract).
@@ -32,6 +33,23 @@ def same_version(prev: Revisit | None, obs: Observation) -> bool:
     if obs.failed or obs.status == 304:
         return True
     return prev.fetches > 0 and bool(prev.digest) and obs.digest == prev.digest
+
+
+def replayed_prev(stored: Revisit | None, page_fetched_at: float | None, fetched_at: float) -> Revisit | None:
+    """The re-crawl state a fetch read back from the embedded crawl's journal on resume is compared with
+    (the one the refill that leased it had noted): ``stored`` is the URL's state in the crawl db now,
+    ``page_fetched_at`` the fetch time of its stored page (None: no page).
+
+    * a state older than the fetch: the fetch's outcome never reached the store; that state is the one;
+    * a state made from this very fetch: its outcome was applied before the kill, but its items (past the
+      item log's commit) were cut back. The stored page tells which it was: this fetch's page (a new
+      version: None, so that its items are written again) or an older one (the same version: the state,
+      whose digest is this fetch's, so that none are)."""
+    if stored is None or stored.fetched_at < fetched_at - _SAME_TIME_S:
+        return stored
+    if page_fetched_at is not None and abs(page_fetched_at - fetched_at) <= _SAME_TIME_S:
+        return None
+    return stored
 
 
 class Verdict(enum.Enum):

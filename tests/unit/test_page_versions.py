@@ -2,7 +2,10 @@
 asking it over the same fetch history: the embedded crawl's ``Recrawler`` (an outcome without a page writes
 no items) and the fleet's extract job (``item_verdict`` on the crawl-db row, whose re-crawl state the
 update job, ``jobs.recrawl.schedule_results``, wrote after the previous fetch's round) keep the items of
-the same fetches; and ``SegmentItems`` over a real SQLite crawl db writes none for an unchanged re-fetch."""
+the same fetches; ``SegmentItems`` over a real SQLite crawl db writes none for an unchanged re-fetch; and
+the embedded crawl killed after an unchanged or a changed re-fetch resumes with one item set per version
+(before: the replayed re-fetch was compared with nothing, gave a second item set and reset the URL's
+re-crawl estimates)."""
 
 from __future__ import annotations
 
@@ -17,16 +20,19 @@ from crawlfleet import Item, Page
 from fetchers.records import FetchResult
 from jobs import logic, plugged
 from jobs.recrawl import recrawl_schedule, schedule_results
+from pipeline.crawl.core import CrawlCore
 from pipeline.crawl.revisits import Recrawler
 from pipeline.frontier.observation import content_digest, observe
 from pipeline.frontier.schedule import RECRAWL_META, Observation
-from pipeline.frontier.versions import Verdict, item_verdict, same_version
+from pipeline.frontier.versions import Verdict, item_verdict, replayed_prev, same_version
 from pipeline.plugins.loading import build
+from pipeline.settings import Settings
 from pipeline.settings.recrawl import RecrawlSettings
 from pipeline.storage.base import Outcome, Revisit, UrlRecord, UrlState
 from pipeline.storage.itemfiles import read_items
 from pipeline.storage.sqlite import SqliteStore
 from pipeline.urls import fingerprint, host_of
+from tests.unit.test_recrawl_core import SEED, V1, V2, Clock, answer, one_batch
 from tests.unit.test_recrawl_scales import history
 
 URL = "http://site.test/p/1"
@@ -143,3 +149,53 @@ def test_an_unchanged_refetch_writes_no_item_set_and_a_changed_one_does(tmp_path
     assert [c["same_version"] for c in counts] == [0, 0, 1, 0, 0, 0, 1, 0]
     assert [c["decided"] for c in counts] == [0, 0, 0, 1, 0, 0, 0, 1]  # no file: decided by the stored state
     store.close()
+
+
+def test_a_replayed_fetch_is_compared_with_the_state_its_lease_saw() -> None:
+    before = _prev(OLD, at=10.0)
+    assert replayed_prev(None, None, 20.0) is None  # the URL's first fetch
+    assert replayed_prev(before, 10.0, 20.0) is before  # its outcome never reached the store
+    mine = _prev(NEW, fetches=2, at=20.0)  # applied before the kill: the state is this fetch's
+    assert replayed_prev(mine, 20.0, 20.0) is None  # and so is the page: a new version
+    assert replayed_prev(mine, 10.0, 20.0) is mine  # the page is older: the fetch confirmed it
+
+
+class Body:
+    def extract(self, page: Page) -> Any:
+        yield Item("body", {"at": page.fetched_at})
+
+
+def _core(tmp: Path, clock: Clock, *, resume: bool = False) -> CrawlCore:
+    cfg = RecrawlSettings(enabled=True, policy="nutch", initial_interval_s=100.0, min_interval_s=10.0,
+                          max_interval_s=1000.0, check_interval_s=0.0, sync_delta=False, sitemaps=False)  # fmt: skip
+    plugins = build([("b", Body())], item_max_bytes=1000)
+    return CrawlCore(dataclasses.replace(Settings(), recrawl=cfg), SqliteStore(tmp / "crawl.db"),
+                     seeds=[] if resume else [SEED], out_dir=tmp, clock=clock, resume=resume, plugins=plugins)  # fmt: skip
+
+
+@pytest.mark.parametrize("applied", [False, True], ids=["killed-before-the-store", "killed-before-the-commit"])
+@pytest.mark.parametrize("body", [V1, V2], ids=["unchanged", "changed"])
+def test_an_embedded_crawl_killed_after_a_refetch_resumes_with_one_item_set_per_version(
+    tmp_path: Path, applied: bool, body: bytes
+) -> None:
+    clock = Clock()
+    core = _core(tmp_path, clock)
+    core.register_fetcher("f")
+    answer(core, one_batch(core, clock), clock, status=200, body=V1, etag="")  # items of V1, committed
+    clock.now += 200.0
+    core.tick()
+    batch = one_batch(core, clock)
+    t = batch.tasks[0]
+    core.on_result(FetchResult(t.url, t.url_id, t.depth, final_url=t.url, status=200, content_type="text/html",
+                               body=body, body_bytes=len(body), serial=batch.serial, fetched_at=clock.now))  # fmt: skip
+    if applied:
+        core._flush_store()  # the outcome reaches the store; the items' commit waits for the checkpoint
+    # SIGKILL here: the journal holds the re-fetch (os.write), the item log's tail past its commit goes
+    clock.now += 1.0
+    again = _core(tmp_path, clock, resume=True)
+    again.flush()
+    got = [i["item"]["at"] for i in read_items(str(tmp_path / "items"))]
+    assert got == ([1_000_000.0] if body == V1 else [1_000_000.0, 1_000_200.0])
+    stored = again.store.get_revisit(SEED)
+    assert stored is not None and stored.fetches == 2 and stored.changes == (body == V2)
+    again.durable.close()
