@@ -178,7 +178,7 @@ class Engine:
         return FetchResult(
             task.url, task.url_id, task.depth, final_url=task.url, error_class=error_class,
             error_message=message, serial=ctx.batch.serial, fetcher_id=self.fetcher_id, fetched_at=time.time(),
-            redirect_hops=task.redirect_hops,
+            redirect_hops=task.redirect_hops, link_meta=task.link_meta,
         )  # fmt: skip
 
     async def fetch_task(self, task: UrlTask, ctx: BatchCtx) -> FetchResult:
@@ -276,7 +276,7 @@ class Engine:
             body_bytes=len(ex.body), timings=Timings(0.0, ex.connect_s, ex.ttfb_s, 0.0), ip=ex.ip,
             error_class=ex.error_class, error_message=ex.error_message, serial=ctx.batch.serial,
             fetcher_id=self.fetcher_id, fetched_at=time.time(), retry_after_s=retry_after,
-            noindex=noindex, nofollow=nofollow, redirect_hops=task.redirect_hops,
+            noindex=noindex, nofollow=nofollow, redirect_hops=task.redirect_hops, link_meta=task.link_meta,
         )  # fmt: skip
 
     async def ip_of(self, host: str, ctx: BatchCtx | None) -> str:

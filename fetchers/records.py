@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import lz4.block
 
+from fetchers import linkmeta
 from fetchers.robotsnote import RobotsNote, sent_from_json, sent_to_json
 
 
@@ -42,11 +43,15 @@ class UrlTask:
     # and due again (re-crawling), or a robots.txt or sitemap file (``UrlRecord.infra``). The frontier's
     # own mark, never on the wire.
     uncharged: bool = False
+    link_meta: str = ""  # the meta of the plugin link that found the URL (fetchers/linkmeta.py); "" = none
 
 
 def task_json(t: UrlTask) -> list[Any]:
     """A task on the wire: ``[url, id, depth]``, plus ``[etag, last_modified]`` for a conditional
-    re-fetch, plus ``[redirect_hops]`` inside a redirect chain (the short form for the common case)."""
+    re-fetch, plus ``[redirect_hops]`` inside a redirect chain, plus ``[link_meta]`` for a URL a plugin's
+    link with meta found (the short form for the common case)."""
+    if t.link_meta:
+        return [t.url, t.url_id, t.depth, t.etag, t.last_modified, t.redirect_hops, t.link_meta]
     if t.redirect_hops:
         return [t.url, t.url_id, t.depth, t.etag, t.last_modified, t.redirect_hops]
     if t.etag or t.last_modified:
@@ -56,15 +61,18 @@ def task_json(t: UrlTask) -> list[Any]:
 
 def task_from_json(item: Any) -> UrlTask:
     """The inverse of ``task_json``; raises ``SchemaError`` on anything else."""
-    _require(isinstance(item, list) and len(item) in (3, 5, 6), "task must be [url, id, depth(, etag, lm(, hops))]")
+    _require(isinstance(item, list) and len(item) in (3, 5, 6, 7),
+             "task must be [url, id, depth(, etag, lm(, hops(, meta)))]")  # fmt: skip
     url, url_id, depth = item[:3]
     etag, lm = item[3:5] if len(item) >= 5 else ("", "")
-    hops = _hops(item[5] if len(item) == 6 else 0, "task redirect hops")
+    hops = _hops(item[5] if len(item) >= 6 else 0, "task redirect hops")
+    meta = item[6] if len(item) == 7 else ""
+    _require(linkmeta.valid(meta), "task link meta")
     _require(isinstance(url, str) and isinstance(url_id, int) and isinstance(depth, int), "task types")
     _require(not isinstance(url_id, bool) and not isinstance(depth, bool), "task types")
     _require(isinstance(etag, str) and isinstance(lm, str), "task validators")
     _require(_text_ok(url) and _text_ok(etag) and _text_ok(lm), "task url")
-    return UrlTask(url, url_id, depth, etag, lm, hops)
+    return UrlTask(url, url_id, depth, etag, lm, hops, link_meta=meta)
 
 
 @dataclass(slots=True)
@@ -132,13 +140,14 @@ class Timings:
 class PluginOutput:
     """The extraction plugins' output for one page: its item lines (JSON, ``pipeline.plugins.records``; b"":
     none), how many, the first errors of its plugins and their number, and the priority (url_id -> extra
-    in-links) of the links a plugin yielded."""
+    in-links) and meta of the links a plugin yielded."""
 
     items: bytes = b""
     count: int = 0
     errors: tuple[str, ...] = ()
     error_count: int = 0
     boost: dict[int, int] | None = None
+    link_meta: dict[int, str] | None = None  # url_id -> the meta a plugin gave the link (fetchers/linkmeta.py)
 
 
 @_pickled_by_fields
@@ -199,6 +208,7 @@ class FetchResult:
     robots: list[RobotsNote] = field(default_factory=list)
     # the requests this fetch made: (wall time started, status; 0 = no answer), hops and retries included
     sent: list[tuple[float, int]] = field(default_factory=list)
+    link_meta: str = ""  # the task's (UrlTask.link_meta): what the page's extractors read as Page.meta
     # Work a fetch process did for the crawl core (pipeline/links/prepare.py); in memory only, never serialized.
     prepared: Prepared | None = field(default=None, compare=False, repr=False)
 
@@ -242,6 +252,7 @@ class FetchResult:
             **({"redirect_hops": self.redirect_hops} if self.redirect_hops else {}),
             **({"robots": [n.to_json() for n in self.robots]} if self.robots else {}),
             **({"sent": sent_to_json(self.sent)} if self.sent else {}),
+            **({"link_meta": self.link_meta} if self.link_meta else {}),
         }
 
     @classmethod
@@ -260,6 +271,7 @@ class FetchResult:
         url = _field(obj, "url", str)
         final_url = _field(obj, "final_url", str)
         _require(_text_ok(url) and _text_ok(final_url), "url")
+        _require(linkmeta.valid(meta := obj.get("link_meta", "")), "link_meta")
         return cls(
             url=url,
             url_id=_field(obj, "url_id", int),
@@ -286,6 +298,7 @@ class FetchResult:
             redirect_hops=_hops(obj.get("redirect_hops", 0), "redirect_hops"),  # absent: an older node's result
             robots=_robots(obj.get("robots", [])),
             sent=_sent(obj.get("sent", [])),
+            link_meta=meta,
         )
 
 

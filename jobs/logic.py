@@ -24,7 +24,7 @@ from jobs import sitemap_links
 from pipeline.links import extract, filtering
 from pipeline.links.filtering import Candidate
 from pipeline.storage.base import Store, UrlRecord, UrlState
-from pipeline.urls import Scope, TrapRules, fingerprint, host_of, normalize, trap_reason
+from pipeline.urls import Scope, TrapRules, fingerprint, host_of, trap_reason
 
 MAX_ANCHORS = 3  # anchor texts kept per target URL (the most frequent ones)
 MAX_ANCHOR_CHARS = 120
@@ -167,7 +167,7 @@ def _links(result: FetchResult, rules: LinkRules, *, stats: MutableMapping[str, 
         ok = rules.scope.allows(target) and not trap_reason(target, rules.traps)
         hops = target_hops(result)  # the node stopped at the redirect: the chain goes on as this link
         return [Candidate(target, fingerprint(target), host_of(target), result.depth, result.url,
-                          redirect_hops=hops)] if ok else []  # fmt: skip
+                          redirect_hops=hops, link_meta=result.link_meta)] if ok else []  # fmt: skip
     if not result.ok or not result.body or result.nofollow:
         return []
     if (listed := sitemap_links.sitemap_candidates(result, rules, stats=stats)) is not None:  # #23: sitemaps
@@ -200,7 +200,12 @@ def _links(result: FetchResult, rules: LinkRules, *, stats: MutableMapping[str, 
 def link_value(c: Candidate) -> list[Any]:
     """The shuffle value for one candidate alone: a partial of one in-link (see ``LinkCombiner``)."""
     anchor = c.anchor[:MAX_ANCHOR_CHARS]
-    return [c.depth, c.source, 1, {anchor: 1} if anchor else {}, c.redirect_hops]
+    return [c.depth, c.source, 1, {anchor: 1} if anchor else {}, c.redirect_hops, *_noted(c)]
+
+
+def _noted(c: Candidate) -> list[list[Any]]:
+    """A partial's optional last element: ``[depth, source, link meta]`` of its candidate with meta."""
+    return [[c.depth, c.source, c.link_meta]] if c.link_meta else []
 
 
 # A partial keeps at most this many anchor texts; past it, the rarest half is dropped. Only a URL
@@ -213,9 +218,10 @@ class LinkCombiner:
 
     Most links of a site repeat on every page (navigation), so a mapper sees each target URL many
     times; shuffling one value per candidate cost more CPU than extracting them (JSON out, sort,
-    JSON in). A partial is ``[depth, source, inlinks, {anchor: count}, redirect_hops]`` with the smallest
-    ``(depth, source)`` seen, the number of in-linking pages, the anchor counts and the fewest redirect
-    hops (0 once any page links to the URL: a chain is bounded by the hops that reach it); ``merge_link_values``
+    JSON in). A partial is ``[depth, source, inlinks, {anchor: count}, redirect_hops(, [depth, source, meta])]``
+    with the smallest ``(depth, source)`` seen, the number of in-linking pages, the anchor counts, the fewest
+    redirect hops (0 once any page links to the URL: a chain is bounded by the hops that reach it) and, when
+    a plugin's link to it had meta, the smallest ``(depth, source, meta)`` of those; ``merge_link_values``
     folds partials from any number of mappers into the same record as from single candidates. At most
     ``max_urls`` partials are held: ``add`` returns True when the caller should ``drain``.
     """
@@ -234,12 +240,15 @@ class LinkCombiner:
         anchor = c.anchor[:MAX_ANCHOR_CHARS] if c.anchor else ""
         part = self._by_url.get(c.url)
         if part is None:
-            self._by_url[c.url] = [c.depth, c.source, weight, {anchor: 1} if anchor else {}, c.redirect_hops]
+            self._by_url[c.url] = [c.depth, c.source, weight, {anchor: 1} if anchor else {}, c.redirect_hops,
+                                   *_noted(c)]  # fmt: skip
             return len(self._by_url) >= self.max_urls
         if c.depth < part[0] or (c.depth == part[0] and c.source < part[1]):
             part[0], part[1] = c.depth, c.source
         if c.redirect_hops < part[4]:
             part[4] = c.redirect_hops
+        if c.link_meta and (len(part) < 6 or [c.depth, c.source, c.link_meta] < part[5]):
+            part[5:] = _noted(c)
         part[2] += weight
         if anchor:
             anchors = part[3]
@@ -261,21 +270,25 @@ def _top_anchors(anchors: Mapping[str, int], keep: int) -> dict[str, int]:
 def merge_link_values(url: str, values: Iterable[Sequence[Any]]) -> dict[str, Any]:
     """One record per target URL from its partials (``link_value``, ``LinkCombiner``): min depth, its
     source (smallest at that depth), in-linking pages (one per page that links here: ``filtering``
-    keeps one candidate per target per page), the most frequent anchor texts (ties by text) and the
-    fewest redirect hops (key absent when 0).
+    keeps one candidate per target per page), the most frequent anchor texts (ties by text), the
+    fewest redirect hops (key absent when 0) and the link meta of the smallest ``(depth, source, meta)``
+    that had one (key absent when none).
     Order- and grouping-insensitive: any split of the candidates into partials gives the same record."""
     depth: int | None = None
     source = ""
     inlinks = 0
     hops: int | None = None
+    noted: list[Any] | None = None
     anchors: Counter[str] = Counter()
-    for d, src, n, counts, *rest in values:  # rest: [redirect_hops], absent in an older crawlfleet's partial
+    for d, src, n, counts, *rest in values:  # rest: [redirect_hops(, noted)]; absent in an older partial
         inlinks += n
         anchors.update(counts)
         if depth is None or d < depth or (d == depth and src < source):
             depth, source = d, src
         h = int(rest[0]) if rest else 0
         hops = h if hops is None else min(hops, h)
+        if len(rest) > 1 and (noted is None or list(rest[1]) < noted):
+            noted = list(rest[1])
     top = sorted(anchors.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_ANCHORS]
     return {
         "url": url,
@@ -285,6 +298,7 @@ def merge_link_values(url: str, values: Iterable[Sequence[Any]]) -> dict[str, An
         "inlinks": inlinks,
         "anchors": [a for a, _ in top],
         **({"redirect_hops": hops} if hops else {}),
+        **({"link_meta": noted[2]} if noted else {}),
     }
 
 
@@ -300,6 +314,7 @@ def merged_to_record(merged: dict[str, Any]) -> UrlRecord:
         discovered_from=merged.get("source", ""),
         inlinks=max(1, int(merged.get("inlinks", 1))),
         redirect_hops=max(0, int(merged.get("redirect_hops", 0))),
+        link_meta=str(merged.get("link_meta", "")),
     )
 
 
@@ -350,38 +365,3 @@ def update_batches(
             buf = []
     if buf:
         yield from seen.add_new(buf)
-
-
-# --- host stats ---------------------------------------------------------------------------------
-
-HOST_STAT_FIELDS = ("pages", "ok", "errors", "bytes", "wire_bytes", "s2xx", "s3xx", "s4xx", "s5xx")
-
-
-def host_stat_value(result: FetchResult) -> tuple[str, list[int]] | None:
-    """(host, counters in HOST_STAT_FIELDS order) for one fetch result."""
-    url = normalize(result.url)
-    if url is None:
-        return None
-    status = result.status
-    klass = [int(200 <= status < 300), int(300 <= status < 400), int(400 <= status < 500), int(status >= 500)]
-    errors = int(bool(result.error_class) or status >= 400)
-    return host_of(url), [
-        1,
-        int(result.ok),
-        errors,
-        result.body_bytes or len(result.body),
-        result.wire_bytes,
-        *klass,
-    ]
-
-
-def sum_host_values(values: Iterable[Sequence[int]]) -> list[int]:
-    total = [0] * len(HOST_STAT_FIELDS)
-    for v in values:
-        for i, x in enumerate(v):
-            total[i] += x
-    return total
-
-
-def host_stats_record(host: str, total: Sequence[int]) -> dict[str, Any]:
-    return {"host": host, **dict(zip(HOST_STAT_FIELDS, total, strict=True))}

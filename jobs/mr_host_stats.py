@@ -14,7 +14,7 @@ from mrjob.job import MRJob
 from mrjob.protocol import JSONProtocol, JSONValueProtocol, RawValueProtocol
 from mrjob.step import MRStep
 
-from jobs import logic
+from jobs import hoststats, logic
 
 
 class MRHostStats(MRJob):
@@ -30,15 +30,15 @@ class MRHostStats(MRJob):
         if result is None:
             self.increment_counter("host_stats", "bad_lines")
             return
-        kv = logic.host_stat_value(result)
+        kv = hoststats.host_stat_value(result)
         if kv is not None:
             yield kv
 
     def counter_combine(self, host: str, values: Iterator[list[int]]) -> Iterator[tuple[str, list[int]]]:
-        yield host, logic.sum_host_values(values)
+        yield host, hoststats.sum_host_values(values)
 
     def counter_reduce(self, host: str, values: Iterator[list[int]]) -> Iterator[tuple[None, dict[str, Any]]]:
-        yield None, logic.host_stats_record(host, logic.sum_host_values(values))
+        yield None, hoststats.host_stats_record(host, hoststats.sum_host_values(values))
 
 
 if __name__ == "__main__":

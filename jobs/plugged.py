@@ -51,8 +51,9 @@ def load(specs: list[str], *, item_max_bytes: int) -> PluginSet | None:
 def page_candidates(
     result: FetchResult, rules: logic.LinkRules, plugins: PluginSet, *, stats: MutableMapping[str, int] | None = None
 ) -> tuple[list[Candidate], PageRun | None, dict[int, int]]:
-    """``logic.page_candidates`` with the plugins: the page's candidates (plugin links and URL filters in),
-    what the plugins made of it (None: no extractor wanted it) and the plugin links' priorities by url_id."""
+    """``logic.page_candidates`` with the plugins: the page's candidates (plugin links and URL filters in; a
+    plugin link's meta on its candidate), what the plugins made of it (None: no extractor wanted it) and the
+    plugin links' priorities by url_id."""
     if stopped_target(result) or not result.ok or not result.body:
         return logic.page_candidates(result, rules, stats=stats), None, {}
     if (listed := sitemap_links.sitemap_candidates(result, rules, stats=stats)) is not None:
@@ -66,6 +67,9 @@ def page_candidates(
         stats["links"] = stats.get("links", 0) + len(page.links)
     cands = filtering.candidates(result.url, result.final_url, result.depth, page, scope=rules.scope,
                                  traps=rules.traps, max_depth=rules.max_depth, stats=stats)  # fmt: skip
+    if plugged.link_meta:
+        for cand in cands:
+            cand.link_meta = plugged.link_meta.get(cand.url_id, "")
     return cands, plugged.run, plugged.boost
 
 

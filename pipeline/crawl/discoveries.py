@@ -50,13 +50,16 @@ class Discoveries:
         return bool(self._new or self._settled or self._outcomes)
 
     def boosted_links_of(self, result: FetchResult) -> None:
-        """``links_of`` in a crawl with plugins: the links a plugin gave a priority get it as extra in-links."""
+        """``links_of`` in a crawl with plugins: the links a plugin gave a priority get it as extra in-links,
+        and those it gave meta carry it to the crawl db (kept there for a URL it adds: the first discovery's)."""
         plugged = result.prepared.plugged if result.prepared is not None else None
         start = len(self._new)
         self.links_of(result)
-        if plugged is not None and plugged.boost:
+        if plugged is not None and (plugged.boost or plugged.link_meta):
+            boost, meta = plugged.boost or {}, plugged.link_meta or {}
             for rec in self._new[start:]:
-                rec.inlinks += plugged.boost.get(rec.url_id, 0)
+                rec.inlinks += boost.get(rec.url_id, 0)
+                rec.link_meta = meta.get(rec.url_id, "")
 
     def links_of(self, result: FetchResult) -> None:
         """Buffer the new links of ``result``'s page (a DONE result)."""

@@ -9,7 +9,9 @@ Two ways a hop is decided (``fetchers.redirects``):
 - a fetch process or a fleet node has no seen-set at hand: it never follows (``stop_at_redirects``),
   and the target goes through the link path here (or in the link jobs, ``jobs.logic``), like any link.
   The target carries the chain's hop count (``target_hops``), so a chain of distinct redirects ends
-  after ``fetch.max_redirects`` hops here too (``too_many_redirects``), not at the host's page cap.
+  after ``fetch.max_redirects`` hops here too (``too_many_redirects``), not at the host's page cap, and
+  the link meta of the URL the chain began at (a plugin's ``Link.meta`` follows redirects, as Scrapy's
+  ``Request.meta`` does).
 
 Either way, once a chain's result is final, every URL it requested (its hops and the page it ended
 on) is written to the crawl db as settled (``SKIPPED``, the reason in ``error``): a later link to one
@@ -108,5 +110,5 @@ class RedirectBook:
         t = urls.target
         if t and self.scope.allows(t) and not trap_reason(t, self.traps):
             link = UrlRecord(t, fingerprint(t), host_of(t), depth, discovered_from=result.url, inlinks=1,
-                             redirect_hops=target_hops(result))  # fmt: skip
+                             redirect_hops=target_hops(result), link_meta=result.link_meta)  # fmt: skip
         return rows, outcomes, link

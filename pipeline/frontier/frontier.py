@@ -85,7 +85,7 @@ class Frontier:
                 self.at_work.enlist(hs)
             if hs.complete:
                 if hs.active and not hs.leased_to and len(hs.window) < self.limits.window_per_host:
-                    hs.window.append(rec.url, rec.url_id, rec.depth, redirect_hops=rec.redirect_hops, uncharged=free)
+                    hs.window.push(rec, uncharged=free)
                 else:
                     # Spill: the URL lives only in the store from now on. While leased, appending could
                     # race a refill; marking incomplete is always safe (refill reads the store).
@@ -185,7 +185,7 @@ class Frontier:
             keep = sorted(keep, key=refill_order)
         for r in keep:
             free = r.revisit is not None or r.infra
-            hs.window.append(r.url, r.url_id, r.depth, redirect_hops=r.redirect_hops, uncharged=free)
+            hs.window.push(r, uncharged=free)
         hs.complete = len(records) <= self.limits.window_per_host and (epoch is None or epoch == hs.epoch)
         # The store is the truth: fix a drifted count (e.g. URLs finished by a replayed journal).
         if hs.complete:

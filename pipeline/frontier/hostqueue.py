@@ -3,7 +3,8 @@
 A Python ``str`` plus a task object costs 150+ bytes per URL; here a URL costs its path length + 1
 (one shared ``bytearray``), 8 bytes of fingerprint and 2 bytes of depth, scheme and uncharged mark
 (``array``s). The host part is not stored at all: every URL of the queue shares it. The rare URL inside
-a redirect chain keeps its hop count in a side table.
+a redirect chain keeps its hop count in a side table, and the rare URL a plugin's link with meta found
+keeps that meta (``UrlTask.link_meta``) in another.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from array import array
 from collections import deque
 
 from fetchers.records import UrlTask
+from pipeline.storage.base import UrlRecord
 
 _HTTPS = 1 << 15  # the scheme rides in the depth word's top bit
 _UNCHARGED = 1 << 14  # and UrlTask.uncharged in the next one: depths are clamped below it
@@ -20,9 +22,10 @@ _COMPACT_AT = 4096
 
 
 class HostQueue:
-    """FIFO of (url, url_id, depth, redirect_hops, uncharged) for URLs of one authority (``host[:port]``)."""
+    """FIFO of (url, url_id, depth, redirect_hops, uncharged, link_meta) for URLs of one authority
+    (``host[:port]``)."""
 
-    __slots__ = ("authority", "_blob", "_pos", "_ids", "_meta", "_head", "_front", "_hops")
+    __slots__ = ("authority", "_blob", "_pos", "_ids", "_meta", "_head", "_front", "_hops", "_notes")
 
     def __init__(self, authority: str) -> None:
         self.authority = authority
@@ -34,9 +37,11 @@ class HostQueue:
         self._front: deque[UrlTask] | None = None  # URLs given back (requeue), served first
         # url_id -> redirect hops, for the few queued URLs that are redirect targets (0 is not stored)
         self._hops: dict[int, int] | None = None
+        self._notes: dict[int, str] | None = None  # url_id -> link meta, for the few URLs that have one
 
     def append(
-        self, url: str, url_id: int, depth: int, *, redirect_hops: int = 0, uncharged: bool = False
+        self, url: str, url_id: int, depth: int, *, redirect_hops: int = 0, uncharged: bool = False,
+        link_meta: str = "",
     ) -> None:
         https = url.startswith("https://")
         path = url[(8 if https else 7) + len(self.authority) :] or "/"
@@ -48,6 +53,15 @@ class HostQueue:
             if self._hops is None:
                 self._hops = {}
             self._hops[url_id] = redirect_hops
+        if link_meta:
+            if self._notes is None:
+                self._notes = {}
+            self._notes[url_id] = link_meta
+
+    def push(self, rec: UrlRecord | UrlTask, *, uncharged: bool = False) -> None:
+        """``append`` a crawl-db row's or a task's URL."""
+        self.append(rec.url, rec.url_id, rec.depth, redirect_hops=rec.redirect_hops, uncharged=uncharged,
+                    link_meta=rec.link_meta)  # fmt: skip
 
     def appendleft(self, task: UrlTask) -> None:
         if self._front is None:
@@ -77,14 +91,17 @@ class HostQueue:
             self._compact()
         scheme = "https://" if meta & _HTTPS else "http://"
         hops = self._hops.pop(url_id, 0) if self._hops else 0
+        note = self._notes.pop(url_id, "") if self._notes else ""
         return UrlTask(
-            f"{scheme}{self.authority}{path}", url_id, meta & _DEPTH, redirect_hops=hops, uncharged=bool(meta & _UNCHARGED)
+            f"{scheme}{self.authority}{path}", url_id, meta & _DEPTH, redirect_hops=hops, uncharged=bool(meta & _UNCHARGED),
+            link_meta=note,
         )
 
     def clear(self) -> None:
         self._reset()
         self._front = None
         self._hops = None
+        self._notes = None
 
     def __len__(self) -> int:
         return len(self._ids) - self._head + (len(self._front) if self._front else 0)
@@ -100,6 +117,7 @@ class HostQueue:
             + (len(self._ids) - self._head) * (self._ids.itemsize + self._meta.itemsize)
             + front
             + (len(self._hops) * 100 if self._hops else 0)
+            + (sum(100 + len(n) for n in self._notes.values()) if self._notes else 0)
         )
 
     def _reset(self) -> None:

@@ -27,6 +27,7 @@ class Candidate:
     source: str
     anchor: str = ""
     redirect_hops: int = 0  # a redirect's target: the hops of its chain (``UrlRecord.redirect_hops``)
+    link_meta: str = ""  # the meta of a plugin's link to it, or of the link a redirect's chain began at
 
     def to_record(self, *, inlinks: int = 1) -> UrlRecord:
         """The crawl-db row for this candidate: PENDING, one in-link (or ``inlinks``)."""
@@ -39,6 +40,7 @@ class Candidate:
             discovered_from=self.source,
             inlinks=inlinks,
             redirect_hops=self.redirect_hops,
+            link_meta=self.link_meta,
         )
 
 

@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from fetchers import linkmeta
+
 HTML_TYPES: tuple[str, ...] = ("text/html", "application/xhtml+xml")
 
 
@@ -43,8 +45,12 @@ class Item:
 class Link:
     """An extra link an extractor found (a URL in JSON, a pagination parameter...). ``url`` may be relative
     to the page. ``priority`` >= 0 is added to the URL's in-link count, which orders a host's pending URLs
-    (``dispatch.priority = "inlinks"``). ``meta`` is free for the plugin's own notes: it does not travel with
-    the URL to its fetch (the crawl db keeps no metadata per URL), so the page it leads to cannot read it."""
+    (``dispatch.priority = "inlinks"``). ``meta`` (a JSON-serialisable mapping of at most
+    ``fetchers.linkmeta.LINK_META_MAX_BYTES`` = 4096 bytes as JSON) travels with the URL to its fetch: the
+    page it leads to reads it as ``Page.meta``, as Scrapy's ``Request.meta`` reaches the response. It is
+    kept with the URL when the link adds it to the crawl: a URL known already (found before as a plain link or
+    by another page's link) keeps the meta it has, if any. Bigger or non-JSON meta costs that link an
+    ``item_error`` (the page's other links and items stay)."""
 
     url: str
     priority: int = 0
@@ -53,10 +59,11 @@ class Link:
 
 class Page:
     """One fetched page version, as an extractor sees it. ``text`` (the decoded body) and ``tree`` (a
-    selectolax ``LexborHTMLParser``, shared with the crawl's link extraction) are built on first use."""
+    selectolax ``LexborHTMLParser``, shared with the crawl's link extraction) are built on first use;
+    ``meta`` is the meta of the plugin ``Link`` that found the page ({} for a page found otherwise)."""
 
-    __slots__ = ("_make_tree", "_make_text", "_text", "_tree", "body", "content_type", "depth", "digest",
-                 "fetched_at", "final_url", "headers", "status", "url")  # fmt: skip
+    __slots__ = ("_link_meta", "_make_tree", "_make_text", "_meta", "_text", "_tree", "body", "content_type",
+                 "depth", "digest", "fetched_at", "final_url", "headers", "status", "url")  # fmt: skip
 
     def __init__(
         self,
@@ -72,6 +79,7 @@ class Page:
         depth: int = 0,
         make_text: Callable[[], str] | None = None,
         make_tree: Callable[[], Any] | None = None,
+        link_meta: str = "",
     ) -> None:
         self.url, self.final_url, self.status = url, final_url or url, status
         self.headers, self.content_type, self.body = headers, content_type, body
@@ -79,6 +87,15 @@ class Page:
         self._make_text, self._make_tree = make_text, make_tree
         self._text: str | None = None
         self._tree: Any = None
+        self._link_meta = link_meta  # the JSON text as it travelled (fetchers/linkmeta.py), decoded on first use
+        self._meta: dict[str, Any] | None = None
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """The meta of the plugin ``Link`` this page was found by (``Link.meta``); {} when none."""
+        if self._meta is None:
+            self._meta = linkmeta.decode(self._link_meta)
+        return self._meta
 
     @property
     def text(self) -> str:

@@ -2,8 +2,9 @@
 
 ``PluginSet.run(page)`` never raises. A plugin that raises costs that page that plugin's output and one
 error (``PageRun.errors``: the crawl records it on the page's row and counts it); an item a pipeline
-refuses or that cannot be written (not JSON, over ``plugins.item_max_bytes``) costs that item alone. The
-page itself, its links and the other plugins' items are kept. ``filter_urls`` runs the URL filters over a
+refuses or that cannot be written (not JSON, over ``plugins.item_max_bytes``) costs that item alone, and a
+``Link`` whose meta cannot travel (not JSON, over ``fetchers.linkmeta.LINK_META_MAX_BYTES``) that link alone.
+The page itself, its links and the other plugins' items are kept. ``filter_urls`` runs the URL filters over a
 page's links the same way: a filter that raises leaves the link as it was and records the error.
 
 A ``PluginSet`` is pickled to the embedded crawl's parse and fetch processes (its plugins must be
@@ -20,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fetchers import linkmeta
 from pipeline.plugins.api import DropItem, Item, Link, Page
 from pipeline.plugins.records import ItemError, Source, item_line
 from pipeline.urls import join, normalize
@@ -51,7 +53,8 @@ class PageRun:
 
     items: bytes = b""  # JSON lines (``records.item_line``), one per item, in yield order
     count: int = 0
-    links: list[tuple[str, int]] = field(default_factory=list)  # (absolute URL, priority), not normalized
+    # (absolute URL, priority, link meta as JSON text: fetchers/linkmeta.py), not normalized
+    links: list[tuple[str, int, str]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     error_count: int = 0
     dropped: int = 0  # items a pipeline dropped on purpose
@@ -154,9 +157,14 @@ class PluginSet:
         if not isinstance(link.url, str) or type(priority) is not int:
             out.error(f"item_error: {name}: a Link needs a string url and an integer priority")
             return
+        try:
+            meta = linkmeta.encode(link.meta)
+        except linkmeta.LinkMetaError as exc:
+            out.error(f"item_error: {name}: a Link to {str(link.url)[:200]!r}: {exc}")
+            return
         url = join(page.final_url or page.url, link.url)
         if url:  # '': an unparsable href, dropped like the page's own
-            out.links.append((url, max(0, min(priority, 1 << 20))))
+            out.links.append((url, max(0, min(priority, 1 << 20)), meta))
 
     def filter_urls(self, urls: Iterable[str], source: str, errors: PageRun | None = None) -> list[tuple[str, str]]:
         """``(original, kept)`` for each URL the filters keep, ``kept`` normalized (a rewrite may change it)."""

@@ -3,7 +3,11 @@
     FetchResult ─ HTML? ─> extract.parse_tree ─┬─ extract.extract_tree   the page's links
                  wanted by an extractor? ──────┴─ PluginSet.run(Page)     items, extra links, errors
       + the extra links (normalized) ─> the URL filters (accept, reject, rewrite)
-      ─> Prepared(found | links, items, boost, plugin errors)
+      ─> Prepared(found | links, items, boost, link meta, plugin errors)
+
+The page's extractors see the meta of the link that found it (``result.link_meta``) as ``Page.meta``; the
+meta of the links they yield goes by url_id (the first link with meta to a URL wins) to the crawl db with
+each new URL.
 
 What each caller does with it is what it does without plugins: a parse process hands ``prepare_found`` to
 the crawl core, a fetch process ``prepare`` (with candidates), the crawl core ``complete``s a result it
@@ -13,7 +17,7 @@ plugins never calls this module.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fetchers.records import FetchResult, PluginOutput, Prepared
 from pipeline.links import extract, filtering
@@ -29,11 +33,12 @@ from pipeline.urls import Scope, TrapRules, fingerprint, normalize
 @dataclass(slots=True)
 class Plugged:
     """One page through links and plugins: its links (None: not a followable page), the plugins' run
-    (None: no extractor wanted it), and the priorities of plugin links by url_id."""
+    (None: no extractor wanted it), and the priorities and meta of plugin links by url_id."""
 
     page: extract.ExtractedPage | None
     run: PageRun | None
     boost: dict[int, int]
+    link_meta: dict[int, str] = field(default_factory=dict)
 
 
 def page_links(
@@ -43,7 +48,7 @@ def page_links(
     """Parse ``result`` once (``html``: its links are followed) and run the plugins that want it."""
     wanted = not result.error_class and plugins.wants(result.url, result.status, result.content_type, result.body)
     if not html and not wanted:
-        return Plugged(None, None, {})
+        return Plugged(None, None, {})  # no page to read a link meta of, none to give
     base = result.final_url or result.url
     held: list[object] = []
 
@@ -62,46 +67,54 @@ def page_links(
     if wanted:
         view = Page(url=result.url, final_url=base, status=result.status, headers=result.headers,
                     content_type=result.content_type, body=result.body, digest=content_digest(result.body),
-                    fetched_at=result.fetched_at, depth=result.depth,
+                    fetched_at=result.fetched_at, depth=result.depth, link_meta=result.link_meta,
                     make_text=lambda: extract.decoded_text(result.body, result.content_type), make_tree=tree)  # fmt: skip
         run = plugins.run(view)
-    boost: dict[int, int] = {}
+    out = Plugged(page, run, {})
     if run is not None and run.links and not result.nofollow:
         if page is None:
-            page = extract.ExtractedPage()
-        for url, priority in run.links:
+            page = out.page = extract.ExtractedPage()
+        for url, priority, meta in run.links:
             canon = normalize(url)
             if canon is None:
                 continue
             url_id = fingerprint(canon)
             page.links.append(extract.Link(canon, "", False, url_id))
             if priority:
-                boost[url_id] = max(priority, boost.get(url_id, 0))
+                out.boost[url_id] = max(priority, out.boost.get(url_id, 0))
+            if meta:
+                out.link_meta.setdefault(url_id, meta)
     if page is not None and plugins.filters and page.links:
-        _filter(page, plugins, base, run)
-    return Plugged(page, run, boost)
+        _filter(out, plugins, base)
+    return out
 
 
-def _filter(page: extract.ExtractedPage, plugins: PluginSet, source: str, run: PageRun | None) -> None:
-    errors = run if run is not None else PageRun()
-    kept = dict(plugins.filter_urls(dict.fromkeys(link.url for link in page.links), source, errors))
-    out = []
-    for link in page.links:
+def _filter(out: Plugged, plugins: PluginSet, source: str) -> None:
+    """The URL filters over the page's links; a rewritten plugin link keeps its priority and meta."""
+    assert out.page is not None
+    errors = out.run if out.run is not None else PageRun()
+    kept = dict(plugins.filter_urls(dict.fromkeys(link.url for link in out.page.links), source, errors))
+    links = []
+    for link in out.page.links:
         url = kept.get(link.url)
         if url is None:
             continue
         if url != link.url:
-            link = extract.Link(url, link.anchor, link.nofollow, fingerprint(url))
-        out.append(link)
-    page.links = out
+            old, link = link.url_id, extract.Link(url, link.anchor, link.nofollow, fingerprint(url))
+            if old in out.boost:
+                out.boost.setdefault(link.url_id, out.boost.pop(old))
+            if old in out.link_meta:
+                out.link_meta.setdefault(link.url_id, out.link_meta.pop(old))
+        links.append(link)
+    out.page.links = links
 
 
 def _fill(prepared: Prepared, plugged: Plugged) -> Prepared:
-    run = plugged.run
+    run, boost, meta = plugged.run, plugged.boost or None, plugged.link_meta or None
     if run is None:
-        prepared.plugged = PluginOutput(boost=plugged.boost or None)
+        prepared.plugged = PluginOutput(boost=boost, link_meta=meta)
     else:
-        prepared.plugged = PluginOutput(run.items, run.count, tuple(run.errors), run.error_count, plugged.boost or None)
+        prepared.plugged = PluginOutput(run.items, run.count, tuple(run.errors), run.error_count, boost, meta)
     return prepared
 
 

@@ -85,6 +85,9 @@ class UrlRecord:
     # Redirects that led here from a linked URL (``fetchers.records.UrlTask.redirect_hops``): 0 for a link.
     # A URL keeps the count of its first discovery (the seen-set decides which discovery is kept).
     redirect_hops: int = 0
+    # The meta of the plugin link that added the URL (fetchers/linkmeta.py: JSON text; "" = none). Written
+    # with the row, never after: the first discovery's stands, as ``redirect_hops`` does.
+    link_meta: str = ""
 
     @property
     def infra(self) -> bool:

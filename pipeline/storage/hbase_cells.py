@@ -30,6 +30,8 @@ FAMILIES: dict[str, dict[str, dict[str, Any]]] = {
 
 _Q, _I, _D, _H = struct.Struct(">q"), struct.Struct(">i"), struct.Struct(">d"), struct.Struct(">H")
 # m:R is the URL's re-crawl state (JSON), absent for URLs never scheduled.
+# m:M is the meta of the plugin link that added the URL (fetchers/linkmeta.py: JSON text), absent = none.
+LINK_META = b"m:M"
 # m:L is the last link-jobs round that counted the URL's in-links (m:n), absent outside the link jobs: a
 # round killed inside its merge is run again under the same id, and skips the URLs it already counted.
 LINK_ROUND = b"m:L"
@@ -53,12 +55,13 @@ URL_COLS = [
     b"m:e",
     b"m:R",
     b"m:j",
+    LINK_META,
     FOLDED,
     INLINKS,
 ]
 # What a frontier refill reads of a pending URL's crawl-db row (``HBaseStore.pending_many``): the host and
 # the depth are in the pending row's key already, and every cell read costs its decoding.
-REFILL_COLS = [b"m:u", b"m:i", b"m:s", b"m:n", b"m:j", FOLDED, INLINKS]
+REFILL_COLS = [b"m:u", b"m:i", b"m:s", b"m:n", b"m:j", LINK_META, FOLDED, INLINKS]
 # The same reads of a crawl db made before family n existed (``HBaseStore`` falls back to read-then-put counts).
 LEGACY = {INLINKS, FOLDED}
 _REVISIT_FIELDS = ("next_fetch", "interval", "etag", "last_modified", "digest", "simhash", "changes", "fetches",
@@ -90,6 +93,8 @@ def url_cells(r: UrlRecord, *, link_round: bytes = b"", blind: bool = False) -> 
     }  # fmt: skip
     if r.redirect_hops:  # m:j: the rare redirect target's hops (UrlRecord.redirect_hops); absent = 0
         cells[b"m:j"] = _I.pack(r.redirect_hops)
+    if r.link_meta:
+        cells[LINK_META] = r.link_meta.encode()
     if link_round:
         cells[FOLDED if blind else LINK_ROUND] = link_round
     return cells
@@ -101,14 +106,15 @@ def url_record(row: dict[bytes, bytes]) -> UrlRecord:
         g(b"m:u", b"").decode(), _long(g(b"m:i")), g(b"m:h", b"").decode(), _I.unpack(row[b"m:d"])[0],
         UrlState(row[b"m:s"][0]), g(b"m:f", b"").decode(), inlinks_of(row), _D.unpack(row[b"m:t"])[0],
         _I.unpack(row[b"m:c"])[0], g(b"m:g", b"").decode(), _I.unpack(row[b"m:r"])[0], g(b"m:e", b"").decode(),
-        revisit_from(g(b"m:R")), _hops(g(b"m:j")),
+        revisit_from(g(b"m:R")), _hops(g(b"m:j")), g(LINK_META, b"").decode(),
     )  # fmt: skip
 
 
 def refill_record(row: dict[bytes, bytes], host: str, depth: int) -> UrlRecord:
     """A PENDING URL of ``host`` at ``depth`` from the ``REFILL_COLS`` of its crawl-db row."""
     return UrlRecord(row[b"m:u"].decode(), _long(row.get(b"m:i")), host, depth, UrlState.PENDING,
-                     inlinks=inlinks_of(row), redirect_hops=_hops(row.get(b"m:j")))  # fmt: skip
+                     inlinks=inlinks_of(row), redirect_hops=_hops(row.get(b"m:j")),
+                     link_meta=row.get(LINK_META, b"").decode())  # fmt: skip
 
 
 def _hops(value: bytes | None) -> int:

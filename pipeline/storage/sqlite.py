@@ -34,6 +34,7 @@ from pipeline.storage.sqlite_schema import (  # noqa: F401 (CHUNK, SCHEMA_VERSIO
     _BUMP_COUNTER,
     _BUMP_HOST,
     _INSERT_HOPS,
+    _INSERT_LINK_META,
     _INSERT_PAGE,
     _INSERT_URL,
     _PAGE_COLS,
@@ -190,6 +191,7 @@ class SqliteStore(Store):
             if new:
                 self._db.executemany(_INSERT_URL, map(url_row, new))
                 self._db.executemany(_INSERT_HOPS, [(r.url_id, r.redirect_hops) for r in new if r.redirect_hops])
+                self._db.executemany(_INSERT_LINK_META, [(r.url_id, r.link_meta) for r in new if r.link_meta])
                 self._bump(Counter(r.host for r in new), {"pending": len(new)})
         return new
 

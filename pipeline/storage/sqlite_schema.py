@@ -57,19 +57,24 @@ CREATE INDEX IF NOT EXISTS revisits_queued ON revisits(url_id) WHERE queued = 1;
 -- Redirect hops of the few URLs found as the target of a redirect a fetcher did not follow
 -- (UrlRecord.redirect_hops; absent = 0). A table of its own for the same reason as revisits.
 CREATE TABLE IF NOT EXISTS redirect_hops (url_id INTEGER PRIMARY KEY, hops INTEGER NOT NULL);
+-- The meta of the plugin link that added a URL (UrlRecord.link_meta, fetchers/linkmeta.py; absent = none),
+-- written with the URL's row only. A table of its own for the same reason as revisits.
+CREATE TABLE IF NOT EXISTS link_meta (url_id INTEGER PRIMARY KEY, meta TEXT NOT NULL);
 """
 
 _URL_COLS = "url, url_id, host, depth, state, discovered_from, fetched_at, status, signature, retries, error"
 _URL_RECORD_COLS = (
     "u.url, u.url_id, u.host, u.depth, u.state, u.discovered_from, s.inlinks, u.fetched_at, "
     "u.status, u.signature, u.retries, u.error, h.hops, r.next_fetch, r.interval, r.etag, r.last_modified, "
-    "r.digest, r.simhash, r.changes, r.fetches, r.fetched_at"
+    "r.digest, r.simhash, r.changes, r.fetches, r.fetched_at, m.meta"
 )
+_EXTRAS = "LEFT JOIN redirect_hops h ON h.url_id = u.url_id LEFT JOIN link_meta m ON m.url_id = u.url_id"
 _SELECT_URL = (
     f"SELECT {_URL_RECORD_COLS} FROM urls u JOIN seen s ON s.url_id = u.url_id "
-    "LEFT JOIN revisits r ON r.url_id = u.url_id LEFT JOIN redirect_hops h ON h.url_id = u.url_id"
+    f"LEFT JOIN revisits r ON r.url_id = u.url_id {_EXTRAS}"
 )
 _INSERT_HOPS = "INSERT OR IGNORE INTO redirect_hops (url_id, hops) VALUES (?, ?)"
+_INSERT_LINK_META = "INSERT OR IGNORE INTO link_meta (url_id, meta) VALUES (?, ?)"
 # A host's PENDING URLs, shallowest first: the literal "state = 0" lets SQLite use the partial index, and
 # (depth, url) > (?, ?) seeks in it.
 _SELECT_PENDING = f"{_SELECT_URL} WHERE u.state = 0 AND u.host = ? ORDER BY u.depth, u.url LIMIT ?"
@@ -81,12 +86,12 @@ _SELECT_PENDING_AFTER = (
 # the queued index as the outer loop, where its planner would rather walk the host's pending URLs).
 _SELECT_REFETCHES = (
     f"SELECT {_URL_RECORD_COLS} FROM revisits r INDEXED BY revisits_queued CROSS JOIN urls u ON u.url_id = r.url_id "
-    "JOIN seen s ON s.url_id = u.url_id LEFT JOIN redirect_hops h ON h.url_id = u.url_id "
+    f"JOIN seen s ON s.url_id = u.url_id {_EXTRAS} "
     "WHERE r.queued = 1 AND r.url_id BETWEEN ? AND ? AND u.host = ? AND u.state = 0 ORDER BY r.url_id LIMIT ?"
 )
 _SELECT_INFRA = (
     f"SELECT {_URL_RECORD_COLS} FROM urls u INDEXED BY urls_infra JOIN seen s ON s.url_id = u.url_id "
-    "LEFT JOIN revisits r ON r.url_id = u.url_id LEFT JOIN redirect_hops h ON h.url_id = u.url_id "
+    f"LEFT JOIN revisits r ON r.url_id = u.url_id {_EXTRAS} "
     f"WHERE u.state = 0 AND u.discovered_from IN ({_INFRA}) AND u.host = ? ORDER BY u.url_id LIMIT ?"
 )
 _SELECT_PENDING_HOSTS = "SELECT host, n FROM host_pending WHERE n > 0 ORDER BY host LIMIT ?"
@@ -152,7 +157,7 @@ def _chunks(items: Sequence[int]) -> Iterator[Sequence[int]]:
 
 def _url_record(row: tuple) -> UrlRecord:  # type: ignore[type-arg]
     url, url_id, host, depth, state, dfrom, inlinks, fetched_at, status, sig, retries, error, hops = row[:13]
-    revisit = revisit_of(row[13:]) if row[13] is not None else None
+    revisit = revisit_of(row[13:22]) if row[13] is not None else None
     return UrlRecord(
         url,
         url_id,
@@ -168,6 +173,7 @@ def _url_record(row: tuple) -> UrlRecord:  # type: ignore[type-arg]
         error,
         revisit,
         hops or 0,
+        row[22] or "",
     )
 
 

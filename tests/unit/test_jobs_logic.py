@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from fetchers.records import FetchResult
-from jobs import logic
+from jobs import hoststats, logic
 from jobs.runner import RoundResult, RunnerConfig
 from jobs.synth import make_results, write_segment
 from jobs.watch import closed_segments, run_pipelined, watch_segments
@@ -101,10 +101,10 @@ def test_merged_to_record_and_pending_json() -> None:
 
 def test_host_stats_sum() -> None:
     rs = [result("x", status=200), result("x", status=404), FetchResult("http://a.test/q", 1, 0, error_class="dns")]
-    values = [logic.host_stat_value(r) for r in rs]
+    values = [hoststats.host_stat_value(r) for r in rs]
     assert {v[0] for v in values if v} == {"a.test"}
-    total = logic.sum_host_values(v[1] for v in values if v)
-    rec = logic.host_stats_record("a.test", total)
+    total = hoststats.sum_host_values(v[1] for v in values if v)
+    rec = hoststats.host_stats_record("a.test", total)
     assert (rec["pages"], rec["ok"], rec["errors"], rec["s4xx"]) == (3, 1, 2, 1)
 
 

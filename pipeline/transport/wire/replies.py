@@ -29,6 +29,7 @@ def slim(result: FetchResult) -> dict[str, Any]:
     obj = result.to_json()
     obj["body_z"] = ""
     obj["headers"] = {}
+    obj.pop("link_meta", None)  # read where the page is parsed (the segment), not by the dispatcher
     obj["body_bytes"] = result.body_bytes or len(result.body)
     return obj
 
