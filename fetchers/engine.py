@@ -26,17 +26,15 @@ from fetchers.exchange import (
     Exchange,
     Transport,
     dns_error_class,
-    hand_over,
     is_ip_literal,
     split_host,
 )
 from fetchers.guard import GuardedResolver, SsrfBlocked
 from fetchers.hostworker import HostWorker
-from fetchers.politeness import Deferred, Pacer, parse_retry_after
+from fetchers.politeness import Pacer
 from fetchers.records import Batch, FetchResult, Timings, UrlTask
 from fetchers.redirects import RedirectGate, follow_all, next_hop
 from fetchers.report import (
-    DEFERRED,
     DNS_RETRY_S,
     DNS_TRANSIENT,
     LEASE_LAPSED,
@@ -44,6 +42,7 @@ from fetchers.report import (
     THROTTLED,
     BatchReport,
 )
+from fetchers.retrying import paced_exchange
 from fetchers.robots import (
     MAX_ROBOTS_BYTES,
     MAX_ROBOTS_REDIRECTS,
@@ -54,7 +53,7 @@ from fetchers.robots import (
     robots_url,
     x_robots_tag,
 )
-from fetchers.robotsnote import MAX_SENT, RobotsNote
+from fetchers.robotsnote import RobotsNote
 from fetchers.tls import CERT_ERRORS
 from fetchers.wire import Archive
 from pipeline.settings import Settings
@@ -62,7 +61,6 @@ from pipeline.urls import Scope, host_of, join, normalize
 
 log = logging.getLogger(__name__)
 
-DEFAULT_THROTTLE_S = 60.0  # a 429 without Retry-After keeps the host away this long (capped by settings)
 _IP_TTL_S = 60.0
 BACKLOG = 2  # free_slots counts up to 2 x concurrency URLs
 URLS_PER_CONNECTION = 8  # a batch opens one more connection to a host per this many of its URLs
@@ -318,54 +316,11 @@ class Engine:
         self, url: str, host: str, ip: str, max_body: int, *, fence: Callable[[], bool] | None = None,
         sent: list[tuple[float, int]] | None = None,
     ) -> Exchange:
-        """A paced exchange, retried for retryable failures and 5xx (not 501), honouring Retry-After.
-        ``sent`` gets (wall time started, status) of each request made."""  # fmt: skip
-        retries = self.settings.fetch.retries
-        backoff = self.settings.fetch.retry_backoff_s
-        attempt = 0
-        last: Exchange | None = None  # the answer a retry would replace
-        while True:
-            try:
-                grant = await self.pacer.acquire(host, ip)
-            except Deferred as d:
-                return Exchange(error_class=DEFERRED, error_message=str(d))
-            if fence is not None and not fence():  # the pacer may have held us across a stop
-                self.pacer.release(grant)
-                if last is not None:
-                    # Fenced between retries: the URL was asked and answered, so that answer is its
-                    # outcome (a 5xx, the retry budget cut short). Handed back unfinished, the next holder
-                    # would ask it the whole budget again.
-                    return last
-                return Exchange(
-                    error_class=LEASE_LAPSED, error_message="not sent: the batch's lease may have lapsed"
-                )
-            started = time.time()
-            try:
-                ex = await self.transport.exchange(url, host, ip, max_body=max_body)
-            finally:
-                self.pacer.release(grant)
-            if sent is not None and len(sent) < MAX_SENT:
-                sent.append((started, ex.status))
-            if ex.wire is not None and self.archive is not None:
-                hand_over(ex, self.archive)
-            status = ex.status
-            if status == 429 or (status == 503 and "retry-after" in ex.headers):
-                raw = ex.headers.get("retry-after", "")
-                wait = parse_retry_after(raw, now=time.time()) if raw else None
-                wait = DEFAULT_THROTTLE_S if wait is None else wait
-                self.pacer.defer(host, wait)
-                if wait <= self.pacer.max_wait_s and attempt < retries:
-                    attempt += 1
-                    continue  # acquire() sleeps until the host's Retry-After has passed
-                ex.error_class = THROTTLED
-                ex.error_message = f"{status} with Retry-After {raw or 'absent'}; host deferred {wait:.0f}s"
-                return ex
-            retry = ex.retryable if ex.error_class else (status >= 500 and status != 501)
-            if not retry or attempt >= retries:
-                return ex
-            last = ex if not ex.error_class else None  # an HTTP answer (a transport error is handed back)
-            await asyncio.sleep(backoff * (2**attempt))
-            attempt += 1
+        """A paced exchange with its retries (``fetchers.retrying``); ``sent`` gets (wall time started,
+        status) of each request made."""  # fmt: skip
+        f = self.settings.fetch
+        return await paced_exchange(self.transport, self.pacer, url, host, ip, max_body, retries=f.retries,
+                                    backoff_s=f.retry_backoff_s, archive=self.archive, fence=fence, sent=sent)  # fmt: skip
 
     async def _fetch_robots(self, origin: str) -> tuple[int, bytes, float]:
         """GET robots.txt for ``origin`` through the same transport, guard and pacer; follows up to 5

@@ -1,0 +1,71 @@
+"""One URL's paced exchange and its retries, for the fetch engine (``fetchers.engine``).
+
+Each request waits for the host's pacer grant; retryable transport errors and 5xx answers (not 501) are
+asked again with exponential back-off up to ``fetch.retries`` times; a 429 (or a 503 with Retry-After)
+defers the host for the time it asks (``DEFAULT_THROTTLE_S`` without one) and is retried after it when
+the wait is within the pacer's limit, else recorded as ``THROTTLED``. The batch's ``fence`` is checked
+before every request: a fenced URL never asked is handed back (``LEASE_LAPSED``); one fenced between its
+retries keeps the HTTP answer it got as its outcome (retry budget cut short), or the next holder would ask
+it the whole budget again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from fetchers.exchange import Exchange, Transport, hand_over
+from fetchers.politeness import Deferred, Pacer, parse_retry_after
+from fetchers.report import DEFERRED, LEASE_LAPSED, THROTTLED
+from fetchers.robotsnote import MAX_SENT
+from fetchers.wire import Archive
+
+DEFAULT_THROTTLE_S = 60.0  # a 429 without Retry-After keeps the host away this long (capped by settings)
+
+
+async def paced_exchange(
+    transport: Transport, pacer: Pacer, url: str, host: str, ip: str, max_body: int, *, retries: int,
+    backoff_s: float, archive: Archive | None = None, fence: Callable[[], bool] | None = None,
+    sent: list[tuple[float, int]] | None = None,
+) -> Exchange:
+    """See the module; ``sent`` gets (wall time started, status) of each request made."""  # fmt: skip
+    attempt = 0
+    last: Exchange | None = None  # the HTTP answer a retry would replace
+    while True:
+        try:
+            grant = await pacer.acquire(host, ip)
+        except Deferred as d:
+            return Exchange(error_class=DEFERRED, error_message=str(d))
+        if fence is not None and not fence():  # the pacer may have held us across a stop
+            pacer.release(grant)
+            if last is not None:
+                return last
+            return Exchange(error_class=LEASE_LAPSED, error_message="not sent: the batch's lease may have lapsed")
+        started = time.time()
+        try:
+            ex = await transport.exchange(url, host, ip, max_body=max_body)
+        finally:
+            pacer.release(grant)
+        if sent is not None and len(sent) < MAX_SENT:
+            sent.append((started, ex.status))
+        if ex.wire is not None and archive is not None:
+            hand_over(ex, archive)
+        status = ex.status
+        if status == 429 or (status == 503 and "retry-after" in ex.headers):
+            raw = ex.headers.get("retry-after", "")
+            wait = parse_retry_after(raw, now=time.time()) if raw else None
+            wait = DEFAULT_THROTTLE_S if wait is None else wait
+            pacer.defer(host, wait)
+            if wait <= pacer.max_wait_s and attempt < retries:
+                attempt += 1
+                continue  # acquire() sleeps until the host's Retry-After has passed
+            ex.error_class = THROTTLED
+            ex.error_message = f"{status} with Retry-After {raw or 'absent'}; host deferred {wait:.0f}s"
+            return ex
+        retry = ex.retryable if ex.error_class else (status >= 500 and status != 501)
+        if not retry or attempt >= retries:
+            return ex
+        last = ex if not ex.error_class else None  # an HTTP answer (a transport error is handed back)
+        await asyncio.sleep(backoff_s * (2**attempt))
+        attempt += 1
