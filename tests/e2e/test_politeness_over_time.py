@@ -31,7 +31,7 @@ from pipeline.report.build import load_stats, report_json
 pytestmark = pytest.mark.e2e
 
 HOSTS, PAGES = 12, 4
-CHANGE_S, TTL_S, RUN_S = 8.0, 3.0, 24.0
+CHANGE_S, TTL_S, RUN_S = 14.0, 3.0, 30.0  # the change late enough that a loaded machine's fleet has begun
 CHANGED, THROTTLED = host_name(ROBOTS_CHANGE_SLOT % HOSTS), host_name(THROTTLE_SLOT % HOSTS)
 CONFIG = f"""
 [fetch]

@@ -50,12 +50,12 @@ def test_a_failed_chunk_is_kept_and_a_failed_end_hands_back_only_the_unstored() 
 
     async def write(results: list[FetchResult], chunk: int) -> Receipt:
         calls["n"] += 1
-        if calls["n"] in (1, 3):  # the first tick fails, the second succeeds, the end fails
+        if calls["n"] == 1 or calls["n"] >= 3:  # the first tick fails, the second succeeds, the end fails
             raise OSError("store away")
         return Receipt(f"/s/{chunk}", len(results))
 
     async def main() -> tuple[list[FetchResult], Receipt | None, list[UrlTask]]:
-        chunks = BatchChunks(BATCH, write, lambda _rs, _seg: None, every_s=10)
+        chunks = BatchChunks(BATCH, write, lambda _rs, _seg: None, every_s=10, finish_wait_s=0.0)
         chunks.add(res(URLS[0]))
         with contextlib.suppress(OSError):
             await chunks._store_held()
@@ -68,3 +68,26 @@ def test_a_failed_chunk_is_kept_and_a_failed_end_hands_back_only_the_unstored() 
     last, receipt, unstored = asyncio.run(main())
     assert last == [] and receipt is None
     assert [t.url for t in unstored] == URLS[2:]  # the URLs no stored chunk answered
+    assert calls["n"] == 2 + 3  # the last chunk was tried three times
+
+
+def test_the_last_chunk_is_tried_again_before_its_urls_are_handed_back() -> None:
+    """A write refused once at the end (WebHDFS's APPEND right after a CREATE answered 404 on a loaded
+    machine): tried again, stored, nothing handed back to be fetched twice."""
+    calls = {"n": 0}
+
+    async def write(results: list[FetchResult], chunk: int) -> Receipt:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise OSError("404 on APPEND")
+        return Receipt(f"/s/{chunk}", len(results))
+
+    async def main() -> tuple[list[FetchResult], Receipt | None, list[UrlTask]]:
+        chunks = BatchChunks(BATCH, write, lambda _rs, _seg: None, every_s=10, finish_wait_s=0.0)
+        for u in URLS:
+            chunks.add(res(u))
+        return await chunks.finish()
+
+    last, receipt, unstored = asyncio.run(main())
+    assert [r.url for r in last] == URLS and receipt is not None and unstored == []
+    assert calls["n"] == 2

@@ -7,7 +7,10 @@ as one segment and their outcomes recorded in the store (``NodeSink.write_batch`
 batch's one reply with the report. The store is written before the pack is sent, so a node killed in
 between has still settled those URLs: the dispatcher's re-queue of the expired batch leaves URLs the store
 shows settled (``pipeline.frontier.answered``). A chunk that cannot be stored is kept and tried again with
-the next one; whatever is still unstored when the batch ends is handed back unfinished.
+the next one; the last chunk is tried ``finish_tries`` times with back-off (a store or a file system that
+refuses one write under load, as WebHDFS's APPEND right after a CREATE can); whatever is still unstored
+then is handed back unfinished (the next holder fetches those URLs again: the price of a store that stays
+away).
 
 Runs on the node's fetch loop; ``write`` is the blocking sink call, run on the sink threads by the caller.
 """
@@ -18,6 +21,8 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+
+from tenacity import AsyncRetrying, stop_after_attempt, wait_exponential
 
 from fetchers.records import Batch, FetchResult, UrlTask
 from pipeline.transport.node.sink import Receipt
@@ -36,6 +41,8 @@ class BatchChunks:
     write: WriteChunk
     send: SendChunk
     every_s: float
+    finish_tries: int = 3
+    finish_wait_s: float = 0.5  # the first back-off of the last chunk's tries (doubling)
     _held: list[FetchResult] = field(default_factory=list)
     _stored: set[int] = field(default_factory=set)
     _chunk: int = 0
@@ -60,7 +67,10 @@ class BatchChunks:
         """The last chunk, stored: its results, its receipt (None when there was nothing left) and the
         batch's tasks that no stored chunk answered, when storing failed (they go back unfinished)."""
         try:
-            results, receipt = await self._store_held()
+            async for attempt in AsyncRetrying(stop=stop_after_attempt(max(1, self.finish_tries)), reraise=True,
+                                               wait=wait_exponential(multiplier=self.finish_wait_s)):  # fmt: skip
+                with attempt:
+                    results, receipt = await self._store_held()
             return results, receipt, []
         except Exception:
             log.exception("batch %d: storing its last chunk failed; handing its URLs back", self.batch.serial)
