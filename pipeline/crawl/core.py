@@ -31,6 +31,7 @@ from fetchers.records import Batch, FetchResult, UrlTask
 from fetchers.report import LEASE_LAPSED
 from pipeline.crawl.discoveries import Discoveries
 from pipeline.crawl.durable import Durable
+from pipeline.crawl.hopjournal import HopJournal
 from pipeline.crawl.inflight import InFlight
 from pipeline.crawl.inputs import PendingInputs
 from pipeline.crawl.opening import frontier_limits, rebuild_from_store, store_seeds
@@ -117,6 +118,8 @@ class CrawlCore(PendingInputs):
         # go through the seen-set and scope like links (pipeline/crawl/discoveries.py, redirects.py).
         self.found = Discoveries(settings, store, self.seen, self.frontier, self.stats, self.scope, self.traps)  # fmt: skip
         self.redirects = self.found.redirects
+        self.hops = HopJournal(out_dir / "redirect-hops.jsonl")  # a kill between hops costs the one in flight
+        self.redirects.on_hop = self.hops.hop
         self._outcomes: list[Outcome] = []
         self.dropped_results = 0
         # Re-crawling and sitemaps (issue #23, pipeline/crawl/revisits.py); None in a one-shot crawl.
@@ -144,6 +147,14 @@ class CrawlCore(PendingInputs):
         self._flush_store()
         self.durable.checkpoint()
         self.durable.drain()  # the rows read below must show every replayed outcome
+        cut = self.hops.interrupted(self.store)  # chains the kill cut between hops: settled up to the last
+        for result in cut:
+            self._apply(result)
+        if cut:
+            self._flush_store()
+            self.durable.checkpoint()
+            self.durable.drain()
+        self.hops.clear()
         rebuild_from_store(self.store, self.seen, self.frontier)
         # A re-crawl's URLs due now come back before the first batch: a run that starts with nothing
         # pending would otherwise end at once, before tick() looked (it found them only as it closed).
@@ -324,6 +335,8 @@ class CrawlCore(PendingInputs):
         """Make every processed result durable and move the journal checkpoint past it."""
         self._flush_store()
         self.durable.checkpoint()
+        if not self.redirects.in_flight() and self.hops.written:
+            self.hops.clear()
 
     def _flush_store(self) -> None:
         self._outcomes.extend(self.found.publish())
@@ -370,4 +383,5 @@ class CrawlCore(PendingInputs):
         self.refiller.close()
         self.seen.flush()  # buffered in-link increments: advisory (priority), so after the last links
         self.flush()
+        self.hops.close()
         self.durable.close()

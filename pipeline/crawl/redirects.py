@@ -63,8 +63,12 @@ class RedirectBook:
     traps: TrapRules
     known: Callable[[int, str], bool]
     publish: Callable[[], None]
+    # Told of each hop followed: (task, the chain's URLs answered so far, the target about to be asked)
+    # (pipeline/crawl/hopjournal.py journals it, so a kill between hops costs only the hop in flight).
+    on_hop: Callable[[UrlTask, list[str], str], None] | None = None
     _claims: dict[int, int] = field(default_factory=dict)  # target url_id -> url_id of the claiming task
     _by_task: dict[int, list[int]] = field(default_factory=dict)
+    _targets: dict[int, list[str]] = field(default_factory=dict)  # task url_id -> targets followed, in order
 
     def gate(self, task: UrlTask, target: str) -> bool:
         """``fetchers.redirects.RedirectGate``: follow ``target`` only if the crawl would fetch it as a
@@ -80,7 +84,15 @@ class RedirectBook:
             return False
         self._claims[tid] = task.url_id
         self._by_task.setdefault(task.url_id, []).append(tid)
+        followed = self._targets.setdefault(task.url_id, [])
+        if self.on_hop is not None:
+            self.on_hop(task, [task.url, *followed], target)
+        followed.append(target)
         return True
+
+    def in_flight(self) -> bool:
+        """A chain has followed a hop and not ended."""
+        return bool(self._targets)
 
     def claimed(self, url_id: int) -> bool:
         """A chain in flight fetches this URL: a link to it is dropped."""
@@ -89,6 +101,7 @@ class RedirectBook:
     def release(self, url_ids: Iterable[int]) -> None:
         """The chains of these tasks ended (a result came, or their batch is gone)."""
         for uid in url_ids:
+            self._targets.pop(uid, None)
             for tid in self._by_task.pop(uid, ()):
                 self._claims.pop(tid, None)
 

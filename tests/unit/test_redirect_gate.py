@@ -123,3 +123,44 @@ def test_a_crash_between_a_chains_rows_and_their_outcomes_is_settled_by_the_repl
     assert {u: again.store.get_url(u).state for u in (B, C)} == dict.fromkeys((B, C), UrlState.SKIPPED)  # type: ignore[union-attr]
     assert again.frontier.pending == 0
     again.close()
+
+
+def test_a_kill_between_hops_costs_only_the_hop_in_flight(tmp_path: Path) -> None:
+    """The seed answered 302 -> /a and /a answered 302 -> /b; the crawl is killed while /b is asked (the
+    chain's result never reaches the journal). On resume the seed and /a are settled, not asked again,
+    and only /b (in flight at the kill) is pending, with the chain's hops counted."""
+    core = make(tmp_path)
+    core.register_fetcher("f")
+    batch = core.next_batch("f")
+    assert batch is not None
+    seed = batch.tasks[0]
+    assert core.redirects.gate(seed, A) and core.redirects.gate(seed, B)  # two hops followed, /b asked
+    core.flush()  # a checkpoint while the chain is in flight keeps its hops
+    assert core.hops.written
+    core.journal.close()  # the kill
+    again = make(tmp_path, resume=True)
+    states = {u: again.store.get_url(u).state for u in ("http://h.test/", A, B)}  # type: ignore[union-attr]
+    assert states == {"http://h.test/": UrlState.DONE, A: UrlState.SKIPPED, B: UrlState.PENDING}
+    row = again.store.get_url(B)
+    assert row is not None and row.redirect_hops == 2
+    assert again.frontier.pending == 1
+    assert not (tmp_path / "redirect-hops.jsonl").exists() or not (tmp_path / "redirect-hops.jsonl").read_bytes()
+    again.close()
+
+
+def test_a_chain_that_ends_leaves_no_hops_to_apply(tmp_path: Path) -> None:
+    core = make(tmp_path)
+    core.register_fetcher("f")
+    batch = core.next_batch("f")
+    assert batch is not None
+    seed = batch.tasks[0]
+    assert core.redirects.gate(seed, A)
+    core.on_result(FetchResult(seed.url, seed.url_id, 0, final_url=A, redirects=[seed.url], status=200,
+                               content_type="text/plain", body=b"x", serial=batch.serial, fetched_at=1.0))  # fmt: skip
+    core.flush()
+    assert not core.hops.written  # no chain in flight at the checkpoint: emptied
+    core.journal.close()
+    again = make(tmp_path, resume=True)
+    assert again.store.get_url("http://h.test/").state is UrlState.DONE  # type: ignore[union-attr]
+    assert again.store.get_url(A).state is UrlState.SKIPPED  # type: ignore[union-attr]
+    again.close()
