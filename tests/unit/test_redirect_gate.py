@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fetchers.records import FetchResult, UrlTask
+from fetchers.records import Batch, FetchResult, UrlTask
 from fetchers.redirects import follow_all, next_hop, stop_at_redirects, stopped_target
 from pipeline.crawl.core import CrawlCore
 from pipeline.crawl.redirects import split
@@ -66,12 +66,17 @@ def make(tmp: Path, *, resume: bool = False) -> CrawlCore:
                      clock=lambda: 1_000_000.0, resume=resume)  # fmt: skip
 
 
-def test_the_gate_follows_only_new_targets_and_a_chain_settles_what_it_requested(tmp_path: Path) -> None:
-    core = make(tmp_path)
+def started(tmp: Path) -> tuple[CrawlCore, Batch, UrlTask]:
+    """A crawl core with its first batch out: (core, the batch, its seed task)."""
+    core = make(tmp)
     core.register_fetcher("f")
     batch = core.next_batch("f")
     assert batch is not None
-    seed = batch.tasks[0]
+    return core, batch, batch.tasks[0]
+
+
+def test_the_gate_follows_only_new_targets_and_a_chain_settles_what_it_requested(tmp_path: Path) -> None:
+    core, batch, seed = started(tmp_path)
     gate = core.redirects.gate
     assert not gate(seed, "http://h.test/")  # known (the seed itself)
     assert not gate(seed, "http://elsewhere.example/x")  # out of scope
@@ -92,11 +97,7 @@ def test_the_gate_follows_only_new_targets_and_a_chain_settles_what_it_requested
 def test_a_replayed_chain_settles_its_urls_on_resume(tmp_path: Path) -> None:
     """The journal line of a chain result is replayed after a crash before its flush: its hop and final
     URL are in the crawl db afterwards, so a link to them is never fetched again."""
-    core = make(tmp_path)
-    core.register_fetcher("f")
-    batch = core.next_batch("f")
-    assert batch is not None
-    seed = batch.tasks[0]
+    core, batch, seed = started(tmp_path)
     core.on_result(FetchResult(seed.url, seed.url_id, 0, final_url=C, redirects=[seed.url, B], status=200,
                                content_type="text/plain", body=b"x", serial=batch.serial, fetched_at=1.0))  # fmt: skip
     core.journal.close()  # a crash: journaled, nothing flushed to the store
@@ -109,11 +110,7 @@ def test_a_crash_between_a_chains_rows_and_their_outcomes_is_settled_by_the_repl
     """With write-behind the rows of a chain's URLs are in the store before their outcomes: a crash
     between the two leaves them PENDING, and the replay must settle them, or the resumed crawl
     fetches them again (seen as a fault trial: /r2/1 and /moved/1 fetched twice)."""
-    core = make(tmp_path)
-    core.register_fetcher("f")
-    batch = core.next_batch("f")
-    assert batch is not None
-    seed = batch.tasks[0]
+    core, batch, seed = started(tmp_path)
     core.on_result(FetchResult(seed.url, seed.url_id, 0, final_url=C, redirects=[seed.url, B], status=200,
                                content_type="text/plain", body=b"x", serial=batch.serial, fetched_at=1.0))  # fmt: skip
     core.found.publish()  # the rows are written; their outcomes are lost with the crash
@@ -129,11 +126,7 @@ def test_a_kill_between_hops_costs_only_the_hop_in_flight(tmp_path: Path) -> Non
     """The seed answered 302 -> /a and /a answered 302 -> /b; the crawl is killed while /b is asked (the
     chain's result never reaches the journal). On resume the seed and /a are settled, not asked again,
     and only /b (in flight at the kill) is pending, with the chain's hops counted."""
-    core = make(tmp_path)
-    core.register_fetcher("f")
-    batch = core.next_batch("f")
-    assert batch is not None
-    seed = batch.tasks[0]
+    core, batch, seed = started(tmp_path)
     assert core.redirects.gate(seed, A) and core.redirects.gate(seed, B)  # two hops followed, /b asked
     core.flush()  # a checkpoint while the chain is in flight keeps its hops
     assert core.hops.written
@@ -149,11 +142,7 @@ def test_a_kill_between_hops_costs_only_the_hop_in_flight(tmp_path: Path) -> Non
 
 
 def test_a_chain_that_ends_leaves_no_hops_to_apply(tmp_path: Path) -> None:
-    core = make(tmp_path)
-    core.register_fetcher("f")
-    batch = core.next_batch("f")
-    assert batch is not None
-    seed = batch.tasks[0]
+    core, batch, seed = started(tmp_path)
     assert core.redirects.gate(seed, A)
     core.on_result(FetchResult(seed.url, seed.url_id, 0, final_url=A, redirects=[seed.url], status=200,
                                content_type="text/plain", body=b"x", serial=batch.serial, fetched_at=1.0))  # fmt: skip
