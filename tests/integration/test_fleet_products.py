@@ -46,14 +46,7 @@ def test_the_plugin_runs_in_the_link_jobs_and_gives_every_product_once(
         env |= {"CRAWLFLEET_STORE_KIND": "hbase", "CRAWLFLEET_STORE_HBASE_PREFIX": prefix}
     with TestbedProcess(8, 30, seed=31, workdir=tmp_path / "tb", products=True) as tb:
         f = fleet(rabbitmq, tb, max_depth=MAX_DEPTH, extra_env=env)
-        f.start_worker(1)
-        f.start_worker(2)
-        f.start_dispatcher()
-        assert f.links is not None
-        try:
-            f.wait_dispatcher(timeout_s=300)
-        finally:
-            assert stop(f.links) == 0, f.log_tail("links.log")
+        f.crawl_to_end(2)
         check_truth(tb, tb.truth(max_depth=MAX_DEPTH), nodes=2)
         got = judge_products(tb, f.out / "items")
     assert got and all(p.suffix == ".jsonl" for p in (f.out / "items").rglob("*.jsonl"))

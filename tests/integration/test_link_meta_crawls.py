@@ -21,7 +21,6 @@ from pipeline.harness.testbed.harness import TestbedProcess
 from tests.e2e.test_embedded_crawl import crawl_cmd
 from tests.e2e.test_products_embedded import _run, _summary
 from tests.fixtures.rabbitmq import MAX_DEPTH
-from tests.integration.test_fleet_link_jobs import stop
 
 pytestmark = pytest.mark.integration
 
@@ -70,13 +69,7 @@ def test_the_fleet_hands_link_meta_to_the_page_it_finds_through_hbase(
            "CRAWLFLEET_STORE_HBASE_PREFIX": prefix}  # fmt: skip
     with TestbedProcess(4, 15, seed=52, workdir=tmp_path / "tb") as tb:
         f = fleet(rabbitmq, tb, max_depth=MAX_DEPTH, extra_env=env)
-        f.start_worker(1)
-        f.start_dispatcher()
-        assert f.links is not None
-        try:
-            f.wait_dispatcher(timeout_s=300)
-        finally:
-            assert stop(f.links) == 0, f.log_tail("links.log")
+        f.crawl_to_end(1)
         seeds = list(tb.seeds)
     spec = f"hbase://{hbase_thrift[0]}:{hbase_thrift[1]}/{prefix}"
     found = judge_crumbs(list(iter_items(f.out / "items")), list(iter_pages(spec, text=False)), seeds)
