@@ -26,7 +26,8 @@ No-answer results (status 0) stay local: they may be this node's own network tro
 
 What each load said reaches the crawl (``fetchers.robotsnote``): ``take_news(origin)`` gives the
 ``RobotsNote`` of the origin's last load (fetched or shared) once, and the engine puts it on the next
-result of that origin. A load whose directives differ from the answer it replaces is logged as the event
+result of that origin. A load whose directives differ from the answer it replaces (this cache's, or the
+share's expired one when a host came to this node after another had it) is logged as the event
 ``robots.changed`` (origin, the directive lines added and gone, the Crawl-delay before and after): in a
 continuous crawl a robots.txt that changes takes effect when its cached answer expires, within
 ``robots_ttl_s``, and the crawl's log says so.
@@ -170,12 +171,13 @@ class RobotsCache:
     async def _fetch(self, origin: str, fetch: RobotsFetch) -> RobotsRules:
         try:
             shared = await self._shared(origin)
-            if shared is not None:
+            if shared is not None and shared[0].expires > self._clock():
                 rules, at = shared
                 log.debug("robots share: %s from the share", origin)
                 self.shared_hits += 1
                 self._loaded(origin, rules, at=at, fetched=False)
                 return rules
+            prior = shared[0] if shared is not None else None  # the crawl's last answer, expired
             self.fetches += 1
             log.debug("robots: fetching %s/robots.txt (share: %s)", origin, self._share is not None)
             at = self._wall()
@@ -192,7 +194,7 @@ class RobotsCache:
             except Exception:  # a fetch function must not fail the cache; treat as unreachable
                 status, body = 0, b""
             rules = self.from_response(status, body)
-            self._loaded(origin, rules, at=at, fetched=True)
+            self._loaded(origin, rules, at=at, fetched=True, prior=prior)
             if self._share is not None and status:
                 await self._call_share(self._share.put_robots, origin,
                                        SharedAnswer(status, body[:MAX_ROBOTS_BYTES], self._wall()))  # fmt: skip
@@ -201,19 +203,23 @@ class RobotsCache:
             self._inflight.pop(origin, None)
 
     async def _shared(self, origin: str) -> tuple[RobotsRules, float] | None:
-        """The share's answer for ``origin`` as rules, with when it was fetched, when there is one and it is
-        still fresh by its age."""
+        """The share's answer for ``origin`` as rules (expiring by its age), with when it was fetched, when
+        the share has one."""
         if self._share is None:
             return None
         got = await self._call_share(self._share.get_robots, origin)
         if not isinstance(got, SharedAnswer):
             return None
         rules = self.from_response(got.status, got.body, age=max(0.0, self._wall() - got.fetched_at))
-        return (rules, got.fetched_at) if rules.expires > self._clock() else None
+        return rules, got.fetched_at
 
-    def _loaded(self, origin: str, rules: RobotsRules, *, at: float, fetched: bool) -> None:
-        """Keep a load's rules, note it for the crawl, and log it when it changed the origin's rules."""
-        old = self._rules.get(origin)
+    def _loaded(
+        self, origin: str, rules: RobotsRules, *, at: float, fetched: bool, prior: RobotsRules | None = None
+    ) -> None:
+        """Keep a load's rules, note it for the crawl, and log it when it changed the origin's rules: against
+        this cache's last answer, or, when it has none (the host came to this node after another had it),
+        the share's expired one (``prior``)."""
+        old = self._rules.get(origin) or prior
         changed = _changed(old, rules) if old is not None and old.state != "failed" else ()
         self._store(origin, rules)
         self._news[origin] = RobotsNote(origin, rules.status, at, fetched, rules.sitemaps, rules.crawl_delay,

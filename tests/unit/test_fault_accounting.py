@@ -83,6 +83,13 @@ def test_a_recent_request_of_the_killed_process_is_excused_an_old_one_is_not() -
     assert not old.ok and old.repeats_unexcused == 1 and old.repeated_sample == ["a.test/1"]
 
 
+def test_a_slow_page_completed_in_the_last_second_is_recent_by_its_end() -> None:
+    slow = judge([*BASE, entry(10.0 - 1.6, "/1", DEAD, end=10.0 - 0.1), entry(12.0, "/1", NEW)])  # 1.5 s reply
+    assert slow.ok and (slow.recent_at_fault, slow.recent_repeats) == (1, 1)
+    old = judge([*BASE, entry(10.0 - 3.0, "/1", DEAD, end=10.0 - 1.5), entry(12.0, "/1", NEW)])
+    assert not old.ok and old.repeats_unexcused == 1
+
+
 def test_only_the_struck_process_own_requests_are_excused() -> None:
     acc = judge([*BASE, entry(9.9, "/1", OTHER, end=10.5), entry(12.0, "/1", NEW)])  # a live process had it
     assert acc.repeats_unexcused == 1 and acc.in_flight_at_fault == 0

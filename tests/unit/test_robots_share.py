@@ -1,5 +1,6 @@
 """RobotsCache with a RobotsShare (the fleet's nodes sharing robots.txt answers): a fresh shared answer saves the
-fetch and expires by its age; a stale one is fetched again and replaced; no-answer results stay local; a failing
+fetch and expires by its age; a stale one is fetched again and replaced (and what changed is reported against it when this node had no answer
+of its own); no-answer results stay local; a failing
 share only costs the fetch it would have saved."""
 
 from __future__ import annotations
@@ -63,6 +64,19 @@ def test_a_stale_shared_answer_is_fetched_again_and_replaced() -> None:
     rules = asyncio.run(c.get(ORIGIN, fetch))
     assert fetch.calls == 1 and c.shared_hits == 0 and rules.allows("http://a.test/y")
     assert share.rows[ORIGIN] == SharedAnswer(200, BODY, 10_000.0)
+
+
+def test_a_host_new_to_this_node_reports_a_change_against_the_shared_answer_it_replaced() -> None:
+    share = Share()  # another node had the host and its answer; it changed since, and this node fetched it
+    share.rows[ORIGIN] = SharedAnswer(200, b"User-agent: *\nDisallow: /\n", fetched_at=0.0)
+    c = cache(share, wall=10_000.0)
+    asyncio.run(c.get(ORIGIN, Fetch()))
+    note = c.take_news(ORIGIN)
+    assert note is not None and note.fetched and "+disallow: /private/" in note.changed and c.changes == 1
+    first = cache(Share(), wall=10_000.0)  # nothing known before: a first load is no change
+    asyncio.run(first.get(ORIGIN, Fetch()))
+    note = first.take_news(ORIGIN)
+    assert note is not None and note.changed == () and first.changes == 0
 
 
 def test_a_shared_unreachable_answer_backs_off_for_its_own_retry_time() -> None:

@@ -174,8 +174,8 @@ def account(
     def in_flight(r: _Req) -> bool:  # started before the fault and not completed then, or seen only after it
         return r.pid in struck and not woken(r) and max(r.end, r.start + TICK_S) > fault_t
 
-    def recent(r: _Req) -> bool:  # completed before the fault, started less than RECENT_S before it
-        return r.pid in struck and not in_flight(r) and fault_t - RECENT_S <= r.start < fault_t
+    def recent(r: _Req) -> bool:  # completed less than RECENT_S before the fault (a slow page may start earlier)
+        return r.pid in struck and not in_flight(r) and fault_t - RECENT_S <= max(r.end, r.start) < fault_t
 
     repeats = unexcused = by_flight = by_recent = n_woken = n_flight = n_recent = 0
     repeated: list[str] = []
