@@ -39,16 +39,20 @@ import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mrjob.job import MRJob
 from mrjob.protocol import JSONProtocol, JSONValueProtocol, RawValueProtocol
 from mrjob.step import MRStep
 
 from fetchers.records import FetchResult
-from jobs import logic, plugged
+from jobs import logic
 from pipeline.links.filtering import Candidate
 from pipeline.links.guard import ParseGuard
+
+if TYPE_CHECKING:
+    from jobs.plugged import SegmentItems
+    from pipeline.plugins.chain import PluginSet
 
 
 class MRExtractLinks(MRJob):
@@ -108,9 +112,12 @@ class MRExtractLinks(MRJob):
             Path(self.options.guard_dir).mkdir(parents=True, exist_ok=True)
             marker = Path(self.options.guard_dir) / f"extract-{socket.gethostname()}-{os.getpid()}.marker"
             self.guard = ParseGuard(marker, cpu_limit_s=self.options.parse_cpu_limit)
-        self.plugins = plugged.load(self.options.plugin, item_max_bytes=self.options.item_max_bytes) \
-            if self.options.plugin else None  # fmt: skip
-        self.items = plugged.SegmentItems()
+        self.plugins: PluginSet | None = None
+        if self.options.plugin:  # the plugin machinery is imported by the tasks that run plugins only
+            from jobs import plugged
+
+            self.plugins = plugged.load(self.options.plugin, item_max_bytes=self.options.item_max_bytes)
+            self.items: SegmentItems = plugged.SegmentItems()
         self.item_counts: dict[str, int] = {}
         self._store: Any = None
 
@@ -123,6 +130,8 @@ class MRExtractLinks(MRJob):
         for raw in logic.segment_lines(segment):
             yield from self._page(raw)
         if self.plugins is not None:
+            from jobs import plugged
+
             self._write_items(plugged.segment_name(segment))
 
     def _write_items(self, name: str) -> None:
@@ -131,6 +140,8 @@ class MRExtractLinks(MRJob):
             return
         if self._store is None and self.options.store:
             self._store = logic.open_store(self.options.store)
+        from jobs import plugged
+
         counts = self.items.write(self.options.items_root, name, fmt=self.options.items_format, store=self._store)
         plugged.task_counters(counts, self.item_counts)
 
@@ -162,6 +173,8 @@ class MRExtractLinks(MRJob):
                 yield from self.combiner.drain()
 
     def _plugged(self, result: FetchResult) -> tuple[list[Candidate], dict[int, int]]:
+        from jobs import plugged
+
         assert self.plugins is not None
         if self.guard is None:
             cands, run, boost = plugged.page_candidates(result, self.rules, self.plugins, stats=self.drops)

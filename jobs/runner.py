@@ -26,6 +26,7 @@ from mrjob.job import MRJob
 
 from jobs import cluster, hadoop, hdfsfs, logic, snapshot
 from jobs.itemargs import ItemArgs
+from jobs.localrunner import LocalRunner
 from jobs.mr_extract_links import MRExtractLinks
 from jobs.mr_host_stats import MRHostStats
 from jobs.mr_link_round import MRLinkRound
@@ -59,8 +60,8 @@ class RunnerConfig:
     # Map tasks of the extract job (one manifest file each, segments spread over them by size). Each task
     # costs a Python start (a JVM-launched worker on Hadoop), so about one per core, not one per segment.
     map_tasks: int = 2
-    # On the local runner a task is a Python start (about 0.5 CPU-s with the job's imports) and mrjob runs
-    # ``--num-cores`` mappers and as many reducers per step: a round over less than this many segment bytes
+    # On the local runner a task is a Python start (0.2-0.5 CPU-s with the job's imports) and it runs
+    # ``--num-cores`` mappers and as many reducers per step (jobs/localrunner.py): a round over less than this many segment bytes
     # runs one task per step (``tasks_for``), larger rounds up to ``map_tasks``.
     split_bytes: int = 32 << 20
     # Where a cluster Spark master's jobs keep their files ("" = cluster.spark_tmp_dir).
@@ -80,7 +81,12 @@ class RunnerConfig:
         if self.runner in ("local", "hadoop", "spark"):
             out += ["--python-bin", self.python_bin]
         if self.runner == "local":
-            out += ["--num-cores", str(max(1, self.map_tasks))]
+            # Tasks run on this box with this interpreter, which imports mrjob: no zip of mrjob per job and
+            # no setup wrapper (a shell and a Python start more per task) to put it on the tasks' path.
+            out += ["--num-cores", str(max(1, self.map_tasks)), "--no-bootstrap-mrjob"]
+            # numpy (the seen filter's arrays; no linear algebra) would start a BLAS thread per core in
+            # every task: about 0.1 CPU-s per task start on two cores.
+            out += ["--cmdenv", "OPENBLAS_NUM_THREADS=1"]
         if self.runner == "spark":
             out += ["--spark-master", self.spark_master, "--spark-submit-bin", spark_submit_bin()]
             for conf in spark_conf(self):
@@ -136,7 +142,8 @@ def run_job(
     argv = [*cfg.args(), *job_args, *[str(p) for p in inputs]]
     job = job_cls(args=argv)
     started = time.perf_counter()
-    with job.make_runner() as runner:
+    # The local runner: mrjob's, with one reduce task per core (jobs/localrunner.py).
+    with (LocalRunner(**job._runner_kwargs()) if cfg.runner == "local" else job.make_runner()) as runner:
         if cfg.runner == "hadoop" and str(runner._opts.get("hadoop_tmp_dir") or "").startswith("hdfs://"):
             hdfsfs.use_webhdfs(runner)  # its HDFS calls over HTTP, not a `hadoop fs` JVM each
         runner.run()

@@ -1,5 +1,6 @@
 """Whole-segment mappers (#18 point 2): manifest lines, how segments are spread over map tasks, and the
-extract job's output on manifests equal to its output on the same pages one line each (inline runner)."""
+extract job's output on manifests equal to its output on the same pages one line each (inline runner), and the
+local runner's reduce tasks (one per core)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from jobs import logic
+from jobs.localrunner import LocalRunner, task_of_lines
 from jobs.mr_extract_links import MRExtractLinks
 from jobs.runner import RunnerConfig, extract_links, manifests, run_job, tasks_for
 from jobs.synth import make_results, write_segment
@@ -85,3 +87,36 @@ def test_a_segment_that_cannot_be_read_fails_the_job(tmp_path: Path) -> None:
     listing.write_text(logic.segment_manifest_line(str(tmp_path / "gone.jsonl")) + "\n")
     with pytest.raises(Exception):  # noqa: B017 - mrjob wraps the task's OSError; the round then runs again
         run_job(MRExtractLinks, [listing], ARGS, RunnerConfig(runner="inline", work_dir=tmp_path / "w"))
+
+
+def test_reduce_input_goes_to_at_most_num_cores_tasks_a_key_never_split() -> None:
+    lines = [f"k{i // 3:03d}\tv{i}\n".encode() for i in range(60)]  # 20 keys of 3 lines each
+    size = sum(len(ln) for ln in lines)
+    for parts in (1, 2, 3, 7):
+        tasks = list(task_of_lines(lines, parts, size))
+        assert [ln for _, ln in tasks] == lines and max(t for t, _ in tasks) == parts - 1
+        owner: dict[bytes, set[int]] = {}
+        for task, ln in tasks:
+            owner.setdefault(ln.split(b"\t")[0], set()).add(task)
+        assert all(len(t) == 1 for t in owner.values())
+    one_key = [b"k\tv\n"] * 10
+    assert {t for t, _ in task_of_lines(one_key, 4, 40)} == {0}  # one key: one task, whatever the cores
+
+
+def test_the_local_runner_gives_the_inline_runners_links_with_one_reduce_task_per_core(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seg = tmp_path / "segment-0.jsonl"
+    write_segment(seg, make_results(40, hosts=3, links=16, page_bytes=3000, seed=5))
+    split = LocalRunner._split_reducer_input
+    made: list[int] = []
+
+    def counted(self: LocalRunner, step_num: int) -> int:
+        made.append(split(self, step_num))
+        return made[-1]
+
+    monkeypatch.setattr(LocalRunner, "_split_reducer_input", counted)
+    local = extract_links([seg], ARGS, RunnerConfig(runner="local", work_dir=tmp_path / "l"))
+    inline = extract_links([seg], ARGS, RunnerConfig(runner="inline", work_dir=tmp_path / "i"))
+    assert local.records and canonical(local.records) == canonical(inline.records)
+    assert made == [1]  # one core for a small round: one reducer (mrjob alone starts two)
