@@ -80,13 +80,14 @@ def test_extract_on_segments_equals_extract_on_pages(tmp_path: Path) -> None:
     assert whole.counters["links"] == paged.counters["links"]
 
 
-def test_a_segment_that_cannot_be_read_fails_the_job(tmp_path: Path) -> None:
+@pytest.mark.parametrize("runner", ["inline", "local"])
+def test_a_segment_that_cannot_be_read_fails_the_job(tmp_path: Path, runner: str) -> None:
     seg = tmp_path / "segment-0.jsonl"
     write_segment(seg, make_results(5, seed=1))
     listing = tmp_path / "manifest.txt"
     listing.write_text(logic.segment_manifest_line(str(tmp_path / "gone.jsonl")) + "\n")
     with pytest.raises(Exception):  # noqa: B017 - mrjob wraps the task's OSError; the round then runs again
-        run_job(MRExtractLinks, [listing], ARGS, RunnerConfig(runner="inline", work_dir=tmp_path / "w"))
+        run_job(MRExtractLinks, [listing], ARGS, RunnerConfig(runner=runner, work_dir=tmp_path / "w"))
 
 
 def test_reduce_input_goes_to_at_most_num_cores_tasks_a_key_never_split() -> None:
