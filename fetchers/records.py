@@ -1,28 +1,20 @@
 """Typed records that cross the transport seam: a batch of URL tasks out, one FetchResult per URL back.
 
 Both serialise to plain JSON (never pickle). ``from_json`` validates field types and raises
-``SchemaError`` on anything it does not expect, so a bad message is rejected before use.
-Bodies travel compressed and base64-encoded: ``body_z`` (zlib; the wire default, small) or
-``body_lz4`` (lz4 block; about 4x cheaper to write, used by the crawler's own journal, where CPU per page
-matters more than bytes). Readers accept either.
+``SchemaError`` (fetchers/schema.py) on anything it does not expect, so a bad message is rejected before
+use. Bodies travel compressed and base64-encoded, as ``body_z`` or ``body_lz4`` (fetchers/bodycodec.py).
 """
 
 from __future__ import annotations
 
-import base64
 import operator
-import zlib
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
-import lz4.block
-
 from fetchers import linkmeta
+from fetchers.bodycodec import decode_body, encode_body
 from fetchers.robotsnote import RobotsNote, sent_from_json, sent_to_json
-
-
-class SchemaError(ValueError):
-    """A message does not match the record schema."""
+from fetchers.schema import SchemaError, field_of, finite_field, require, text_ok, to_float
 
 
 @dataclass(slots=True)
@@ -61,17 +53,17 @@ def task_json(t: UrlTask) -> list[Any]:
 
 def task_from_json(item: Any) -> UrlTask:
     """The inverse of ``task_json``; raises ``SchemaError`` on anything else."""
-    _require(isinstance(item, list) and len(item) in (3, 5, 6, 7),
+    require(isinstance(item, list) and len(item) in (3, 5, 6, 7),
              "task must be [url, id, depth(, etag, lm(, hops(, meta)))]")  # fmt: skip
     url, url_id, depth = item[:3]
     etag, lm = item[3:5] if len(item) >= 5 else ("", "")
     hops = _hops(item[5] if len(item) >= 6 else 0, "task redirect hops")
     meta = item[6] if len(item) == 7 else ""
-    _require(linkmeta.valid(meta), "task link meta")
-    _require(isinstance(url, str) and isinstance(url_id, int) and isinstance(depth, int), "task types")
-    _require(not isinstance(url_id, bool) and not isinstance(depth, bool), "task types")
-    _require(isinstance(etag, str) and isinstance(lm, str), "task validators")
-    _require(_text_ok(url) and _text_ok(etag) and _text_ok(lm), "task url")
+    require(linkmeta.valid(meta), "task link meta")
+    require(isinstance(url, str) and isinstance(url_id, int) and isinstance(depth, int), "task types")
+    require(not isinstance(url_id, bool) and not isinstance(depth, bool), "task types")
+    require(isinstance(etag, str) and isinstance(lm, str), "task validators")
+    require(text_ok(url) and text_ok(etag) and text_ok(lm), "task url")
     return UrlTask(url, url_id, depth, etag, lm, hops, link_meta=meta)
 
 
@@ -97,16 +89,16 @@ class Batch:
 
     @classmethod
     def from_json(cls, obj: Any) -> Batch:
-        _require(isinstance(obj, dict), "batch must be an object")
-        serial = _field(obj, "serial", int)
-        tasks_raw = _field(obj, "tasks", list)
+        require(isinstance(obj, dict), "batch must be an object")
+        serial = field_of(obj, "serial", int)
+        tasks_raw = field_of(obj, "tasks", list)
         tasks = [task_from_json(item) for item in tasks_raw]
         return cls(
             serial=serial,
-            fetcher_id=_field(obj, "fetcher_id", str),
+            fetcher_id=field_of(obj, "fetcher_id", str),
             tasks=tasks,
-            service=_field(obj, "service", str),
-            issued_at=_finite(obj, "issued_at"),
+            service=field_of(obj, "service", str),
+            issued_at=finite_field(obj, "issued_at"),
         )
 
 
@@ -218,13 +210,8 @@ class FetchResult:
 
     def to_json(self, *, codec: str = "zlib", packed: bytes | None = None) -> dict[str, Any]:
         """JSON-ready dict; ``codec`` is "zlib" (field body_z) or "lz4" (field body_lz4). ``packed``: the
-        body already compressed with ``pack_lz4`` (used as is for "lz4")."""
-        if codec == "lz4":
-            body_field = "body_lz4"
-            body = pack_lz4(self.body) if packed is None else packed
-        else:
-            body_field = "body_z"
-            body = zlib.compress(self.body, 1) if self.body else b""
+        body already compressed with ``bodycodec.pack_lz4`` (used as is for "lz4")."""
+        body_field, body = encode_body(self.body, codec, packed)
         return {
             "v": 1,
             "url": self.url,
@@ -235,7 +222,7 @@ class FetchResult:
             "status": self.status,
             "headers": self.headers,
             "content_type": self.content_type,
-            body_field: base64.b64encode(body).decode("ascii") if body else "",
+            body_field: body,
             "truncated": self.truncated,
             "wire_bytes": self.wire_bytes,
             "body_bytes": self.body_bytes,
@@ -257,42 +244,42 @@ class FetchResult:
 
     @classmethod
     def from_json(cls, obj: Any, *, max_body_bytes: int = 64 * 1024 * 1024) -> FetchResult:
-        _require(isinstance(obj, dict), "result must be an object")
-        body = _decode_body(obj, max_body_bytes)
-        timings = _field(obj, "timings", list)
-        _require(len(timings) == 4 and all(isinstance(t, int | float) for t in timings), "timings")
-        timings = [_to_float(t, "timings") for t in timings]
-        headers = _field(obj, "headers", dict)
-        _require(all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()), "headers")
-        redirects = _field(obj, "redirects", list)
-        _require(all(isinstance(r, str) for r in redirects), "redirects")
+        require(isinstance(obj, dict), "result must be an object")
+        body = decode_body(obj, max_body_bytes)
+        timings = field_of(obj, "timings", list)
+        require(len(timings) == 4 and all(isinstance(t, int | float) for t in timings), "timings")
+        timings = [to_float(t, "timings") for t in timings]
+        headers = field_of(obj, "headers", dict)
+        require(all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()), "headers")
+        redirects = field_of(obj, "redirects", list)
+        require(all(isinstance(r, str) for r in redirects), "redirects")
         retry_after = obj.get("retry_after_s")
-        _require(retry_after is None or isinstance(retry_after, int | float), "retry_after_s")
-        url = _field(obj, "url", str)
-        final_url = _field(obj, "final_url", str)
-        _require(_text_ok(url) and _text_ok(final_url), "url")
-        _require(linkmeta.valid(meta := obj.get("link_meta", "")), "link_meta")
+        require(retry_after is None or isinstance(retry_after, int | float), "retry_after_s")
+        url = field_of(obj, "url", str)
+        final_url = field_of(obj, "final_url", str)
+        require(text_ok(url) and text_ok(final_url), "url")
+        require(linkmeta.valid(meta := obj.get("link_meta", "")), "link_meta")
         return cls(
             url=url,
-            url_id=_field(obj, "url_id", int),
-            depth=_field(obj, "depth", int),
+            url_id=field_of(obj, "url_id", int),
+            depth=field_of(obj, "depth", int),
             final_url=final_url,
             redirects=redirects,
-            status=_field(obj, "status", int),
+            status=field_of(obj, "status", int),
             headers=headers,
-            content_type=_field(obj, "content_type", str),
+            content_type=field_of(obj, "content_type", str),
             body=body,
-            truncated=_field(obj, "truncated", bool),
-            wire_bytes=_field(obj, "wire_bytes", int),
-            body_bytes=_field(obj, "body_bytes", int),
+            truncated=field_of(obj, "truncated", bool),
+            wire_bytes=field_of(obj, "wire_bytes", int),
+            body_bytes=field_of(obj, "body_bytes", int),
             timings=Timings(*timings),
-            ip=_field(obj, "ip", str),
-            error_class=_field(obj, "error_class", str),
-            error_message=_field(obj, "error_message", str),
-            serial=_field(obj, "serial", int),
-            fetcher_id=_field(obj, "fetcher_id", str),
-            fetched_at=_finite(obj, "fetched_at"),
-            retry_after_s=None if retry_after is None else _to_float(retry_after, "retry_after_s"),
+            ip=field_of(obj, "ip", str),
+            error_class=field_of(obj, "error_class", str),
+            error_message=field_of(obj, "error_message", str),
+            serial=field_of(obj, "serial", int),
+            fetcher_id=field_of(obj, "fetcher_id", str),
+            fetched_at=finite_field(obj, "fetched_at"),
+            retry_after_s=None if retry_after is None else to_float(retry_after, "retry_after_s"),
             noindex=bool(obj.get("noindex", False)),
             nofollow=bool(obj.get("nofollow", False)),
             redirect_hops=_hops(obj.get("redirect_hops", 0), "redirect_hops"),  # absent: an older node's result
@@ -303,7 +290,7 @@ class FetchResult:
 
 
 def _robots(obj: Any) -> list[RobotsNote]:
-    _require(isinstance(obj, list) and len(obj) <= 16, "robots")
+    require(isinstance(obj, list) and len(obj) <= 16, "robots")
     try:
         return [RobotsNote.from_json(n) for n in obj]
     except ValueError as exc:
@@ -319,77 +306,5 @@ def _sent(obj: Any) -> list[tuple[float, int]]:
 
 def _hops(value: Any, what: str) -> int:
     """A redirect hop count off the wire: an int in [0, 2**15) (the frontier keeps depths in 15 bits too)."""
-    _require(type(value) is int and 0 <= value < 1 << 15, what)
+    require(type(value) is int and 0 <= value < 1 << 15, what)
     return int(value)
-
-
-def _decode_body(obj: dict[str, Any], max_body_bytes: int) -> bytes:
-    if "body_lz4" in obj:
-        raw = _field(obj, "body_lz4", str)
-        if not raw:
-            return b""
-        try:
-            packed = base64.b64decode(raw, validate=True)
-            if len(packed) < 4 or int.from_bytes(packed[:4], "little") > max_body_bytes:
-                raise SchemaError("body_lz4: declared size over the limit")
-            return unpack_lz4(packed)
-        except (ValueError, lz4.block.LZ4BlockError) as exc:
-            raise SchemaError(f"body_lz4: {exc}") from exc
-    raw = _field(obj, "body_z", str)
-    if not raw:
-        return b""
-    try:
-        # max_length bounds the output: a zlib bomb in a message cannot blow memory.
-        return zlib.decompressobj().decompress(base64.b64decode(raw, validate=True), max_body_bytes)
-    except (ValueError, zlib.error) as exc:
-        raise SchemaError(f"body_z: {exc}") from exc
-
-
-def _text_ok(text: str) -> bool:
-    """Encodable as UTF-8: JSON allows lone surrogates (\\ud800), which break hashing and I/O later."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _to_float(value: Any, what: str) -> float:
-    try:
-        out = float(value)
-    except OverflowError as exc:  # a huge JSON integer
-        raise SchemaError(f"{what}: out of range") from exc
-    if out != out or out in (float("inf"), float("-inf")):
-        raise SchemaError(f"{what}: not finite")
-    return out
-
-
-def _finite(obj: dict[str, Any], name: str) -> float:
-    return _to_float(_field(obj, name, (int, float)), name)
-
-
-def _require(cond: bool, what: str) -> None:
-    if not cond:
-        raise SchemaError(what)
-
-
-def _field(obj: dict[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
-    if name not in obj:
-        raise SchemaError(f"missing field {name!r}")
-    value = obj[name]
-    # bool is an int subclass; an int field must not accept True/False and vice versa.
-    if isinstance(value, bool) and kind is not bool:
-        raise SchemaError(f"field {name!r} has type bool")
-    if not isinstance(value, kind):
-        raise SchemaError(f"field {name!r} has type {type(value).__name__}")
-    return value
-
-
-def pack_lz4(body: bytes) -> bytes:
-    """``body`` in the journal's LZ4 form (lz4.block, size stored); b"" stays b""."""
-    return lz4.block.compress(body, store_size=True) if body else b""
-
-
-def unpack_lz4(packed: bytes) -> bytes:
-    """The inverse of ``pack_lz4``. Raises ``lz4.block.LZ4BlockError`` (a ``ValueError``) on junk."""
-    return bytes(lz4.block.decompress(packed)) if packed else b""

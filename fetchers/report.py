@@ -15,7 +15,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from fetchers.records import SchemaError, UrlTask, task_from_json, task_json
+from fetchers.records import UrlTask, task_from_json, task_json
+from fetchers.schema import SchemaError
 
 # error_class values that mean "not done, try again later" rather than an outcome.
 ROBOTS_UNAVAILABLE = "robots_unavailable"  # robots.txt answered 5xx/429 or was unreachable

@@ -18,8 +18,9 @@ from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequenc
 from dataclasses import dataclass
 from typing import Any
 
-from fetchers.records import FetchResult, SchemaError
+from fetchers.records import FetchResult
 from fetchers.redirects import stopped_target, target_hops
+from fetchers.schema import SchemaError
 from jobs import sitemap_links
 from pipeline.links import extract, filtering
 from pipeline.links.filtering import Candidate

@@ -36,7 +36,8 @@ from mrjob.job import MRJob
 from mrjob.protocol import JSONValueProtocol, RawValueProtocol
 from mrjob.step import MRStep
 
-from fetchers.records import FetchResult, SchemaError
+from fetchers.records import FetchResult
+from fetchers.schema import SchemaError
 from jobs import logic, recrawl, snapshot
 from pipeline.frontier.dedup import SeenFilter
 from pipeline.storage.base import UrlRecord

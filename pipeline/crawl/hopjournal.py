@@ -21,7 +21,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from fetchers.records import FetchResult, SchemaError, UrlTask
+from fetchers.records import FetchResult, UrlTask
+from fetchers.schema import SchemaError
 from pipeline.storage.base import Store, UrlState
 
 INTERRUPTED_STATUS = 302

@@ -19,7 +19,9 @@ from pathlib import Path
 
 import orjson
 
-from fetchers.records import FetchResult, SchemaError, pack_lz4
+from fetchers.bodycodec import pack_lz4
+from fetchers.records import FetchResult
+from fetchers.schema import SchemaError
 
 
 @dataclass(frozen=True, slots=True, order=True)

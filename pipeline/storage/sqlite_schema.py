@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 from typing import Any
 
-from fetchers.records import unpack_lz4
+from fetchers.bodycodec import unpack_lz4
 from pipeline.storage.base import INFRA_SOURCES, SETTLED_STATES, PageRecord, Revisit, UrlRecord, UrlState
 
 CHUNK = 500  # SQLite's default bound-parameter limit is far higher; 500 keeps statements small.

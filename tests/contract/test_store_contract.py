@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from fetchers.records import pack_lz4
+from fetchers.bodycodec import pack_lz4
 from pipeline.storage.base import Outcome, PageRecord, Store, UrlRecord, UrlState
 from pipeline.urls import fingerprint, host_of
 from tests.fixtures.hbase import wipe_hbase

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from fetchers.records import FetchResult, SchemaError, Timings
+from fetchers.records import FetchResult, Timings
+from fetchers.schema import SchemaError
 from pipeline.transport.wire.messages import BadMessage, _slim_result, parse_results
 from pipeline.transport.wire.replies import slim
 

@@ -39,7 +39,7 @@ def test_batch_report_json_round_trip() -> None:
 def test_batch_report_from_json_rejects_malformed() -> None:
     import pytest
 
-    from fetchers.records import SchemaError
+    from fetchers.schema import SchemaError
 
     good = BatchReport(3, "f", 2, 1.5, {"a:1": 0.2}, {"a:1": "127.0.10.1"}, [UrlTask("http://a:1/", 7, 2)]).to_json()
     for key, bad in [("pages", float("inf")), ("pages", "1"), ("elapsed_s", 10**400),

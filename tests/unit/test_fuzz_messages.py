@@ -18,7 +18,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from fetchers.records import Batch, FetchResult, SchemaError, Timings, UrlTask
+from fetchers.records import Batch, FetchResult, Timings, UrlTask
+from fetchers.schema import SchemaError
 from pipeline.transport.wire.messages import BadMessage, decode, parse_heartbeat, parse_results, parse_submit
 from pipeline.transport.wire.taskmsg import parse_task_args
 
@@ -74,7 +75,7 @@ def test_result_round_trip(result: FetchResult, codec: str) -> None:
 SCHEMA_OVERFLOW = (
     "Batch/FetchResult.from_json let OverflowError out instead of SchemaError: a float field given a huge JSON "
     "integer (issued_at, fetched_at, timings, retry_after_s = 1e400 written as digits) reaches float() unchecked. "
-    "Fix (fetchers/records.py): catch OverflowError around the float() conversions (or check finiteness) and "
+    "Fix (fetchers/schema.py, to_float): catch OverflowError around the float() conversions (or check finiteness) and "
     "raise SchemaError."
 )
 

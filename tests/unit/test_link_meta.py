@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from fetchers import linkmeta
-from fetchers.records import Batch, FetchResult, SchemaError, UrlTask, task_from_json
+from fetchers.records import Batch, FetchResult, UrlTask, task_from_json
 from fetchers.report import BatchReport
+from fetchers.schema import SchemaError
 from jobs import logic, plugged
 from pipeline.crawl.core import CrawlCore
 from pipeline.crawl.redirects import RedirectBook

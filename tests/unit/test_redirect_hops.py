@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from fetchers.records import Batch, FetchResult, SchemaError, UrlTask, task_from_json
+from fetchers.records import Batch, FetchResult, UrlTask, task_from_json
 from fetchers.redirects import target_hops
 from fetchers.report import BatchReport
+from fetchers.schema import SchemaError
 from jobs import logic
 from pipeline.crawl.redirects import RedirectBook
 from pipeline.frontier.hostqueue import HostQueue

@@ -23,8 +23,9 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from fetchers.records import FetchResult, SchemaError, Timings
+from fetchers.records import FetchResult, Timings
 from fetchers.report import BatchReport
+from fetchers.schema import SchemaError
 from pipeline.dispatch.protocols import Heartbeat
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from fetchers.records import Batch, SchemaError
+from fetchers.records import Batch
+from fetchers.schema import SchemaError
 from pipeline.settings import FleetSettings
 from pipeline.transport.wire import signing
 from pipeline.transport.wire.messages import BadMessage, decode

@@ -10,7 +10,8 @@ import json
 import re
 from typing import Any, Protocol
 
-from fetchers.records import Batch, SchemaError
+from fetchers.records import Batch
+from fetchers.schema import SchemaError
 from pipeline.transport.wire import topology
 from pipeline.transport.wire.messages import CONTENT_TYPE, BadMessage
 from pipeline.transport.wire.sink import SinkSpec
