@@ -6,7 +6,9 @@ it runs dry. RAM therefore grows with the number of hosts (a small HostState eac
 size, never with the number of discovered URLs.
 
 A host is leased to one fetcher at a time, so per-host limits hold fleet-wide; a host's IP, once a
-fetcher has reported it, caps how many of that IP's hosts may be leased at once (per-IP limits).
+fetcher has reported it, caps how many of that IP's hosts may be leased at once (per-IP limits). The
+leases: ``pipeline.frontier.leases``; the order hosts are leased in, by their politeness clocks:
+``pipeline.frontier.readyheap``.
 
 Only *active* hosts hold a window and take part in leasing (``pipeline.frontier.activehosts``); the others
 wait with their URLs in the store only.
@@ -30,14 +32,15 @@ re-crawl budget. ``AnsweredFilter`` (answered.py) is the frontier as a crawl's d
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 
 from fetchers.records import UrlTask
 from pipeline.frontier.activehosts import ActiveHosts
 from pipeline.frontier.hostcap import HostCap
 from pipeline.frontier.hoststate import HostState
+from pipeline.frontier.leases import LeaseBook
 from pipeline.frontier.limits import DEFAULT_LIMITS, FrontierLimits, refill_order
+from pipeline.frontier.readyheap import ReadyHeap
 from pipeline.storage.base import UrlRecord
 from pipeline.urls import host_of
 
@@ -53,18 +56,15 @@ class Frontier:
         # False leaves the host to the shard that owns it (its URLs are PENDING in the store whoever does).
         self.admit = admit
         self._hosts: dict[str, HostState] = {}
-        self._ready: list[tuple[float, int, str]] = []  # (next_allowed, seq, host), lazily invalidated
-        self._seq = 0
-        self._leases: dict[str, list[str]] = {}  # fetcher_id -> hosts
-        self._ip_leases: dict[str, int] = {}
+        self._ready = ReadyHeap()
+        self._leases = LeaseBook(limits.hosts_per_ip)
         self._pending_total = 0
-        self._leased_total = 0
         self.cap = HostCap(limits.max_pages_per_host)
         self.at_work = ActiveHosts(
             floor=limits.active_hosts,
             session_urls=limits.session_urls,
             urls_per_host=limits.max_urls_per_host_batch,
-            push=self._push,
+            push=self._ready.push,
         )
 
     # --- feeding -----------------------------------------------------------------------------------
@@ -90,7 +90,7 @@ class Frontier:
                     # Spill: the URL lives only in the store from now on. While leased, appending could
                     # race a refill; marking incomplete is always safe (refill reads the store).
                     hs.complete = False
-            self._push(hs)
+            self._ready.push(hs)
 
     def add_pending(self, host: str, count: int, *, refetch: bool = False) -> None:
         """``count`` PENDING URLs of ``host`` are in the store, written by someone else (the fleet's link
@@ -109,7 +109,7 @@ class Frontier:
         hs.complete = False
         if not hs.active:
             self.at_work.enlist(hs)
-        self._push(hs)
+        self._ready.push(hs)
 
     def capped(self, host: str) -> bool:
         """True when ``host`` has given ``max_pages_per_host`` pages: its new ones stay PENDING in the store."""
@@ -146,7 +146,7 @@ class Frontier:
         hs.complete = pending == 0
         if pending and not hs.active:
             self.at_work.enlist(hs)
-        self._push(hs)
+        self._ready.push(hs)
         return True
 
     def wants_refill(self, limit: int = 64, *, skip: Container[str] = frozenset()) -> list[str]:
@@ -191,7 +191,7 @@ class Frontier:
         if hs.complete:
             self._pending_total += len(keep) - hs.pending
             hs.pending = len(keep)
-        self._push(hs)
+        self._ready.push(hs)
         self.at_work.settle(hs)
 
     # --- leasing (FrontierLike) --------------------------------------------------------------------
@@ -200,18 +200,13 @@ class Frontier:
         tasks: list[UrlTask] = []
         skipped: list[HostState] = []
         while len(tasks) < n:
-            if not self._ready or self._ready[0][0] > now:
+            hs = self._ready.pop(now, self._hosts)
+            if hs is None:
                 self.at_work.activate_more(n - len(tasks))  # windows come with the next refill
                 break
-            at, _, host = self._ready[0]
-            heapq.heappop(self._ready)
-            hs = self._hosts.get(host)
-            if hs is None or not hs.in_heap or hs.next_allowed != at:
-                continue  # stale heap entry
-            hs.in_heap = False
             if hs.leased_to or not hs.window:
                 continue  # re-pushed on release / refill
-            if hs.ip and self._ip_leases.get(hs.ip, 0) >= self.limits.hosts_per_ip:
+            if self._leases.ip_full(hs):
                 skipped.append(hs)
                 continue
             take = min(n - len(tasks), self.limits.max_urls_per_host_batch, len(hs.window))
@@ -229,14 +224,9 @@ class Frontier:
             hs.pending -= take
             hs.session += take
             self._pending_total -= take
-            self._leased_total += take
-            hs.leased_to = fetcher_id
-            hs.leased_count = take
-            self._leases.setdefault(fetcher_id, []).append(hs.host)
-            if hs.ip:
-                self._ip_leases[hs.ip] = self._ip_leases.get(hs.ip, 0) + 1
+            self._leases.start(fetcher_id, hs, take)
         for hs in skipped:
-            self._push(hs)
+            self._ready.push(hs)
         return tasks
 
     def release(
@@ -250,7 +240,7 @@ class Frontier:
         """End every lease of ``fetcher_id``; each host may be contacted again after its delay."""
         delays = host_delays or {}
         ips = host_ips or {}
-        for host in self._leases.pop(fetcher_id, []):
+        for host in self._leases.take_all(fetcher_id):
             self._end_lease(self._hosts[host], now + delays.get(host, 0.0), ips.get(host, ""))
 
     def release_host(
@@ -258,27 +248,19 @@ class Frontier:
     ) -> bool:
         """End ``fetcher_id``'s lease of one host before its batch ends (every URL of the host in that
         batch has a final result). False, and nothing changes, when the host is not leased to it."""
-        hosts = self._leases.get(fetcher_id)
-        if not hosts or host not in hosts:
+        if not self._leases.take(fetcher_id, host):
             return False
-        hosts.remove(host)
         self._end_lease(self._hosts[host], now + delay_s, ip)
         return True
 
     def _end_lease(self, hs: HostState, not_before: float, ip: str) -> None:
-        if hs.ip:
-            self._ip_leases[hs.ip] -= 1
-        if ip:
-            hs.ip = ip
-        hs.leased_to = ""
-        self._leased_total -= hs.leased_count
-        hs.leased_count = 0
+        self._leases.end(hs, ip)
         hs.next_allowed = max(hs.next_allowed, not_before)
         if hs.pending == 0 and not hs.window and hs.complete:
             self.at_work.settle(hs)  # drained: leave it out of the heap (re-added by add())
             return
         if not self.at_work.yields_place(hs):
-            self._push(hs)
+            self._ready.push(hs)
 
     def requeue(self, fetcher_id: str, tasks: Sequence[UrlTask]) -> None:
         """Give back URLs a fetcher did not finish (still PENDING in the store). They no longer count as
@@ -296,7 +278,7 @@ class Frontier:
                 hs.window.appendleft(t)
             else:
                 hs.complete = False  # waiting hosts keep their URLs in the store only
-            self._push(hs)
+            self._ready.push(hs)
 
     def forget(self, host: str) -> HostState | None:
         """Drop an idle host and everything the frontier holds of it (its URLs stay PENDING in the store):
@@ -314,11 +296,8 @@ class Frontier:
         """Record the address a fetcher resolved for each host (enables per-IP lease limits)."""
         for host, ip in host_ips.items():
             hs = self._hosts.get(host)
-            if hs is not None and not hs.leased_to:
-                hs.ip = ip
-            elif hs is not None and not hs.ip:
-                hs.ip = ip
-                self._ip_leases[ip] = self._ip_leases.get(ip, 0) + 1  # count the lease it is under
+            if hs is not None:
+                self._leases.note_ip(hs, ip)
 
     def available(self, now: float) -> int:
         return self._pending_total
@@ -331,7 +310,7 @@ class Frontier:
 
     @property
     def leased(self) -> int:
-        return self._leased_total
+        return self._leases.urls
 
     @property
     def active(self) -> int:
@@ -350,13 +329,7 @@ class Frontier:
 
     def next_ready_at(self) -> float | None:
         """When the earliest waiting host becomes ready (for the caller's sleep), or None."""
-        while self._ready:
-            at, _, host = self._ready[0]
-            hs = self._hosts.get(host)
-            if hs is not None and hs.in_heap and hs.next_allowed == at:
-                return at
-            heapq.heappop(self._ready)
-        return None
+        return self._ready.next_at(self._hosts)
 
     def __len__(self) -> int:
         return len(self._hosts)
@@ -369,15 +342,6 @@ class Frontier:
             hs = self._hosts[host] = HostState(host)
             self.cap.met(hs)
         return hs
-
-    def _push(self, hs: HostState) -> None:
-        if hs.in_heap or hs.leased_to or not hs.active or (not hs.window and hs.complete):
-            return
-        if not hs.window:
-            return  # waits for refill; refill() pushes it
-        hs.in_heap = True
-        self._seq += 1
-        heapq.heappush(self._ready, (hs.next_allowed, self._seq, hs.host))
 
     def _cap_reached(self, hs: HostState) -> None:
         """``hs`` (not leased) has given max_pages_per_host URLs and the next in its window is new. Without
