@@ -1,7 +1,8 @@
 """The crawl state machine both scales share, and what a long crawl process needs.
 
 - ``core``: ``CrawlCore``, transport-free: frontier, dispatcher, seen-set, journal and store joined;
-  ``inflight``: its batches in flight; ``inputs``: seeds, submits, link-job reports, restored pending URLs.
+  ``results``: its result path (journal, outcome, flush, replay on resume); ``inflight``: its batches in
+  flight; ``inputs``: seeds, submits, link-job reports, restored pending URLs.
 - ``flags``: the crawl flags of ``crawl``, ``demo`` and ``dispatcher``, turned into Settings.
 - ``gcpolicy``: garbage-collector settings for a process that holds a crawl.
 

@@ -148,7 +148,7 @@ def test_worker_shared_by_two_crawls_fetches_both(fault_bed: Bed, tmp_path: Path
 def test_dns_outage_at_start_loses_nothing(fault_bed: Bed, tmp_path: Path) -> None:
     """Was DNS_OUTAGE_IS_FINAL; fixed: transient DNS errors are retry-later with a host back-off
     (fetchers/report.py, fetchers/engine.py), kept out of the Bloom negative cache
-    (pipeline/dns/cache_resolver.py), and capped per URL in pipeline/crawl/core.py. Regression test."""
+    (pipeline/dns/cache_resolver.py), and capped per URL in pipeline/crawl/inflight.py. Regression test."""
     need_unbound()
     dns = PrivateUnbound(fault_bed.tb.dns_port, tmp_path / "unbound").start()
     start = time.time()
