@@ -42,7 +42,7 @@ from fetchers.records import FetchResult
 from fetchers.report import BatchReport
 from pipeline.dispatch.sizing import local_slots
 from pipeline.settings import Settings
-from pipeline.storage.base import UrlRecord
+from pipeline.storage.base import Store, UrlRecord
 from pipeline.storage.factory import from_settings
 from pipeline.transport.dispatcher.service import FleetDispatcher
 from pipeline.transport.wire.messages import NodeHeartbeat, encode
@@ -132,20 +132,30 @@ def bench_settings(out: Path) -> Settings:
 class Harness:
     """One dispatcher with ``nodes`` nodes of ``slots`` virtual fetchers, in ``out``."""
 
-    def __init__(self, nodes: int, out: Path, *, slots: int) -> None:
-        self.settings = bench_settings(out)
+    def __init__(self, nodes: int, out: Path, *, slots: int, settings: Settings | None = None) -> None:
+        self.settings = settings or bench_settings(out)
         self.nodes = [f"n{i:05d}" for i in range(nodes)]
         self.slots = slots
         self.d = FleetDispatcher(self.settings, out_dir=out, seeds=["http://h0.bench.test/"])
         self.broker = NullBroker(self.d.session.keys)
         self.d.session = self.broker
         self.d._events = open(out / "fleet-events.jsonl", "a", encoding="utf-8", buffering=1)  # noqa: SIM115
-        self.store = from_settings(self.settings.store, out / "crawl.db")
+        self.store = self.open_store(out)
+        self.before_open()
         self.d._open_crawl(self.store)
         self._host = 1
         self._segment = 0
         self._sent_at = 1.0
         self._heard: dict[str, float] = {}
+
+    def open_store(self, out: Path) -> Store:
+        return from_settings(self.settings.store, out / "crawl.db")
+
+    def before_open(self) -> None:
+        """Called between the store's opening and the crawl's (a dispatcher shard joins its peers here)."""
+
+    def route(self, hosts: dict[str, int]) -> None:
+        """What the link jobs do with a round's new hosts before their report (sharded: claim them)."""
 
     def close(self) -> None:
         if self.d.core is not None:
@@ -170,6 +180,7 @@ class Harness:
             hosts[host] = per_host
             records += [UrlRecord(u, fingerprint(u), host, 1) for u in (f"http://{host}/p{j}" for j in range(per_host))]
         self.store.add_urls(records)
+        self.route(hosts)
         return _item("results", LinksReport((f"seg-{self._segment}",), hosts).to_json())
 
     def due(self) -> list[str]:
@@ -214,41 +225,47 @@ def measure(nodes: int, *, seconds: float, slots: int, out: Path, memory: bool =
     """Start a dispatcher with ``nodes`` nodes, then time heartbeats, turns and ticks for ``seconds``."""
     h = Harness(nodes, out, slots=slots)
     try:
-        if memory:
-            tracemalloc.start()
-        base = tracemalloc.get_traced_memory()[0] if memory else 0
-        t0 = time.perf_counter()
-        h.hear([h.heartbeat(node) for node in h.nodes])  # the first heartbeat registers a node (not timed)
-        start_s = time.perf_counter() - t0
-        state = tracemalloc.get_traced_memory()[0] - base if memory else 0
-        if memory:
-            tracemalloc.stop()
-        s = Samples()
-        h.hear([h.new_urls(min(nodes, 16))])  # batches kept out: the choice's cost is the nodes', not theirs
-        _, s.batches, s.pages = h.dispatch()
-        deadline = time.perf_counter() + seconds
-        turn = 0
-        while time.perf_counter() < deadline or turn < 16 or len(s.heartbeat) < nodes:
-            r = 1 if turn % 2 == 0 else 4
-            turn += 1
-            for node in h.due():  # every node heartbeats every heartbeat_s, as a live fleet does
-                s.heartbeat.append(h.hear([h.heartbeat(node)]))
-            replies, pages = h.replies(r)
-            s.completion.append(h.hear([h.new_urls(r), *replies]) / max(1, pages))
-            took, batches, pages = h.dispatch()
-            s.fit.append((batches, took))
-            s.batches += batches
-            s.pages += pages
-        for _ in range(5):
-            t = time.process_time()
-            h.d._tick()
-            s.tick.append(time.process_time() - t)
-        out_ = summarize(nodes, slots, s, start_s=start_s, published=h.broker.producer.published)
-        if memory:
-            out_["state_bytes_per_node"] = round(state / nodes)
-        return out_
+        return drive(h, seconds=seconds, memory=memory)
     finally:
         h.close()
+
+
+def drive(h: Harness, *, seconds: float, memory: bool = False) -> dict[str, Any]:
+    """Register ``h``'s nodes, then time heartbeats, turns and ticks for ``seconds``; its figures."""
+    nodes, slots = len(h.nodes), h.slots
+    if memory:
+        tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0] if memory else 0
+    t0 = time.perf_counter()
+    h.hear([h.heartbeat(node) for node in h.nodes])  # the first heartbeat registers a node (not timed)
+    start_s = time.perf_counter() - t0
+    state = tracemalloc.get_traced_memory()[0] - base if memory else 0
+    if memory:
+        tracemalloc.stop()
+    s = Samples()
+    h.hear([h.new_urls(min(nodes, 16))])  # batches kept out: the choice's cost is the nodes', not theirs
+    _, s.batches, s.pages = h.dispatch()
+    deadline = time.perf_counter() + seconds
+    turn = 0
+    while time.perf_counter() < deadline or turn < 16 or len(s.heartbeat) < nodes:
+        r = 1 if turn % 2 == 0 else 4
+        turn += 1
+        for node in h.due():  # every node heartbeats every heartbeat_s, as a live fleet does
+            s.heartbeat.append(h.hear([h.heartbeat(node)]))
+        replies, pages = h.replies(r)
+        s.completion.append(h.hear([h.new_urls(r), *replies]) / max(1, pages))
+        took, batches, pages = h.dispatch()
+        s.fit.append((batches, took))
+        s.batches += batches
+        s.pages += pages
+    for _ in range(5):
+        t = time.process_time()
+        h.d._tick()
+        s.tick.append(time.process_time() - t)
+    out_ = summarize(nodes, slots, s, start_s=start_s, published=h.broker.producer.published)
+    if memory:
+        out_["state_bytes_per_node"] = round(state / nodes)
+    return out_
 
 
 def _us(xs: Sequence[float]) -> float:

@@ -9,6 +9,13 @@ drives (``one_core``): the fleet crawl's own dispatcher CPU (per page and per se
 nodes by ``bench fleet``: ``--fleet-ms-per-page``, ``--fleet-ms-per-s``) plus what grows with N here,
 at ``--node-pages-per-s`` per node and ``--batch-pages`` per batch.
 
+``--shards 1,2,3`` (with the decisions): the same at each node count as N dispatcher shards, each its share
+of every node's slots, their shared records and remote queue faked in memory (``"simulated": true``;
+sharddecisions.py): per shard the CPU per decision and per page, what a shard adds (the gate's ownership
+check and claim per host, the lease fence, S5's block moves per URL and a heartbeat's fixed work), and
+the wall: the nodes at which one shard's decision CPU, and its whole CPU by ``one_core``'s model, fills
+one core, beside one dispatcher's from this run and as ratios to it (shardwall.py).
+
 ``--parts balance,flatness``: S3's batch sizing and S1's quota admission in simulated time on the same
 decision path (``FleetNodes.choose`` + ``Dispatcher.offer``: dispatchsim.py, flatsim.py), each against a
 baseline of the same run (equal batches, an oracle; no quota, S1 without the pace); plots to
@@ -26,11 +33,15 @@ from typing import Any
 from pipeline.harness.bench.decisions import run_sizes
 from pipeline.harness.bench.dispatchsim import T0, BalanceResult, simulate_balance
 from pipeline.harness.bench.flatsim import FlatnessResult, simulate_flatness
+from pipeline.harness.bench.sharddecisions import run_shard_counts
+from pipeline.harness.bench.shardwall import Fleet, linear_at, walls
 from pipeline.observe.errors import float_at_least, int_at_least
 from pipeline.observe.machine import machine
 from pipeline.settings import DispatchSettings
 
 PARTS = ("decisions", "balance", "flatness")
+MAX_SHARDS = 64
+RATIOS = ("decision_us", "completion_us_per_page", "per_page_us", "heartbeat_us", "tick_us")
 
 
 def _sizes(text: str) -> list[int]:
@@ -51,6 +62,16 @@ def _parts(text: str) -> list[str]:
     return parts
 
 
+def _shard_counts(text: str) -> list[int]:
+    try:
+        counts = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected shard counts like 1,2,3, got {text!r}") from None
+    if not counts or counts[0] < 1 or counts[-1] > MAX_SHARDS:
+        raise argparse.ArgumentTypeError(f"expected shard counts 1..{MAX_SHARDS}, got {text!r}")
+    return counts
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--parts", type=_parts, default=["decisions"], help="decisions,balance,flatness")
     parser.add_argument("--nodes", type=_sizes, default=[2, 100, 1000], help="fleet sizes (2 = the fleet crawl's)")
@@ -65,6 +86,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fleet-ms-per-s", type=float, default=23.0,
                         help="the fleet crawl's dispatcher CPU per second, fixed part (runs 13b-13d: 18-23)")  # fmt: skip
     parser.add_argument("--batch-pages", type=float, default=64.0, help="pages per batch (k)")
+    parser.add_argument("--shards", type=_shard_counts, default=[],
+                        help="dispatcher shard counts to measure beside one dispatcher, e.g. 1,2,3 (simulated seams)")  # fmt: skip
+    parser.add_argument("--new-hosts-per-page", type=float_at_least(0.0), default=1 / 16,
+                        help="hosts new to a shard per page (the shard wall's gate checks; the bench web's: 1/16)")  # fmt: skip
+    parser.add_argument("--moved-share", type=float_at_least(0.0), default=0.16,
+                        help="share of pages whose host moved in a block (bench shards' skewed crawl: 601 of 3,729)")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="shorter simulations (for development)")
     parser.add_argument("--plots-dir", default="", help="where the simulations' PNG plots go ('' = none)")
     parser.add_argument("--quota", type=float, default=200.0, help="S1 quota (URLs/s) of the flatness simulation")
@@ -73,7 +100,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"machine": machine(), "tree": tree(), "settings": _settings_dict(DispatchSettings())}
-    if "decisions" in args.parts:
+    if "decisions" in args.parts or args.shards:
         dec = run_sizes(args.nodes, repeats=args.repeats, seconds=args.seconds, slots=args.slots or None)
         if len(args.nodes) >= 2:
             big, small = args.nodes[-1], args.nodes[-2]
@@ -83,6 +110,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if 2 in args.nodes:
             dec["one_core"] = one_core(dec, args)
         out["decisions"] = dec
+        if args.shards:
+            out["shards"] = shards(args, dec)
     bal: dict[str, BalanceResult] = {}
     if "balance" in args.parts:
         out.update(balance(args, bal))
@@ -113,15 +142,7 @@ def one_core(dec: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     p, c, f, b = args.node_pages_per_s, args.fleet_ms_per_page / 1e3, args.fleet_ms_per_s / 1e3, args.batch_pages
 
     def at(name: str, n: float) -> float:
-        lo = max([s for s in sizes if s <= n] or [sizes[0]])
-        hi = min([s for s in sizes if s > lo] or [lo])
-        if hi == lo:
-            lo = sizes[-2] if len(sizes) > 1 else lo
-            hi = sizes[-1]
-        if hi == lo:
-            return float(med[lo][name]) / 1e6
-        y0, y1 = med[lo][name], med[hi][name]
-        return float(y0 + (y1 - y0) * (n - lo) / (hi - lo)) / 1e6
+        return linear_at(med, name, n) / 1e6
 
     def terms(n: int) -> dict[str, float]:
         return {
@@ -141,6 +162,26 @@ def one_core(dec: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
         "nodes": nodes, "pages_per_s": round(nodes * p),
         "cpu_s_per_s_terms_at_nodes": {k: round(v, 4) for k, v in terms(nodes).items()},
         "cores_needed": {str(n): round(sum(terms(n).values()), 2) for n in (100, 1000)},
+    }  # fmt: skip
+
+
+def shards(args: argparse.Namespace, dec: dict[str, Any]) -> dict[str, Any]:
+    """N dispatcher shards at each node count, and the walls beside one dispatcher's (shardwall.py)."""
+    counts = [s for s in args.shards if s > 1]
+    got = run_shard_counts(counts, args.nodes, repeats=args.repeats, seconds=args.seconds, slots=dec["slots_per_node"])
+    d = DispatchSettings()
+    fleet = Fleet(args.node_pages_per_s, args.batch_pages, args.fleet_ms_per_page / 1e3, args.fleet_ms_per_s / 1e3,
+                  d.heartbeat_s, min(0.5, d.heartbeat_s / 4), d.shard_heartbeat_s, args.new_hosts_per_page,
+                  args.moved_share)  # fmt: skip
+    base = {n: dec[f"nodes_{n}"]["median"] for n in args.nodes}
+    by = {s: {n: got[f"shards_{s}"][f"nodes_{n}"]["median"] for n in args.nodes} for s in counts}
+    return {
+        "simulated": True,
+        "seams": "owner, lease and shard-state records in memory (no HBase); remote queue a list (no RabbitMQ)",
+        "inputs": {**{k: getattr(fleet, k) for k in fleet.__dataclass_fields__}, "shard_block_urls": d.shard_block_urls},
+        **got, "over_one_dispatcher": {f"shards_{s}": {f"nodes_{n}": {k: _ratio(by[s][n].get(k), base[n].get(k))
+                                       for k in RATIOS} for n in args.nodes} for s in counts},
+        "wall": walls(base, by, fleet),
     }  # fmt: skip
 
 
