@@ -183,6 +183,21 @@ def test_links_reports_are_signed_by_the_links_signer_only() -> None:
     assert LINKS_SIGNER.startswith(".")
 
 
+def test_a_shards_block_is_signed_under_the_fleet_key_and_a_forged_one_refused() -> None:
+    from pipeline.transport.wire.sidechannel import SHARDS_SIGNER, SideChannel
+
+    fleet = FleetSettings(key=FLEET_KEY)
+    side = SideChannel(fleet, "svc")  # no connection until it pushes or pulls
+    body = b"a compressed block of hosts"
+    headers = signed_headers(side.keys, kind="block", node=SHARDS_SIGNER, body=body)  # raised before "block"
+    assert side._forged(Msg(body, headers)) is None
+    assert side._forged(Msg(body + b"!", headers)) == "bad signature"
+    n1 = MessageKeys.for_node(fleet, "n1")  # a node cannot sign a block
+    assert side._forged(Msg(body, signed_headers(n1, kind="block", node="n1", body=body))) == "bad signature"
+    assert side._forged(Msg(body)) == "unsigned"
+    assert side._forged(Msg(body, signed_headers(side.keys, kind="results", node=SHARDS_SIGNER, body=body)))
+
+
 def test_key_and_key_file_together_are_refused(tmp_path: Any) -> None:
     path = tmp_path / "k"
     path.write_text("secret\n")

@@ -8,7 +8,8 @@ Pure: functions of values (the clock is an argument). The wire (headers, setting
   neither sign a batch for another node nor pass its results off as another node's; the dispatcher
   derives any node's key when it needs it.
 - **What is signed.** ``sign(key, kind, node, body)`` covers a domain tag (``kind``: "batch",
-  "results", "heartbeat"), the node name and the message body bytes as published. A batch's body is
+  "results", "heartbeat", or "block": a dispatcher shard's block of hosts on the remote queue, signed by
+  the shards' own name under the fleet key), the node name and the message body bytes as published. A batch's body is
   the whole Celery task (serial, issued-at and every URL of the batch, plus its scope and sink: where
   the node writes), so none of it can be changed without the key; the node name binds it to the
   queue it was meant for. A signature is 64 hex digits.
@@ -24,7 +25,7 @@ import hmac
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-KINDS = ("batch", "results", "heartbeat")
+KINDS = ("batch", "results", "heartbeat", "block")
 SIG_HEX = 64
 FUTURE_SKEW_S = 300.0  # clocks of dispatcher and node may differ this much (NTP keeps them far closer)
 
