@@ -191,6 +191,8 @@ def run_skewed(rabbitmq: str, fleet: Any, tmp_path: Path, prefix: str, *, balanc
         # its queue stays near the others' and whether a shard gets any host depends on timing).
         env = shard_env(prefix, block=10, CRAWLFLEET_DISPATCH_SHARD_BALANCE=str(balance).lower(),
                         CRAWLFLEET_DISPATCH_ACTIVE_HOSTS="2")  # fmt: skip
+        if balance:  # signed, as a fleet off loopback must be: batches, results, reports and the blocks
+            env["CRAWLFLEET_FLEET_KEY"] = "5e" * 32
         f = fleet(rabbitmq, tb, max_depth=40, extra_env=env)
         shards = Shards(f)
         try:
@@ -213,7 +215,8 @@ def test_a_skewed_web_is_shared_out_by_the_vessels_rule(
 ) -> None:
     """From one seed, the shard that owns it finds every other host at home (S5's produce and consume at
     home): without the communicating-vessels rule the other two shards never work; with it, whole hosts go
-    through the remote queue in blocks and every shard fetches a share, each page still once."""
+    through the remote queue in blocks and every shard fetches a share, each page still once. The run with
+    the rule signs every message (a fleet key set), blocks included."""
     without = run_skewed(rabbitmq, fleet, tmp_path, f"{hbase_prefix}skn", balance=False)
     with_rule = run_skewed(rabbitmq, fleet, tmp_path, f"{hbase_prefix}sky", balance=True)
     for run in (without, with_rule):
