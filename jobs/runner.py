@@ -197,6 +197,17 @@ def tasks_for(cfg: RunnerConfig, segments: Sequence[Path | str]) -> RunnerConfig
     return replace(cfg, map_tasks=max(1, min(cfg.map_tasks, 1 + total // max(1, cfg.split_bytes))))
 
 
+def merge_config(cfg: RunnerConfig) -> RunnerConfig:
+    """The runner of a round's merge (``mr_update_crawldb``): on the local runner a one-task merge runs
+    inline, in this process, whose imports are loaded: its work is store round trips over the extracted
+    links, for which a task process's start and imports (numpy, the HBase client, the re-crawl planner:
+    0.3 CPU-s) cost more than the work of a small round. No HTML is parsed there (a re-crawl's sitemaps
+    are read with the bounded parser the embedded crawl runs in its own process). A larger round keeps
+    its parallel task processes; the extract step keeps its task processes on the local runner whatever
+    the size (a page that kills its parser kills a task, not the link service)."""
+    return replace(cfg, runner="inline") if cfg.runner == "local" and cfg.map_tasks == 1 else cfg
+
+
 def extract_links(segments: Sequence[Path | str], job_args: Sequence[str], cfg: RunnerConfig) -> JobOutput:
     """``mr_extract_links`` over whole segments: the job reads manifests naming them (one mapper call per
     segment, see the job's docstring), as many manifests as the round's map tasks (``tasks_for``). A
@@ -332,7 +343,7 @@ class LinkPipeline:
             # Re-crawling on: the update job also schedules the round's fetched URLs (jobs/recrawl.py),
             # reading the segments a manifest names where its tasks run.
             inputs = [merged, *manifests(segments, work / "segments", tasks=1)] if self._recrawl_on() else [merged]
-            updated = run_job(MRUpdateCrawlDb, inputs, update_args, tasks_for(self.cfg, segments))
+            updated = run_job(MRUpdateCrawlDb, inputs, update_args, merge_config(tasks_for(self.cfg, segments)))
         finally:
             shutil.rmtree(work, ignore_errors=True)
         if self.snapshot_path is not None:

@@ -5,6 +5,7 @@ local runner's reduce tasks (one per core)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from jobs import logic
 from jobs.localrunner import LocalRunner, task_of_lines
 from jobs.mr_extract_links import MRExtractLinks
-from jobs.runner import RunnerConfig, extract_links, manifests, run_job, tasks_for
+from jobs.runner import RunnerConfig, extract_links, manifests, merge_config, run_job, tasks_for
 from jobs.synth import make_results, write_segment
 
 ARGS = ["--allowed-domain", "crawl.test", "--max-depth", "4"]
@@ -121,3 +122,11 @@ def test_the_local_runner_gives_the_inline_runners_links_with_one_reduce_task_pe
     inline = extract_links([seg], ARGS, RunnerConfig(runner="inline", work_dir=tmp_path / "i"))
     assert local.records and canonical(local.records) == canonical(inline.records)
     assert made == [1]  # one core for a small round: one reducer (mrjob alone starts two)
+
+
+def test_a_one_task_merge_on_the_local_runner_runs_inline_a_larger_one_keeps_its_tasks(tmp_path: Path) -> None:
+    local = RunnerConfig(runner="local", work_dir=tmp_path / "w", map_tasks=2)
+    assert merge_config(replace(local, map_tasks=1)).runner == "inline"
+    assert merge_config(local).runner == "local"  # two tasks: parallel store writers
+    for other in ("spark", "hadoop", "inline"):
+        assert merge_config(RunnerConfig(runner=other, map_tasks=1)).runner == other
