@@ -51,6 +51,8 @@ from pipeline.links.filtering import Candidate
 from pipeline.links.guard import ParseGuard
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from jobs.plugged import SegmentItems
     from pipeline.plugins.chain import PluginSet
 
@@ -116,6 +118,7 @@ class MRExtractLinks(MRJob):
         if self.options.plugin:  # the plugin machinery is imported by the tasks that run plugins only
             from jobs import plugged
 
+            self.plugged: ModuleType = plugged
             self.plugins = plugged.load(self.options.plugin, item_max_bytes=self.options.item_max_bytes)
             self.items: SegmentItems = plugged.SegmentItems()
         self.item_counts: dict[str, int] = {}
@@ -130,9 +133,7 @@ class MRExtractLinks(MRJob):
         for raw in logic.segment_lines(segment):
             yield from self._page(raw)
         if self.plugins is not None:
-            from jobs import plugged
-
-            self._write_items(plugged.segment_name(segment))
+            self._write_items(self.plugged.segment_name(segment))
 
     def _write_items(self, name: str) -> None:
         if not self.options.items_root:  # links only: the items have nowhere to go
@@ -140,10 +141,8 @@ class MRExtractLinks(MRJob):
             return
         if self._store is None and self.options.store:
             self._store = logic.open_store(self.options.store)
-        from jobs import plugged
-
         counts = self.items.write(self.options.items_root, name, fmt=self.options.items_format, store=self._store)
-        plugged.task_counters(counts, self.item_counts)
+        self.plugged.task_counters(counts, self.item_counts)
 
     def _page(self, line: str | bytes) -> Iterator[tuple[str, list[Any]]]:
         result = logic.decode_result(line)
@@ -173,14 +172,13 @@ class MRExtractLinks(MRJob):
                 yield from self.combiner.drain()
 
     def _plugged(self, result: FetchResult) -> tuple[list[Candidate], dict[int, int]]:
-        from jobs import plugged
-
         assert self.plugins is not None
+        page_candidates = self.plugged.page_candidates
         if self.guard is None:
-            cands, run, boost = plugged.page_candidates(result, self.rules, self.plugins, stats=self.drops)
+            cands, run, boost = page_candidates(result, self.rules, self.plugins, stats=self.drops)
         else:
             with self.guard.page(0, result.url):
-                cands, run, boost = plugged.page_candidates(result, self.rules, self.plugins, stats=self.drops)
+                cands, run, boost = page_candidates(result, self.rules, self.plugins, stats=self.drops)
         self.items.add(result, run)
         return cands, boost
 

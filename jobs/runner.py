@@ -61,8 +61,8 @@ class RunnerConfig:
     # costs a Python start (a JVM-launched worker on Hadoop), so about one per core, not one per segment.
     map_tasks: int = 2
     # On the local runner a task is a Python start (0.2-0.5 CPU-s with the job's imports) and it runs
-    # ``--num-cores`` mappers and as many reducers per step (jobs/localrunner.py): a round over less than this many segment bytes
-    # runs one task per step (``tasks_for``), larger rounds up to ``map_tasks``.
+    # ``--num-cores`` mappers and as many reducers per step (jobs/localrunner.py): a round over less than
+    # this many segment bytes runs one task per step (``tasks_for``), larger rounds up to ``map_tasks``.
     split_bytes: int = 32 << 20
     # Where a cluster Spark master's jobs keep their files ("" = cluster.spark_tmp_dir).
     spark_tmp_dir: str = ""
