@@ -52,9 +52,10 @@ class FleetSettings:
     # Merged segments: 0 = deleted once their round is reported (the pages are in the store: bodies
     # stored once), > 0 = kept under .done/ this many seconds, < 0 = kept for ever.
     segment_retention_s: float = 0.0
-    # A fetch node stores and reports a running batch's results in chunks this often (seconds), so a
-    # killed node costs only its requests in flight; 0 = once, when the batch ends.
-    progress_s: float = 1.0
+    # A fetch node stores and reports a running batch's results in chunks: a finished result waits at
+    # most this long (seconds) for its chunk's write to start, so a killed node costs only its requests in
+    # flight and those finished within this plus one write; 0 = once, when the batch ends.
+    progress_s: float = 0.5
     # A `crawlfleet links` process holds each round it runs by a lease in the store; a killed process's
     # round is taken over by another this long after its last renewal.
     link_lease_s: float = 60.0

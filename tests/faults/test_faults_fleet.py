@@ -15,7 +15,7 @@ remaining URLs (pipeline/transport/node/lease.py). A stopped dispatcher counts t
 A worker trial strikes a node that has held a batch for three seconds, at the product's default pace:
 a node that kept a whole batch's results until the batch ended would have completed requests of the
 seconds before the fault fetched again, and fail. (A node stores and reports a running batch's results
-about once a second, ``fleet.progress_s``.)
+in chunks: a finished result waits at most ``fleet.progress_s``, 0.5 s, for its chunk's write.)
 """
 
 from __future__ import annotations

@@ -44,7 +44,9 @@ def wait_in_flight(f: Any, node: str, *, after_done: int = 3, timeout_s: float =
 
 def test_sigkill_worker_mid_batch_is_redelivered_and_finished_elsewhere(rabbitmq: str, fleet: Any, tmp_path: Path) -> None:
     with TestbedProcess(24, 50, seed=6, workdir=tmp_path / "tb") as tb:
-        f = fleet(rabbitmq, tb, max_depth=MAX_DEPTH, host_delay=0.1)
+        # 0.3 s per host: the crawl outlasts a restart on a loaded machine (50 pages a host, 15 s at least;
+        # with 0.1 s a CI run's restarted node registered after the last batch was issued)
+        f = fleet(rabbitmq, tb, max_depth=MAX_DEPTH, host_delay=0.3)
         a, b = f.start_worker(1), f.start_worker(2)
         f.start_dispatcher()
         held = wait_in_flight(f, a)
@@ -60,7 +62,10 @@ def test_sigkill_worker_mid_batch_is_redelivered_and_finished_elsewhere(rabbitmq
         assert any(ev["ev"] == "issue" and ev["node"] == b and ev["t"] > expired["t"] for ev in events)
         ups = [ev for ev in events if ev["ev"] == "node_up" and ev["node"] == a]
         assert len(ups) == 2, "the restarted node registered as a new incarnation"
-        assert any(ev["ev"] == "issue" and ev["node"] == a and ev["t"] > ups[1]["t"] for ev in events)
+        last_issue = max(ev["t"] for ev in events if ev["ev"] == "issue")
+        assert any(ev["ev"] == "issue" and ev["node"] == a and ev["t"] > ups[1]["t"] for ev in events), (
+            "the restarted node got no batch", {"fault": fault_t, "expired": expired["t"], "up": ups[1]["t"],
+                                                "last_issue": last_issue})  # fmt: skip
         truth = tb.truth(max_depth=MAX_DEPTH)
         check_store_exactly_once(f.out, truth)
         check_truth(tb, truth, nodes=1, strike=Strike("worker", "SIGKILL", fault_t, back_t, pids))

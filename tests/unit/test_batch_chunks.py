@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+import pytest
+
 from fetchers.records import Batch, FetchResult, UrlTask
 from pipeline.transport.node.chunks import BatchChunks
 from pipeline.transport.node.sink import Receipt
@@ -91,3 +93,42 @@ def test_the_last_chunk_is_tried_again_before_its_urls_are_handed_back() -> None
     last, receipt, unstored = asyncio.run(main())
     assert [r.url for r in last] == URLS and receipt is not None and unstored == []
     assert calls["n"] == 2
+
+
+def test_a_result_waits_at_most_every_s_for_its_chunk_even_behind_a_slow_write() -> None:
+    """The wait is timed from the oldest result not yet in a chunk, not from the end of the last write: a
+    result that arrives during a slow write is written ``every_s`` after it arrived (a fixed tick after
+    each write would start its chunk ``every_s`` after the write ended, 0.9 s after it arrived here)."""
+    now = [0.0]
+    added: dict[str, float] = {}
+    waited: list[tuple[str, float]] = []
+
+    async def sleep(s: float) -> None:  # the ticker's only clock: a sleep moves the time on
+        now[0] += s
+        await asyncio.sleep(0)
+
+    def add(chunks: BatchChunks, url: str) -> None:
+        added[url] = now[0]
+        chunks.add(res(url))
+
+    async def main() -> None:
+        done = asyncio.Event()
+
+        async def write(results: list[FetchResult], chunk: int) -> Receipt:
+            waited.extend((r.url, now[0] - added[r.url]) for r in results)
+            if chunk == 0:
+                add(chunks, URLS[1])  # arrives while this chunk is being written
+                now[0] += 0.4  # a slow write
+            else:
+                done.set()
+            return Receipt(f"/s/{chunk}", len(results))
+
+        chunks = BatchChunks(BATCH, write, lambda _rs, _seg: None, every_s=0.5, clock=lambda: now[0], sleep=sleep)
+        add(chunks, URLS[0])
+        ticker = asyncio.create_task(chunks.tick_forever())
+        await asyncio.wait_for(done.wait(), 5)
+        ticker.cancel()
+
+    asyncio.run(main())
+    assert [u for u, _ in waited] == URLS[:2]
+    assert [w for _, w in waited] == pytest.approx([0.5, 0.5])

@@ -24,8 +24,9 @@ Figures:
   requests (the fetcher backs off between them, and reports once, after the last): a struck process
   that had made fewer of them, or made the last one in flight or within ``RECENT_S``, had that fetch
   in flight or recent, every request of it.
-- **recent**: its requests completed within ``RECENT_S`` before the fault. A node reports its results
-  about every second (issue 37, point 1): those may be lost with it and fetched again.
+- **recent**: its requests completed within ``RECENT_S`` before the fault. A node makes a finished
+  result durable within ``fleet.progress_s`` (0.5 s) plus one store write (issue 37, point 1): those
+  may be lost with it and fetched again.
 - A repeat is **excused** only if the struck process made the earlier request (in flight or recent)
   and another process made the later one, after the fault. A process that fetches nothing (its
   ``Strike.pids`` empty) excuses nothing. **woken_repeats**: repeats made by a stopped process after
@@ -48,7 +49,7 @@ from pipeline.settings import FetchSettings
 
 Key = tuple[str, str]  # (host without port, path + query), as the testbed access log writes them
 ROBOTS = "/robots.txt"
-RECENT_S = 1.0  # a node makes its results durable and reported about this often (issue 37, point 1)
+RECENT_S = 1.0  # a node's promise: a finished result durable within this (progress_s 0.5 + one write)
 TICK_S = 0.001  # the resolution a zero-length request is held for (nginx-style millisecond logs)
 GONE = 499  # the testbed's status for a request whose client left before the reply
 RETRIES = FetchSettings().retries  # the crawl's fetch.retries: extra asks a 500 may get

@@ -1,8 +1,9 @@
 """A running batch's results made durable and reported in chunks, so that a killed node costs only its
 requests in flight, not the finished part of its batch.
 
-Every ``fleet.progress_s`` (and at the batch's end) the results gathered since the last chunk are written
-as one segment and their outcomes recorded in the store (``NodeSink.write_batch``), then a progress pack
+A finished result waits at most ``fleet.progress_s`` for its chunk to start (the clock starts at the oldest
+result not yet in a chunk; the rest go at the batch's end): the results gathered since the last chunk are
+written as one segment and their outcomes recorded in the store (``NodeSink.write_batch``), then a progress pack
 (the chunk's slim results and its segment, no report) goes to the dispatcher; the last chunk rides in the
 batch's one reply with the report. The store is written before the pack is sent, so a node killed in
 between has still settled those URLs: the dispatcher's re-queue of the expired batch leaves URLs the store
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -46,19 +48,32 @@ class BatchChunks:
     _held: list[FetchResult] = field(default_factory=list)
     _stored: set[int] = field(default_factory=set)
     _chunk: int = 0
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _pending: asyncio.Event = field(default_factory=asyncio.Event)  # set while results wait for a chunk
+    _oldest: float = 0.0  # when the oldest result not yet in a chunk arrived
 
     def add(self, result: FetchResult) -> None:
+        if not self._held:
+            self._oldest = self.clock()
+            self._pending.set()
         self._held.append(result)
 
     async def tick_forever(self) -> None:
-        """Write and report a chunk every ``every_s`` while the batch runs (cancelled at its end)."""
+        """While the batch runs (cancelled at its end), write and report a chunk once its oldest result
+        has waited ``every_s``: a result is durable within ``every_s`` plus one write (a fixed tick after
+        each write would add the write's time to every wait, twice for a result that just missed one)."""
         while True:
-            await asyncio.sleep(self.every_s)
+            await self._pending.wait()
+            wait = self._oldest + self.every_s - self.clock()
+            if wait > 0:
+                await self.sleep(wait)
             try:
                 results, receipt = await self._store_held()
             except Exception:  # kept: tried again with the next chunk or at the end
                 log.warning("batch %d: a chunk could not be stored yet; retrying", self.batch.serial, exc_info=True)
+                await self.sleep(self.every_s)
                 continue
             if results:
                 self.send(results, receipt.segment if receipt else "")
@@ -79,13 +94,16 @@ class BatchChunks:
 
     async def _store_held(self) -> tuple[list[FetchResult], Receipt | None]:
         async with self._lock:  # chunks in order, one at a time
-            results, self._held = self._held, []
+            results, self._held, oldest = self._held, [], self._oldest
+            self._pending.clear()
             if not results:
                 return [], None
             try:
                 receipt = await self.write(results, self._chunk)
             except BaseException:
                 self._held = results + self._held
+                self._oldest = oldest
+                self._pending.set()
                 raise
             self._chunk += 1
             self._stored.update(r.url_id for r in results)
