@@ -9,7 +9,9 @@ runner adds more starts than tasks:
 - it runs a step's tasks from a ``multiprocessing`` pool, a Python start per pool worker, and, where the
   runner itself runs in a spawned process (the link service's extract worker), an import of that
   process's ``__main__`` (the whole CLI) in each. A task function only starts the task's process and waits
-  for it, so ``LocalRunner`` runs them from ``num_cores`` threads.
+  for it, so ``LocalRunner`` runs them from ``num_cores`` threads;
+- each task is a cold interpreter start with the job's imports. ``LocalRunner`` forks each task from a fork
+  server that imported the job once (``jobs.taskfork``), when it is given the job's class.
 
 Everything else is mrjob's ``LocalMRJobRunner``.
 """
@@ -19,8 +21,11 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
-from mrjob.local import LocalMRJobRunner
+from mrjob.local import LocalMRJobRunner, _TaskFailedException
+
+from jobs import taskfork
 
 
 def task_of_lines(lines: Iterable[bytes], parts: int, size: int) -> Iterator[tuple[int, bytes]]:
@@ -39,8 +44,30 @@ def task_of_lines(lines: Iterable[bytes], parts: int, size: int) -> Iterator[tup
 
 
 class LocalRunner(LocalMRJobRunner):  # type: ignore[misc]
-    """``LocalMRJobRunner`` whose reduce steps run at most ``num_cores`` tasks, from threads (see the module
-    docstring)."""
+    """``LocalMRJobRunner`` whose reduce steps run at most ``num_cores`` tasks, from threads, each forked
+    from a warm interpreter when ``mrjob_cls`` is given (see the module docstring)."""
+
+    def __init__(self, mrjob_cls: type | None = None, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self._mrjob_cls = mrjob_cls
+
+    def _invoke_task_func(self, task_type: str, step_num: int, task_num: int) -> Callable[..., None]:
+        job_cls, pybin = self._mrjob_cls, self._task_python_bin()
+        args = self._substep_args(step_num, task_type)
+        argv = taskfork.task_args(args, python_bin=pybin, script=self._script_path or "")
+        if job_cls is None or argv is None or not taskfork.forkable(job_cls, pybin):
+            return super()._invoke_task_func(task_type, step_num, task_num)  # type: ignore[no-any-return]
+        ctx = taskfork.fork_context([job_cls.__module__])
+        num_steps = self._num_steps()
+
+        def invoke(stdin: Any, stdout: Any, stderr: Any, wd: str, env: dict[str, str]) -> None:
+            code = taskfork.run_task(ctx, job_cls, argv, stdin=stdin.name, stdout=stdout.name, stderr=stderr.name,
+                                     wd=wd, env=env)  # fmt: skip
+            if code != 0:
+                raise _TaskFailedException(reason=f"task exited with {code}", step_num=step_num,
+                                           num_steps=num_steps, task_type=task_type, task_num=task_num)  # fmt: skip
+
+        return invoke
 
     def _run_multiple(self, funcs: Iterable[Callable[[], object]], num_processes: int | None = None) -> None:
         todo = list(funcs)

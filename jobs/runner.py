@@ -143,7 +143,8 @@ def run_job(
     job = job_cls(args=argv)
     started = time.perf_counter()
     # The local runner: mrjob's, with one reduce task per core (jobs/localrunner.py).
-    with (LocalRunner(**job._runner_kwargs()) if cfg.runner == "local" else job.make_runner()) as runner:
+    with (LocalRunner(mrjob_cls=job_cls, **job._runner_kwargs()) if cfg.runner == "local"
+          else job.make_runner()) as runner:  # fmt: skip
         if cfg.runner == "hadoop" and str(runner._opts.get("hadoop_tmp_dir") or "").startswith("hdfs://"):
             hdfsfs.use_webhdfs(runner)  # its HDFS calls over HTTP, not a `hadoop fs` JVM each
         runner.run()
