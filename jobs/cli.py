@@ -19,13 +19,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from jobs.logic import open_store
-from jobs.runner import (
-    RUNNERS,
-    JobArgs,
-    LinkPipeline,
-    RoundResult,
-    RunnerConfig,
-)
+from jobs.runner import JobArgs, LinkPipeline, RoundResult
+from jobs.runnerconfig import RUNNERS, RunnerConfig
 from jobs.watch import closed_segments, run_pipelined, watch_segments
 from pipeline.observe.errors import existing_file, int_at_least
 from pipeline.observe.progress import task_progress

@@ -1,6 +1,6 @@
-"""mrjob's local runner, with one reduce task per core and no process pool.
+"""mrjob's local runner, with one reduce task per core, no process pool, and tasks forked warm.
 
-On the local runner every task is a Python start with the job's imports (0.2-0.5 CPU-s), and mrjob's own
+On mrjob's local runner every task is a Python start with the job's imports (0.2-0.5 CPU-s), and the
 runner adds more starts than tasks:
 
 - it splits a reduce step's sorted input into twice as many tasks as ``--num-cores`` (a small link round's
@@ -11,7 +11,8 @@ runner adds more starts than tasks:
   process's ``__main__`` (the whole CLI) in each. A task function only starts the task's process and waits
   for it, so ``LocalRunner`` runs them from ``num_cores`` threads;
 - each task is a cold interpreter start with the job's imports. ``LocalRunner`` forks each task from a fork
-  server that imported the job once (``jobs.taskfork``), when it is given the job's class.
+  server that imported the job once (``jobs.taskfork``), when it is given the job's class (``run_job``
+  gives it).
 
 Everything else is mrjob's ``LocalMRJobRunner``.
 """

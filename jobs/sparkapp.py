@@ -22,7 +22,8 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from jobs.runner import JobOutput, RunnerConfig
+from jobs.runner import JobOutput
+from jobs.runnerconfig import RunnerConfig
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ class SparkRounds:
         if self._sc is None:
             from pyspark import SparkConf, SparkContext
 
-            from jobs.runner import spark_conf
+            from jobs.runnerconfig import spark_conf
 
             conf = SparkConf().setMaster(self.cfg.spark_master).setAppName("crawlfleet-links")
             for item in spark_conf(self.cfg):

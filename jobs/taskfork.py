@@ -38,6 +38,9 @@ def fork_context(preload: Sequence[str]) -> ForkServerContext:
     global _context
     with _lock:
         if _context is None:
+            # The server inherits this environment: numpy (the update job's seen filter) would start a BLAS
+            # thread per core in it at import, and a server that forks should have none.
+            os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
             ctx = cast(ForkServerContext, multiprocessing.get_context("forkserver"))
             ctx.set_forkserver_preload(["mrjob.job", *preload])
             _context = ctx

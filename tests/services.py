@@ -39,7 +39,7 @@ def need_java() -> None:
 
 def need_spark() -> str:
     """The spark-submit to use (pyspark from the ``[spark]`` extra, and java)."""
-    from jobs.runner import spark_submit_bin
+    from jobs.runnerconfig import spark_submit_bin
 
     need_java()
     try:

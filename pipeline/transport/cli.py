@@ -326,7 +326,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
 
 
 def _cmd_links(args: argparse.Namespace) -> int:
-    from jobs.runner import RunnerConfig
+    from jobs.runnerconfig import RunnerConfig
     from pipeline.transport.links.publish import amqp_publisher
     from pipeline.transport.links.service import LinkJobsService
     from pipeline.transport.wire.sink import crawl_sink

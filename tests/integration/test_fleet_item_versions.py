@@ -18,7 +18,8 @@ import pytest
 
 from fetchers.records import FetchResult
 from jobs.itemargs import ItemArgs
-from jobs.runner import JobArgs, LinkPipeline, RunnerConfig
+from jobs.runner import JobArgs, LinkPipeline
+from jobs.runnerconfig import RunnerConfig
 from pipeline.crawl.outcome import outcome_of
 from pipeline.frontier.schedule import RECRAWL_META
 from pipeline.settings.recrawl import RecrawlSettings

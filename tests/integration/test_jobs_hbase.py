@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.runner import JobArgs, LinkPipeline, RunnerConfig
+from jobs.runner import JobArgs, LinkPipeline
+from jobs.runnerconfig import RunnerConfig
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.runner import JobArgs, LinkPipeline, RunnerConfig
+from jobs.runner import JobArgs, LinkPipeline
+from jobs.runnerconfig import RunnerConfig
 from jobs.watch import closed_segments, run_pipelined
 from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.storage.sqlite import SqliteStore

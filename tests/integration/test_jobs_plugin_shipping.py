@@ -14,7 +14,8 @@ import pytest
 
 from fetchers.records import FetchResult
 from jobs.itemargs import ItemArgs
-from jobs.runner import JobArgs, RunnerConfig, extract_links
+from jobs.runner import JobArgs, extract_links
+from jobs.runnerconfig import RunnerConfig
 from pipeline.storage.itemfiles import read_items
 from pipeline.storage.journal import journal_line
 from pipeline.urls import fingerprint

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from jobs.mr_host_stats import MRHostStats
-from jobs.runner import JobArgs, LinkPipeline, RoundResult, RunnerConfig, run_job
+from jobs.runner import JobArgs, LinkPipeline, RoundResult, run_job
+from jobs.runnerconfig import RunnerConfig
 from pipeline.storage.base import UrlState
 from pipeline.storage.sqlite import SqliteStore
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from jobs import snapshot
-from jobs.runner import JobArgs, LinkPipeline, RunnerConfig
+from jobs.runner import JobArgs, LinkPipeline
+from jobs.runnerconfig import RunnerConfig
 from jobs.synth import make_results, write_segment
 from pipeline.storage.sqlite import SqliteStore
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from jobs import cluster
-from jobs.runner import LinkPipeline, RunnerConfig
+from jobs.runner import LinkPipeline
+from jobs.runnerconfig import RunnerConfig
 from jobs.sparkapp import SparkRounds
 from jobs.synth import make_results, write_segment
 from pipeline.storage.segments import Segments

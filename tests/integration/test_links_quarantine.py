@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from fetchers.records import FetchResult
-from jobs.runner import LinkPipeline, RunnerConfig
+from jobs.runner import LinkPipeline
+from jobs.runnerconfig import RunnerConfig
 from jobs.synth import make_results, write_segment
 from pipeline.frontier.schedule import RECRAWL_META
 from pipeline.storage.base import UrlRecord

@@ -21,7 +21,8 @@ import pytest
 
 from fetchers.records import FetchResult
 from jobs.recrawl import SIGNAL_PREFIX
-from jobs.runner import JobArgs, LinkPipeline, RunnerConfig
+from jobs.runner import JobArgs, LinkPipeline
+from jobs.runnerconfig import RunnerConfig
 from pipeline.frontier.schedule import RECRAWL_META
 from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.harness.testbed.model import ip_for_host

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from jobs import cluster
-from jobs.runner import LinkPipeline, RunnerConfig
+from jobs.runner import LinkPipeline
+from jobs.runnerconfig import RunnerConfig
 from jobs.synth import make_results, write_segment
 from pipeline.storage.segments import ABANDON_S, DONE_DIR, Segments
 from pipeline.storage.sqlite import SqliteStore

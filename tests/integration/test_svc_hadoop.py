@@ -24,7 +24,8 @@ import pytest
 
 from jobs import cluster, hadoop
 from jobs.mr_host_stats import MRHostStats
-from jobs.runner import RunnerConfig, run_job
+from jobs.runner import run_job
+from jobs.runnerconfig import RunnerConfig
 from tests.services import need_namespaces
 
 pytestmark = pytest.mark.integration

@@ -19,7 +19,8 @@ import pytest
 
 from jobs import cluster
 from jobs.mr_host_stats import MRHostStats
-from jobs.runner import RunnerConfig, run_job
+from jobs.runner import run_job
+from jobs.runnerconfig import RunnerConfig
 from tests.services import need_namespaces
 
 pytestmark = pytest.mark.integration
@@ -81,7 +82,8 @@ DRIVER = """
 import json, sys
 from pathlib import Path
 from jobs.mr_host_stats import MRHostStats
-from jobs.runner import RunnerConfig, run_job
+from jobs.runner import run_job
+from jobs.runnerconfig import RunnerConfig
 segment, work, name, master = sys.argv[1:5]
 cfg = RunnerConfig(runner="spark", spark_master=master, work_dir=Path(work))
 args = cfg.args()

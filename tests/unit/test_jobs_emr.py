@@ -10,7 +10,7 @@ from mrjob.emr import EMRJobRunner
 
 from jobs.mr_extract_links import MRExtractLinks
 from jobs.mr_update_crawldb import MRUpdateCrawlDb
-from jobs.runner import RunnerConfig
+from jobs.runnerconfig import RunnerConfig
 from pipeline.transport.links.rules import CrawlLinkRules
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "mrjob.emr.conf.example"

@@ -12,7 +12,8 @@ import pytest
 
 from fetchers.records import FetchResult
 from jobs import hoststats, logic
-from jobs.runner import RoundResult, RunnerConfig
+from jobs.runner import RoundResult
+from jobs.runnerconfig import RunnerConfig
 from jobs.synth import make_results, write_segment
 from jobs.watch import closed_segments, run_pipelined, watch_segments
 from pipeline.links.filtering import Candidate

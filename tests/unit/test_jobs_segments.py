@@ -13,7 +13,8 @@ import pytest
 from jobs import logic
 from jobs.localrunner import LocalRunner, task_of_lines
 from jobs.mr_extract_links import MRExtractLinks
-from jobs.runner import RunnerConfig, extract_links, manifests, merge_config, run_job, tasks_for
+from jobs.runner import extract_links, manifests, merge_config, run_job, tasks_for
+from jobs.runnerconfig import RunnerConfig
 from jobs.synth import make_results, write_segment
 
 ARGS = ["--allowed-domain", "crawl.test", "--max-depth", "4"]

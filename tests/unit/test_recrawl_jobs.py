@@ -9,7 +9,8 @@ import json
 from pathlib import Path
 
 from fetchers.records import FetchResult
-from jobs.runner import JobArgs, LinkPipeline, RunnerConfig
+from jobs.runner import JobArgs, LinkPipeline
+from jobs.runnerconfig import RunnerConfig
 from pipeline.frontier.observation import content_digest
 from pipeline.frontier.schedule import RECRAWL_META
 from pipeline.settings.recrawl import RecrawlSettings

@@ -34,7 +34,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from jobs.runner import LinkPipeline, RunnerConfig
+from jobs.runner import LinkPipeline
+from jobs.runnerconfig import RunnerConfig
 from pipeline.harness.bench.jobs import machine
 from pipeline.harness.faults.netproxy import ProxyProcess, Route
 from pipeline.settings import StoreSettings, load_settings

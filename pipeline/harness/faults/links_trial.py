@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from jobs.runner import CLUSTER_RUNNERS
+from jobs.runnerconfig import CLUSTER_RUNNERS
 from pipeline.harness.faults.accounting import Strike
 from pipeline.harness.faults.bed import Bed, TrialPlan
 from pipeline.harness.faults.fleet import FleetRig

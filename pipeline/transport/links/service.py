@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from jobs.logic import open_store
-from jobs.runner import CLUSTER_RUNNERS, JobOutput, LinkPipeline, RoundResult, RunnerConfig, extract_links
+from jobs.runner import JobOutput, LinkPipeline, RoundResult, extract_links
+from jobs.runnerconfig import CLUSTER_RUNNERS, RunnerConfig
 from jobs.sparkapp import SparkRounds
 from pipeline.storage.base import Store
 from pipeline.storage.leases import Lease, LeaseKeeper, Leases
