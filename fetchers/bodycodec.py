@@ -48,8 +48,13 @@ def decode_body(obj: dict[str, Any], max_body_bytes: int) -> bytes:
             return b""
         try:
             packed = base64.b64decode(raw, validate=True)
-            if len(packed) < 4 or int.from_bytes(packed[:4], "little") > max_body_bytes:
-                raise SchemaError("body_lz4: declared size over the limit")
+        except ValueError as exc:
+            raise SchemaError(f"body_lz4: {exc}") from exc
+        if len(packed) < 4:
+            raise SchemaError("body_lz4: shorter than its size header")
+        if int.from_bytes(packed[:4], "little") > max_body_bytes:
+            raise SchemaError("body_lz4: declared size over the limit")
+        try:
             return unpack_lz4(packed)
         except (ValueError, lz4.block.LZ4BlockError) as exc:
             raise SchemaError(f"body_lz4: {exc}") from exc
