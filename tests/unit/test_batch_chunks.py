@@ -37,7 +37,8 @@ def test_chunks_while_running_then_the_rest_at_the_end() -> None:
         chunks.add(res(URLS[1]))
         await asyncio.sleep(0.05)  # a tick stores and reports those two
         chunks.add(res(URLS[2]))
-        ticker.cancel()
+        chunks.stop()
+        await ticker
         return await chunks.finish()
 
     last, receipt, unstored = asyncio.run(main())
@@ -127,8 +128,44 @@ def test_a_result_waits_at_most_every_s_for_its_chunk_even_behind_a_slow_write()
         add(chunks, URLS[0])
         ticker = asyncio.create_task(chunks.tick_forever())
         await asyncio.wait_for(done.wait(), 5)
-        ticker.cancel()
+        chunks.stop()
+        await ticker
 
     asyncio.run(main())
     assert [u for u, _ in waited] == URLS[:2]
     assert [w for _, w in waited] == pytest.approx([0.5, 0.5])
+
+
+def test_a_batch_that_ends_during_a_chunks_write_waits_for_it_and_writes_nothing_twice() -> None:
+    """The batch ends while a chunk is being written (on the sink's thread): the write is finished and
+    reported, and the last chunk holds only what came after it. (Cancelling the ticker there left the
+    thread writing while the end wrote the same results again: a CI run saw one segment written twice
+    and the store's pending count go negative, each of those URLs counted done twice.)"""
+    stored: list[list[str]] = []
+    sent: list[list[str]] = []
+
+    async def main() -> tuple[list[FetchResult], Receipt | None, list[UrlTask]]:
+        writing, release = asyncio.Event(), asyncio.Event()
+
+        async def write(results: list[FetchResult], chunk: int) -> Receipt:
+            if chunk == 0:
+                writing.set()
+                await release.wait()  # a slow write, under way when the batch ends
+            stored.append([r.url for r in results])
+            return Receipt(f"/s/{chunk}", len(results))
+
+        chunks = BatchChunks(BATCH, write, lambda rs, _seg: sent.append([r.url for r in rs]), every_s=0.01)
+        ticker = asyncio.create_task(chunks.tick_forever())
+        chunks.add(res(URLS[0]))
+        chunks.add(res(URLS[1]))
+        await asyncio.wait_for(writing.wait(), 5)
+        chunks.add(res(URLS[2]))  # arrives during the write
+        chunks.stop()  # the batch ended
+        asyncio.get_running_loop().call_later(0.05, release.set)
+        await asyncio.wait_for(ticker, 5)
+        return await chunks.finish()
+
+    last, receipt, unstored = asyncio.run(main())
+    assert stored == [URLS[:2], URLS[2:3]]  # each result written once
+    assert sent == [URLS[:2]]  # the chunk under way was reported; the rest rides in the reply
+    assert [r.url for r in last] == URLS[2:3] and receipt is not None and unstored == []

@@ -53,6 +53,7 @@ class BatchChunks:
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _pending: asyncio.Event = field(default_factory=asyncio.Event)  # set while results wait for a chunk
     _oldest: float = 0.0  # when the oldest result not yet in a chunk arrived
+    _stop: asyncio.Event = field(default_factory=asyncio.Event)
 
     def add(self, result: FetchResult) -> None:
         if not self._held:
@@ -61,22 +62,41 @@ class BatchChunks:
         self._held.append(result)
 
     async def tick_forever(self) -> None:
-        """While the batch runs (cancelled at its end), write and report a chunk once its oldest result
-        has waited ``every_s``: a result is durable within ``every_s`` plus one write (a fixed tick after
-        each write would add the write's time to every wait, twice for a result that just missed one)."""
-        while True:
-            await self._pending.wait()
+        """Until ``stop()``, write and report a chunk once its oldest result has waited ``every_s``: a
+        result is durable within ``every_s`` plus one write (a fixed tick after each write would add the
+        write's time to every wait, twice for a result that just missed one). A write under way when
+        ``stop()`` comes is finished and reported first: cancelling it would leave its thread writing the
+        chunk while ``finish`` wrote the same results again (two writers of one segment, and each URL's
+        outcome counted twice in the store's totals, both having read it pending)."""
+        while not self._stop.is_set():
+            if not await self._unless_stopped(self._pending.wait()):
+                return
             wait = self._oldest + self.every_s - self.clock()
-            if wait > 0:
-                await self.sleep(wait)
+            if wait > 0 and not await self._unless_stopped(self.sleep(wait)):
+                return
             try:
                 results, receipt = await self._store_held()
             except Exception:  # kept: tried again with the next chunk or at the end
                 log.warning("batch %d: a chunk could not be stored yet; retrying", self.batch.serial, exc_info=True)
-                await self.sleep(self.every_s)
+                await self._unless_stopped(self.sleep(self.every_s))
                 continue
             if results:
                 self.send(results, receipt.segment if receipt else "")
+
+    def stop(self) -> None:
+        """End ``tick_forever`` (after the write under way, if any); the rest goes with ``finish``."""
+        self._stop.set()
+
+    async def _unless_stopped(self, wait: Awaitable[object]) -> bool:
+        """Await ``wait`` unless ``stop()`` comes first; False when stopped."""
+        waiting = asyncio.ensure_future(wait)
+        stopped = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait((waiting, stopped), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for fut in (waiting, stopped):
+                fut.cancel()
+        return not self._stop.is_set()
 
     async def finish(self) -> tuple[list[FetchResult], Receipt | None, list[UrlTask]]:
         """The last chunk, stored: its results, its receipt (None when there was nothing left) and the

@@ -262,8 +262,8 @@ class FetchRuntime:
         try:
             report = await fetcher.fetch_batch(batch, on_result, fence=fence)
         finally:
-            if ticker is not None:
-                ticker.cancel()
+            if ticker is not None:  # stopped, not cancelled: a chunk being written is finished first
+                chunks.stop()
                 with contextlib.suppress(asyncio.CancelledError):
                     await ticker
         report.fetcher_id = batch.fetcher_id  # the dispatcher's (virtual) fetcher, not the node
