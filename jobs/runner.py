@@ -114,16 +114,28 @@ def merge_config(cfg: RunnerConfig) -> RunnerConfig:
     links, for which a task process's start and imports (numpy, the HBase client, the re-crawl planner:
     0.3 CPU-s) cost more than the work of a small round. No HTML is parsed there (a re-crawl's sitemaps
     are read with the bounded parser the embedded crawl runs in its own process). A larger round keeps
-    its parallel task processes; the extract step keeps its task processes on the local runner whatever
-    the size (a page that kills its parser kills a task, not the link service)."""
+    its parallel task processes; the extract step runs inline only in a worker process of its own
+    (``extract_links(in_worker=True)``: a page that kills its parser kills a task or that worker, never
+    the link service)."""
     return replace(cfg, runner="inline") if cfg.runner == "local" and cfg.map_tasks == 1 else cfg
 
 
-def extract_links(segments: Sequence[Path | str], job_args: Sequence[str], cfg: RunnerConfig) -> JobOutput:
+def extract_links(
+    segments: Sequence[Path | str], job_args: Sequence[str], cfg: RunnerConfig, *, in_worker: bool = False
+) -> JobOutput:
     """``mr_extract_links`` over whole segments: the job reads manifests naming them (one mapper call per
     segment, see the job's docstring), as many manifests as the round's map tasks (``tasks_for``). A
-    segment is a local path or a storage URI that every task can open (``hdfs://``, ``s3://``)."""
+    segment is a local path or a storage URI that every task can open (``hdfs://``, ``s3://``).
+
+    ``in_worker``: the caller is a process of its own that runs only these jobs (the link service's
+    extract worker). On the local runner a one-task round then runs inline in it, as Hadoop's uber mode
+    runs a small job inside its application master: a task's fork, its runner's files and the sort cost
+    more than a small round's parse (a 1-segment round at the end of a deep crawl spent 0.35 s of a hop's
+    0.45 s there). A page that kills its parser then kills that worker, which the service replaces and
+    blames the page for, as it does a task (pipeline/transport/links/quarantine.py)."""
     cfg = tasks_for(cfg, segments)
+    if in_worker and cfg.runner == "local" and cfg.map_tasks == 1:
+        cfg = replace(cfg, runner="inline")
     cfg.work_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="manifest-", dir=cfg.work_dir))
     try:

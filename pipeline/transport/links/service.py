@@ -208,7 +208,7 @@ class LinkJobsService:
             return held
         if self._pool is None:
             self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-        held.future = self._pool.submit(extract_links, *job)
+        held.future = self._pool.submit(extract_links, *job, in_worker=True)
         return held
 
     def _wait(self, held: Held) -> JobOutput:
