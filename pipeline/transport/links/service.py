@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing
 import os
 import socket
 import time
@@ -49,6 +48,7 @@ from pipeline.storage.segments import Segments
 from pipeline.transport.links.quarantine import LinkQuarantine
 from pipeline.transport.links.rounds import Round, RoundBook
 from pipeline.transport.links.rules import RULES_KEY, CrawlLinkRules
+from pipeline.transport.links.worker import extract_pool
 from pipeline.transport.wire.replies import LinksReport
 from pipeline.urls import host_of
 
@@ -207,7 +207,7 @@ class LinkJobsService:
             held.future.set_result(self._extract(*job))
             return held
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+            self._pool = extract_pool()
         held.future = self._pool.submit(extract_links, *job, in_worker=True)
         return held
 
