@@ -120,6 +120,13 @@ def merge_config(cfg: RunnerConfig) -> RunnerConfig:
     return replace(cfg, runner="inline") if cfg.runner == "local" and cfg.map_tasks == 1 else cfg
 
 
+def extract_config(cfg: RunnerConfig, segments: Sequence[Path | str], *, in_worker: bool) -> RunnerConfig:
+    """The runner of a round's extract job (``extract_links``): ``tasks_for``'s, run inline when it is one
+    task on the local runner and the caller is a worker process of its own."""
+    cfg = tasks_for(cfg, segments)
+    return replace(cfg, runner="inline") if in_worker and cfg.runner == "local" and cfg.map_tasks == 1 else cfg
+
+
 def extract_links(
     segments: Sequence[Path | str], job_args: Sequence[str], cfg: RunnerConfig, *, in_worker: bool = False
 ) -> JobOutput:
@@ -133,9 +140,7 @@ def extract_links(
     more than a small round's parse (a 1-segment round at the end of a deep crawl spent 0.35 s of a hop's
     0.45 s there). A page that kills its parser then kills that worker, which the service replaces and
     blames the page for, as it does a task (pipeline/transport/links/quarantine.py)."""
-    cfg = tasks_for(cfg, segments)
-    if in_worker and cfg.runner == "local" and cfg.map_tasks == 1:
-        cfg = replace(cfg, runner="inline")
+    cfg = extract_config(cfg, segments, in_worker=in_worker)
     cfg.work_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="manifest-", dir=cfg.work_dir))
     try:

@@ -13,7 +13,7 @@ import pytest
 from jobs import logic
 from jobs.localrunner import LocalRunner, task_of_lines
 from jobs.mr_extract_links import MRExtractLinks
-from jobs.runner import extract_links, manifests, merge_config, run_job, tasks_for
+from jobs.runner import extract_config, extract_links, manifests, merge_config, run_job, tasks_for
 from jobs.runnerconfig import RunnerConfig
 from jobs.synth import make_results, write_segment
 
@@ -63,6 +63,11 @@ def test_a_small_round_on_the_local_runner_runs_one_task_per_step(tmp_path: Path
     assert tasks_for(RunnerConfig(runner="local", map_tasks=2, split_bytes=1), segs).map_tasks == 2  # at most
     assert tasks_for(RunnerConfig(runner="inline", map_tasks=4), segs).map_tasks == 1
     assert tasks_for(RunnerConfig(runner="hadoop", map_tasks=4), segs).map_tasks == 4  # a cluster: as set
+    # A one-task extract runs inline only in a worker process of its own (uber mode); else as configured.
+    assert extract_config(local, segs[:2], in_worker=True).runner == "inline"
+    assert extract_config(local, segs[:2], in_worker=False).runner == "local"
+    assert extract_config(local, segs, in_worker=True).runner == "local"  # two tasks: task processes
+    assert extract_config(RunnerConfig(runner="spark", map_tasks=1), segs, in_worker=True).runner == "spark"
 
 
 def test_extract_on_segments_equals_extract_on_pages(tmp_path: Path) -> None:
