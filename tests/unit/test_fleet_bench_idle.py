@@ -33,3 +33,11 @@ def test_idle_shares_round_trips_and_counters() -> None:
 def test_no_events_no_stats() -> None:
     assert _idle_stats([], {}, 10.0) == {}
     assert _idle_stats([_issue(0.0, 1, "a", 1)], {}, 0.0) == {}
+
+
+def test_what_the_web_server_saw_pages_requests_and_repeats() -> None:
+    from pipeline.harness.bench.fleetstats import served
+
+    log = [{"host": "a", "path": "/robots.txt"}, {"host": "a", "path": "/"}, {"host": "a", "path": "/p/1"},
+           {"host": "b", "path": "/"}, {"host": "a", "path": "/p/1"}]  # fmt: skip
+    assert served(log) == {"pages": 3, "requests": 4, "repeats": 1}

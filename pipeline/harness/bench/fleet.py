@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs import cluster
-from pipeline.harness.bench import clustercpu, jvmcpu
+from pipeline.harness.bench import clustercpu, fleetstats, jvmcpu
 from pipeline.harness.bench.cputrace import CpuTrace, bucket_series, fit_rates
 from pipeline.harness.bench.fleetstats import FIT_BUCKET_S, _idle_stats, _link_lag, _rates_fields, summarize
 from pipeline.harness.testbed.harness import TestbedProcess
@@ -228,6 +228,8 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str, runner: str
                 if dproc.returncode:
                     raise subprocess.CalledProcessError(dproc.returncode, dproc.args, stdout)
             dispatcher_cpu = _children_cpu() - cpu0  # the only child reaped in between
+            tb.flush_log()
+            web = fleetstats.served(tb.read_access_log())
             wall = time.monotonic() - t0
             jvm = jvmcpu.delta(jvm0, jvmcpu.sample())
             if links is not None:
@@ -276,6 +278,7 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str, runner: str
         "batches": f["batches_sent"], "result_packs": f["results_messages"], "heartbeats": f["heartbeats"],
         "expired_batches": f["expired_batches"], "duplicate_results": f["duplicate_results"],
         "store": summary.get("store", {}),
+        "served": web,  # the web server's view: pages answered, requests, repeats
         "dispatcher_cpu_s": round(dispatcher_cpu, 2),
         "dispatcher_cpu_ms_per_page": round(1000 * dispatcher_cpu / max(1, pages), 4),
         "dispatcher_steady_cpu_s": round(steady, 2),

@@ -1,5 +1,6 @@
 """What a fleet bench run's events and CPU samples say: the dispatcher's CPU split into a per-page and a
-per-second part, what kept the nodes idle, the link lag. Pure: from events and samples to figures."""
+per-second part, what kept the nodes idle, the link lag; and what the web server saw (``served``). Pure:
+from events, samples and access-log lines to figures."""
 
 from __future__ import annotations
 
@@ -8,6 +9,19 @@ from typing import Any
 from pipeline.harness.bench.cputrace import CpuRates
 
 FIT_BUCKET_S = 2.0  # CPU samples every 0.2 s; a bucket holds ~10, and several batch replies
+
+
+def served(log: list[dict[str, Any]]) -> dict[str, int]:
+    """From the testbed's access log (the judge, not the crawler's own counts): pages answered (distinct
+    URLs other than robots.txt), every request for them, and the requests beyond one per URL."""
+    seen: dict[tuple[str, str], int] = {}
+    for e in log:
+        if e.get("path") == "/robots.txt":
+            continue
+        key = (str(e.get("host")), str(e.get("path")))
+        seen[key] = seen.get(key, 0) + 1
+    requests = sum(seen.values())
+    return {"pages": len(seen), "requests": requests, "repeats": requests - len(seen)}
 
 
 def _rates_fields(rates: CpuRates | None) -> dict[str, Any]:
