@@ -5,7 +5,10 @@ processes with the command's environment, and fail the step when they die."""
 from __future__ import annotations
 
 import os
+import resource
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +23,10 @@ class MRCountWords(MRJob):
     def mapper(self, _key: None, line: str):  # type: ignore[no-untyped-def]
         if line == "die":
             os.kill(os.getpid(), 11)  # a parser crash: the task's process dies of SIGSEGV
+        if line == "burn":
+            end = time.process_time() + 0.6
+            while time.process_time() < end:
+                pass
         for word in line.split():
             yield word, 1
 
@@ -66,3 +73,20 @@ def test_a_real_job_runs_in_forked_tasks_with_the_commands_environment(tmp_path:
 def test_a_task_that_dies_fails_the_step(tmp_path: Path) -> None:
     with pytest.raises(StepFailedException):
         _run(tmp_path, ["a b", "die"])
+
+
+DRIVER = """
+import sys
+from pathlib import Path
+from tests.unit.test_taskfork import _run
+_run(Path(sys.argv[1]), ["burn"])
+"""
+
+
+def test_a_drivers_forked_tasks_cpu_is_accounted_to_it_once_it_exits(tmp_path: Path) -> None:
+    """The fork server is stopped and reaped when its process exits, so whoever waits for that process
+    (a bench's CPU count) sees its tasks' CPU: a server left to exit on its own would be re-parented."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([sys.executable, "-c", DRIVER, str(tmp_path)], check=True, cwd=os.getcwd(), timeout=120)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime) >= 0.6
