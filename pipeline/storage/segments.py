@@ -53,6 +53,11 @@ class Segments:
         self.fs = self._loc.fs
         self.base = self._loc.path.rstrip("/")
 
+    @property
+    def local(self) -> bool:
+        """The segments are on this machine's file system (listing them costs no request)."""
+        return "file" in (self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,))
+
     def uri(self, key: str) -> str:
         """The URI a mapper on any machine opens for segment ``key``."""
         return uris.join(self.root, key)

@@ -147,3 +147,25 @@ def test_a_killed_services_round_is_taken_over_by_another(tmp_path: Path) -> Non
     assert b._step() and b.taken_over == 1
     assert published == [LinksReport(("n1/s-1.jsonl",), {"a.test": 2, "b.test": 1})]
     b.close()
+
+
+def test_an_idle_poll_lists_the_segments_and_asks_the_store_nothing(tmp_path: Path) -> None:
+    """Polling is one listing; the store is scanned for claims only when a segment is closed, and for a
+    dead service's rounds at most once a second of the service's clock. On a local directory it polls
+    every 0.05 s (a hop of the link graph waits for it)."""
+    clock = Clock()
+    svc = service(tmp_path, [], clock=clock)
+    assert svc.poll_s == 0.05
+    asked: list[str] = []
+    book = svc.book
+    real_claims, real_orphans = book.claims, book.orphans
+    book.claims = lambda: asked.append("claims") or real_claims()  # type: ignore[method-assign]
+    book.orphans = lambda: asked.append("orphans") or real_orphans()  # type: ignore[method-assign]
+    assert svc._take_round() is None and svc._take_round() is None
+    assert asked == ["orphans"]  # once, then not again within the second; no claims scan without segments
+    clock.now += 1.5
+    segment(tmp_path, "n1", "s-1.jsonl")
+    taken = svc._take_round()
+    assert taken is not None and taken[0].segments == ("n1/s-1.jsonl",)
+    assert asked == ["orphans", "orphans", "claims"]
+    svc.close()

@@ -27,11 +27,16 @@ import json
 import time
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pipeline.storage.base import Store
 from pipeline.storage.leases import PREFIX as LEASE_PREFIX
 from pipeline.storage.leases import Lease, Leases
+
+if TYPE_CHECKING:
+    from jobs.runner import JobOutput
 
 SEG = "links:seg:"
 ROUND = "links:round:"
@@ -165,3 +170,14 @@ class RoundBook:
         self.store.delete_meta([*(SEG + key for key in rnd.segments), ROUND + rnd.id])
         self.leases.release(lease)
         self.store.delete_meta([LEASE_PREFIX + ROUND + rnd.id])
+
+
+@dataclass(slots=True)
+class Held:
+    """A round a service holds: its lease, and (once extracted) the extract job's output."""
+
+    round: Round
+    lease: Lease
+    started: float
+    future: Future[JobOutput] | None = None
+    extracted: JobOutput | None = None

@@ -34,7 +34,6 @@ from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +45,7 @@ from pipeline.storage.base import Store
 from pipeline.storage.leases import Lease, LeaseKeeper, Leases
 from pipeline.storage.segments import Segments
 from pipeline.transport.links.quarantine import LinkQuarantine
-from pipeline.transport.links.rounds import Round, RoundBook
+from pipeline.transport.links.rounds import Held, Round, RoundBook
 from pipeline.transport.links.rules import RULES_KEY, CrawlLinkRules
 from pipeline.transport.links.worker import extract_pool
 from pipeline.transport.wire.replies import LinksReport
@@ -55,20 +54,12 @@ from pipeline.urls import host_of
 log = logging.getLogger(__name__)
 
 
+ORPHANS_EVERY_S = 1.0  # an idle service looks for a dead service's rounds at most this often
+
+
 def process_name() -> str:
     """This process as a lease owner: host, pid and a random tail (a restarted pid is another owner)."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-
-
-@dataclass(slots=True)
-class Held:
-    """A round this service holds: its lease, and (once extracted) the extract job's output."""
-
-    round: Round
-    lease: Lease
-    started: float
-    future: Future[JobOutput] | None = None
-    extracted: JobOutput | None = None
 
 
 class LinkJobsService:
@@ -82,7 +73,9 @@ class LinkJobsService:
         runner: RunnerConfig,
         publish: Callable[[LinksReport], None],
         max_segments: int = 256,
-        poll_s: float = 0.2,  # an idle service lists the segments this often (one LIST per node directory)
+        # An idle service lists the segments this often (one LIST per node directory): None = 0.05 s on a
+        # local file system (a hop of the link graph waits for it), 0.2 s on HDFS or S3 (requests).
+        poll_s: float | None = None,
         lru_size: int = 200_000,
         batch_size: int = 500,
         sleep: Callable[[float], None] = time.sleep,
@@ -101,7 +94,7 @@ class LinkJobsService:
                                          host_limit=parse_failed_per_host)  # fmt: skip
         self.publish = publish
         self.max_segments = max_segments
-        self.poll_s = poll_s
+        self.poll_s = poll_s if poll_s is not None else (0.05 if self.segments.local else 0.2)
         self.lru_size, self.batch_size = lru_size, batch_size
         self.sleep = sleep
         self.lease_ttl_s = lease_ttl_s
@@ -121,6 +114,7 @@ class LinkJobsService:
         self._merge: Held | None = None  # the round to merge (extracted; or again, after a failed merge)
         self._pool: ProcessPoolExecutor | None = None
         self._last_expiry = 0.0
+        self._next_orphans = 0.0  # when (self.clock) to look for a dead service's rounds next
         # On Spark, one application for every round (jobs/sparkapp.py), made at the first round.
         self._spark: SparkRounds | None = None
 
@@ -225,17 +219,22 @@ class LinkJobsService:
         claimed; None when there is nothing to do."""
         book = self.book
         mine = {h.round.id for h in (self._next, self._merge) if h is not None}
-        for rid in book.orphans():
-            if rid in mine:
-                continue
-            taken = book.take_over(rid)
-            if taken is not None:
-                self.taken_over += 1
-                log.warning("links: took over round %s (%d segments) from a service that stopped",
-                            rid, len(taken[0].segments))  # fmt: skip
-                return taken
+        if self.clock() >= self._next_orphans:  # a dead service's rounds wait out a lease anyway
+            self._next_orphans = self.clock() + ORPHANS_EVERY_S
+            for rid in book.orphans():
+                if rid in mine:
+                    continue
+                taken = book.take_over(rid)
+                if taken is not None:
+                    self.taken_over += 1
+                    log.warning("links: took over round %s (%d segments) from a service that stopped",
+                                rid, len(taken[0].segments))  # fmt: skip
+                    return taken
+        closed = self.segments.closed(now=time.time())
+        if not closed:  # an idle poll: one listing, no store round trip
+            return None
         claimed = book.claims()
-        todo = [s.key for s in self.segments.closed(now=time.time()) if s.key not in claimed]
+        todo = [s.key for s in closed if s.key not in claimed]
         return book.open(todo[: self.max_segments]) if todo else None
 
     def _cluster_step(self) -> bool:
