@@ -3,7 +3,7 @@
 mrjob's local runner starts every task as ``python mr_job.py --step-num=N --mapper|--reducer ...``: a new
 interpreter that imports the job (mrjob, the link functions, the HTML parser) before it reads a line. On
 a link round of a few hundred pages that start-up is most of the round's CPU (0.55 of 0.90 CPU-s on a
-400-page round of 8 segments, 2026-11-28). Here a task is a process forked from a ``multiprocessing``
+400-page round of 8 segments; 2026-11-28, 6976b6d). Here a task is a process forked from a ``multiprocessing``
 fork server that imported the job's module once: the same isolation (its own process, its own files,
 working directory and environment; a crash or the parse guard's CPU signal kills only it and fails the
 task as a failed command would), without the interpreter's start and the imports. Hadoop reuses its
