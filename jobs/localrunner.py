@@ -1,7 +1,6 @@
 """mrjob's local runner, with one reduce task per core, no process pool, and tasks forked warm.
 
-On mrjob's local runner every task is a Python start with the job's imports (0.2-0.5 CPU-s), and the
-runner adds more starts than tasks:
+mrjob's local runner starts more processes than a link round needs:
 
 - it splits a reduce step's sorted input into twice as many tasks as ``--num-cores`` (a small link round's
   extract job started one mapper and two reducers). ``LocalRunner`` splits it into at most ``num_cores``
@@ -10,9 +9,9 @@ runner adds more starts than tasks:
   runner itself runs in a spawned process (the link service's extract worker), an import of that
   process's ``__main__`` (the whole CLI) in each. A task function only starts the task's process and waits
   for it, so ``LocalRunner`` runs them from ``num_cores`` threads;
-- each task is a cold interpreter start with the job's imports. ``LocalRunner`` forks each task from a fork
-  server that imported the job once (``jobs.taskfork``), when it is given the job's class (``run_job``
-  gives it).
+- each task is a cold interpreter start with the job's imports (0.2-0.5 CPU-s). ``LocalRunner`` forks each
+  task from a fork server that imported the job once (``jobs.taskfork``), when it is given the job's class
+  (``run_job`` gives it).
 
 Everything else is mrjob's ``LocalMRJobRunner``.
 """

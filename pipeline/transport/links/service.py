@@ -14,8 +14,7 @@ counts each in-link once per merge id).
 
 Pipelined rounds: the next round's extract job runs in a worker process while this one merges into the
 store, so extraction (CPU) overlaps the merge (store round trips). Merges go one at a time across every
-service (``RoundBook.merge_lease``). The worker is a process, not a thread: mrjob's inline runner changes
-the working directory and ``sys.stdout`` of the process it runs in.
+service (``RoundBook.merge_lease``). Why the worker is a process of its own: ``pipeline.transport.links.worker``.
 
 The crawl's link rules (domains, depth) come from the store, where the dispatcher put them
 (``RULES_KEY``), so the jobs always filter as the crawl that fed them would.
