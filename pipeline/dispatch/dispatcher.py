@@ -22,7 +22,9 @@ releases hosts per fetcher, and a fetcher that never reaches zero batches would 
 Signs of life: ``register`` and ``heartbeat`` make a fetcher live (and bring back a dead one);
 ``offer`` and ``complete`` keep a live fetcher live but never revive a dead one. ``tick`` declares dead
 every fetcher silent for missed_heartbeats * heartbeat_s, expires its batches and re-queues their URLs;
-it also expires any batch outstanding for longer than lease_s (lease_s <= 0 disables that).
+it also expires any batch whose lease is older than lease_s (lease_s <= 0 disables that): a lease starts
+when the batch is issued and again whenever its fetcher says it still holds it (``renew``, from the
+fleet node's heartbeat), so lease expiry catches a batch its live fetcher has lost, not a slow one.
 Completions for unknown, expired or already-completed serials return False and are counted, which is
 how a re-delivered or duplicated batch never stores a page twice.
 
@@ -33,7 +35,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from fetchers.records import Batch, UrlTask
 from pipeline.dispatch import protocols as P
@@ -109,6 +111,13 @@ class Dispatcher:
         f.successes, f.failures = hb.successes, hb.failures
         f.address = hb.address or f.address
         self._roster.revive(f, self._clock())
+
+    def renew(self, fetcher_id: str, serials: Iterable[int]) -> int:
+        """``fetcher_id`` says it still holds ``serials``: their leases start again now (``lease_s``
+        expires a batch its live holder no longer reports, not one it is still storing). Returns how
+        many were renewed; a serial not out to that fetcher is ignored."""
+        now = self._clock()
+        return sum(self._ledger.renew(serial, fetcher_id, now) for serial in serials)
 
     # --- work ------------------------------------------------------------------------------------
     def offer(self, fetcher_id: str, service: str, *, limit: int | None = None) -> Batch | Refusal:
@@ -187,7 +196,7 @@ class Dispatcher:
                 self._expire(serial, now)
                 expired.append(serial)
         if self.settings.lease_s > 0:
-            late = self._ledger.issued_by(now - self.settings.lease_s)
+            late = self._ledger.leased_by(now - self.settings.lease_s)
             for serial in late:
                 self._expire(serial, now)
             expired.extend(late)

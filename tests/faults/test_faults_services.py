@@ -47,7 +47,7 @@ def hbase_tables(hbase_thrift: tuple[str, int]) -> Iterator[str]:
 
     prefix = f"flt{uuid.uuid4().hex[:8]}"
     yield prefix
-    for i in range(3):
+    for i in range(4):
         drop_prefix(f"{prefix}{i}")
 
 
@@ -68,5 +68,16 @@ def test_thrift_sigkill_then_restart(fault_bed: Bed, thrift: PrivateThrift, hbas
     store = StoreSettings(kind="hbase", hbase_port=thrift.port, hbase_prefix=f"{hbase_tables}{seed - 1}")
     with broker_vhost() as url:
         plan = TrialPlan.seeded("thrift", "kill", seed)
+        rec = record(run_fleet_trial(fault_bed, url, tmp_path, plan, strike=strike_thrift(thrift), store=store))
+    check_fetches_nothing(rec)
+
+
+def test_thrift_down_longer_than_the_batch_lease(fault_bed: Bed, thrift: PrivateThrift, hbase_tables: str,
+                                                 tmp_path: Path, record: Callable[..., Any]) -> None:  # fmt: skip
+    """The nodes store through an outage longer than the dispatcher's batch lease (the rig's 15 s): their
+    heartbeats name the batches they still hold, so none is re-issued and fetched again elsewhere."""
+    store = StoreSettings(kind="hbase", hbase_port=thrift.port, hbase_prefix=f"{hbase_tables}3")
+    with broker_vhost() as url:
+        plan = TrialPlan.seeded("thrift", "kill", 4, down=(18.0, 20.0))
         rec = record(run_fleet_trial(fault_bed, url, tmp_path, plan, strike=strike_thrift(thrift), store=store))
     check_fetches_nothing(rec)

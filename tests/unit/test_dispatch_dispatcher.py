@@ -267,6 +267,29 @@ def test_lease_timeout_expires_and_requeues() -> None:
     assert frontier.pending() == 1000 and not d.complete(batch.serial, fetcher_id="a", pages=1, elapsed_s=1)
 
 
+def test_renewed_lease_outlives_lease_s_and_expires_once_no_longer_renewed() -> None:
+    d, frontier, clock = make(lease_s=10.0)
+    d.register("a")
+    d.register("b")
+    batch = ok(d.offer("a", "default"))
+    other = ok(d.offer("b", "default"))
+    for _ in range(20):  # "a" says it still holds its batch (storing through an outage), "b" says nothing
+        clock.now += 1.5
+        d.heartbeat(hb("a", clock))
+        d.heartbeat(hb("b", clock))
+        assert d.renew("a", [batch.serial, other.serial, 10**6]) == 1  # only a batch out to "a" itself
+        expired = d.tick()
+        assert batch.serial not in expired
+    assert other.serial not in [b.serial for b in d.outstanding()]
+    renewed_at = clock.now
+    while not (expired := d.tick()):  # no longer held: lease_s after the last renewal it expires
+        clock.now += 1.0
+        d.heartbeat(hb("a", clock))
+    assert expired == [batch.serial] and clock.now - renewed_at >= 10.0
+    assert not d.complete(batch.serial, fetcher_id="a", pages=1, elapsed_s=1)
+    assert frontier.pending() == 1000
+
+
 def test_unfinished_requeued_once_and_only_if_in_batch() -> None:
     d, frontier, _ = make(urls=20)
     d.register("a")

@@ -96,15 +96,20 @@ def test_results_schema_errors(obj: dict) -> None:
 
 def test_heartbeat_round_trip_and_split_per_virtual_fetcher() -> None:
     hb = NodeHeartbeat("n1", "inc", 12.5, successes=10, failures=2, rate=40.0, free_slots=200, slots=4, active=1,
-                       address="fetch.n1")  # fmt: skip
+                       address="fetch.n1", held=[("svc", 7, "n1#0"), ("svc", 9, "n1#3")])  # fmt: skip
     back = parse_heartbeat(json.loads(json.dumps(hb.to_json())))
     assert back == hb
+    old = hb.to_json()
+    del old["held"]  # a node from before the field: nothing held is named
+    assert parse_heartbeat(old).held == []
     s1 = back.for_fetcher("n1#2", share=4)
     assert (s1.fetcher_id, s1.rate, s1.free_slots, s1.successes) == ("n1#2", 10.0, 50, 10)
 
 
 @pytest.mark.parametrize(
-    "change", [{"slots": 0}, {"active": -1}, {"rate": "fast"}, {"successes": True}, {"node": None}, {"slots": 10**6}]
+    "change", [{"slots": 0}, {"active": -1}, {"rate": "fast"}, {"successes": True}, {"node": None}, {"slots": 10**6},
+               {"held": {"svc": 1}}, {"held": [["svc", "7", "n1#0"]]}, {"held": [["svc", True, "n1#0"]]},
+               {"held": [["svc", 7]]}, {"held": [["svc", 7, "n1#0"]] * 5000}],
 )
 def test_heartbeat_schema_errors(change: dict) -> None:
     obj = NodeHeartbeat("n1", "inc", 1.0, 0, 0, 0.0, 1, 1, 0).to_json() | change

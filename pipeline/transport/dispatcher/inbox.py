@@ -5,7 +5,9 @@ handled. Per message: a batch reply (``results``) is de-duplicated per (serial, 
 (which drops serials it did not issue or has expired), and each batch report closes its batch in the
 core with S3's time per page measured issue-to-report on our clock; a links report (on the results
 queue, ``kind: links``) adds the link jobs' new URLs; a heartbeat registers a new or restarted node's
-virtual fetchers (purging a restarted node's queue) and feeds each fetcher's share to S1; a submit adds
+virtual fetchers (purging a restarted node's queue), feeds each fetcher's share to S1 and renews the
+leases of the batches the node says it still runs (a node storing through a store outage keeps its
+batches rather than have them fetched again elsewhere); a submit adds
 seeds for this service. A message that does not parse (``BadMessage``) is dead-lettered and counted;
 it never stops the loop.
 
@@ -40,6 +42,7 @@ class Inbound:
     core: CrawlCore | None
     session: Any
     service: str
+    wire: str  # the service name on the wire (a shard's own, with dispatch.shards > 1)
     settings: Settings
     counters: FleetCounters
     fleet: FleetNodes
@@ -137,6 +140,10 @@ class Inbound:
             self._event("node_back", node=hb.node)
         for vfid in node.vfids:  # each virtual fetcher is one slot of the node (shards hold some of them)
             core.on_heartbeat(hb.for_fetcher(vfid, share=max(hb.slots, len(node.vfids))))
+        for service, serial, vfid in hb.held:  # batches the node still runs (fetching or storing): leases renewed
+            issued = self._issued.get(serial)
+            if service == self.wire and issued is not None and issued.node == hb.node and issued.vfid == vfid:
+                core.dispatcher.renew(vfid, (serial,))
 
     def _on_submit(self, service: str, urls: list[str]) -> None:
         core = self.core

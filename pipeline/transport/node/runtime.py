@@ -8,8 +8,11 @@ one DNS cache serve every batch of the process, as S1's event-driven slave does.
 Serial ids make a batch idempotent here: a re-delivered message (after a broker restart, or a lost ack)
 whose serial is running joins the running fetch, and one that already finished is answered from memory
 without fetching again. A worker that missed its own heartbeats stops starting the URLs of the batches
-it held and hands them back (``lease.LeaseGuard``): the dispatcher may have re-issued them already. ``incarnation`` names this process; a batch addressed to another incarnation of
-the node (issued before a restart, which the dispatcher has already re-queued) is dropped unfetched.
+it held and hands them back (``lease.LeaseGuard``): the dispatcher may have re-issued them already.
+Each heartbeat names the batches the node is running (``held``), fetching or storing, so the
+dispatcher renews their leases: a node waiting out a store outage keeps its batches. ``incarnation``
+names this process; a batch addressed to another incarnation of the node (issued before a restart,
+which the dispatcher has already re-queued) is dropped unfetched.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import socket
 import threading
 import time
 import uuid
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,6 +116,8 @@ class FetchRuntime:
         ] = {}
         self._done: OrderedDict[tuple[str, int, float], dict[str, Any]] = OrderedDict()
         self._active = 0
+        # The batches being run now and their (virtual) fetchers, which the heartbeat names (``held``).
+        self._holding: Counter[tuple[str, int, str]] = Counter()
         self._counters = _Counters(last_at=time.monotonic())
         d = settings.dispatch
         self.lease = LeaseGuard.for_heartbeats(heartbeat_s=d.heartbeat_s, missed=d.missed_heartbeats)
@@ -212,6 +217,8 @@ class FetchRuntime:
             else:
                 self.duplicates += 1
             self._active += 1
+            held = (batch.service, batch.serial, batch.fetcher_id)
+            self._holding[held] += 1
         try:
             t0 = time.time()
             report, confirmed = future.result()
@@ -230,6 +237,9 @@ class FetchRuntime:
         finally:
             with self._lock:
                 self._active -= 1
+                self._holding[held] -= 1
+                if self._holding[held] <= 0:
+                    del self._holding[held]
 
     async def _fetch(
         self, batch: Batch, scope: Scope | None, sink: SinkSpec, *, revoked: bool = False
@@ -351,10 +361,12 @@ class FetchRuntime:
             else self.settings.fetch.concurrency
         )
         active = self._reserved() if self._reserved is not None else self._active
+        with self._lock:
+            held = sorted(self._holding)
         return NodeHeartbeat(
             node=self.node, incarnation=self.incarnation, sent_at=time.time(), successes=c.successes,
             failures=c.failures, rate=round(c.rate, 3), free_slots=int(free), slots=self.slots,
-            active=max(active, self._active), address=f"fetch.{self.node}",
+            active=max(active, self._active), address=f"fetch.{self.node}", held=held,
         )  # fmt: skip
 
 

@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 CONTENT_TYPE = "application/json"
 DEFLATE = "deflate"
 VERSION = 1
+MAX_HELD = 4096  # batches one heartbeat may name as held (a node runs slots + prefetch of them)
 
 
 class BadMessage(ValueError):
@@ -189,13 +190,16 @@ class NodeHeartbeat:
     slots: int
     active: int
     address: str = ""
+    # (service, serial, fetcher id) of each batch the node is running now, storing included: the
+    # dispatcher renews those batches' leases (pipeline.dispatch.ledger). Optional on the wire.
+    held: list[tuple[str, int, str]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "v": VERSION, "kind": "heartbeat", "node": self.node, "incarnation": self.incarnation,
             "sent_at": self.sent_at, "successes": self.successes, "failures": self.failures,
             "rate": self.rate, "free_slots": self.free_slots, "slots": self.slots,
-            "active": self.active, "address": self.address,
+            "active": self.active, "address": self.address, "held": [list(h) for h in self.held],
         }  # fmt: skip
 
     def for_fetcher(self, fetcher_id: str, *, share: int) -> Heartbeat:
@@ -220,7 +224,19 @@ def parse_heartbeat(obj: dict[str, Any]) -> NodeHeartbeat:
             raise BadMessage(f"wrong schema: heartbeat field {name!r}")
     if obj["slots"] < 1 or obj["slots"] > 4096 or obj["active"] < 0:
         raise BadMessage("wrong schema: heartbeat slots/active out of range")
-    return NodeHeartbeat(**{name: obj[name] for name in spec})  # type: ignore[arg-type]
+    return NodeHeartbeat(**{name: obj[name] for name in spec}, held=_held(obj.get("held", [])))  # type: ignore[arg-type]
+
+
+def _held(value: Any) -> list[tuple[str, int, str]]:
+    if not isinstance(value, list) or len(value) > MAX_HELD:
+        raise BadMessage("wrong schema: heartbeat field 'held'")
+    out = []
+    for item in value:
+        if (not isinstance(item, list) or len(item) != 3 or not isinstance(item[0], str)
+                or isinstance(item[1], bool) or not isinstance(item[1], int) or not isinstance(item[2], str)):  # fmt: skip
+            raise BadMessage("wrong schema: heartbeat field 'held'")
+        out.append((item[0], item[1], item[2]))
+    return out
 
 
 # --- submit ----------------------------------------------------------------------------------------
