@@ -123,6 +123,7 @@ def _run(args: argparse.Namespace) -> int:
                 line["host_stats"] = result.host_stats
             print(json.dumps(line, sort_keys=True), file=out, flush=True)
     finally:
+        pipeline.close()
         store.close()
     print(json.dumps({"done": True, "new_pending_total": total}), file=err, flush=True)
     out.close()

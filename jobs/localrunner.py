@@ -1,6 +1,12 @@
-"""mrjob's local runner, with one reduce task per core, no process pool, and tasks forked warm.
+"""mrjob's local and inline runners, with one map task per input file; the local runner with one reduce
+task per core, no process pool, and tasks forked warm.
 
 mrjob's local runner starts more processes than a link round needs:
+
+- it splits a map step's input into twice as many tasks as ``--num-cores`` (the inline runner: twice the
+  machine's cores), each task with its own start, store connection, seen-cache preload and combiner.
+  The link jobs' drivers already write one input file per task they want (``jobs.runner.manifests``, the
+  merge's candidate files), so both runners here make each input file one map task;
 
 - it splits a reduce step's sorted input into twice as many tasks as ``--num-cores`` (a small link round's
   extract job started one mapper and two reducers). ``LocalRunner`` splits it into at most ``num_cores``
@@ -13,7 +19,8 @@ mrjob's local runner starts more processes than a link round needs:
   task from a fork server that imported the job once (``jobs.taskfork``), when it is given the job's class
   (``run_job`` gives it).
 
-Everything else is mrjob's ``LocalMRJobRunner``.
+Everything else is mrjob's ``LocalMRJobRunner`` and ``InlineMRJobRunner``. The inline runner runs its
+tasks one after another in this process anyway: ``InlineRunner`` runs one map and one reduce task a step.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from mrjob.inline import InlineMRJobRunner
 from mrjob.local import LocalMRJobRunner, _TaskFailedException
 
 from jobs import taskfork
@@ -43,6 +51,21 @@ def task_of_lines(lines: Iterable[bytes], parts: int, size: int) -> Iterator[tup
         yield task, line
 
 
+def file_split_size(input_paths: Iterable[str]) -> int:
+    """A split size no input file exceeds: each file is one map task."""
+    return max([1, *(os.stat(path).st_size for path in input_paths)])
+
+
+class InlineRunner(InlineMRJobRunner):  # type: ignore[misc]
+    """``InlineMRJobRunner`` with one map task per input file and one reduce task a step."""
+
+    def _pick_mapper_split_size(self, input_paths: list[str], step_num: int) -> int:
+        return file_split_size(input_paths)
+
+    def _num_cores(self) -> int:
+        return 1
+
+
 class LocalRunner(LocalMRJobRunner):  # type: ignore[misc]
     """``LocalMRJobRunner`` whose reduce steps run at most ``num_cores`` tasks, from threads, each forked
     from a warm interpreter when ``mrjob_cls`` is given (see the module docstring)."""
@@ -50,6 +73,9 @@ class LocalRunner(LocalMRJobRunner):  # type: ignore[misc]
     def __init__(self, mrjob_cls: type | None = None, **kwargs: object) -> None:
         super().__init__(**kwargs)
         self._mrjob_cls = mrjob_cls
+
+    def _pick_mapper_split_size(self, input_paths: list[str], step_num: int) -> int:
+        return file_split_size(input_paths)
 
     def _invoke_task_func(self, task_type: str, step_num: int, task_num: int) -> Callable[..., None]:
         job_cls, pybin = self._mrjob_cls, self._task_python_bin()

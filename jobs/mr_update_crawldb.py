@@ -23,7 +23,8 @@ order (``pipeline/storage/hbase_inlinks.py``); SQLite ``link_rounds``), so a rou
 run again under the same id from the same segments counts each URL's in-links once.
 
 Map tasks are short-lived, so the driver carries the cache from round to round: ``--seen-snapshot``
-ships the fingerprints the previous rounds saw (jobs/snapshot.py) and each task preloads its LRU.
+ships the fingerprints the previous rounds saw (jobs/snapshot.py) and each task preloads its LRU; a merge
+run inline in the driver's process (``--seen-in-process``) borrows the driver's cache itself.
 """
 
 from __future__ import annotations
@@ -57,6 +58,10 @@ class MRUpdateCrawlDb(MRJob):
             "--seen-snapshot", help="fingerprints the store holds (jobs/snapshot.py), to preload the LRU"
         )
         self.add_passthru_arg(
+            "--seen-in-process", action="store_true",
+            help="use the seen-cache the driver lent in this process (jobs/snapshot.py; the inline runner)",
+        )  # fmt: skip
+        self.add_passthru_arg(
             "--round-id", default="", help="the round's id: a re-run under it counts no in-link twice"
         )
         self.add_passthru_arg(
@@ -76,9 +81,15 @@ class MRUpdateCrawlDb(MRJob):
             self.increment_counter(
                 "update", "round_not_tagged"
             )  # a store without round tags: counts as before
+        carried = snapshot.lent(snapshot.store_token(self.store, create=False)) if self.options.seen_in_process else None
         self.seen = SeenFilter(
-            self.store, lru_size=self.options.lru_size, track_inlinks=self.options.count_inlinks
-        )
+            self.store, lru_size=self.options.lru_size, track_inlinks=self.options.count_inlinks,
+            lru=carried.ids if carried is not None else None,
+        )  # fmt: skip
+        if carried is not None:
+            self.increment_counter("dedup", "carried", len(carried.ids))
+        elif self.options.seen_in_process:
+            self.increment_counter("dedup", "snapshot_ignored")
         if self.options.seen_snapshot:
             token, ids = snapshot.read(self.options.seen_snapshot)
             if token and token == snapshot.store_token(self.store, create=False):

@@ -16,6 +16,7 @@ import shutil
 import tempfile
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -25,7 +26,7 @@ from mrjob.job import MRJob
 
 from jobs import hdfsfs, logic, snapshot
 from jobs.itemargs import ItemArgs
-from jobs.localrunner import LocalRunner
+from jobs.localrunner import InlineRunner, LocalRunner
 from jobs.mr_extract_links import MRExtractLinks
 from jobs.mr_host_stats import MRHostStats
 from jobs.mr_link_round import MRLinkRound
@@ -52,8 +53,9 @@ def run_job(
     argv = [*cfg.args(), *job_args, *[str(p) for p in inputs]]
     job = job_cls(args=argv)
     started = time.perf_counter()
-    # The local runner: mrjob's, with one reduce task per core (jobs/localrunner.py).
+    # The local and inline runners: mrjob's, with one map task per input file (jobs/localrunner.py).
     with (LocalRunner(mrjob_cls=job_cls, **job._runner_kwargs()) if cfg.runner == "local"
+          else InlineRunner(**job._runner_kwargs()) if cfg.runner == "inline"
           else job.make_runner()) as runner:  # fmt: skip
         if cfg.runner == "hadoop" and str(runner._opts.get("hadoop_tmp_dir") or "").startswith("hdfs://"):
             hdfsfs.use_webhdfs(runner)  # its HDFS calls over HTTP, not a `hadoop fs` JVM each
@@ -224,8 +226,9 @@ class RoundResult:
 class LinkPipeline:
     """segment -> extract -> update crawl db -> (new PENDING URLs are in the store).
 
-    With ``carry_cache`` (the default) the S5 seen-cache survives from round to round through a
-    fingerprint snapshot (jobs/snapshot.py) kept in ``cfg.work_dir`` for this store.
+    With ``carry_cache`` (the default) the S5 seen-cache survives from round to round: in memory, lent
+    to merges that run in this process, and written as a fingerprint snapshot (jobs/snapshot.py) in
+    ``cfg.work_dir`` for merges in task processes and on ``close()``.
     """
 
     def __init__(
@@ -238,6 +241,7 @@ class LinkPipeline:
         self.snapshot_path = (
             cfg.work_dir / f"seen-{digest}.txt" if carry_cache and args.lru_size > 0 else None
         )
+        self._carried: snapshot.Carried | None = None  # loaded at the first merge
 
     def process(self, segment: Path, *, round_id: str | None = None) -> RoundResult:
         return self.process_many([segment], name=segment.name, round_id=round_id)
@@ -261,21 +265,29 @@ class LinkPipeline:
     ) -> RoundResult:
         """The round's second half, ``mr_update_crawldb`` over ``extract``'s records, tagged ``round_id``.
         Merges must not overlap on one store (the HBase store's in-link counts are read-then-put)."""
+        cfg = merge_config(tasks_for(self.cfg, segments))
+        carried = self._carry()
         work = Path(tempfile.mkdtemp(prefix="round-", dir=self.cfg.work_dir))
         try:
-            merged = work / "candidates.jsonl"
-            _write_jsonl(merged, extracted.records)
+            merged = _write_parts(work, extracted.records, parts=1 if cfg.runner == "inline" else cfg.map_tasks)
             update_args = [*self.args.update(), "--round-id", round_id]
-            if self.snapshot_path is not None and self.snapshot_path.exists():
+            if carried is not None and cfg.runner == "inline":  # the merge runs here: it borrows the cache
+                update_args.append("--seen-in-process")
+                snapshot.lend(carried)
+            elif carried is not None and self._save_snapshot():
                 update_args += ["--seen-snapshot", str(self.snapshot_path)]
             # Re-crawling on: the update job also schedules the round's fetched URLs (jobs/recrawl.py),
             # reading the segments a manifest names where its tasks run.
-            inputs = [merged, *manifests(segments, work / "segments", tasks=1)] if self._recrawl_on() else [merged]
-            updated = run_job(MRUpdateCrawlDb, inputs, update_args, merge_config(tasks_for(self.cfg, segments)))
+            inputs = [*merged, *manifests(segments, work / "segments", tasks=1)] if self._recrawl_on() else merged
+            updated = run_job(MRUpdateCrawlDb, inputs, update_args, cfg)
         finally:
+            if carried is not None:
+                snapshot.take_back(carried)
             shutil.rmtree(work, ignore_errors=True)
-        if self.snapshot_path is not None:
-            self._save_snapshot(extracted.records)
+        if carried is not None:  # a merge here updated the cache in place; one in tasks did not
+            carried.saved = False
+            if cfg.runner != "inline":
+                carried.add(fingerprint(r["url"]) for r in extracted.records)
         stats = run_job(MRHostStats, list(segments), [], self.cfg).records if self.host_stats else None
         counters = _merge_counters([extracted.counters, updated.counters])
         return RoundResult(
@@ -313,22 +325,48 @@ class LinkPipeline:
         finally:
             store.close()
 
-    def _save_snapshot(self, records: list[dict[str, Any]]) -> None:
-        """Every URL of this round is now in the store (added or known): remember the newest ones."""
-        assert self.snapshot_path is not None
-        store = logic.open_store(self.args.store)
-        try:
-            token = snapshot.store_token(store, create=True)
-        finally:
-            store.close()
-        old_token, old = snapshot.read(self.snapshot_path)
-        ids = snapshot.merged(
-            old if old_token == token else [],
-            (fingerprint(r["url"]) for r in records),
-            limit=self.args.lru_size,
-        )
-        self.cfg.work_dir.mkdir(parents=True, exist_ok=True)
-        snapshot.write(self.snapshot_path, token or "", ids)
+    def _carry(self) -> snapshot.Carried | None:
+        """The seen-cache carried from round to round (None when not carrying): loaded once from the
+        snapshot file when that was made for this store, then kept in memory."""
+        if self.snapshot_path is None:
+            return None
+        if self._carried is None:
+            store = logic.open_store(self.args.store)
+            try:
+                token = snapshot.store_token(store, create=True) or ""
+            finally:
+                store.close()
+            file_token, ids = snapshot.read(self.snapshot_path)
+            same = bool(file_token) and file_token == token
+            self._carried = snapshot.Carried(token, self.args.lru_size, OrderedDict.fromkeys(ids if same else ()),
+                                             saved=same)  # fmt: skip
+            self._carried.trim()
+        return self._carried
+
+    def _save_snapshot(self) -> bool:
+        """Write the carried cache to the snapshot file unless it holds it already; False: nothing to write."""
+        carried = self._carried
+        if carried is None or self.snapshot_path is None:
+            return False
+        if not carried.saved:
+            self.cfg.work_dir.mkdir(parents=True, exist_ok=True)
+            snapshot.write(self.snapshot_path, carried.token, carried.ids)
+            carried.saved = True
+        return True
+
+    def close(self) -> None:
+        """Write the carried cache for the next driver of this store (a restarted service starts warm)."""
+        self._save_snapshot()
+
+
+def _write_parts(directory: Path, records: Sequence[Any], *, parts: int) -> list[Path]:
+    """``records`` as JSON lines in ``parts`` files of about equal length, in order (one map task each)."""
+    n = max(1, min(parts, len(records)))
+    size = -(-len(records) // n)
+    out = [directory / f"candidates-{i:03d}.jsonl" for i in range(n)]
+    for i, path in enumerate(out):
+        _write_jsonl(path, records[i * size : (i + 1) * size])
+    return out
 
 
 def _write_jsonl(path: Path, records: Iterable[Any]) -> None:

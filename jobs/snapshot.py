@@ -5,15 +5,25 @@ every round and only the reducer's per-round grouping would save look-ups. The d
 keeps a snapshot of recently seen fingerprints (the LRU's content, most recent last, at most
 ``lru_size``) and ships it to the next round's tasks, which preload their SeenFilter from it.
 
+A long-lived driver (the link service) keeps the cache in memory instead (``Carried``): a merge that
+runs in the driver's own process (mrjob's inline runner) borrows it (``lend``/``lent``) and updates it
+in place, so a round costs no file read, preload, merge or write (at 200k fingerprints the driver's
+read, merge and write took 0.15 CPU-s a round and each task's read and preload 0.085: 2026-11-28, 82d9b38);
+the file is written only for a round whose merge runs in task processes, and when the driver stops, so a
+restarted driver starts warm.
+
 Safety: a fingerprint in the snapshot is treated as "in the store" without asking. The snapshot is
 tied to one store by a token kept in the store's meta table; a task that finds a different token
-(another store, or a store that was wiped) ignores the snapshot.
+(another store, or a store that was wiped) ignores the snapshot, and a merge borrows only the cache
+carried for the token its store holds.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.storage.base import Store
@@ -59,3 +69,43 @@ def merged(old: Iterable[int], new: Iterable[int], *, limit: int) -> list[int]:
         order[uid] = None
     ids = list(order)
     return ids[-limit:] if limit > 0 else []
+
+
+@dataclass(slots=True)
+class Carried:
+    """The seen-cache a driver carries from round to round: fingerprints the store of ``token`` holds,
+    least recently used first, at most ``limit``. ``saved``: the snapshot file holds them as they are."""
+
+    token: str
+    limit: int
+    ids: OrderedDict[int, None] = field(default_factory=OrderedDict)
+    saved: bool = False
+
+    def add(self, uids: Iterable[int]) -> None:
+        ids = self.ids
+        for uid in uids:
+            ids[uid] = None
+            ids.move_to_end(uid)
+        self.trim()
+        self.saved = False
+
+    def trim(self) -> None:
+        while len(self.ids) > self.limit:
+            self.ids.popitem(last=False)
+
+
+_LENT: dict[str, Carried] = {}  # by store token: caches lent to merges running in this process
+
+
+def lend(carried: Carried) -> None:
+    """Let merges in this process use ``carried`` (by its token) until ``take_back``."""
+    _LENT[carried.token] = carried
+
+
+def lent(token: str | None) -> Carried | None:
+    return _LENT.get(token) if token else None
+
+
+def take_back(carried: Carried) -> None:
+    if _LENT.get(carried.token) is carried:
+        del _LENT[carried.token]

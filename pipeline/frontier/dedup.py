@@ -63,11 +63,14 @@ class SeenFilter:
         track_inlinks: bool = False,
         max_buffered_inlinks: int = 10_000,
         table: FingerprintTable | None = None,
+        lru: OrderedDict[int, None] | None = None,
     ) -> None:
+        """``lru``: an LRU to share rather than start empty (a cache carried from round to round in one
+        process, jobs/snapshot.py); it must hold only fingerprints this store holds."""
         if lru_size < 0 or max_buffered_inlinks < 1:
             raise ValueError("lru_size must be >= 0 and max_buffered_inlinks >= 1")
         self._store = store
-        self._lru: OrderedDict[int, None] = OrderedDict()
+        self._lru: OrderedDict[int, None] = OrderedDict() if lru is None else lru
         self._lru_size = lru_size
         self._track_inlinks = track_inlinks
         self._max_buffered = max_buffered_inlinks

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from jobs import logic
-from jobs.localrunner import LocalRunner, task_of_lines
+from jobs.localrunner import InlineRunner, LocalRunner, file_split_size, task_of_lines
 from jobs.mr_extract_links import MRExtractLinks
 from jobs.runner import extract_config, extract_links, manifests, merge_config, run_job, tasks_for
 from jobs.runnerconfig import RunnerConfig
@@ -136,3 +136,20 @@ def test_a_one_task_merge_on_the_local_runner_runs_inline_a_larger_one_keeps_its
     assert merge_config(local).runner == "local"  # two tasks: parallel store writers
     for other in ("spark", "hadoop", "inline"):
         assert merge_config(RunnerConfig(runner=other, map_tasks=1)).runner == other
+
+
+def test_the_inline_runner_runs_one_map_task_per_input_file(tmp_path: Path) -> None:
+    # mrjob's inline runner splits two files of many lines (here pages, one per line) into twice the
+    # machine's cores of tasks, each with its own start-up (in the merge job a store connection and a
+    # seen-cache); the link jobs' drivers write one file per task they want, so: one task per file.
+    segs = [tmp_path / f"s{i}.jsonl" for i in range(2)]
+    for i, seg in enumerate(segs):
+        write_segment(seg, make_results(30, hosts=3, page_bytes=3000, seed=40 + i))
+    paths = [str(s) for s in segs]
+    job = MRExtractLinks(args=["-r", "inline", "--no-conf", "--local-tmp-dir", str(tmp_path / "w"), *ARGS, *paths])
+    with InlineRunner(**job._runner_kwargs()) as runner:
+        assert len(runner._split_mapper_input(paths, 0)) == 2
+    assert file_split_size(paths) == max(s.stat().st_size for s in segs)
+    out = run_job(MRExtractLinks, segs, ARGS, RunnerConfig(runner="inline", work_dir=tmp_path / "w2"))
+    assert out.counters["extract"]["results"] == 60
+    assert canonical(out.records) == canonical(extract_links(segs, ARGS, RunnerConfig(work_dir=tmp_path / "w3")).records)

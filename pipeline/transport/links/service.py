@@ -382,6 +382,9 @@ class LinkJobsService:
                 with contextlib.suppress(Exception):
                     self._book.leases.release(held.lease)
         self._next = self._merge = None
+        if self._pipeline is not None:
+            with contextlib.suppress(Exception):  # the carried seen-cache, for the next service: a cache only
+                self._pipeline.close()
         if self._store is not None:
             self._store.close()
             self._store = self._book = None
