@@ -1,10 +1,18 @@
 """The transport seam: one HTTP exchange (no redirects followed) as a record, the protocol a transport
 implements (aiohttp in ``fetchers.aio``, requests-futures in ``fetchers.threaded``), and small pure helpers
-both sides share."""
+both sides share.
+
+``SEND_FENCE``: the batch's fence for the exchange under way (set by ``fetchers.retrying``). The fence is
+asked before each request; a transport whose request waits on a new connection asks it again once
+connected (``fetchers.h1``), since a process stopped while connecting would otherwise send, after it
+continues, a request its batch no longer allows (another node may be fetching that URL by then).
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -13,6 +21,8 @@ from fetchers.redirects import REDIRECT_STATUSES  # noqa: F401 - the transports 
 from fetchers.wire import Archive, WireRecord
 
 log = logging.getLogger(__name__)
+
+SEND_FENCE: ContextVar[Callable[[], bool] | None] = ContextVar("crawlfleet_send_fence", default=None)
 
 
 @dataclass(slots=True)

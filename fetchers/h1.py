@@ -29,10 +29,11 @@ from aiohttp.abc import AbstractResolver
 from fetchers.aio import KEEP_HEADERS
 from fetchers.body import ACCEPT_ENCODING
 from fetchers.conditional import REQUEST_HEADERS
-from fetchers.exchange import REDIRECT_STATUSES, Exchange
+from fetchers.exchange import REDIRECT_STATUSES, SEND_FENCE, Exchange
 from fetchers.fetcher import EngineFetcher
 from fetchers.guard import GuardedResolver
 from fetchers.h1conn import BAD, COMPLETE, LOST, STOPPED, TIMEOUT, TOO_LARGE, End, H1Conn
+from fetchers.report import LEASE_LAPSED
 from fetchers.tls import cert_error_class, client_context
 from fetchers.wire import WireRecord, status_line
 from pipeline.settings import FetchSettings
@@ -168,6 +169,11 @@ class H1Transport:
                 conn = await self._connect(loop, ip, port, name if tls else None, f)
                 ex.connect_s = self._clock() - t_conn
                 pool.busy.add(conn)
+                fence = SEND_FENCE.get()
+                if fence is not None and not fence():  # stopped while connecting: send nothing now
+                    pool.give(key, conn)
+                    ex.error_class, ex.error_message = LEASE_LAPSED, "not sent: the batch's lease lapsed while connecting"
+                    return ex
             sent_at = time.time() if self.capture else 0.0
 
             def limit(status: int) -> int:

@@ -4,7 +4,8 @@ Each request waits for the host's pacer grant; retryable transport errors and 5x
 asked again with exponential back-off up to ``fetch.retries`` times; a 429 (or a 503 with Retry-After)
 defers the host for the time it asks (``DEFAULT_THROTTLE_S`` without one) and is retried after it when
 the wait is within the pacer's limit, else recorded as ``THROTTLED``. The batch's ``fence`` is checked
-before every request: a fenced URL never asked is handed back (``LEASE_LAPSED``); one fenced between its
+before every request (and by the transport once a new connection is up: ``fetchers.exchange.SEND_FENCE``):
+a fenced URL never asked is handed back (``LEASE_LAPSED``); one fenced between its
 retries keeps the HTTP answer it got as its outcome (retry budget cut short), or the next holder would ask
 it the whole budget again.
 """
@@ -15,7 +16,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from fetchers.exchange import Exchange, Transport, hand_over
+from fetchers.exchange import SEND_FENCE, Exchange, Transport, hand_over
 from fetchers.politeness import Deferred, Pacer, parse_retry_after
 from fetchers.report import DEFERRED, LEASE_LAPSED, THROTTLED
 from fetchers.robotsnote import MAX_SENT
@@ -43,10 +44,14 @@ async def paced_exchange(
                 return last
             return Exchange(error_class=LEASE_LAPSED, error_message="not sent: the batch's lease may have lapsed")
         started = time.time()
+        token = SEND_FENCE.set(fence)
         try:
             ex = await transport.exchange(url, host, ip, max_body=max_body)
         finally:
+            SEND_FENCE.reset(token)
             pacer.release(grant)
+        if ex.error_class == LEASE_LAPSED:  # fenced once connected: nothing was sent
+            return last if last is not None else ex
         if sent is not None and len(sent) < MAX_SENT:
             sent.append((started, ex.status))
         if ex.wire is not None and archive is not None:

@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from fetchers.exchange import SEND_FENCE
 from fetchers.h1 import H1Transport
+from fetchers.report import LEASE_LAPSED
 from pipeline.settings import load_settings
 
 FETCH = load_settings(environ={}).fetch
@@ -89,3 +91,31 @@ def test_bytes_after_the_answer_end_the_connection() -> None:
     got, conns = _run(lambda c, r: OK + b"HTTP/1.1 200 OK\r\n", 2, between=0.05)
     assert [(e.status, e.error_class) for e in got] == [(200, "")] * 2
     assert len(conns) == 2  # the second request could not use the first connection
+
+
+def test_a_fence_that_closes_while_connecting_sends_nothing() -> None:
+    # The batch's fence passed before the request (fetchers.retrying), then the process was stopped while
+    # its new connection was being made: once connected the fence says no, and no request goes out (the
+    # URL goes back unfetched; another node may hold it by now). A reused connection sends at once.
+    async def main() -> tuple[list, list[int]]:
+        server, conns = await _serve(lambda _c, _r: OK)
+        port = server.sockets[0].getsockname()[1]
+        transport = H1Transport(FETCH, asyncio.get_running_loop().time)
+        url = f"http://a.test:{port}/"
+        out = []
+        try:
+            for allowed in (False, True, True):
+                token = SEND_FENCE.set(lambda a=allowed: a)  # type: ignore[misc]
+                try:
+                    out.append(await transport.exchange(url, "a.test", "127.0.0.1", max_body=1000))
+                finally:
+                    SEND_FENCE.reset(token)
+                await asyncio.sleep(0.05)
+        finally:
+            transport.close()
+            server.close()
+        return out, conns
+
+    (lapsed, first, reused), conns = asyncio.run(main())
+    assert lapsed.error_class == LEASE_LAPSED and lapsed.status == 0
+    assert (first.status, reused.status) == (200, 200) and sum(conns) == 2 and len(conns) == 1
