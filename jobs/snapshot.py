@@ -61,16 +61,6 @@ def write(path: Path, token: str, ids: Iterable[int]) -> None:
     tmp.replace(path)
 
 
-def merged(old: Iterable[int], new: Iterable[int], *, limit: int) -> list[int]:
-    """``old`` then ``new`` with repeats kept at their latest position, the newest ``limit`` of them."""
-    order: dict[int, None] = {}
-    for uid in (*old, *new):
-        order.pop(uid, None)
-        order[uid] = None
-    ids = list(order)
-    return ids[-limit:] if limit > 0 else []
-
-
 @dataclass(slots=True)
 class Carried:
     """The seen-cache a driver carries from round to round: fingerprints the store of ``token`` holds,

@@ -185,5 +185,10 @@ def test_snapshot_round_trip_and_merge(tmp_path: Path) -> None:
     assert snapshot.read(tmp_path / "missing.txt") == ("", [])
     (tmp_path / "bad.txt").write_text("no header\n1\n")
     assert snapshot.read(tmp_path / "bad.txt") == ("", [])
-    assert snapshot.merged([1, 2, 3], [2, 4], limit=3) == [3, 2, 4]
-    assert snapshot.merged([1], [2], limit=0) == []
+    carried = snapshot.Carried("tok", 3, saved=True)
+    carried.add([1, 2, 3])
+    carried.add([2, 4])  # a repeat moves to the newest end; the oldest beyond the limit go
+    assert list(carried.ids) == [3, 2, 4] and not carried.saved
+    none = snapshot.Carried("tok", 0)
+    none.add([1, 2])
+    assert list(none.ids) == []
