@@ -81,7 +81,9 @@ class MRUpdateCrawlDb(MRJob):
             self.increment_counter(
                 "update", "round_not_tagged"
             )  # a store without round tags: counts as before
-        carried = snapshot.lent(snapshot.store_token(self.store, create=False)) if self.options.seen_in_process else None
+        carrying = self.options.seen_in_process or self.options.seen_snapshot
+        store_token = snapshot.store_token(self.store, create=False) if carrying else None  # one meta read
+        carried = snapshot.lent(store_token) if self.options.seen_in_process else None
         self.seen = SeenFilter(
             self.store, lru_size=self.options.lru_size, track_inlinks=self.options.count_inlinks,
             lru=carried.ids if carried is not None else None,
@@ -92,7 +94,7 @@ class MRUpdateCrawlDb(MRJob):
             self.increment_counter("dedup", "snapshot_ignored")
         if self.options.seen_snapshot:
             token, ids = snapshot.read(self.options.seen_snapshot)
-            if token and token == snapshot.store_token(self.store, create=False):
+            if token and token == store_token:
                 self.seen.preload(ids)
                 self.increment_counter("dedup", "preloaded", len(ids))
             else:

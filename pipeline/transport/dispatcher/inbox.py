@@ -141,8 +141,7 @@ class Inbound:
         for vfid in node.vfids:  # each virtual fetcher is one slot of the node (shards hold some of them)
             core.on_heartbeat(hb.for_fetcher(vfid, share=max(hb.slots, len(node.vfids))))
         for service, serial, vfid in hb.held:  # batches the node still runs (fetching or storing): leases renewed
-            issued = self._issued.get(serial)
-            if service == self.wire and issued is not None and issued.node == hb.node and issued.vfid == vfid:
+            if service == self.wire and vfid in node.vfids:  # the ledger renews only a batch out to that fetcher
                 core.dispatcher.renew(vfid, (serial,))
 
     def _on_submit(self, service: str, urls: list[str]) -> None:
