@@ -63,6 +63,14 @@ def test_an_extra_robots_txt_is_counted() -> None:
     assert (acc.robots_requests, acc.robots_extra, acc.robots_sample) == (2, 1, ["a.test"])
 
 
+def test_a_robots_txt_in_flight_on_the_killed_process_may_be_asked_again_an_old_one_not() -> None:
+    log = [entry(1.1, "/1", OTHER), entry(1.2, "/2", OTHER), entry(1.3, "/3", OTHER)]
+    flight = judge([*log, entry(9.99, "/robots.txt", DEAD, end=10.01), entry(11.5, "/robots.txt", NEW)])
+    assert (flight.robots_extra, flight.robots_in_flight, flight.robots_sample) == (0, 1, [])
+    old = judge([*log, entry(5.0, "/robots.txt", DEAD), entry(11.5, "/robots.txt", NEW)])
+    assert (old.robots_extra, old.robots_in_flight, old.robots_sample) == (1, 0, ["a.test"])
+
+
 def test_a_request_in_flight_on_the_killed_process_may_be_asked_again() -> None:
     log = [*BASE, entry(9.0, "/1", DEAD, end=10.5), entry(12.0, "/1", NEW)]  # started 1 s before, not done
     acc = judge(log)

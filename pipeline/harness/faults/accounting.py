@@ -33,7 +33,10 @@ Figures:
   it was continued; never excused.
 - **lost**: truth pages never answered (no completed request in the log: ``lost_unanswered``), plus
   pages answered but missing from the store (``lost_unstored``).
-- **robots_extra**: robots.txt requests beyond one per host.
+- **robots_extra**: robots.txt requests beyond one per host, but those excused as a page's repeat is: the
+  struck process had the host's earlier robots.txt request in flight or recent, another process asked
+  after the fault (``robots_in_flight``). A crawl shares a host's answer as soon as it has it
+  (``fetchers.robots.RobotsShare``); one it had not yet written dies with the process.
 """
 
 from __future__ import annotations
@@ -110,12 +113,13 @@ class TrialAccount:
     recent_repeats: int  # repeats excused: the struck process completed it within RECENT_S
     woken_repeats: int  # repeats made by a stopped process after it was continued
     robots_requests: int
-    robots_extra: int  # robots.txt requests beyond one per host
+    robots_extra: int  # robots.txt requests beyond one per host, not excused
     recovery_s: float | None
     fault_t: float = 0.0
     lost_sample: list[str] = field(default_factory=list)
     repeated_sample: list[str] = field(default_factory=list)
     robots_sample: list[str] = field(default_factory=list)
+    robots_in_flight: int = 0  # robots.txt repeats excused: the struck process had the earlier one in flight
 
     @property
     def ok(self) -> bool:
@@ -135,17 +139,15 @@ class _Req:
     pid: int | None
 
 
-def _requests(log: Sequence[Mapping[str, Any]]) -> tuple[dict[Key, list[_Req]], Counter[str]]:
+def _requests(log: Sequence[Mapping[str, Any]]) -> tuple[dict[Key, list[_Req]], dict[str, list[_Req]]]:
     pages: dict[Key, list[_Req]] = defaultdict(list)
-    robots: Counter[str] = Counter()
+    robots: dict[str, list[_Req]] = defaultdict(list)
     for e in log:
         host, path = str(e["host"]), str(e["path"])
-        if path == ROBOTS:
-            robots[host] += 1
-            continue
         t = float(e["t"])
-        pages[(host, path)].append(_Req(t, float(e.get("end", t)), int(e.get("status", 0)), pid_of(str(e.get("ua", "")))))
-    for reqs in pages.values():
+        req = _Req(t, float(e.get("end", t)), int(e.get("status", 0)), pid_of(str(e.get("ua", ""))))
+        (robots[host] if path == ROBOTS else pages[(host, path)]).append(req)
+    for reqs in (*pages.values(), *robots.values()):
         reqs.sort(key=lambda r: r.start)
     return pages, robots
 
@@ -204,6 +206,11 @@ def account(
         if extra - f - g > 0:
             unexcused += extra - f - g
             repeated.append(f"{k[0]}{k[1]}")
+    robots_excused: Counter[str] = Counter()
+    for host, reqs in robots.items():
+        later = sum(1 for r in reqs if r.start >= fault_t and r.pid not in struck)
+        robots_excused[host] = min(len(reqs) - 1, sum(1 for r in reqs if in_flight(r) or recent(r)), later)
+    robots_left = {h: len(reqs) - 1 - robots_excused[h] for h, reqs in robots.items()}
     answered = {k for k, reqs in pages.items() if any(r.status != GONE for r in reqs)}
     truth_pages: list[str] = list(truth["pages"])
     unanswered = sorted(u for u in truth_pages if url_key(u) not in answered)
@@ -231,11 +238,12 @@ def account(
         in_flight_repeats=by_flight,
         recent_repeats=by_recent,
         woken_repeats=n_woken,
-        robots_requests=sum(robots.values()),
-        robots_extra=sum(n - 1 for n in robots.values()),
+        robots_requests=sum(len(r) for r in robots.values()),
+        robots_extra=sum(robots_left.values()),
         recovery_s=recovery,
         fault_t=fault_t if strike is not None else 0.0,
         lost_sample=(unanswered + unstored)[:sample],
         repeated_sample=sorted(repeated)[:sample],
-        robots_sample=sorted(h for h, n in robots.items() if n > 1)[:sample],
+        robots_sample=sorted(h for h, n in robots_left.items() if n > 0)[:sample],
+        robots_in_flight=sum(robots_excused.values()),
     )
