@@ -268,6 +268,16 @@ def _top_anchors(anchors: Mapping[str, int], keep: int) -> dict[str, int]:
     return dict(sorted(anchors.items(), key=lambda kv: (-kv[1], kv[0]))[:keep])
 
 
+_URL_FIRST = re.compile(rb'^\{"url":\s*"([^"\\]*)"')
+
+
+def url_of_line(line: bytes) -> str:
+    """The ``url`` of a link record given as the JSON line a job wrote (``merge_link_values``'s dict, its
+    first key), without decoding the whole line; a line that does not start so is decoded."""
+    m = _URL_FIRST.match(line)
+    return m.group(1).decode() if m else str(json.loads(line)["url"])
+
+
 def merge_link_values(url: str, values: Iterable[Sequence[Any]]) -> dict[str, Any]:
     """One record per target URL from its partials (``link_value``, ``LinkCombiner``): min depth, its
     source (smallest at that depth), in-linking pages (one per page that links here: ``filtering``

@@ -10,23 +10,18 @@ drive it.
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import shutil
 import tempfile
-import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from mrjob.job import MRJob
-
-from jobs import hdfsfs, logic, snapshot
+from jobs import logic, snapshot
 from jobs.itemargs import ItemArgs
-from jobs.localrunner import InlineRunner, LocalRunner
+from jobs.jobrun import JobOutput, merge_counters, run_job
 from jobs.mr_extract_links import MRExtractLinks
 from jobs.mr_host_stats import MRHostStats
 from jobs.mr_link_round import MRLinkRound
@@ -35,34 +30,6 @@ from jobs.runnerconfig import RunnerConfig
 from pipeline.frontier.schedule import RECRAWL_META
 from pipeline.storage import uris
 from pipeline.urls import fingerprint
-
-
-@dataclass(slots=True)
-class JobOutput:
-    records: list[Any]
-    counters: dict[str, dict[str, int]]
-    seconds: float
-
-
-def run_job(
-    job_cls: type[MRJob], inputs: Sequence[Path | str], job_args: Sequence[str], cfg: RunnerConfig
-) -> JobOutput:
-    """Run one job to completion and return its parsed output records and counters."""
-    cfg.work_dir.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    argv = [*cfg.args(), *job_args, *[str(p) for p in inputs]]
-    job = job_cls(args=argv)
-    started = time.perf_counter()
-    # The local and inline runners: mrjob's, with one map task per input file (jobs/localrunner.py).
-    with (LocalRunner(mrjob_cls=job_cls, **job._runner_kwargs()) if cfg.runner == "local"
-          else InlineRunner(**job._runner_kwargs()) if cfg.runner == "inline"
-          else job.make_runner()) as runner:  # fmt: skip
-        if cfg.runner == "hadoop" and str(runner._opts.get("hadoop_tmp_dir") or "").startswith("hdfs://"):
-            hdfsfs.use_webhdfs(runner)  # its HDFS calls over HTTP, not a `hadoop fs` JVM each
-        runner.run()
-        records = [value for _, value in job.parse_output(runner.cat_output())]
-        counters = _merge_counters(runner.counters())
-    return JobOutput(records, counters, time.perf_counter() - started)
 
 
 def manifests(segments: Sequence[Path | str], directory: Path, *, tasks: int) -> list[Path]:
@@ -146,18 +113,9 @@ def extract_links(
     cfg.work_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="manifest-", dir=cfg.work_dir))
     try:
-        return run_job(MRExtractLinks, manifests(segments, work, tasks=cfg.map_tasks), job_args, cfg)
+        return run_job(MRExtractLinks, manifests(segments, work, tasks=cfg.map_tasks), job_args, cfg, raw=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-
-def _merge_counters(per_step: list[dict[str, dict[str, int]]]) -> dict[str, dict[str, int]]:
-    out: dict[str, dict[str, int]] = {}
-    for step in per_step or []:
-        for group, names in step.items():
-            for name, n in names.items():
-                out.setdefault(group, {})[name] = out.setdefault(group, {}).get(name, 0) + n
-    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,7 +227,7 @@ class LinkPipeline:
         carried = self._carry()
         work = Path(tempfile.mkdtemp(prefix="round-", dir=self.cfg.work_dir))
         try:
-            merged = _write_parts(work, extracted.records, parts=1 if cfg.runner == "inline" else cfg.map_tasks)
+            merged = _write_parts(work, extracted.json_lines(), parts=1 if cfg.runner == "inline" else cfg.map_tasks)
             update_args = [*self.args.update(), "--round-id", round_id]
             if carried is not None and cfg.runner == "inline":  # the merge runs here: it borrows the cache
                 update_args.append("--seen-in-process")
@@ -287,11 +245,11 @@ class LinkPipeline:
         if carried is not None:  # a merge here updated the cache in place; one in tasks did not
             carried.saved = False
             if cfg.runner != "inline":
-                carried.add(fingerprint(r["url"]) for r in extracted.records)
+                carried.add(fingerprint(url) for url in extracted.urls())
         stats = run_job(MRHostStats, list(segments), [], self.cfg).records if self.host_stats else None
-        counters = _merge_counters([extracted.counters, updated.counters])
+        counters = merge_counters([extracted.counters, updated.counters])
         return RoundResult(
-            name, len(extracted.records), updated.records, extracted.seconds, updated.seconds, counters, stats
+            name, len(extracted), updated.records, extracted.seconds, updated.seconds, counters, stats
         )
 
     def run_round(
@@ -359,18 +317,12 @@ class LinkPipeline:
         self._save_snapshot()
 
 
-def _write_parts(directory: Path, records: Sequence[Any], *, parts: int) -> list[Path]:
-    """``records`` as JSON lines in ``parts`` files of about equal length, in order (one map task each)."""
-    n = max(1, min(parts, len(records)))
-    size = -(-len(records) // n)
+def _write_parts(directory: Path, lines: Sequence[bytes], *, parts: int) -> list[Path]:
+    """JSON ``lines`` in ``parts`` files of about equal length, in order (one map task each)."""
+    n = max(1, min(parts, len(lines)))
+    size = -(-len(lines) // n)
     out = [directory / f"candidates-{i:03d}.jsonl" for i in range(n)]
     for i, path in enumerate(out):
-        _write_jsonl(path, records[i * size : (i + 1) * size])
+        with open(path, "wb") as fh:
+            fh.writelines(line + b"\n" for line in lines[i * size : (i + 1) * size])
     return out
-
-
-def _write_jsonl(path: Path, records: Iterable[Any]) -> None:
-    with open(path, "w", encoding="utf-8") as fh:
-        for r in records:
-            fh.write(json.dumps(r, separators=(",", ":")))
-            fh.write("\n")

@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from jobs.runner import JobOutput
+from jobs.jobrun import JobOutput
 from jobs.runnerconfig import RunnerConfig
 
 log = logging.getLogger(__name__)

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
+from jobs.jobrun import run_job
 from jobs.mr_host_stats import MRHostStats
-from jobs.runner import JobArgs, LinkPipeline, RoundResult, run_job
+from jobs.runner import JobArgs, LinkPipeline, RoundResult
 from jobs.runnerconfig import RunnerConfig
 from pipeline.storage.base import UrlState
 from pipeline.storage.sqlite import SqliteStore

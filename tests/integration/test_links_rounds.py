@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.runner import JobOutput, LinkPipeline
+from jobs.jobrun import JobOutput
+from jobs.runner import LinkPipeline
 from jobs.runnerconfig import RunnerConfig
 from jobs.synth import make_results, write_segment
 from pipeline.storage.base import UrlRecord

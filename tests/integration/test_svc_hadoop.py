@@ -23,8 +23,8 @@ import fsspec
 import pytest
 
 from jobs import cluster, hadoop
+from jobs.jobrun import run_job
 from jobs.mr_host_stats import MRHostStats
-from jobs.runner import run_job
 from jobs.runnerconfig import RunnerConfig
 from tests.services import need_namespaces
 

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from jobs import cluster
+from jobs.jobrun import run_job
 from jobs.mr_host_stats import MRHostStats
-from jobs.runner import run_job
 from jobs.runnerconfig import RunnerConfig
 from tests.services import need_namespaces
 
@@ -82,7 +82,7 @@ DRIVER = """
 import json, sys
 from pathlib import Path
 from jobs.mr_host_stats import MRHostStats
-from jobs.runner import run_job
+from jobs.jobrun import run_job
 from jobs.runnerconfig import RunnerConfig
 segment, work, name, master = sys.argv[1:5]
 cfg = RunnerConfig(runner="spark", spark_master=master, work_dir=Path(work))

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from jobs import logic
+from jobs.jobrun import run_job
 from jobs.localrunner import InlineRunner, LocalRunner, file_split_size, task_of_lines
 from jobs.mr_extract_links import MRExtractLinks
-from jobs.runner import extract_config, extract_links, manifests, merge_config, run_job, tasks_for
+from jobs.runner import extract_config, extract_links, manifests, merge_config, tasks_for
 from jobs.runnerconfig import RunnerConfig
 from jobs.synth import make_results, write_segment
 
@@ -153,3 +154,20 @@ def test_the_inline_runner_runs_one_map_task_per_input_file(tmp_path: Path) -> N
     out = run_job(MRExtractLinks, segs, ARGS, RunnerConfig(runner="inline", work_dir=tmp_path / "w2"))
     assert out.counters["extract"]["results"] == 60
     assert canonical(out.records) == canonical(extract_links(segs, ARGS, RunnerConfig(work_dir=tmp_path / "w3")).records)
+
+
+def test_the_extract_output_is_kept_as_written_and_reads_as_records(tmp_path: Path) -> None:
+    """The extract job's output lines go to the merge job undecoded; decoded on demand they are the
+    records, and the URLs read off the lines are the records' URLs."""
+    seg = tmp_path / "seg.jsonl"
+    write_segment(seg, make_results(5, seed=1))
+    out = extract_links([seg], ARGS, RunnerConfig(runner="inline", work_dir=tmp_path / "w"))
+    assert out.lines and len(out) == len(out.lines)
+    assert list(out.urls()) == [r["url"] for r in out.records]
+    assert [json.loads(line) for line in out.json_lines()] == out.records
+
+
+def test_a_link_record_url_is_read_off_its_line_and_an_odd_line_is_decoded() -> None:
+    assert logic.url_of_line(b'{"url": "http://a.test/x", "depth": 1}') == "http://a.test/x"
+    assert logic.url_of_line(b'{"url":"http://a.test/\\u00e9"}') == "http://a.test/\u00e9"
+    assert logic.url_of_line(b'{"depth": 1, "url": "http://a.test/y"}') == "http://a.test/y"

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from jobs.runner import JobArgs, JobOutput, RoundResult
+from jobs.jobrun import JobOutput
+from jobs.runner import JobArgs, RoundResult
 from jobs.runnerconfig import RunnerConfig
 from pipeline.storage.segments import DONE_DIR, Segments
 from pipeline.storage.sqlite import SqliteStore

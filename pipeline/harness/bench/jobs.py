@@ -33,8 +33,9 @@ from selectolax.lexbor import LexborHTMLParser
 
 from fetchers.records import FetchResult
 from jobs import logic
+from jobs.jobrun import run_job
 from jobs.mr_extract_links import MRExtractLinks
-from jobs.runner import extract_links, run_job
+from jobs.runner import extract_links
 from jobs.runnerconfig import RunnerConfig
 from jobs.synth import make_results, write_segment
 from pipeline.frontier.dedup import SeenFilter

@@ -36,7 +36,7 @@ from pipeline.storage.leases import PREFIX as LEASE_PREFIX
 from pipeline.storage.leases import Lease, Leases
 
 if TYPE_CHECKING:
-    from jobs.runner import JobOutput
+    from jobs.jobrun import JobOutput
 
 SEG = "links:seg:"
 ROUND = "links:round:"

@@ -36,8 +36,9 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
+from jobs.jobrun import JobOutput
 from jobs.logic import open_store
-from jobs.runner import JobOutput, LinkPipeline, RoundResult, extract_links
+from jobs.runner import LinkPipeline, RoundResult, extract_links
 from jobs.runnerconfig import CLUSTER_RUNNERS, RunnerConfig
 from jobs.sparkapp import SparkRounds
 from pipeline.storage.base import Store
