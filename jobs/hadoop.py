@@ -18,6 +18,7 @@ from pipeline.settings import ClusterSettings
 
 DEFAULT_HOME = Path.home() / ".cache" / "crawlfleet" / "hadoop-cluster"
 MODES = ("yarn", "local")
+ONE_SPLIT_BYTES = 1 << 40  # a split size no input file of a link job reaches
 
 
 def hadoop_home() -> Path:
@@ -67,7 +68,14 @@ def runner_args(
         raise ValueError(f"hadoop mode must be one of {MODES}, got {how!r}")
     # No job-history logs for mrjob to dig through on failure (none in local mode; on YARN the task logs
     # stay on the NodeManager): skip its search.
-    common = ["--hadoop-streaming-jar", str(jar), "--hadoop-log-dirs", str((home / "logs").resolve())]
+    common = ["--hadoop-streaming-jar", str(jar), "--hadoop-log-dirs", str((home / "logs").resolve()),
+              # One map task per input file, as on the local runner (jobs/localrunner.py): the link jobs'
+              # inputs are manifests and candidate files written one per intended task. Hadoop would
+              # otherwise cut a one-line manifest in two (mapreduce.job.maps = 2), a task for the empty half.
+              "-D", f"mapreduce.input.fileinputformat.split.minsize={ONE_SPLIT_BYTES}",
+              # The tasks' Python has mrjob (a dependency of crawlfleet, installed where the tasks run): no
+              # zip of mrjob uploaded per job, no setup wrapper (a shell) per task.
+              "--no-bootstrap-mrjob"]  # fmt: skip
     if how == "local":
         tmp_dir.mkdir(parents=True, exist_ok=True)
         return ["--hadoop-bin", str(home / "bin" / "hadoop-local"), *common,

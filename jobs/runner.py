@@ -67,11 +67,12 @@ def _size(segment: str) -> int:
 
 def tasks_for(cfg: RunnerConfig, segments: Sequence[Path | str]) -> RunnerConfig:
     """``cfg`` with the map tasks a round over ``segments`` gets: one on the inline runner; on the local
-    runner one per ``split_bytes`` of segments, ``map_tasks`` at most (a task's start costs more than a
-    small round's work); on a cluster ``map_tasks``."""
+    runner and on Hadoop one per ``split_bytes`` of segments, ``map_tasks`` at most (a task's start costs
+    more than a small round's work; on YARN a small job's tasks run one after another in its uber
+    ApplicationMaster); on Spark and EMR ``map_tasks``."""
     if cfg.runner == "inline":
         return replace(cfg, map_tasks=1)
-    if cfg.runner != "local":
+    if cfg.runner not in ("local", "hadoop"):
         return cfg
     total = sum(_size(str(s)) for s in segments)
     return replace(cfg, map_tasks=max(1, min(cfg.map_tasks, 1 + total // max(1, cfg.split_bytes))))

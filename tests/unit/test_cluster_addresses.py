@@ -73,6 +73,9 @@ def test_hadoop_runner_args_for_yarn_and_for_local_mode(tmp_path: Path) -> None:
     assert local[local.index("--hadoop-bin") + 1] == str(home / "bin" / "hadoop-local")
     assert local[local.index("--hadoop-tmp-dir") + 1] == (tmp_path / "tmp").resolve().as_uri()
     assert not any("yarn" in a for a in local)
+    for args in (yarn, local):  # one map task per input file; the tasks' Python imports mrjob itself
+        assert f"mapreduce.input.fileinputformat.split.minsize={hadoop.ONE_SPLIT_BYTES}" in args
+        assert "--no-bootstrap-mrjob" in args
     assert hadoop.mode(ClusterSettings(hadoop_mode="local")) == "local"
     with pytest.raises(FileNotFoundError):
         hadoop.runner_args(tmp_path / "tmp", home=tmp_path / "none", mode_="yarn", cs=cs)

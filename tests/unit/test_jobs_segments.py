@@ -63,7 +63,9 @@ def test_a_small_round_on_the_local_runner_runs_one_task_per_step(tmp_path: Path
     assert tasks_for(local, segs[:2]).args()[tasks_for(local, segs[:2]).args().index("--num-cores") + 1] == "1"
     assert tasks_for(RunnerConfig(runner="local", map_tasks=2, split_bytes=1), segs).map_tasks == 2  # at most
     assert tasks_for(RunnerConfig(runner="inline", map_tasks=4), segs).map_tasks == 1
-    assert tasks_for(RunnerConfig(runner="hadoop", map_tasks=4), segs).map_tasks == 4  # a cluster: as set
+    hadoop = RunnerConfig(runner="hadoop", map_tasks=4, split_bytes=1000)
+    assert (tasks_for(hadoop, segs).map_tasks, tasks_for(hadoop, segs[:2]).map_tasks) == (2, 1)  # as local
+    assert tasks_for(RunnerConfig(runner="spark", map_tasks=4), segs).map_tasks == 4  # Spark: as set
     # A one-task extract runs inline only in a worker process of its own (uber mode); else as configured.
     assert extract_config(local, segs[:2], in_worker=True).runner == "inline"
     assert extract_config(local, segs[:2], in_worker=False).runner == "local"
