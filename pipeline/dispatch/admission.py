@@ -150,6 +150,12 @@ class Admission:
             wait = max(wait, (max(1, t) - tokens) / m)
         return wait
 
+    def forget(self, fetcher_id: str) -> None:
+        """A fetcher restarted: its r starts again at 0. The URLs its old incarnation was given this minute
+        are expired and go to other fetchers; counted against the new one they would keep it out of
+        every choice until the minute ends (``capacity``), though nothing is running on it."""
+        self._r.pop(fetcher_id, None)
+
     def n(self, service: str) -> int:
         return self._n.get(service, 0)
 

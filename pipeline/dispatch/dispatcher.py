@@ -91,6 +91,7 @@ class Dispatcher:
         else:
             for serial in sorted(f.outstanding):
                 self._expire(serial, now)
+            self._admission.forget(fetcher_id)  # a new incarnation: nothing given to it runs (S1's r)
             if k is not None:
                 f.k = k
         f.address = address or f.address

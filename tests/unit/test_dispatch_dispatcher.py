@@ -329,6 +329,18 @@ def test_register_again_expires_forgotten_batches() -> None:
     assert len(ok(d.offer("a", "default")).tasks) == 5
 
 
+def test_a_restarted_fetcher_starts_its_minute_with_nothing_given() -> None:
+    """S1's r of a new incarnation: what the old one was given is expired and goes elsewhere; counted
+    against it, the restarted node lost every node choice until the minute ended (a CI fault test)."""
+    d, _, clock = make(Quotas({"x": 1000}))
+    d.heartbeat(hb("a", clock, rate=10, free=50))
+    d.heartbeat(hb("b", clock, rate=10, free=50))
+    ok(d.offer("a", "x"))
+    ok(d.offer("b", "x"))
+    d.register("a")  # restarted
+    assert dict(d.grants_this_minute()) == {"b": 10} and d.snapshot().services["x"].n == 20
+
+
 def test_serials_survive_dispatcher_restart() -> None:
     store = MemorySerialStore()
     d1, _, _ = make(store=store)
