@@ -2,7 +2,9 @@
 on one loop. ``AioFetcher`` is what the embedded engine and the Celery worker use.
 
 The connector resolves through ``GuardedResolver`` so that only SSRF-checked addresses are connected
-to. Bodies are read raw (``auto_decompress=False``) and decoded by ``BodyDecoder`` under a cap. All
+to, and asks the batch's fence (``fetchers.exchange.SEND_FENCE``) again once a new connection is up, before
+aiohttp writes the request: a fenced exchange gives the connection back to the pool unused and ends as
+``LEASE_LAPSED``. Bodies are read raw (``auto_decompress=False``) and decoded by ``BodyDecoder`` under a cap. All
 rules (robots, redirects, retries, pacing) live in ``fetchers.engine``, shared with the threaded fetcher.
 """
 
@@ -25,9 +27,10 @@ from yarl import URL
 
 from fetchers.body import ACCEPT_ENCODING, BodyDecoder
 from fetchers.conditional import REQUEST_HEADERS
-from fetchers.exchange import REDIRECT_STATUSES, Exchange, dns_error_class
+from fetchers.exchange import REDIRECT_STATUSES, SEND_FENCE, Exchange, dns_error_class
 from fetchers.fetcher import EngineFetcher
 from fetchers.guard import GuardedResolver, SsrfBlocked
+from fetchers.report import LEASE_LAPSED
 from fetchers.tls import cert_error_class, client_context
 from fetchers.wire import WireRecord, status_line
 from pipeline.settings import FetchSettings
@@ -40,8 +43,13 @@ KEEP_HEADERS = (
 _REDIRECT_BODY_CAP = 64 * 1024  # read (and drop) small redirect bodies so the connection can be reused
 _READ_CHUNK = 64 * 1024
 
-# Time spent creating a new connection for the current exchange (set per task; see _TimedConnector).
+# Time spent creating a new connection for the current exchange (set per task; see _TimedConnector); -1.0
+# while the exchange has made no new connection.
 _CONNECT_TIME: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar("connect_time", default=None)
+
+
+class _Fenced(Exception):
+    """The batch's fence said no once a new connection was up: the request was not sent."""
 
 
 class MalformedBody(aiohttp.ClientPayloadError):
@@ -70,7 +78,12 @@ class _BodyErrorHandler(ResponseHandler):
 class _TimedConnector(aiohttp.TCPConnector):
     """Records connection set-up time into the running exchange's holder; cheaper than TraceConfig,
     which adds signal dispatch to every request and every body chunk. Its connections use
-    ``_BodyErrorHandler``."""
+    ``_BodyErrorHandler``.
+
+    ``connect`` is where aiohttp hands a connection to the request, which writes its head on it next: a
+    new connection is fenced there. (A TraceConfig ``on_connection_create_end`` handler runs earlier,
+    inside the connector's own bookkeeping, where raising would leave the new socket neither pooled nor
+    closed.) A fenced connection is released to the pool, fresh and reusable, and ``_Fenced`` raised."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -83,6 +96,16 @@ class _TimedConnector(aiohttp.TCPConnector):
         if holder is not None:
             holder[0] = time.perf_counter() - t0
         return proto
+
+    async def connect(self, req: Any, traces: Any, timeout: Any) -> aiohttp.connector.Connection:
+        conn = await super().connect(req, traces, timeout)
+        holder = _CONNECT_TIME.get()
+        if holder is not None and holder[0] >= 0.0:  # a new connection (a pooled one was fenced before)
+            fence = SEND_FENCE.get()
+            if fence is not None and not fence():  # stopped while connecting: send nothing now
+                conn.release()
+                raise _Fenced("not sent: the batch's lease lapsed while connecting")
+        return conn
 
 
 def classify(exc: BaseException, *, got_response: bool) -> tuple[str, bool]:
@@ -141,7 +164,7 @@ class AioTransport:
 
     async def exchange(self, url: str, host: str, ip: str, *, max_body: int) -> Exchange:
         ex = Exchange()
-        holder = [0.0]
+        holder = [-1.0]
         _CONNECT_TIME.set(holder)
         t0 = self._clock()
         sent_at = time.time() if self.capture else 0.0
@@ -200,12 +223,14 @@ class AioTransport:
                     ex.error_class, ex.error_message = "decode_error", decoder.error
         except asyncio.CancelledError:
             raise
+        except _Fenced as exc:
+            ex.error_class, ex.error_message = LEASE_LAPSED, str(exc)
         except Exception as exc:  # every failure is a result, never an exception
             if ex.wire is not None and isinstance(exc, asyncio.TimeoutError):
                 ex.wire.truncated = "time"
             ex.error_class, ex.retryable = classify(exc, got_response=got_response)
             ex.error_message = (f"{type(exc).__name__}: {exc}")[:300]
-        ex.connect_s = holder[0]
+        ex.connect_s = max(0.0, holder[0])
         return ex
 
 

@@ -3,8 +3,8 @@ implements (aiohttp in ``fetchers.aio``, requests-futures in ``fetchers.threaded
 both sides share.
 
 ``SEND_FENCE``: the batch's fence for the exchange under way (set by ``fetchers.retrying``). The fence is
-asked before each request; a transport whose request waits on a new connection asks it again once
-connected (``fetchers.h1``), since a process stopped while connecting would otherwise send, after it
+asked before each request; every transport whose request waits on a new connection asks it again once
+connected, before the request is written (``fetchers.h1``, ``fetchers.aio``, ``fetchers.threaded``), since a process stopped while connecting would otherwise send, after it
 continues, a request its batch no longer allows (another node may be fetching that URL by then).
 """
 

@@ -7,17 +7,26 @@ where requests does the blocking I/O and the body is read raw and decoded under 
 SSRF pinning: the engine resolves and checks every host through ``GuardedResolver`` before an exchange
 and records the checked address in ``pins``; the urllib3 connection class connects only to that pinned
 address (never resolving again), so there is no rebinding window here either.
+
+The batch's fence (``fetchers.exchange.SEND_FENCE``) reaches the worker thread with the exchange's context
+(``_ContextPool``, as ``asyncio.to_thread`` does; the fences are thread-safe). The pool connects a new
+connection in ``_validate_conn`` (urllib3's hook "right before a request is made"; it connects HTTPS there
+itself) and asks the fence before the request head is written: fenced, nothing is sent and the exchange
+ends as ``LEASE_LAPSED``. urllib3's ``urlopen`` closes a connection whose request raised and offers no
+way to give it back unused, so that fresh connection is closed (a FIN, no request bytes), not reused.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import http.client
 import os
 import socket
 import time
 import warnings
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from http.cookiejar import DefaultCookiePolicy
 from typing import Any
 
@@ -32,9 +41,10 @@ from urllib3.exceptions import ConnectTimeoutError, InvalidChunkLength, NewConne
 from fetchers.aio import KEEP_HEADERS
 from fetchers.body import ACCEPT_ENCODING, BodyDecoder
 from fetchers.conditional import REQUEST_HEADERS
-from fetchers.exchange import REDIRECT_STATUSES, Exchange, split_host
+from fetchers.exchange import REDIRECT_STATUSES, SEND_FENCE, Exchange, split_host
 from fetchers.fetcher import EngineFetcher
 from fetchers.guard import GuardedResolver, SsrfBlocked
+from fetchers.report import LEASE_LAPSED
 from fetchers.tls import cert_error_class, client_context
 from fetchers.wire import WireRecord, status_line
 from pipeline.settings import FetchSettings, Settings
@@ -67,9 +77,38 @@ def _pinned_classes(pins: Pins, *, capture: bool = False) -> dict[str, type[HTTP
         methods.update(_capturing_methods())
     conn = type("PinnedHTTPConnection", (HTTPConnection,), methods)
     sconn = type("PinnedHTTPSConnection", (HTTPSConnection,), methods)
-    pool = type("PinnedHTTPConnectionPool", (HTTPConnectionPool,), {"ConnectionCls": conn})
-    spool = type("PinnedHTTPSConnectionPool", (HTTPSConnectionPool,), {"ConnectionCls": sconn})
+    pool = type("PinnedHTTPConnectionPool", (HTTPConnectionPool,),
+                {"ConnectionCls": conn, "_validate_conn": _fenced_validate(HTTPConnectionPool)})  # fmt: skip
+    spool = type("PinnedHTTPSConnectionPool", (HTTPSConnectionPool,),
+                 {"ConnectionCls": sconn, "_validate_conn": _fenced_validate(HTTPSConnectionPool)})  # fmt: skip
     return {"http": pool, "https": spool}
+
+
+class _Fenced(Exception):
+    """The batch's fence said no once a new connection was up: the request was not sent."""
+
+
+def _fenced_validate(base: type[HTTPConnectionPool]) -> Callable[[HTTPConnectionPool, Any], None]:
+    """``_validate_conn`` that connects a new connection (the HTTPS pool's own does), then asks the fence."""
+
+    def validate(self: HTTPConnectionPool, conn: Any) -> None:
+        new = conn.is_closed
+        base._validate_conn(self, conn)
+        if new and conn.is_closed:
+            conn.connect()  # http.client would connect when the head is written, after any check of ours
+        fence = SEND_FENCE.get()
+        if new and fence is not None and not fence():  # stopped while connecting: send nothing now
+            conn.close()
+            raise _Fenced("not sent: the batch's lease lapsed while connecting")
+
+    return validate
+
+
+class _ContextPool(ThreadPoolExecutor):
+    """Runs each job in a copy of the submitting task's context, so ``SEND_FENCE`` is seen on the thread."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        return super().submit(contextvars.copy_context().run, fn, *args, **kwargs)
 
 
 def _capturing_methods() -> dict[str, Any]:
@@ -163,7 +202,7 @@ class ThreadedTransport:
         self._clock = clock
         self.capture = capture  # fill Exchange.wire (fetchers.wire) for an archive
         self.pins: Pins = {}
-        self.session = FuturesSession(max_workers=threads)
+        self.session = FuturesSession(executor=_ContextPool(max_workers=threads))
         adapter = _PinnedAdapter(
             self.pins, fetch=fetch, capture=capture, pool_connections=1024, pool_maxsize=threads, max_retries=0
         )
@@ -226,6 +265,9 @@ class ThreadedTransport:
             resp = await asyncio.wrap_future(fut)
         except asyncio.CancelledError:
             raise
+        except _Fenced as fenced:
+            ex.error_class, ex.error_message = LEASE_LAPSED, str(fenced)
+            return ex
         except _BodyFailed as failed:
             ex.error_class, ex.retryable = classify(failed.exc, got_response=True)
             ex.error_message = f"{type(failed.exc).__name__}: {failed.exc}"[:300]
