@@ -5,7 +5,10 @@ Part ``extract``: ``--pages`` synthetic pages (~20 KB, ~20 links each, 5% errors
 ``--inputs``: ``segments`` (manifests naming whole segments: one mapper call per segment, #18) and
 ``pages`` (the segment files as input: one mapper call per page, as before #18). Baseline: the same logic
 functions called in a plain loop (``bare``), no mrjob. CPU is user+sys of the whole process tree, JVMs and
-Python workers included, from a cpuacct cgroup (treecpu.py; rusage misses processes nobody reaps).
+Python workers included, from a cpuacct cgroup (treecpu.py; rusage misses processes nobody reaps); on
+YARN (and on a Spark master) the tasks run in the cluster's containers, outside that tree, so the CPU of
+the cluster's processes during the run is added (clustercpu.py, as the fleet bench counts it; the row's
+``cluster_cpu`` says how much, by service, the daemons' own share included).
 Figures: wall pages/s, pages per CPU-second, both as ratios to bare, CPU per page as a multiple of bare's,
 and for segments a start-up run on one segment, so the marginal CPU per page leaves start-up out.
 
@@ -39,6 +42,7 @@ from jobs.runner import extract_links
 from jobs.runnerconfig import RunnerConfig
 from jobs.synth import make_results, write_segment
 from pipeline.frontier.dedup import SeenFilter
+from pipeline.harness.bench import clustercpu
 from pipeline.harness.bench.treecpu import TreeCpu
 from pipeline.links import extract, hrefs
 from pipeline.storage.base import Store, UrlRecord
@@ -202,6 +206,10 @@ def bench_extract(segments: Sequence[Path], pages: int, rules: logic.LinkRules, 
 def _run_extract(segments: Sequence[Path], pages: int, kind: str, args: list[str], cfg: RunnerConfig,
                  cpu: TreeCpu) -> dict[str, Any]:  # fmt: skip
     leftovers = cpu.settle()  # the previous run's stragglers must not charge this one
+    # On YARN (or a Spark master) the tasks run in the cluster's containers, outside this process tree:
+    # their CPU and the daemons' is counted from the cluster's processes, as the fleet bench does.
+    on_cluster = cfg.runner == "hadoop" or (cfg.runner == "spark" and not cfg.spark_master.startswith("local"))
+    cluster0 = clustercpu.sample() if on_cluster else None
     cpu0, t0 = cpu.seconds(), time.perf_counter()
     try:
         if kind == "segments":
@@ -213,10 +221,15 @@ def _run_extract(segments: Sequence[Path], pages: int, kind: str, args: list[str
     wall = time.perf_counter() - t0
     stragglers = cpu.settle()  # Spark's Python daemon may still be exiting: its CPU belongs to this run
     used = cpu.seconds() - cpu0
+    cluster = clustercpu.sample().minus(cluster0) if cluster0 is not None else None
+    if cluster is not None:
+        used += cluster.total_s
     cores = 1 if cfg.runner == "inline" else min(2, os.cpu_count() or 1)
     row = _rates(pages, wall, used, cores=cores)
-    row.update(records=len(job.records), segments=len(segments), leftovers_before=leftovers,
+    row.update(records=len(job), segments=len(segments), leftovers_before=leftovers,
                stragglers_after=stragglers)  # fmt: skip
+    if cluster is not None:  # included in cpu_s: the containers' and the daemons' CPU during the run
+        row["cluster_cpu"] = cluster.to_json(pages)
     return row
 
 
