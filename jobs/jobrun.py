@@ -47,7 +47,7 @@ class JobOutput:
         return self._records
 
     def __len__(self) -> int:
-        return len(self.lines) if self._records is None and self.lines is not None else len(self.records)
+        return len(self.lines) if self.lines is not None else len(self.records)
 
     def json_lines(self) -> list[bytes]:
         """The records as JSON lines (without their newlines), as written or encoded now."""
