@@ -141,6 +141,10 @@ write_conf() {
   <property><name>hbase.regionserver.handler.count</name><value>16</value></property>
   <property><name>hbase.balancer.period</name><value>3600000</value></property>
   <property><name>hbase.thrift.minWorkerThreads</name><value>4</value></property>
+  <!-- The Thrift server's client reads the cluster id and meta's location from ZooKeeper with a 10 s
+       default; on a 2-core box under load that read has timed out ("Zookeeper GET could not be
+       completed in 10000 ms") and failed the request. A minute of margin; a dead ZooKeeper still fails. -->
+  <property><name>zookeeper.registry.async.get.timeout</name><value>60000</value></property>
 </configuration>
 EOF
   cat >"$CONF/log4j2.properties" <<'EOF'
