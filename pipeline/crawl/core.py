@@ -62,6 +62,7 @@ class CrawlCore(PendingInputs, ResultPath):
         stats: CrawlStats | None = None,
         resume: bool = False,
         quotas: Quotas | None = None,
+        quota_share: Callable[[int], float | None] | None = None,
         write_behind: bool = False,
         outcomes_by_nodes: bool = False,
         background_refills: bool = False,
@@ -96,6 +97,7 @@ class CrawlCore(PendingInputs, ResultPath):
             quotas=quotas or Quotas.unlimited(),
             serials=SerialAllocator(store.reserve_serials),
             clock=clock,
+            quota_share=quota_share,  # a dispatcher shard's part of each minute's budget (dispatch/quotashares.py)
         )
         st = settings.store
         table = FingerprintTable(max_entries=st.seen_table_max_urls) if st.seen_table_max_urls > 0 else None

@@ -26,12 +26,16 @@ ever makes the budget smaller: every grant still satisfies S1's ``t + n <= s*m``
 of no, the batch is cut to the budget (``min(t, budget)``, refused only when budget < 1). Either way
 ``t + n <= s*m`` holds for every grant. ``grant`` then adds the URLs actually leased to n and to the
 fetcher's r, which S1's node choice reads (``u = p*s + q - r``, ``capacity``).
+
+Dispatcher shards (``share``, ``pipeline.dispatch.quotashares``): each shard admits on its part of m in
+the current minute, ``m * share(minute)``; while ``share`` answers None (that minute's division among the
+shards is not known here yet) the budget is 0 and the wait is to the next second.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -67,6 +71,7 @@ class Admission:
 
     quotas: Quotas
     shrink: bool = False  # dispatch.quota_shrink: the deviation from S1 (cut t to the budget, not refuse)
+    share: Callable[[int], float | None] | None = None  # a shard's part of m in a minute (module docstring)
     _minute: int | None = None
     _n: dict[str, int] = field(default_factory=dict)
     _r: dict[str, int] = field(default_factory=dict)
@@ -89,7 +94,7 @@ class Admission:
     def budget(self, service: str, now: float) -> float | None:
         """floor(s*m) - n for ``service`` now; None if unknown; ``math.inf`` if unlimited."""
         self.roll(now)
-        m = self.quotas.quota(service)
+        m = self._quota(service, minute_of(now))
         if m is None:
             return None
         if math.isinf(m):
@@ -97,6 +102,14 @@ class Admission:
         s1 = math.floor(second_of_minute(now) * m + 1e-9) - self._n.get(service, 0)
         paced = self._paced(service, m, now)
         return s1 if paced is None else min(s1, paced)
+
+    def _quota(self, service: str, minute: int | None) -> float | None:
+        """m for ``service`` in ``minute``: the quota list's, or this shard's part of it (0 while unknown)."""
+        m = self.quotas.quota(service)
+        if m is None or math.isinf(m) or self.share is None:
+            return m
+        part = self.share(minute) if minute is not None else None
+        return 0.0 if part is None else m * part
 
     def _slice(self, m: float) -> int:
         """The most one request asks for: ``slice_s`` seconds' quota, or one second's (at least 1)."""
@@ -117,7 +130,7 @@ class Admission:
     def request(self, service: str, wanted: int) -> int:
         """The t our client asks for: ``wanted`` (S3's n_i), at most one slice of the quota (``_slice``:
         one second's without pacing; at least 1)."""
-        m = self.quotas.quota(service)
+        m = self._quota(service, self._minute)
         if m is None or math.isinf(m) or self.shrink:
             return wanted
         return max(0, min(wanted, self._slice(m)))
@@ -131,7 +144,7 @@ class Admission:
         self.roll(now)
         self._n[service] = self._n.get(service, 0) + urls
         self._r[fetcher_id] = self._r.get(fetcher_id, 0) + urls
-        m = self.quotas.quota(service)
+        m = self._quota(service, minute_of(now))
         if m is not None and service in self._tokens and self._paced(service, m, now) is not None:
             tokens, at = self._tokens[service]
             self._tokens[service] = (tokens - urls, at)
@@ -139,7 +152,9 @@ class Admission:
     def wait_s(self, service: str, now: float, *, t: int = 1) -> float:
         """Seconds until floor(s*m) - n >= t (a batch of t fits), or until the next minute if later;
         with pacing, no sooner than the token bucket holds t."""
-        m = self.quotas.quota(service) or 0.0
+        if self.share is not None and self.share(minute_of(now)) is None:
+            return 1.0 - now % 1.0  # this minute's division is not known here yet: asked again next second
+        m = self._quota(service, minute_of(now)) or 0.0
         start = minute_of(now) * 60.0
         need = (self.n(service) + max(1, t)) / m if m > 0 else math.inf  # the second s at which it fits
         if need > 60:

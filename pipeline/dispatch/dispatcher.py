@@ -62,6 +62,7 @@ class Dispatcher:
         serials: SerialAllocator,
         clock: Callable[[], float],
         max_outstanding: int = 1,
+        quota_share: Callable[[int], float | None] | None = None,
     ) -> None:
         if max_outstanding < 1:
             raise ValueError("max_outstanding must be >= 1")
@@ -73,7 +74,7 @@ class Dispatcher:
         self._serials = serials
         self._clock = clock
         self.max_outstanding = max_outstanding
-        self._admission = Admission(quotas, shrink=settings.quota_shrink)
+        self._admission = Admission(quotas, shrink=settings.quota_shrink, share=quota_share)  # share: a shard's part
         self._warned_unknown: set[str] = set()
         self._roster = Roster(settings)
         self._ledger = BatchLedger()

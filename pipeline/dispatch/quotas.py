@@ -107,13 +107,6 @@ class Quotas:
         """The quota file named by DispatchSettings.quotas_file, or unlimited when it is empty."""
         return cls.load(quotas_file) if quotas_file else cls.unlimited()
 
-    def split(self, parts: int) -> Quotas:
-        """Each of ``parts`` dispatcher shards' quotas: every service's m divided evenly, so that the shards'
-        minute budgets, floor(s * m / parts) each, never add up to more than S1's floor(s * m)."""
-        if parts <= 1 or self.unlimited_all:
-            return self
-        return Quotas({k: m / parts for k, m in self.per_second.items()}, pace=self.pace)
-
     def quota(self, service: str) -> float | None:
         if self.unlimited_all:
             return math.inf

@@ -6,7 +6,9 @@ fetch nodes and the link jobs crawl the testbed, judged from its access log and 
   fetched twice beyond what the dead shard had in flight;
 - a skewed web (one shard owns every host) ends with the other shards holding hosts and fetching pages
   (the communicating-vessels rule: blocks of hosts through the remote queue);
-- S1's per-minute quota split across the shards holds at the testbed's access log.
+- S1's per-minute quota divided among the shards holds at the testbed's access log, and after a shard's
+  kill the live shards share its part from the next minute: the web is asked for the whole budget again,
+  never more.
 """
 
 from __future__ import annotations
@@ -61,6 +63,15 @@ class Shards:
         """Stop shard ``i`` (SIGTERM) and return its summary."""
         self.procs[i].terminate()
         return self.wait(i, timeout_s=60)
+
+    def kill_when_busy(self, i: int, *, done: int = 5) -> float:
+        """SIGKILL shard ``i`` once it has seen ``done`` batches answered (so it has batches out); when."""
+        deadline = time.monotonic() + 120
+        while sum(ev["ev"] == "done" for ev in self.events(i)) < done and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.procs[i].send_signal(signal.SIGKILL)
+        self.procs[i].wait(10)
+        return time.time()
 
     def events(self, i: int) -> list[dict[str, Any]]:
         path = self.f.out / f"shard-{i}" / "fleet-events.jsonl"
@@ -139,14 +150,7 @@ def test_a_shard_killed_mid_crawl_is_taken_over_with_nothing_lost(
                 f.start_worker(i, slots=4)
             for i in (0, 1, 2):
                 shards.start(i)
-            # Once shard 2 has batches out, kill it.
-            deadline = time.monotonic() + 120
-            while sum(ev["ev"] == "done" for ev in shards.events(2)) < 5 and time.monotonic() < deadline:
-                time.sleep(0.1)
-            struck = shards.procs[2]
-            struck.send_signal(signal.SIGKILL)
-            struck.wait(10)
-            killed_at = time.time()
+            killed_at = shards.kill_when_busy(2)  # once it has batches out
             summaries = {i: shards.wait(i) for i in (0, 1)}
         finally:
             shards.stop()
@@ -238,27 +242,32 @@ def test_a_skewed_web_is_shared_out_by_the_vessels_rule(
 PER_S = 6.0
 
 
+def quota_fleet(rabbitmq: str, fleet: Any, tb: TestbedProcess, tmp_path: Path, prefix: str, *,
+                slots: int) -> tuple[Any, Shards, Path, set[tuple[str, str]]]:  # fmt: skip
+    """A fleet whose three shards share PER_S URLs/s of the service (the quota file), its three nodes started;
+    and the web's redirect hops (not counted by S1)."""
+    quotas = tmp_path / "quotas.toml"
+    f = fleet(rabbitmq, tb, max_depth=MAX_DEPTH,
+              extra_env=shard_env(prefix, CRAWLFLEET_DISPATCH_QUOTAS_FILE=str(quotas)))  # fmt: skip
+    quotas.write_text(f"[services]\n{f.service} = {PER_S}\n")
+    for i in (1, 2, 3):
+        f.start_worker(i, slots=slots)
+    return f, Shards(f), quotas, {key(u) for u in tb.truth(max_depth=MAX_DEPTH).get("redirect_hops", ())}
+
+
 def test_the_quota_split_across_shards_holds_at_the_web(
     rabbitmq: str, fleet: Any, tmp_path: Path, hbase_prefix: str
 ) -> None:
-    """S1's budget of the service (6 URLs/s) split across three shards (2 each): the URLs the testbed was
+    """S1's budget of the service (6 URLs/s) divided among three shards (2 each): the URLs the testbed was
     asked for by the end of second s of a minute never pass floor(s x 6), and every shard spent its part."""
     from pipeline.harness.faults.quota_trial import granted_requests
 
     prefix = f"{hbase_prefix}shq"
     with TestbedProcess(30, 40, seed=34, workdir=tmp_path / "tb") as tb:
-        quotas = tmp_path / "quotas.toml"
-        f = fleet(rabbitmq, tb, max_depth=MAX_DEPTH,
-                  extra_env=shard_env(prefix, CRAWLFLEET_DISPATCH_QUOTAS_FILE=str(quotas)))  # fmt: skip
-        quotas.write_text(f"[services]\n{f.service} = {PER_S}\n")
-        shards = Shards(f)
-        truth = tb.truth(max_depth=MAX_DEPTH)
-        hops = {key(u) for u in truth.get("redirect_hops", ())}
+        f, shards, quotas, hops = quota_fleet(rabbitmq, fleet, tb, tmp_path, prefix, slots=4)
         start = time.time()
         before = len(tb.read_access_log())
         try:
-            for i in (1, 2, 3):
-                f.start_worker(i, slots=4)
             for i in (0, 1, 2):
                 shards.start(i)
             deadline = time.monotonic() + 120  # a bound on the wait: until the web has served 14 s of quota
@@ -275,11 +284,61 @@ def test_the_quota_split_across_shards_holds_at_the_web(
         log = [e for e in tb.read_access_log()[before:] if float(e["t"]) >= start - 1]
     asked = granted_requests(log, hops)
     assert len(asked) >= 12 * PER_S, len(asked)
+    check_s1_at_the_web(asked, start)
+    for i, s in summaries.items():
+        assert s["quota"] == f"{PER_S:g} URLs/s from {quotas}", s["quota"]
+        assert s["pages_fetched"] + s["pages_failed"] > 0, (i, s["pages_fetched"])
+        assert s["shard"]["quota_part"] >= 1 / 3 - 1e-9, s["shard"]  # a third each (or more as the others stop)
+
+
+def check_s1_at_the_web(asked: list[dict[str, Any]], start: float) -> collections.Counter[int]:
+    """The URLs the web was asked for by the end of each second s of a minute never pass floor(s x PER_S);
+    returns the count asked in each second."""
     per_second = collections.Counter(int(float(e["t"])) for e in asked)
     for sec in range(int(start), int(time.time()) + 1):  # by the end of each second of its minute
         minute0 = sec - sec % 60
         so_far = sum(n for t, n in per_second.items() if minute0 <= t <= sec)
         assert so_far <= math.floor((sec - minute0 + 1) * PER_S), (sec, so_far)
-    for i, s in summaries.items():
-        assert s["quota"] == f"{PER_S / 3:g} URLs/s from {quotas}", s["quota"]
-        assert s["pages_fetched"] + s["pages_failed"] > 0, (i, s["pages_fetched"])
+    return per_second
+
+
+def test_a_dead_shards_part_of_the_quota_goes_to_the_live_shards_from_the_next_minute(
+    rabbitmq: str, fleet: Any, tmp_path: Path, hbase_prefix: str
+) -> None:
+    """Three shards share 6 URLs/s; shard 2 is killed (SIGKILL) mid-crawl. Once it has been taken over, the
+    next minute's plan names shards 0 and 1 only: in that whole minute the web is asked for nearly the whole
+    budget (a fixed split left the two a third each: 240 of 360), each survivor issuing more than its old
+    third, and never more than floor(s x 6) by any second s of any minute."""
+    from pipeline.harness.faults.quota_trial import granted_requests
+
+    prefix = f"{hbase_prefix}sqk"
+    budget = 60 * PER_S
+    with TestbedProcess(40, 60, seed=35, workdir=tmp_path / "tb") as tb:
+        f, shards, _, hops = quota_fleet(rabbitmq, fleet, tb, tmp_path, prefix, slots=6)
+        start = time.time()
+        before = len(tb.read_access_log())
+        try:
+            for i in (0, 1, 2):
+                shards.start(i)
+            shards.kill_when_busy(2)
+            deadline = time.monotonic() + 60
+            while not (took := [ev for i in (0, 1) for ev in shards.events(i) if ev["ev"] == "shard_takeover"]):
+                assert time.monotonic() < deadline, "shard 2 was not taken over"
+                time.sleep(0.2)
+            minute = int(took[0]["t"] + 1) // 60 + 1  # the first minute begun after the takeover
+            while time.time() < 60 * (minute + 1) + 2:  # to the end of that minute
+                time.sleep(0.5)
+            summaries = {i: shards.terminate(i) for i in (0, 1)}
+        finally:
+            shards.stop()
+            stop(f.links)
+        tb.wait_log_flush()
+        log = [e for e in tb.read_access_log()[before:] if float(e["t"]) >= start - 1]
+    per_second = check_s1_at_the_web(granted_requests(log, hops), start)
+    whole = sum(n for t, n in per_second.items() if t // 60 == minute)
+    assert 0.85 * budget <= whole <= budget, (whole, budget)
+    for i in (0, 1):
+        issued = sum(len(ev.get("urls", ())) for ev in shards.events(i)
+                     if ev["ev"] == "issue" and int(ev["t"]) // 60 == minute)  # fmt: skip
+        assert issued > budget / 3, (i, issued)  # more than a fixed split's third
+        assert summaries[i]["shard"]["quota_members"] == [0, 1] and summaries[i]["shard"]["quota_changes"] >= 1

@@ -83,10 +83,13 @@ class CrawlOpening:
         if self._stopping:
             return []
         d = self.settings.dispatch
-        quotas = Quotas.from_settings_file(d.quotas_file).split(d.shards)  # shards: each its part of S1's budget
+        quotas = Quotas.from_settings_file(d.quotas_file)
+        # Shards: each admits on its part of S1's budget in the current minute (pipeline/dispatch/quotashares.py).
+        share = self.shard.quota.fraction if self.shard is not None and self.shard.quota is not None else None
         with self.shard.seeding() if self.shard is not None else contextlib.nullcontext():
             self.core = CrawlCore(self.settings, store, seeds=self.seeds, out_dir=self.out_dir, clock=self.clock,
                                   resume=self.resume, outcomes_by_nodes=True, background_refills=True, quotas=quotas,
+                                  quota_share=share,
                                   admit=self.shard.hosts.admit if self.shard is not None else None)  # fmt: skip
         if self.shard is not None:
             self.shard.attach(self.core)

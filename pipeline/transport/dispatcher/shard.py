@@ -13,6 +13,9 @@ One ``ShardPeer`` per sharded dispatcher process.
   (``pipeline.dispatch.vessels``) over every live shard's level (its ready URLs, published in the store
   under ``shardstate:SERVICE:I`` with whether it is idle): push whole hosts from the queue's tail to the
   remote queue, or pull blocks from it.
+- With a quota file, S1's per-minute budget of the service is divided among the shards alive, a plan per
+  minute in the store (``ShardQuota``, ``pipeline/transport/dispatcher/shardquota.py``): known before the
+  first grant (``attach``) and at each minute's turn (every tick).
 - The crawl is over for a shard (``finished``) when it has been idle, with every live peer idle, no dead
   peer left to take over, nothing to send on and no block waiting, at three heartbeats in a row.
 """
@@ -35,6 +38,7 @@ from pipeline.storage.factory import from_settings
 from pipeline.storage.hostowners import HostOwners
 from pipeline.storage.shardleases import ShardLease, ShardTaken, shard_leases
 from pipeline.transport.dispatcher.shardhosts import ShardHosts
+from pipeline.transport.dispatcher.shardquota import ShardQuota
 from pipeline.transport.wire import topology
 from pipeline.transport.wire.replies import LinksReport
 from pipeline.transport.wire.shardwire import wire_name
@@ -64,6 +68,8 @@ class ShardPeer:
         self.hosts = ShardHosts(HostOwners(store, self.service, clock=wall), self.index, clock=clock, wall=wall,
                                 transit_grace_s=2 * self.hb)  # fmt: skip
         self.hosts.shards = self.shards
+        self.quota = ShardQuota(store, self.service, self.shards, self.index, clock=clock, wall=wall,
+                                skew_s=self.lease.leases.skew_s) if d.quotas_file else None  # fmt: skip
         self.side = SideChannel(settings.fleet, self.service)
         self.levels = Levels(window=d.shard_window)
         self.core: CrawlCore | None = None
@@ -87,6 +93,8 @@ class ShardPeer:
     def attach(self, core: CrawlCore) -> None:
         self.core = core
         self.hosts.frontier = core.frontier
+        if self.quota is not None:
+            self.quota.tick()  # this minute's part of the budget, before the first grant
 
     def may_act(self) -> bool:
         return self.lease.holds()
@@ -130,6 +138,8 @@ class ShardPeer:
     def tick(self, *, idle: bool, busy_hosts: Container[str]) -> None:
         """From the dispatcher's tick: ``idle`` = nothing to do here (``FleetDispatcher``'s own end test),
         ``busy_hosts`` = hosts not to push (a refill read in flight)."""
+        if self.quota is not None:
+            self.quota.tick()  # store I/O only at a minute's turn (or while its plan is unknown)
         now = self._mono()
         if now >= self._next_look:
             self._next_look = now + self.hb / 4
@@ -247,6 +257,7 @@ class ShardPeer:
         return {"index": self.index, "shards": self.shards, "hosts_owned": len(self.hosts.owned),
                 "beats": self.beats, "takeovers": self.takeovers, "drained_messages": self.drained,
                 "lease_generation": self.lease.generation, **dataclasses.asdict(self.hosts.moves),
+                **(self.quota.summary() if self.quota is not None else {}),
                 "balance_median": ordered[len(ordered) // 2] if ordered else None,
                 "balance_max": ordered[-1] if ordered else None,
                 "side": {"blocks_pushed": self.side.blocks_pushed, "blocks_pulled": self.side.blocks_pulled,
