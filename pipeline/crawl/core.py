@@ -231,11 +231,12 @@ class CrawlCore(PendingInputs, ResultPath):
             for host, count in due.items():
                 self.frontier.add_pending(host, count, refetch=True)
 
-    def _host_backlog(self, host: str) -> int:
+    def _host_backlog(self, host: str) -> int | None:
         """URLs of ``host`` waiting for a lease (the work-conserving re-crawl keeps a few per host, so the
-        host's next lease finds some while its current batch is still out)."""
+        host's next lease finds some while its current batch is still out); None when the frontier does
+        not hold the host (a dispatcher shard handed it on: its re-fetches are the new owner's)."""
         hs = self.frontier.host(host)
-        return 0 if hs is None else hs.pending
+        return None if hs is None else hs.pending
 
     # --- status ------------------------------------------------------------------------------------
     def done(self) -> bool:

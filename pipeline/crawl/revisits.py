@@ -8,7 +8,9 @@
   writes no body and no items.
 - ``due``: at most every ``check_interval_s``, due URLs are moved back to the pending set by the store;
   the core adds them to the frontier. With ``work_conserving``, when fewer than ``WORK_AHEAD`` URLs per
-  known host are pending, the URLs due soonest come back early, so the whole fetch budget is spent.
+  known host are pending, the URLs due soonest come back early, so the whole fetch budget is spent. A
+  host is known once the crawl has leased a URL of it (``decorate`` sees every batch): in the fleet the
+  nodes record the outcomes and the link jobs plan the re-fetches, so the dispatcher sees no outcome.
 - the Poisson policy's per-host marginal value ``mu`` (``pipeline.frontier.hostrates``: a histogram of each
   host's URLs by estimated change rate, and the ``mu`` that makes the host's intervals spend its fetch
   budget, solved again at most every ``MU_EVERY_S`` of result time). Kept in memory here; the fleet's
@@ -86,6 +88,7 @@ class Recrawler:
         self.cfg = cfg
         self.host_budget_rps = cfg.host_budget_rps  # 0: uniform revisiting's (pipeline.frontier.hostrates)
         self._hosts: dict[str, HostRates] = {}
+        self._known: set[str] = set()  # hosts of every batch leased: the work-conserving rule's hosts
         self.schedule = Schedule(cfg)
         self.sitemap_schedule = self.schedule.for_sitemaps()
         self.store = store
@@ -160,9 +163,12 @@ class Recrawler:
             self._prev[result.url_id] = prev
 
     def decorate(self, tasks: Sequence[UrlTask]) -> None:
-        """Give re-fetched tasks their stored validators (when conditional GET is on), as their host's
-        record says (``pipeline.frontier.signals``: none for a host whose 304s hid changes or that
-        ignores validators, none on an audit; ``recrawl.signal_trust = false``: always)."""
+        """Note the tasks' hosts as known (``due``), and give re-fetched tasks their stored validators
+        (when conditional GET is on), as their host's record says (``pipeline.frontier.signals``: none for
+        a host whose 304s hid changes or that ignores validators, none on an audit;
+        ``recrawl.signal_trust = false``: always)."""
+        if self.cfg.work_conserving:
+            self._known.update(host_of(t.url) for t in tasks)
         if not self.cfg.conditional_get or not self._prev:
             return
         trust = self.cfg.signal_trust
@@ -180,7 +186,7 @@ class Recrawler:
                 self.stats.unconditional_sent += 1
 
     def due(
-        self, now: float, *, backlog: int = 0, host_backlog: Callable[[str], int] | None = None
+        self, now: float, *, backlog: int = 0, host_backlog: Callable[[str], int | None] | None = None
     ) -> dict[str, int]:
         """Due URLs moved back to the pending set (per host), at most every ``check_interval_s``.
 
@@ -191,8 +197,8 @@ class Recrawler:
         wait for their host's turn alike.
 
         Work-conserving (``work_conserving``): each known host with fewer than ``WORK_AHEAD`` URLs waiting
-        (``host_backlog``) gets its URLs due soonest back early, so no host's turn goes unused while
-        another's queue is long."""
+        (``host_backlog``; None: a host this process no longer holds, handed to another dispatcher shard)
+        gets its URLs due soonest back early, so no host's turn goes unused while another's queue is long."""
         if now - self._checked < self.cfg.check_interval_s:
             return {}
         self._checked = now
@@ -200,9 +206,9 @@ class Recrawler:
         if backlog >= cap:
             cap = int(cap * self.cfg.recrawl_share)
         hosts = self.store.requeue_due(now, cap)
-        if self.cfg.work_conserving and self._hosts:
+        if self.cfg.work_conserving and self._known:
             busy = host_backlog or (lambda _h: 0)
-            idle = {h: WORK_AHEAD - busy(h) - hosts.get(h, 0) for h in self._hosts}
+            idle = {h: WORK_AHEAD - b - hosts.get(h, 0) for h in self._known if (b := busy(h)) is not None}
             idle = {h: n for h, n in idle.items() if n > 0}
             if idle:
                 early = self.store.requeue_due(now + self.cfg.max_interval_s, sum(idle.values()), hosts=idle)
@@ -240,6 +246,7 @@ class Recrawler:
         rates = self._hosts.get(host)
         if rates is None:
             rates = self._hosts[host] = HostRates()
+            self._known.add(host)  # a result replayed on resume: its host was leased by the killed process
         schedule = self.sitemap_schedule if is_sitemap_like(result.url, result.content_type) else self.schedule
         change, revisit = hostrates.plan(
             schedule, rates, prev, obs, url=result.url, host=host, budget_rps=self.host_budget_rps

@@ -17,7 +17,7 @@ from pipeline.dispatch.protocols import Heartbeat
 from pipeline.frontier.schedule import optimal_interval
 from pipeline.settings import Settings
 from pipeline.settings.recrawl import RecrawlSettings
-from pipeline.storage.base import Outcome, UrlState
+from pipeline.storage.base import Outcome, Revisit, UrlState
 from pipeline.storage.sqlite import SqliteStore
 from pipeline.urls import fingerprint
 
@@ -115,3 +115,38 @@ def test_work_conserving_brings_the_soonest_due_url_back_early(tmp_path: Path) -
             assert again is not None and again.tasks[0].url == SEED
         else:
             assert again is None or not again.tasks
+
+
+def test_work_conserving_in_the_fleet_knows_hosts_from_its_leases(tmp_path: Path) -> None:
+    """The fleet's dispatcher sees no outcome: the node records it and the link jobs' crawl-db update plans
+    the next fetch (``put_revisits``). The hosts it leased are still known to the work-conserving rule."""
+    clock = Clock()
+    store = SqliteStore(tmp_path / "crawl.db")
+    core = CrawlCore(settings(work_conserving=True), store, seeds=[SEED], out_dir=tmp_path, clock=clock)
+    core.register_fetcher("f")
+    core.on_heartbeat(Heartbeat("f", sent_at=clock.now, successes=0, failures=0, rate=10.0, free_slots=10))
+    batch = core.next_batch("f")
+    assert batch is not None and [t.url for t in batch.tasks] == [SEED]
+    t = batch.tasks[0]
+    store.record_results([Outcome(t.url, t.url_id, UrlState.DONE, status=200, fetched_at=clock.now)])  # the node
+    store.put_revisits([(SEED, Revisit(next_fetch=clock.now + T0, interval=T0, fetched_at=clock.now))])  # the jobs
+    core.on_batch_done(batch.serial, fetcher_id="f", pages=1, elapsed_s=0.1)
+    clock.now += 1.0  # long before the URL is due
+    core.tick()
+    core.on_heartbeat(Heartbeat("f", sent_at=clock.now, successes=0, failures=0, rate=10.0, free_slots=10))
+    again = core.next_batch("f")
+    assert again is not None and [t.url for t in again.tasks] == [SEED]
+
+
+def test_a_host_the_frontier_no_longer_holds_gets_no_early_refetch(tmp_path: Path) -> None:
+    """A dispatcher shard that handed a host on (``Frontier.forget``) leaves its re-fetches to the new owner."""
+    clock = Clock()
+    store = SqliteStore(tmp_path / "crawl.db")
+    core = CrawlCore(settings(work_conserving=True), store, seeds=[SEED], out_dir=tmp_path, clock=clock)
+    core.register_fetcher("f")
+    fetch_once(core, clock)
+    assert core.frontier.forget("h.test") is not None
+    clock.now += 1.0
+    core.tick()
+    assert store.get_revisit(SEED) is not None  # scheduled, not due for T0 s
+    assert "h.test" not in {h for h, _ in store.pending_hosts()}
