@@ -107,7 +107,7 @@ def test_the_fleet_on_machines_that_share_nothing(
                 "CRAWLFLEET_STORE_KIND": "hbase", "CRAWLFLEET_STORE_HBASE_HOST": machines.host,
                 "CRAWLFLEET_STORE_HBASE_PORT": str(thrift_port), "CRAWLFLEET_STORE_HBASE_PREFIX": prefix,
                 "CRAWLFLEET_FLEET_SEGMENTS_DIR": root, "CRAWLFLEET_FLEET_SEGMENT_RETENTION_S": "-1",
-                "CRAWLFLEET_FLEET_LINK_LEASE_S": "20", "CRAWLFLEET_DISPATCH_HEARTBEAT_S": "1",
+                "CRAWLFLEET_FLEET_LINK_LEASE_S": "20",  # heartbeats at the default 2 s: a node silent 4 s is dead
                 "CRAWLFLEET_DISPATCH_SERVICE": f"svc{tag}", "CRAWLFLEET_SCOPE_MAX_DEPTH": str(DEPTH),
                 "CRAWLFLEET_DNS_SERVERS": f"{machines.host}:{dns_port}",
                 "CRAWLFLEET_SECURITY_ALLOW_NETWORKS": "127.0.10.0/24",

@@ -247,11 +247,35 @@ def test_a_late_copy_of_a_reply_waits_for_nothing() -> None:
     lp = LinkProgress(clock=lambda: now[0])
     lp.on_reply("n1/a")
     lp.on_report(["n1/a"])
-    lp.on_reply("n1/a", late=True)  # the copy: its batch is closed
+    lp.on_reply("n1/a")  # the copy
     now[0] += PENDING_CHECK_S
     assert lp.awaiting == set() and lp.settled(lambda: 0)
-    lp.on_reply("n1/b", late=False)
-    assert lp.awaiting == {"n1/b"}
+    lp.on_reply("n1/b")
+    lp.on_reply("n1/b")  # a copy before the report
+    lp.on_report(["n1/b"])
+    lp.on_reply("n1/b")  # and one after it
+    now[0] += PENDING_CHECK_S
+    assert lp.awaiting == set() and lp.settled(lambda: 0)
+    lp.on_report(["n1/c"])  # overtook its reply
+    lp.on_reply("n1/c")
+    lp.on_reply("n1/c")  # its copy
+    assert lp.awaiting == set() and lp.lags == [0.0, 0.0, 0.0]
+
+
+def test_the_reply_of_an_expired_batch_is_awaited() -> None:
+    """A node declared dead while only slow (a loaded box) still stores its batch and replies after the
+    batch expired. Its pages are done in the store and their links wait for the jobs: the crawl may not
+    end before the links report names the segment (it ended at its seeds, their links never crawled)."""
+    from pipeline.transport.dispatcher.linkprogress import PENDING_CHECK_S, LinkProgress
+
+    now = [0.0]
+    lp = LinkProgress(clock=lambda: now[0])
+    lp.on_reply("n1/a")  # whatever the state of its batch
+    now[0] += PENDING_CHECK_S
+    assert lp.awaiting == {"n1/a"} and not lp.settled(lambda: 0)
+    lp.on_report(["n1/a"])
+    now[0] += PENDING_CHECK_S
+    assert lp.settled(lambda: 0)
 
 
 def test_link_lag_is_reply_to_report_per_segment() -> None:
@@ -303,3 +327,36 @@ def test_node_sink_never_hands_back_a_chunk_whose_outcomes_are_stored(tmp_path: 
         assert not seg.exists() and seg.with_name(seg.name + ".part").exists()
         segs = Segments(str(tmp_path / "segs"))
         assert [s.key for s in segs.closed(now=time.time() + 3600)] == [f"n1/{seg.name}"] and seg.exists()
+
+
+def test_the_inbox_awaits_the_reply_of_a_batch_expired_here_not_one_never_issued_here() -> None:
+    """``Inbound._on_results``: a reply whose batch expired in this dispatcher is awaited (its pages are
+    stored, their links not yet in the pending set); one whose batch this process never issued is late."""
+    from fetchers.report import BatchReport
+    from pipeline.settings import load_settings
+    from pipeline.transport.dispatcher.inbox import Inbound
+    from pipeline.transport.dispatcher.linkprogress import LinkProgress
+    from pipeline.transport.dispatcher.state import FleetCounters
+
+    class Core:
+        def on_result(self, *_a: object, **_k: object) -> None: ...
+        def on_batch_done(self, *_a: object, **_k: object) -> bool:
+            return False
+
+    class Host(Inbound):
+        def __init__(self) -> None:
+            self.core = Core()  # type: ignore[assignment]
+            self.settings = load_settings(environ={})
+            self.links = LinkProgress(clock=lambda: 0.0)
+            self.counters = FleetCounters()
+            self._issued, self._expired, self._busy, self._serials_version = {}, {7: None}, {}, 0
+
+    def reply(serial: int, segment: str) -> dict[str, object]:
+        rep = BatchReport(serial=serial, fetcher_id="n1-1", pages=1, elapsed_s=0.1).to_json()
+        return {"kind": "results", "node": "n1", "incarnation": "i", "results": [], "reports": [rep],
+                "stored": True, "segment": segment}  # fmt: skip
+
+    host = Host()
+    host._on_results(reply(7, "n1/expired.jsonl"))  # expired here: the node stored its pages anyway
+    host._on_results(reply(8, "n1/before.jsonl"))  # never issued by this process (its predecessor's)
+    assert host.links.awaiting == {"n1/expired.jsonl"} and host.counters.late_reports == 2

@@ -48,6 +48,7 @@ class Inbound:
     fleet: FleetNodes
     links: LinkProgress
     _issued: dict[int, Issued]
+    _expired: dict[int, None]
     _busy: dict[str, int]
     _serials_version: int
     # The dispatcher's own methods used here: its clock, its event log, closing our side of a batch.
@@ -88,7 +89,11 @@ class Inbound:
         assert core is not None
         pack = parse_results(obj, max_body_bytes=self.settings.fleet.max_message_bytes)
         if pack.segment:
-            late = bool(pack.reports) and all(rep.serial not in self._issued for rep in pack.reports)
+            # A reply whose batches this process never issued (a previous incarnation's, or a copy after a
+            # broker reconnect) waits for nothing; one whose batches expired here does: the node stored its
+            # pages, and their links reach the pending set only through the jobs (linkprogress.py).
+            late = bool(pack.reports) and all(rep.serial not in self._issued and rep.serial not in self._expired
+                                              for rep in pack.reports)  # fmt: skip
             self.links.on_reply(segment_key(pack.segment), late=late)
         for result in pack.results:
             issued = self._issued.get(result.serial)

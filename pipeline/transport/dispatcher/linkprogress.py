@@ -5,6 +5,13 @@ jobs have processed. The crawl may end only when no replied segment waits for th
 store's pending set holds nothing the frontier does not know (the caller's ``restore`` re-reads it:
 a links report lost to a crash of the jobs is found there). A report can overtake the reply naming
 its segment, so both directions are remembered.
+
+A reply is awaited unless the caller calls it ``late`` (its batches were never issued by this process)
+or it is a copy (a node publishes its reply again after a broker reconnect): its segment is awaited
+already or was reported (``REPORTED_KEPT`` remembered). The reply of a batch that expired here is not
+late: a node declared dead while only slow (a loaded box) still stored its pages and closed their
+segment, and only the links report says their links are in the pending set (ending without it left
+them uncrawled: a crawl under load ended at its seeds).
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ log = logging.getLogger(__name__)
 PENDING_CHECK_S = 2.0  # between two re-reads of the pending set (a full key scan of the store)
 SILENCE_S = 30.0  # segments waiting this long with no links report: say so (once per period)
 LAG_SAMPLES = 100_000  # link lags kept for the summary's percentiles (the newest)
+REPORTED_KEPT = 100_000  # reported segments remembered, to know a copy of their reply (the newest)
 
 
 class LinkProgress:
@@ -25,6 +33,7 @@ class LinkProgress:
         self._clock = clock
         self.awaiting: set[str] = set()  # replied, not yet reported processed
         self._early: set[str] = set()  # reported processed before their reply arrived
+        self._reported: dict[str, None] = {}  # reported and replied, oldest first (``REPORTED_KEPT``)
         self._next_check = 0.0
         self._settled = False  # the last check found nothing owed, and nothing came since
         self._heard = clock()
@@ -33,19 +42,21 @@ class LinkProgress:
         self.lags: list[float] = []  # seconds from a segment's reply to the links report naming it
 
     def on_reply(self, segment: str, *, late: bool = False) -> None:
-        """A node's reply names ``segment``. ``late``: every batch it answers is closed already, so this is
-        a copy (a reply published again after a broker reconnect). A copy waits for nothing: its segment
-        was awaited when the first copy came, and its links report may be in already, which would leave
-        the segment awaited for ever (found by the RabbitMQ kill trial: the crawl never ended)."""
+        """A node's reply names ``segment``. ``late`` (every batch it answers was never issued by this
+        process) and a copy of an earlier reply wait for nothing: the segment is awaited already, or its
+        links report may be in, and awaiting it again would wait for ever (found by the RabbitMQ kill
+        trial: the crawl never ended)."""
         if late:
             return
-        self._settled = False
         if segment in self._early:
             self._early.discard(segment)
+            self._done(segment)
             self._lag(0.0)
-        else:
+            self._settled = False
+        elif segment not in self.awaiting and segment not in self._reported:
             self.awaiting.add(segment)
             self._arrived[segment] = self._clock()
+            self._settled = False
 
     def on_report(self, segments: Iterable[str]) -> None:
         self._settled = False
@@ -54,9 +65,15 @@ class LinkProgress:
         for seg in segments:
             if seg in self.awaiting:
                 self.awaiting.discard(seg)
+                self._done(seg)
                 self._lag(now - self._arrived.pop(seg, now))
-            else:
+            elif seg not in self._reported:
                 self._early.add(seg)
+
+    def _done(self, segment: str) -> None:
+        self._reported[segment] = None
+        if len(self._reported) > REPORTED_KEPT:
+            del self._reported[next(iter(self._reported))]
 
     def _lag(self, seconds: float) -> None:
         self.lags.append(seconds)

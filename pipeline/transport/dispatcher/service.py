@@ -43,7 +43,7 @@ from pipeline.transport.dispatcher.linkprogress import LinkProgress
 from pipeline.transport.dispatcher.nodes import FleetNodes
 from pipeline.transport.dispatcher.opening import CrawlOpening
 from pipeline.transport.dispatcher.shard import ShardPeer
-from pipeline.transport.dispatcher.state import FleetCounters, Issued, fleet_summary, quota_line
+from pipeline.transport.dispatcher.state import EXPIRED_KEPT, FleetCounters, Issued, fleet_summary, quota_line
 from pipeline.transport.dispatcher.tick import Periodic
 from pipeline.transport.wire.batchsend import BatchEncoder
 from pipeline.transport.wire.pika_session import make_session, send_task, take_unconfirmed
@@ -96,6 +96,7 @@ class FleetDispatcher(CrawlOpening, Periodic, Inbound):
         self.counters = FleetCounters()
         self.fleet = FleetNodes(shards=d.shards, shard=d.shard)
         self._issued: dict[int, Issued] = {}
+        self._expired: dict[int, None] = {}  # serials expired here, the newest EXPIRED_KEPT (inbox.py)
         self._busy = self.fleet.busy
         self._unsent: list[int] = []
         self._changed = True  # something happened that may let a batch go out (see _loop)
@@ -225,6 +226,9 @@ class FleetDispatcher(CrawlOpening, Periodic, Inbound):
         issued = self._issued.pop(serial, None)
         if issued is None:
             return
+        self._expired[serial] = None
+        if len(self._expired) > EXPIRED_KEPT:
+            del self._expired[next(iter(self._expired))]
         self._serials_version += 1
         self.counters.expired_batches += 1
         self._event("expired", serial=serial, node=issued.node, reason=reason, urls=[t.url for t in issued.batch.tasks],

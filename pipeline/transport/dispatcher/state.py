@@ -27,6 +27,9 @@ class Node:
     failures: int = 0
 
 
+EXPIRED_KEPT = 100_000  # serials of batches expired here, remembered to know their late replies (inbox.py)
+
+
 @dataclass(slots=True)
 class Issued:
     batch: Batch
