@@ -31,7 +31,10 @@ from pipeline.report.build import load_stats, report_json
 pytestmark = pytest.mark.e2e
 
 HOSTS, PAGES = 12, 4
-CHANGE_S, TTL_S, RUN_S = 14.0, 3.0, 30.0  # the change late enough that a loaded machine's fleet has begun
+# robots.txt changes once the web has served the path it then disallows (``TestbedProcess.change_robots``:
+# an event, not a time, so a loaded machine's slow start moves the change with it); the crawl goes on
+# AFTER_S seconds past it. WAIT_S bounds the wait for that first request.
+TTL_S, AFTER_S, WAIT_S = 3.0, 16.0, 300.0
 CHANGED, THROTTLED = host_name(ROBOTS_CHANGE_SLOT % HOSTS), host_name(THROTTLE_SLOT % HOSTS)
 CONFIG = f"""
 [fetch]
@@ -50,19 +53,34 @@ sitemaps = false
 
 def _testbed(tmp_path: Path) -> TestbedProcess:
     return TestbedProcess(HOSTS, PAGES, seed=3, mutate=True, mutate_rate=1.0, hostile_sitemaps=False,
-                          robots_change_s=CHANGE_S, throttle_every=4, workdir=tmp_path / "tb")  # fmt: skip
+                          throttle_every=4, workdir=tmp_path / "tb")  # fmt: skip
 
 
-def _judge(tb: TestbedProcess, out: Path) -> dict[str, Any]:
+def _change_once_served(tb: TestbedProcess, running: Callable[[], None]) -> float:
+    """Wait until the web has served the path robots.txt will disallow, then change robots.txt; the crawl
+    runs on for AFTER_S seconds. ``running`` asserts the crawl is still up. Returns the change's time."""
+    deadline = time.monotonic() + WAIT_S
+    while not any(e["host"] == CHANGED and e["path"] == CHANGED_DISALLOW for e in tb.read_access_log()):
+        running()
+        assert time.monotonic() < deadline, "the path was never requested before the change"
+        time.sleep(0.5)
+        tb.flush_log()
+    changed_at = tb.change_robots()
+    while time.time() < changed_at + AFTER_S:
+        running()
+        time.sleep(0.5)
+    return changed_at
+
+
+def _judge(tb: TestbedProcess, out: Path, changed_at: float) -> dict[str, Any]:
     tb.wait_log_flush()
     log = sorted(tb.read_access_log(), key=lambda e: e["t"])
-    epoch = tb.living.epoch  # type: ignore[union-attr]
-    settled = epoch + CHANGE_S + TTL_S + 1.0  # every cached answer is younger than this after the change
+    settled = changed_at + TTL_S + 1.0  # every cached answer is younger than this after the change
     on_changed = [e for e in log if e["host"] == CHANGED]
     late = [e for e in on_changed if e["t"] > settled]
     assert late, "the crawl went on after the change"
     assert not [e for e in late if e["path"] == CHANGED_DISALLOW], "a newly disallowed path was requested"
-    assert [e for e in on_changed if e["path"] == CHANGED_DISALLOW and e["t"] < epoch + CHANGE_S], "allowed before"
+    assert [e for e in on_changed if e["path"] == CHANGED_DISALLOW and e["t"] < changed_at], "allowed before"
     gaps = [b["t"] - a["t"] for a, b in zip(late, late[1:], strict=False)]
     assert gaps and min(gaps) >= 0.9 * CHANGED_CRAWL_DELAY_S, min(gaps)  # the new Crawl-delay
     throttled = [e for e in log if e["host"] == THROTTLED]
@@ -96,13 +114,14 @@ def test_embedded_crawl_follows_a_changing_robots_txt_and_reports_politeness(tmp
             "--json", "--no-progress", "--config", str(cfg), "--continuous", "--stop-file", str(stop),
         ]  # fmt: skip
         with ContinuousCrawl(cmd, stop) as crawl:
-            end = tb.living.epoch + RUN_S  # type: ignore[union-attr]
-            while time.time() < end:
+
+            def running() -> None:
                 assert crawl.running(), crawl.stderr_tail()
-                time.sleep(0.5)
+
+            changed_at = _change_once_served(tb, running)
             code, stdout, stderr = crawl.stop(timeout_s=60)
         assert code == 0, stderr[-3000:]
-        _judge(tb, out)
+        _judge(tb, out, changed_at)
     summary = json.loads(stdout.strip().splitlines()[-1])
     assert summary["robots_txt"]["changed"] >= 1 and "robots.changed" in stderr
 
@@ -121,11 +140,12 @@ def test_fleet_follows_a_changing_robots_txt_and_reports_politeness(
         f.start_worker(1)
         f.start_worker(2)
         f.start_dispatcher("--continuous", "--stop-file", str(stop))
-        end = tb.living.epoch + RUN_S  # type: ignore[union-attr]
-        while time.time() < end:
+
+        def running() -> None:
             assert f.dispatcher is not None and f.dispatcher.poll() is None, f.log_tail("dispatcher.log")
-            time.sleep(0.5)
+
+        changed_at = _change_once_served(tb, running)
         stop.write_text("")
         f.wait_dispatcher(timeout_s=120)
         f.stop()  # the nodes close their segments
-        _judge(tb, f.out)
+        _judge(tb, f.out, changed_at)

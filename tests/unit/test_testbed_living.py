@@ -291,3 +291,24 @@ def test_the_changing_robots_txt_and_the_throttling_host() -> None:
     assert ("Retry-After", str(THROTTLE_RETRY_AFTER_S)) in [
         h for _ in range(2) for h in http.reply_for(slow, b"/", "127.0.0.1").headers
     ]
+
+
+def test_the_robots_change_request_changes_robots_txt_once() -> None:
+    """A web started with no change time changes its robots.txt when asked (``ROBOTS_CHANGE_HOST``), once:
+    a second request keeps the first change's time."""
+    from pipeline.harness.testbed.living import ROBOTS_CHANGE_HOST
+    from pipeline.harness.testbed.model import ROBOTS_CHANGE_SLOT
+
+    web = Web(12, 10, seed=0, port=8080, living=Living(EPOCH, 1.0))
+    clock = [EPOCH + 10.0]
+    http = FastHTTP(web, AccessLog(None), now=lambda: clock[0])
+    host = f"site{ROBOTS_CHANGE_SLOT}.crawl.test:8080".encode()
+    before = http.reply_for(host, b"/robots.txt", "127.0.0.1")
+    clock[0] = EPOCH + 500.0
+    assert http.reply_for(host, b"/robots.txt", "127.0.0.1").body == before.body  # no change time: never
+    first = http.reply_for(ROBOTS_CHANGE_HOST.encode(), b"/", "127.0.0.1")
+    assert first.status == 200 and float(first.body.split()[1]) == EPOCH + 500.0
+    clock[0] = EPOCH + 600.0
+    again = http.reply_for(ROBOTS_CHANGE_HOST.encode(), b"/", "127.0.0.1")
+    assert float(again.body.split()[1]) == EPOCH + 500.0
+    assert http.reply_for(host, b"/robots.txt", "127.0.0.1").body != before.body

@@ -39,6 +39,7 @@ import zstandard
 
 from pipeline.harness.testbed.accesslog import FLUSH_HOST, AccessLog
 from pipeline.harness.testbed.liverender import LiveRenderer
+from pipeline.harness.testbed.living import ROBOTS_CHANGE_HOST
 from pipeline.harness.testbed.model import THROTTLE_RETRY_AFTER_S, Web, host_index
 from pipeline.harness.testbed.render import Renderer, Reply
 from pipeline.harness.testbed.server import MISC_HOSTS, READY_HOST, strip_port
@@ -135,6 +136,10 @@ class FastHTTP:
             if host == FLUSH_HOST:
                 self.log.flush()
                 return Reply(200, str(os.getpid()).encode(), "text/plain"), host, path, False
+            if host == ROBOTS_CHANGE_HOST and self.live is not None:
+                changed_at = self.live.change_robots(self.now())
+                self.web = self.live.web
+                return Reply(200, f"{os.getpid()} {changed_at!r}".encode(), "text/plain"), host, path, False
             if host in MISC_HOSTS and path == "/":
                 reply = Reply(200, f"<html><body>{host}</body></html>".encode())
             else:

@@ -32,7 +32,7 @@ from types import TracebackType
 from typing import Any
 
 from pipeline.harness.testbed.accesslog import FLUSH_HOST
-from pipeline.harness.testbed.living import CLASSIC, Living
+from pipeline.harness.testbed.living import CLASSIC, ROBOTS_CHANGE_HOST, Living
 from pipeline.harness.testbed.model import Web
 
 SENTINEL_HOST = "sentinel.invalid"  # ``mark``'s requests: logged (404), never part of a web
@@ -309,6 +309,28 @@ class TestbedProcess:
             if want <= seen:
                 return
         raise TestbedError(f"access-log flush reached processes {sorted(seen)} of {sorted(want)}")
+
+    def change_robots(self, *, attempts: int = 200) -> float:
+        """Make the changing robots.txt change now (``living.ROBOTS_CHANGE_HOST``) in every serving process,
+        as ``flush_log`` reaches them all; returns the latest wall time one of them changed it at (each
+        keeps the first: asked again, nothing moves)."""
+        want = {int(p) for p in self.info.get("http_pids") or [self.info.get("pid", 0)]}
+        seen: dict[int, float] = {}
+        for _ in range(attempts):
+            conn = http.client.HTTPConnection(self.ips[0], self.port, timeout=30)
+            try:
+                conn.request("GET", "/", headers={"Host": ROBOTS_CHANGE_HOST, "Connection": "close"})
+                resp = conn.getresponse()
+                body = resp.read().decode()
+            finally:
+                conn.close()
+            if resp.status != 200:
+                raise TestbedError(f"robots change request answered {resp.status} (a living web is needed)")
+            pid, at = body.split()
+            seen[int(pid)] = float(at)
+            if want <= set(seen):
+                return max(seen.values())
+        raise TestbedError(f"robots change reached processes {sorted(seen)} of {sorted(want)}")
 
     def mark(self, label: str) -> float:
         """Log a sentinel request (Host ``sentinel.invalid``, path ``/label``) and return the time the

@@ -19,6 +19,7 @@ given the wall time, which the caller passes in (the server reads its clock; tes
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass, field
 
@@ -112,6 +113,15 @@ class LiveRenderer:
     cache_size: int = 4096
     static: Renderer = field(init=False)
     _bodies: functools._lru_cache_wrapper[tuple[bytes, str]] = field(init=False, repr=False)
+
+    def change_robots(self, wall: float) -> float:
+        """The changing robots.txt changes at ``wall`` unless it has already (``living.ROBOTS_CHANGE_HOST``);
+        returns the wall time it changed at."""
+        living = self.web.living
+        assert living is not None
+        living = living.robots_changing_at(wall)
+        self.web = dataclasses.replace(self.web, living=living)
+        return living.epoch + living.robots_change_s
 
     def __post_init__(self) -> None:
         if self.web.living is None:

@@ -66,6 +66,7 @@ Interface used by other modules (stable): ``Living`` (``test_time(wall)``, ``wal
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -97,6 +98,12 @@ STATIC_SINCE = -365 * DAY_S  # test time of a static page's only version (Last-M
 _MASK = (1 << 64) - 1
 
 
+# A request with this Host makes the changing robots.txt (``robots_change_s``) change now, if it has not
+# yet; answered with the serving process's pid and the change's wall time, never logged. A test starts
+# the web with no change time and asks for the change once it has seen what it needs before it.
+ROBOTS_CHANGE_HOST = "robots-change.invalid"
+
+
 @dataclass(frozen=True, slots=True)
 class Living:
     """The clock of a living web: ``epoch`` (wall seconds at test time 0) and ``rate`` (test seconds
@@ -126,6 +133,12 @@ class Living:
             raise ValueError(f"living web: mix must be one of {', '.join(MIXES)} (got {self.mix!r})")
         if self.robots_change_s < 0 or self.throttle_every < 0:
             raise ValueError("living web: robots_change_s and throttle_every must be >= 0")
+
+    def robots_changing_at(self, wall: float) -> Living:
+        """This web with its robots.txt changing at ``wall``, unless it has changed by then already."""
+        if self.robots_changed(wall):
+            return self
+        return dataclasses.replace(self, robots_change_s=max(0.0, wall - self.epoch))
 
     def robots_changed(self, wall: float) -> bool:
         """Whether the changing robots.txt (``robots_change_s``) has changed at wall time ``wall``."""

@@ -19,6 +19,7 @@ from aiohttp.web_server import Server
 
 from pipeline.harness.testbed.accesslog import FLUSH_HOST, AccessLog
 from pipeline.harness.testbed.liverender import LiveRenderer
+from pipeline.harness.testbed.living import ROBOTS_CHANGE_HOST
 from pipeline.harness.testbed.model import EXPIRED_HOST, WRONGNAME_HOST, Web, host_index
 from pipeline.harness.testbed.render import Renderer
 
@@ -91,6 +92,10 @@ class TestbedHTTP:
             if host == FLUSH_HOST:
                 self.log.flush()
                 return aioweb.Response(status=200, text=str(os.getpid()))
+            if host == ROBOTS_CHANGE_HOST and self.live is not None:
+                changed_at = self.live.change_robots(time.time())
+                self.web = self.live.web
+                return aioweb.Response(status=200, text=f"{os.getpid()} {changed_at!r}")
             status = 200 if host in MISC_HOSTS and path == "/" else 404
             body = f"<html><body>{host}</body></html>" if status == 200 else "unknown host"
             resp = aioweb.Response(status=status, text=body, content_type="text/html")
