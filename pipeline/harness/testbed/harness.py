@@ -287,50 +287,40 @@ class TestbedProcess:
     def flush_log(self, *, attempts: int = 200) -> None:
         """Have every serving process write out its access-log buffer now (``accesslog.FLUSH_HOST``).
 
-        Each flush request is answered after its process's buffer is on disk, with that process's pid;
-        with several HTTP processes sharing the sockets, fresh connections are made until every one of
-        them has answered. A testbed that has stopped flushed at its exit: nothing to do."""
+        Each flush request is answered after its process's buffer is on disk, with that process's pid. A
+        testbed that has stopped flushed at its exit: nothing to do."""
         if self.proc is None or self.proc.poll() is not None:
             return
-        want = {int(p) for p in self.info.get("http_pids") or [self.info.get("pid", 0)]}
-        ip = self.ips[0]
-        seen: set[int] = set()
-        for _ in range(attempts):
-            conn = http.client.HTTPConnection(ip, self.port, timeout=30)
-            try:
-                conn.request("GET", "/", headers={"Host": FLUSH_HOST, "Connection": "close"})
-                resp = conn.getresponse()
-                body = resp.read()
-            finally:
-                conn.close()
-            if resp.status != 200:
-                raise TestbedError(f"flush request answered {resp.status}")
-            seen.add(int(body))
-            if want <= seen:
-                return
-        raise TestbedError(f"access-log flush reached processes {sorted(seen)} of {sorted(want)}")
+        self._ask_every_process(FLUSH_HOST, "access-log flush", attempts=attempts)
 
     def change_robots(self, *, attempts: int = 200) -> float:
-        """Make the changing robots.txt change now (``living.ROBOTS_CHANGE_HOST``) in every serving process,
-        as ``flush_log`` reaches them all; returns the latest wall time one of them changed it at (each
-        keeps the first: asked again, nothing moves)."""
+        """Make the changing robots.txt change now (``living.ROBOTS_CHANGE_HOST``) in every serving process;
+        returns the latest wall time one of them changed it at (each keeps the first: asked again, nothing
+        moves). Needs a living web."""
+        answers = self._ask_every_process(ROBOTS_CHANGE_HOST, "robots change", attempts=attempts)
+        return max(float(rest) for rest in answers.values())
+
+    def _ask_every_process(self, host: str, what: str, *, attempts: int) -> dict[int, str]:
+        """A control request (``host``) to every HTTP process: with several sharing the sockets, fresh
+        connections are made until each has answered. Its answer is its pid, then anything it adds; returns
+        pid -> what it added."""
         want = {int(p) for p in self.info.get("http_pids") or [self.info.get("pid", 0)]}
-        seen: dict[int, float] = {}
+        seen: dict[int, str] = {}
         for _ in range(attempts):
             conn = http.client.HTTPConnection(self.ips[0], self.port, timeout=30)
             try:
-                conn.request("GET", "/", headers={"Host": ROBOTS_CHANGE_HOST, "Connection": "close"})
+                conn.request("GET", "/", headers={"Host": host, "Connection": "close"})
                 resp = conn.getresponse()
                 body = resp.read().decode()
             finally:
                 conn.close()
             if resp.status != 200:
-                raise TestbedError(f"robots change request answered {resp.status} (a living web is needed)")
-            pid, at = body.split()
-            seen[int(pid)] = float(at)
+                raise TestbedError(f"{what} request answered {resp.status}")
+            pid, _, rest = body.partition(" ")
+            seen[int(pid)] = rest
             if want <= set(seen):
-                return max(seen.values())
-        raise TestbedError(f"robots change reached processes {sorted(seen)} of {sorted(want)}")
+                return seen
+        raise TestbedError(f"{what} reached processes {sorted(seen)} of {sorted(want)}")
 
     def mark(self, label: str) -> float:
         """Log a sentinel request (Host ``sentinel.invalid``, path ``/label``) and return the time the
