@@ -118,10 +118,12 @@ def run_group(modes: list[str], plan: Plan, work: Path) -> dict[str, Any]:
                 continue
             for mode in modes:
                 web = Web(plan.hosts, plan.pages, seed=plan.seed, port=tbs[mode].port, living=tbs[mode].living)
-                got = sample(web, _copies(work / mode / "crawl" / "crawl.db"), now)
+                stored, recorded = _copies(work / mode / "crawl" / "crawl.db")
+                got, by_records = sample(web, stored, now), sample(web, recorded, now)
                 if got.stored:
                     samples[mode].append({"fresh": got.fresh / got.stored, "age_s": got.age_s / got.stored,
-                                          "stored": got.stored, "changing": got.fresh_changing / max(got.changing, 1)})  # fmt: skip
+                                          "stored": got.stored, "changing": got.fresh_changing / max(got.changing, 1),
+                                          "fresh_records": by_records.fresh / max(by_records.stored, 1)})  # fmt: skip
         out: dict[str, Any] = {"window": [round(measure_from, 3), round(end, 3)], "epoch": epoch}
         for mode, crawl in crawls.items():
             code, stdout, stderr = crawl.stop(timeout_s=180)
@@ -151,21 +153,32 @@ def _crawl(mode: str, plan: Plan, tb: MixedTestbed, out: Path) -> ContinuousCraw
     return ContinuousCrawl(cmd, stop)
 
 
-def _copies(db: Path) -> list[Copy]:
-    """The stored copies of crawl db ``db`` (read-only): each URL with a body and when it was confirmed."""
+def _copies(db: Path) -> tuple[list[Copy], list[Copy]]:
+    """The stored copies of crawl db ``db`` (read-only), twice: as the store holds them, and as the crawl's
+    re-crawl records date them.
+
+    A copy is the page body the store holds (``pages``), confirmed at the later of when that body was
+    stored and when a re-fetch last found it unchanged (the re-crawl record's ``fetched_at``: a 304 or the
+    same digest). The embedded crawl writes both at once; in the fleet a node stores the body when it
+    fetches it and the link jobs' crawl-db update writes the record a round later, so dating copies by the
+    records alone would judge a re-fetched page stale until its round ran (reported apart, as
+    ``mean_freshness_records``)."""
     try:
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5.0)
     except sqlite3.OperationalError:
-        return []
+        return [], []
     try:
         rows = con.execute(
-            "SELECT u.url, r.fetched_at FROM revisits r JOIN urls u ON u.url_id = r.url_id WHERE r.digest != ''"
+            "SELECT u.url, p.fetched_at, r.fetched_at, r.digest FROM pages p JOIN urls u ON u.url_id = p.url_id "
+            "LEFT JOIN revisits r ON r.url_id = p.url_id"
         ).fetchall()
     except sqlite3.OperationalError:  # not created yet
-        return []
+        return [], []
     finally:
         con.close()
-    return [Copy(url, float(at)) for url, at in rows]
+    stored = [Copy(url, max(float(body_at), float(seen_at or 0.0))) for url, body_at, seen_at, _ in rows]
+    recorded = [Copy(url, float(seen_at)) for url, _, seen_at, digest in rows if digest]
+    return stored, recorded
 
 
 def _figures(
@@ -184,6 +197,7 @@ def _figures(
     return {
         "mean_freshness": round(statistics.fmean(fresh), 4) if fresh else 0.0,
         "min_freshness": round(min(fresh), 4) if fresh else 0.0,
+        "mean_freshness_records": round(statistics.fmean(s["fresh_records"] for s in samples), 4) if samples else 0.0,
         "mean_age_s": round(statistics.fmean(s["age_s"] for s in samples), 3) if samples else 0.0,
         "mean_freshness_changing_pages": round(statistics.fmean(s["changing"] for s in samples), 4)
         if samples
