@@ -12,14 +12,15 @@ PY=.venv/bin/python
 # Temporary directories stay short and outside the checkout (unix socket paths are limited to 108 bytes).
 TMP="${TMPDIR:-/tmp}/crawlfleet-tests"
 mkdir -p var/test "$TMP"
-"$PY" -m pytest -q -rfE -p no:cacheprovider --basetemp="$TMP/faults" tests/faults > var/test/faults.log 2>&1 &
+# Every test's time goes to var/test/*.xml (JUnit XML), the main tier's 25 slowest to the output too.
+"$PY" -m pytest -q -rfE -p no:cacheprovider --basetemp="$TMP/faults" --junitxml=var/test/faults.xml tests/faults > var/test/faults.log 2>&1 &
 faults_pid=$!
 # The end-to-end tier in a third process: its crawls also mostly wait (subprocesses, namespaces, the dev
 # stack), and with it the two-process run came near CI's 40 minutes (2026-11-24, 90f39d0). Shared services
 # are safe to share: every test has its own vhost, HBase prefix and testbed ports.
-"$PY" -m pytest -q -rfE -p no:cacheprovider --basetemp="$TMP/e2e" tests/e2e > var/test/e2e.log 2>&1 &
+"$PY" -m pytest -q -rfE -p no:cacheprovider --basetemp="$TMP/e2e" --junitxml=var/test/e2e.xml tests/e2e > var/test/e2e.log 2>&1 &
 e2e_pid=$!
-"$PY" -m pytest -q -rfE -p no:cacheprovider --basetemp="$TMP/main" --ignore=tests/faults --ignore=tests/e2e tests "$@"
+"$PY" -m pytest -q -rfE -p no:cacheprovider --basetemp="$TMP/main" --junitxml=var/test/main.xml --durations=25 --ignore=tests/faults --ignore=tests/e2e tests "$@"
 main_rc=$?
 wait "$e2e_pid"
 e2e_rc=$?
