@@ -1,4 +1,5 @@
-"""The freshness bench dates a stored copy by the store's page body, not by the re-crawl record alone."""
+"""The freshness bench dates a stored copy by when the store's page body was fetched, not by what the crawler
+concluded since (a 304, the same digest) nor by its re-crawl record."""
 
 from __future__ import annotations
 
@@ -24,12 +25,14 @@ def _db(path: Path) -> None:
     con.close()
 
 
-def test_copies_take_the_later_of_the_body_and_the_record(tmp_path: Path) -> None:
+def test_copies_are_dated_by_their_body(tmp_path: Path) -> None:
     _db(tmp_path / "crawl.db")
-    stored, recorded = _copies(tmp_path / "crawl.db")
-    assert {c.url: c.fetched_at for c in stored} == {"http://a/p/1": 20.0, "http://a/p/2": 30.0, "http://a/p/3": 7.0}
+    bodies, confirmed, recorded = _copies(tmp_path / "crawl.db")
+    # 2's 304 at 30 keeps the body of 5: on a host whose validators lie that body is stale, so it counts as of 5
+    assert {c.url: c.fetched_at for c in bodies} == {"http://a/p/1": 20.0, "http://a/p/2": 5.0, "http://a/p/3": 7.0}
+    assert {c.url: c.fetched_at for c in confirmed} == {"http://a/p/1": 20.0, "http://a/p/2": 30.0, "http://a/p/3": 7.0}
     assert {c.url: c.fetched_at for c in recorded} == {"http://a/p/1": 10.0, "http://a/p/2": 30.0}
 
 
 def test_no_database_yet_is_no_copies(tmp_path: Path) -> None:
-    assert _copies(tmp_path / "missing.db") == ([], [])
+    assert _copies(tmp_path / "missing.db") == ([], [], [])

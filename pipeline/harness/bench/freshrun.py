@@ -118,11 +118,13 @@ def run_group(modes: list[str], plan: Plan, work: Path) -> dict[str, Any]:
                 continue
             for mode in modes:
                 web = Web(plan.hosts, plan.pages, seed=plan.seed, port=tbs[mode].port, living=tbs[mode].living)
-                stored, recorded = _copies(work / mode / "crawl" / "crawl.db")
-                got, by_records = sample(web, stored, now), sample(web, recorded, now)
+                bodies, confirmed, recorded = _copies(work / mode / "crawl" / "crawl.db")
+                got = sample(web, bodies, now)
+                by_confirmed, by_records = sample(web, confirmed, now), sample(web, recorded, now)
                 if got.stored:
                     samples[mode].append({"fresh": got.fresh / got.stored, "age_s": got.age_s / got.stored,
                                           "stored": got.stored, "changing": got.fresh_changing / max(got.changing, 1),
+                                          "fresh_confirmed": by_confirmed.fresh / max(by_confirmed.stored, 1),
                                           "fresh_records": by_records.fresh / max(by_records.stored, 1)})  # fmt: skip
         out: dict[str, Any] = {"window": [round(measure_from, 3), round(end, 3)], "epoch": epoch}
         for mode, crawl in crawls.items():
@@ -153,32 +155,33 @@ def _crawl(mode: str, plan: Plan, tb: MixedTestbed, out: Path) -> ContinuousCraw
     return ContinuousCrawl(cmd, stop)
 
 
-def _copies(db: Path) -> tuple[list[Copy], list[Copy]]:
-    """The stored copies of crawl db ``db`` (read-only), twice: as the store holds them, and as the crawl's
-    re-crawl records date them.
+def _copies(db: Path) -> tuple[list[Copy], list[Copy], list[Copy]]:
+    """The stored copies of crawl db ``db`` (read-only), dated three ways.
 
-    A copy is the page body the store holds (``pages``), confirmed at the later of when that body was
-    stored and when a re-fetch last found it unchanged (the re-crawl record's ``fetched_at``: a 304 or the
-    same digest). The embedded crawl writes both at once; in the fleet a node stores the body when it
-    fetches it and the link jobs' crawl-db update writes the record a round later, so dating copies by the
-    records alone would judge a re-fetched page stale until its round ran (reported apart, as
-    ``mean_freshness_records``)."""
+    The figure's dating (the first list): a copy is the page body the store holds (``pages``), and it holds
+    the content the page had when that body was fetched, whatever the crawler concluded since: a 304 or an
+    unchanged digest keeps the body, and on a host whose validators lie a 304 keeps a stale one. The
+    other two are for comparison, taken from what the crawler believes: ``confirmed`` dates a copy by the
+    later of its body and its last re-fetch found unchanged (the re-crawl record), ``recorded`` by the
+    re-crawl record alone (in the fleet the link jobs' crawl-db update writes it a round after the node
+    stored the body)."""
     try:
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5.0)
     except sqlite3.OperationalError:
-        return [], []
+        return [], [], []
     try:
         rows = con.execute(
             "SELECT u.url, p.fetched_at, r.fetched_at, r.digest FROM pages p JOIN urls u ON u.url_id = p.url_id "
             "LEFT JOIN revisits r ON r.url_id = p.url_id"
         ).fetchall()
     except sqlite3.OperationalError:  # not created yet
-        return [], []
+        return [], [], []
     finally:
         con.close()
-    stored = [Copy(url, max(float(body_at), float(seen_at or 0.0))) for url, body_at, seen_at, _ in rows]
+    bodies = [Copy(url, float(body_at)) for url, body_at, _, _ in rows]
+    confirmed = [Copy(url, max(float(body_at), float(seen_at or 0.0))) for url, body_at, seen_at, _ in rows]
     recorded = [Copy(url, float(seen_at)) for url, _, seen_at, digest in rows if digest]
-    return stored, recorded
+    return bodies, confirmed, recorded
 
 
 def _figures(
@@ -197,6 +200,7 @@ def _figures(
     return {
         "mean_freshness": round(statistics.fmean(fresh), 4) if fresh else 0.0,
         "min_freshness": round(min(fresh), 4) if fresh else 0.0,
+        "mean_freshness_confirmed": round(statistics.fmean(s["fresh_confirmed"] for s in samples), 4) if samples else 0.0,
         "mean_freshness_records": round(statistics.fmean(s["fresh_records"] for s in samples), 4) if samples else 0.0,
         "mean_age_s": round(statistics.fmean(s["age_s"] for s in samples), 3) if samples else 0.0,
         "mean_freshness_changing_pages": round(statistics.fmean(s["changing"] for s in samples), 4)

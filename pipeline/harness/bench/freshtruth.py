@@ -39,7 +39,8 @@ GRID_S = 0.5  # the window's instants for the periodic figures
 
 @dataclass(frozen=True, slots=True)
 class Copy:
-    """A stored copy: its URL and the wall time it was last confirmed (fetched, 304 or same digest)."""
+    """A stored copy: its URL and the wall time from which it holds the page's content (for the bench's
+    figure: when its body was fetched; ``freshrun._copies``)."""
 
     url: str
     fetched_at: float
