@@ -99,16 +99,29 @@ class ShardLease:
     def generation(self) -> int:
         return self.lease.gen if self.lease is not None else 0
 
-    def join(self) -> Lease:
+    def join(self, *, resume: bool = False) -> Lease:
         """Take the shard's lease and keep it renewed; ``ShardTaken`` when another process holds it. A lease
-        a peer holds only for a takeover (``TAKEN`` after it) is waited for, for up to a lease period."""
+        a peer holds only for a takeover (``TAKEN`` after it) is waited for, for up to a lease period.
+
+        ``resume`` (the shard restarted after a crash): a lease that is not renewed while it is waited for
+        is the crashed process's, left to run out (at most a lease period and the skew); one that is
+        renewed meanwhile belongs to a live process, refused as without ``resume``."""
         deadline = self.leases.clock() + self.leases.ttl_s
+        first: Lease | None = None  # with ``resume``: the lease record as first read
         while True:
             got = self.leases.acquire(self.name)
             if got is not None:
                 break
             holder, _ = self.leases.holder(self.name)
-            if holder is None or not holder.owner.startswith("takeover:") or self.leases.clock() > deadline:
+            takeover = holder is not None and holder.owner.startswith("takeover:")
+            left_over = False
+            if resume and holder is not None and not takeover:
+                if first is None:
+                    first = holder
+                    ran_out = min(holder.until, self.leases.clock() + self.leases.ttl_s) + self.leases.skew_s
+                    deadline = max(deadline, ran_out + self.leases.ttl_s / 5)
+                left_over = holder.token == first.token  # not renewed since: its process is gone
+            if holder is None or not (takeover or left_over) or self.leases.clock() > deadline:
                 who = holder.owner if holder is not None else "?"
                 left = max(0.0, (holder.until if holder else 0.0) + self.leases.skew_s - self.leases.clock())
                 raise ShardTaken(f"dispatcher shard {self.shard} of service {self.service!r} is already running "

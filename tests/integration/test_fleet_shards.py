@@ -54,6 +54,13 @@ class Shards:
             self.f.start_links()
         return self.procs[i]
 
+    def start_all(self, *, seeds: list[str] | None = None) -> None:
+        """Three fetch nodes (4 slots each), then shards 0, 1 and 2."""
+        for i in (1, 2, 3):
+            self.f.start_worker(i, slots=4)
+        for i in (0, 1, 2):
+            self.start(i, seeds=seeds)
+
     def wait(self, i: int, *, timeout_s: float = 300) -> dict[str, Any]:
         out, _ = self.procs[i].communicate(timeout=timeout_s)
         assert self.procs[i].returncode == 0, self.f.log_tail(f"shard-{i}.log")
@@ -120,10 +127,7 @@ def test_three_shards_and_three_nodes_crawl_the_testbed_exactly_once(
         f = fleet(rabbitmq, tb, max_depth=MAX_DEPTH, extra_env=shard_env(prefix))
         shards = Shards(f)
         try:
-            for i in (1, 2, 3):
-                f.start_worker(i, slots=4)
-            for i in (0, 1, 2):
-                shards.start(i)
+            shards.start_all()
             summaries = {i: shards.wait(i) for i in (0, 1, 2)}
         finally:
             shards.stop()
@@ -146,10 +150,7 @@ def test_a_shard_killed_mid_crawl_is_taken_over_with_nothing_lost(
         f = fleet(rabbitmq, tb, max_depth=MAX_DEPTH, host_delay=0.1, extra_env=shard_env(prefix))
         shards = Shards(f)
         try:
-            for i in (1, 2, 3):
-                f.start_worker(i, slots=4)
-            for i in (0, 1, 2):
-                shards.start(i)
+            shards.start_all()
             killed_at = shards.kill_when_busy(2)  # once it has batches out
             summaries = {i: shards.wait(i) for i in (0, 1)}
         finally:
@@ -203,10 +204,7 @@ def run_skewed(rabbitmq: str, fleet: Any, tmp_path: Path, prefix: str, *, balanc
         f = fleet(rabbitmq, tb, max_depth=40, host_delay=0.1, extra_env=env)
         shards = Shards(f)
         try:
-            for i in (1, 2, 3):
-                f.start_worker(i, slots=4)
-            for i in (0, 1, 2):
-                shards.start(i, seeds=tb.seeds[:1])
+            shards.start_all(seeds=tb.seeds[:1])
             summaries = {i: shards.wait(i) for i in (0, 1, 2)}
         finally:
             shards.stop()

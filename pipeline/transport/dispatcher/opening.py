@@ -72,7 +72,7 @@ class CrawlOpening:
         early: list[NodeHeartbeat] = []
         if self.resume and store.get_meta("seeds"):
             rec = drain_previous(self.session, self.settings, out_dir=self.out_dir, monotonic=self._mono,
-                                 stop=lambda: self._stopping)  # fmt: skip
+                                 stop=lambda: self._stopping, wire=self.wire)  # fmt: skip
             self._event("recovered", results=rec.results, waited_s=rec.waited_s, timed_out=rec.timed_out)
             early = list(rec.heartbeats.values())
             self.seeds += [u for _, urls in rec.submits for u in urls]
@@ -86,7 +86,11 @@ class CrawlOpening:
         quotas = Quotas.from_settings_file(d.quotas_file)
         # Shards: each admits on its part of S1's budget in the current minute (pipeline/dispatch/quotashares.py).
         share = self.shard.quota.fraction if self.shard is not None and self.shard.quota is not None else None
-        with self.shard.seeding() if self.shard is not None else contextlib.nullcontext():
+        with contextlib.ExitStack() as gate:
+            if self.shard is not None:
+                gate.enter_context(self.shard.seeding())
+                if self.resume:  # the store's pending set re-read: each shard takes its own hosts, sends none on
+                    gate.enter_context(self.shard.restoring())
             self.core = CrawlCore(self.settings, store, seeds=self.seeds, out_dir=self.out_dir, clock=self.clock,
                                   resume=self.resume, outcomes_by_nodes=True, background_refills=True, quotas=quotas,
                                   quota_share=share,

@@ -14,6 +14,13 @@ store's PENDING rule), before the frontier is rebuilt from what is still pending
 
 The wait is bounded by ``lease_s``: a batch not back by then is re-issued, as a lease expiry would.
 Submits and heartbeats seen meanwhile are handed back to the caller.
+
+A dispatcher shard (``dispatch.shards`` > 1) listens on its own results queue (``wire``, its name on the
+wire) and shares every node with its peers, whose batches keep the nodes busy and their queues full. For it
+the fleet is quiet once no node heard from holds a batch of the shard's (its heartbeat's ``held``) and its
+results queue is empty. A batch of the killed process still waiting in a node's queue is not waited for:
+the serial check answers it as no longer held once the resumed shard's responder runs (nothing fetched),
+or, without the serial check, its URLs are fetched again: requests the killed process had in flight.
 """
 
 from __future__ import annotations
@@ -59,9 +66,12 @@ def drain_previous(
     out_dir: Path,
     monotonic: Callable[[], float] = time.monotonic,
     stop: Callable[[], bool] = lambda: False,
+    wire: str | None = None,
 ) -> Recovered:
-    """Journal the results of the previous dispatcher's batches until the fleet is quiet."""
+    """Journal the results of the previous dispatcher's batches until the fleet is quiet; ``wire``: the
+    name its batches and results queue go by (a shard's own; default the service)."""
     d = settings.dispatch
+    wire = wire or d.service
     hb_timeout = d.heartbeat_s * d.missed_heartbeats
     limit = d.lease_s if d.lease_s > 0 else 120.0
     out = Recovered()
@@ -110,7 +120,8 @@ def drain_previous(
             now = monotonic()
             if now - start < hb_timeout + 0.5 or not session.connected:
                 continue  # give every live node the chance to be heard
-            if _quiet(session, settings, out, heard_at, now=now, last_result=last_result, hb_timeout=hb_timeout):
+            if _quiet(session, settings, out, heard_at, now=now, last_result=last_result, hb_timeout=hb_timeout,
+                      wire=wire):  # fmt: skip
                 break
     finally:
         writer.close()
@@ -129,18 +140,29 @@ def _quiet(
     now: float,
     last_result: float,
     hb_timeout: float,
+    wire: str,
 ) -> bool:
     period = settings.dispatch.heartbeat_s
     if now - last_result < period + 0.2:
         return False
+    shared = settings.dispatch.shards > 1  # the nodes work for the shard's peers too
     live = [node for node, at in heard_at.items() if now - at < hb_timeout]
     for node in live:
-        hb = out.heartbeats[node]
-        # The node's latest word must postdate the last result and say it holds nothing.
-        if hb.active > 0 or heard_at[node] < last_result:
+        # The node's latest word must postdate the last result and say it holds nothing of ours.
+        if heard_at[node] < last_result or holds_ours(out.heartbeats[node], wire, shared=shared):
             return False
+        if shared:
+            continue  # its queue holds the peers' batches too (ours are refused by the serial check)
         waiting = session.ready_count(topology.fetch_queue(node))
         if waiting is None or waiting > 0:
             return False
-    ready = session.ready_count(topology.results_queue(settings.fleet, settings.dispatch.service))
+    ready = session.ready_count(topology.results_queue(settings.fleet, wire))
     return ready == 0
+
+
+def holds_ours(hb: NodeHeartbeat, wire: str, *, shared: bool) -> bool:
+    """Whether a node's heartbeat says it runs a batch of the recovering dispatcher: any batch at all for
+    the only dispatcher of its service, one named ``wire`` for a shard among peers."""
+    if not shared:
+        return hb.active > 0
+    return any(service == wire for service, _serial, _fetcher in hb.held)

@@ -137,7 +137,7 @@ class FleetDispatcher(CrawlOpening, Periodic, Inbound):
             if self.settings.dispatch.shards > 1:  # one process per shard: refused here, before the broker
                 self.shard = ShardPeer(self.settings, store, clock=self.clock, wall=self._wall, monotonic=self._mono,
                                        event=self._event)  # fmt: skip
-                self.shard.join()
+                self.shard.join(resume=self.resume)  # a crashed predecessor's lease is waited out
             while not self.session.connect() and not self._stopping:
                 time.sleep(self.session.retry_s)
             early = self._open_crawl(store)

@@ -82,9 +82,9 @@ class ShardPeer:
         self.spread: list[float] = []  # max/min of the live shards' levels at each beat (the balance)
 
     # --- the lease ---------------------------------------------------------------------------------
-    def join(self) -> None:
+    def join(self, *, resume: bool = False) -> None:
         try:
-            got = self.lease.join()
+            got = self.lease.join(resume=resume)
         except ShardTaken as exc:
             raise ShardRefused(str(exc)) from None
         log.info("dispatcher shard %d of %d of service %s (lease generation %d)", self.index, self.shards,

@@ -1,0 +1,67 @@
+"""A dispatcher shard restarted with ``--resume``: its lease (``ShardLease.join(resume=True)``, over a real SQLite
+store) waits out a crashed predecessor's lease that nobody renews, but still refuses a live process's; and its
+recovery (``recovery.holds_ours``) waits only for the batches of its own, not for the ones its peers keep the
+shared nodes busy with."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline.storage.shardleases import ShardLease, ShardTaken
+from pipeline.storage.sqlite import SqliteStore
+from pipeline.transport.dispatcher.recovery import holds_ours
+from pipeline.transport.wire.messages import NodeHeartbeat
+
+HB = 0.4  # ttl 0.6 s, skew 0.05 s: the waits below are real, and short
+
+
+def lease(path: Path, owner: str) -> ShardLease:
+    return ShardLease(SqliteStore(path), lambda: SqliteStore(path), "svc", 2, heartbeat_s=HB, owner=owner)
+
+
+def test_a_resumed_shard_waits_out_its_crashed_predecessors_lease(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    crashed = lease(path, "crashed")
+    crashed.join()
+    assert crashed._keeper is not None
+    crashed._keeper.__exit__(None, None, None)  # SIGKILL: nobody renews it any more, nobody releases it
+    crashed._keeper = None
+    with pytest.raises(ShardTaken):  # without --resume: refused while the lease runs
+        lease(path, "plain").join()
+    started = time.monotonic()
+    resumed = lease(path, "resumed")
+    got = resumed.join(resume=True)
+    assert got.gen == 2 and got.owner == "resumed" and resumed.holds()
+    assert time.monotonic() - started < 1.5 * 0.6 + 0.5
+    resumed.leave(done=True)
+
+
+def test_a_resumed_shard_still_refuses_a_live_process(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    live = lease(path, "live")
+    live.join()  # its keeper renews every ttl / 3
+    try:
+        with pytest.raises(ShardTaken) as refused:
+            lease(path, "second").join(resume=True)
+        assert "already running" in str(refused.value) and "live" in str(refused.value)
+        assert live.holds()
+    finally:
+        live.leave(done=True)
+
+
+def hb(held: list[tuple[str, int, str]], *, active: int | None = None) -> NodeHeartbeat:
+    return NodeHeartbeat(node="n1", incarnation="i", sent_at=0.0, successes=0, failures=0, rate=1.0, free_slots=0,
+                         slots=4, active=len(held) if active is None else active, held=held)  # fmt: skip
+
+
+def test_recovery_waits_for_the_shards_own_batches_only() -> None:
+    peers = hb([("svc-shard0", 7, "n1#0"), ("svc-shard1", 8, "n1#1")])
+    ours = hb([("svc-shard0", 7, "n1#0"), ("svc-shard2", 9, "n1#2")])
+    assert not holds_ours(peers, "svc-shard2", shared=True)
+    assert holds_ours(ours, "svc-shard2", shared=True)
+    # One dispatcher: any batch the node runs is its own (an old node may not list them).
+    assert holds_ours(hb([], active=1), "svc", shared=False)
+    assert not holds_ours(hb([], active=0), "svc", shared=False)
