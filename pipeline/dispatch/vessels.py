@@ -76,10 +76,14 @@ class Move:
 
 
 def decide(mine: int, levels: Mapping[int, float], *, ready_now: int, queued_blocks: int, block: int,
-           balance: bool = True) -> Move:  # fmt: skip
+           balance: bool = True, halted: bool = False) -> Move:  # fmt: skip
     """The rule as a decision: ``ready_now`` is the shard's level this instant, ``queued_blocks`` the blocks
     waiting in the remote queue (about ``block`` URLs each). Without ``balance`` (the rule off) nothing is
-    pushed; a shard with nothing ready still takes what waits in the remote queue."""
+    pushed; a shard with nothing ready still takes what waits in the remote queue. A ``halted`` shard (a
+    re-crawl's stop file: it issues nothing more) moves nothing: its work and the waiting blocks stay for the
+    shards' ``--resume``."""
+    if halted:
+        return Move()
     queued = float(queued_blocks * block)
     share = _share(mine, levels, queued_blocks=queued_blocks, block=block)
     if ready_now <= 0 and queued_blocks > 0:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,12 +39,43 @@ from tests.integration.test_fleet_shards import (
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+ROOT = Path(__file__).resolve().parents[2]
 SHARDS = (0, 1, 2)
 
 
 def issued_after(events: list[dict[str, Any]], t: float) -> int:
     """URLs a shard issued after wall time ``t``."""
     return sum(len(ev.get("urls", ())) for ev in events if ev["ev"] == "issue" and ev["t"] > t)
+
+
+# Imports what ``crawlfleet dispatcher`` needs, then waits for its go file: a process started ahead of the
+# kill, ready to run at once (a cold start took 8-14 s on a loaded 2-core machine, longer than a lease).
+READY = (
+    "import pathlib, sys, time\n"
+    "from pipeline.cli import main\n"
+    "import pipeline.transport.dispatcher.service, pipeline.transport.cli\n"
+    "go = pathlib.Path(sys.argv[1])\n"
+    "pathlib.Path(sys.argv[1] + '.ready').touch()\n"
+    "while not go.exists():\n"
+    "    time.sleep(0.02)\n"
+    "sys.exit(main(sys.argv[2:]))\n"
+)
+
+
+def start_ready(shards: Shards, i: int, go: Path, *extra: str) -> subprocess.Popen[str]:
+    """Shard ``i`` as ``Shards.start`` runs it, but imported ahead (returns once it is) and started when
+    ``go`` exists."""
+    f = shards.f
+    cmd = [sys.executable, "-c", READY, str(go), "dispatcher", "--out", str(f.out), "--json", "--no-progress",
+           "--shard", str(i), *extra]  # fmt: skip
+    err = open(f.workdir / f"shard-{i}.log", "a")  # noqa: SIM115 - owned by the process
+    proc = subprocess.Popen(cmd, env=f.env, stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT)
+    shards.procs[i + 100] = proc  # stopped with the others should the test fail before it runs
+    deadline = time.monotonic() + 120
+    while not Path(f"{go}.ready").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, f.log_tail(f"shard-{i}.log")
+        time.sleep(0.1)
+    return proc
 
 
 def wait_takeover(shards: Shards, dead: int, *, timeout_s: float = 60) -> dict[str, Any]:
@@ -86,18 +119,26 @@ def test_a_killed_shard_resumed_gets_work_again_with_nothing_lost(
     rabbitmq: str, fleet: Any, tmp_path: Path, hbase_prefix: str, when: str
 ) -> None:
     prefix = f"{hbase_prefix}sr{when[0]}"
-    # At once: a heartbeat long enough (lease 15 s) for the new process to start before the old lease runs out
-    # (one took 8 s to start on a loaded 2-core machine): it finds the killed process's lease still running,
-    # and no peer takes the shard over.
+    # At once: the new process, imported ahead, runs the moment shard 2 is killed, and the lease (15 s, from a
+    # 10 s heartbeat) leaves it time to reach the store on a loaded machine: it finds the killed process's
+    # lease still running, waits it out, and no peer takes the shard over.
     beat = {"CRAWLFLEET_DISPATCH_SHARD_HEARTBEAT_S": "10.0"} if when == "at_once" else {}
     # A host delay of 0.5 s: the crawl lasts long after the restart (a minute), for the resumed shard to work.
     with crawl(rabbitmq, fleet, tmp_path, prefix, seed=36, host_delay=0.5, **beat) as (tb, shards):
+        go = tmp_path / "go"
+        if when == "at_once":  # imported while shard 2 still runs, started the moment it is killed
+            killed, ready = shards.procs[2], start_ready(shards, 2, go, "--resume")
+            shards.procs[2] = killed
         killed_at = shards.kill_when_busy(2)
         in_flight = in_flight_urls(shards.events(2))  # before the resumed process adds its own events
         if when == "after_takeover":
             wait_takeover(shards, 2)
         resumed_at = time.time()
-        shards.start(2, "--resume", seeds=[])
+        if when == "at_once":
+            go.write_text("")
+            shards.procs[2] = ready
+        else:
+            shards.start(2, "--resume", seeds=[])
         summaries = {i: shards.wait(i) for i in SHARDS}
         counts = judged(tb, prefix)  # nothing lost
     took = [ev for i in (0, 1) for ev in shards.events(i) if ev["ev"] == "shard_takeover"]

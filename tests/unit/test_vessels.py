@@ -137,3 +137,12 @@ def test_idle_shards_share_the_blocks_a_push_left_in_the_remote_queue() -> None:
     # Shards further under the common level (167) take more: 167 and 67 short, 8 blocks of 10 and 3.
     lv = {0: 0.0, 1: 300.0, 2: 100.0}
     assert [decide(s, lv, ready_now=int(lv[s]), queued_blocks=10, block=10).pull for s in (0, 2)] == [8, 3]
+
+
+def test_a_halted_shard_moves_nothing() -> None:
+    """A re-crawl's stop file: the shard issues nothing more, so it neither pushes its surplus nor pulls the
+    waiting blocks (they stay for the shards' --resume, and do not keep the stopping shards waiting)."""
+    levels = {0: 3000.0, 1: 0.0}
+    assert decide(0, levels, ready_now=3000, queued_blocks=0, block=512, halted=True) == Move()
+    assert decide(1, levels, ready_now=0, queued_blocks=3, block=512, halted=True) == Move()
+    assert decide(1, levels, ready_now=0, queued_blocks=3, block=512) != Move()

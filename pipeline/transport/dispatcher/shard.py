@@ -17,7 +17,8 @@ One ``ShardPeer`` per sharded dispatcher process.
   minute in the store (``ShardQuota``, ``pipeline/transport/dispatcher/shardquota.py``): known before the
   first grant (``attach``) and at each minute's turn (every tick).
 - The crawl is over for a shard (``finished``) when it has been idle, with every live peer idle, no dead
-  peer left to take over, nothing to send on and no block waiting, at three heartbeats in a row.
+  peer left to take over, nothing to send on and no block waiting (or, in a re-crawl halted by its stop
+  file, blocks left for the ``--resume``), at three heartbeats in a row.
 """
 
 from __future__ import annotations
@@ -206,8 +207,9 @@ class ShardPeer:
         self.levels.keep_only(self.live)
         d = self.settings.dispatch
         smoothed = self.levels.smoothed()
+        halted = core.recrawl is not None and core.recrawl.halted()  # the stop file: nothing more is issued
         move = decide(self.index, smoothed, ready_now=level, queued_blocks=queued, block=d.shard_block_urls,
-                      balance=d.shard_balance)  # fmt: skip
+                      balance=d.shard_balance, halted=halted)  # fmt: skip
         if move.push:
             given = self.hosts.push(move.push, block_urls=d.shard_block_urls, skip=busy_hosts,
                                     below=largest_host(self.index, smoothed), publish=self.side.push_block,
@@ -230,7 +232,8 @@ class ShardPeer:
             self.spread.append(max(levels) / max(1.0, min(levels)))
         fresh = all(self.peers.get(s, {}).get("idle") and now - self.peers[s].get("at", 0) < 2 * self.hb
                     for s in self.live if s != self.index)  # fmt: skip
-        quiet = idle and fresh and queued == 0 and not self.lease.dead_peers(self.shards)
+        # A waiting block is work left to do, but not once the crawl is halted: it waits for the --resume.
+        quiet = idle and fresh and (queued == 0 or halted) and not self.lease.dead_peers(self.shards)
         self.idle_beats = self.idle_beats + 1 if quiet else 0
 
     def _read_peers(self) -> None:
