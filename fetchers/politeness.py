@@ -203,6 +203,16 @@ class Pacer:
             self._drop(hl, il)
             raise
 
+    def restart(self, grant: Grant) -> None:
+        """The request of ``grant`` goes out only now (a new connection took time to come up): the host's
+        and the IP's gaps count from here, so the server never sees two starts closer than the delay.
+        Called by the transport, possibly from a worker thread (a float written under the GIL)."""
+        hl, il = grant
+        now = self._clock()
+        hl.last_start = max(hl.last_start, now)
+        if il is not None:
+            il.last_start = max(il.last_start, now)
+
     def release(self, grant: Grant) -> None:
         hl, il = grant
         self._global.give()

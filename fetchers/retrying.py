@@ -7,7 +7,8 @@ the wait is within the pacer's limit, else recorded as ``THROTTLED``. The batch'
 before every request (and by the transport once a new connection is up: ``fetchers.exchange.SEND_FENCE``):
 a fenced URL never asked is handed back (``LEASE_LAPSED``); one fenced between its
 retries keeps the HTTP answer it got as its outcome (retry budget cut short), or the next holder would ask
-it the whole budget again.
+it the whole budget again. When a new connection was needed, the host's gap restarts once it is up
+(``Pacer.restart``): the next request keeps the delay from this one's send, not from its grant.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import time
 from collections.abc import Callable
 
 from fetchers.exchange import SEND_FENCE, Exchange, Transport, hand_over
-from fetchers.politeness import Deferred, Pacer, parse_retry_after
+from fetchers.politeness import Deferred, Grant, Pacer, parse_retry_after
 from fetchers.report import DEFERRED, LEASE_LAPSED, THROTTLED
 from fetchers.robotsnote import MAX_SENT
 from fetchers.wire import Archive
@@ -44,7 +45,7 @@ async def paced_exchange(
                 return last
             return Exchange(error_class=LEASE_LAPSED, error_message="not sent: the batch's lease may have lapsed")
         started = time.time()
-        token = SEND_FENCE.set(fence)
+        token = SEND_FENCE.set(_at_send(fence, pacer, grant))
         try:
             ex = await transport.exchange(url, host, ip, max_body=max_body)
         finally:
@@ -74,3 +75,17 @@ async def paced_exchange(
         last = ex if not ex.error_class else None  # an HTTP answer (a transport error is handed back)
         await asyncio.sleep(backoff_s * (2**attempt))
         attempt += 1
+
+
+def _at_send(fence: Callable[[], bool] | None, pacer: Pacer, grant: Grant) -> Callable[[], bool]:
+    """What a transport asks once a new connection is up, just before it sends: the batch's fence, and, when
+    the request goes out, the host's gap restarted from now (a slow connect must not shorten the gap the
+    server sees to the next request)."""
+
+    def ask() -> bool:
+        if fence is not None and not fence():
+            return False
+        pacer.restart(grant)
+        return True
+
+    return ask

@@ -135,3 +135,42 @@ def test_cancelled_waiters_do_not_leak_slots() -> None:
         assert pacer.global_free == 16 and pacer._hosts["h"].slots.free == 1
 
     asyncio.run(go())
+
+
+def test_a_slow_connect_restarts_the_gap_from_the_send() -> None:
+    """A request whose new connection took 0.2 s goes out at 0.2: the next start keeps the whole 0.25 s from
+    there (0.45), not from the grant (0.25), so the server never sees the two closer than the delay."""
+    vt = VirtualTime()
+    pacer = _pacer(vt)
+
+    async def go() -> float:
+        first = await pacer.acquire("h", "1.2.3.4")
+        vt.t += 0.2  # connecting
+        pacer.restart(first)  # the transport, once the connection is up
+        pacer.release(first)
+        second = await pacer.acquire("h", "1.2.3.4")
+        pacer.release(second)
+        return vt()
+
+    assert asyncio.run(go()) == 0.45
+    assert pacer.wait_for("other") == 0.0
+
+
+def test_the_transport_restarts_the_gap_only_when_the_fence_lets_it_send() -> None:
+    from fetchers.retrying import _at_send
+
+    vt = VirtualTime()
+    pacer = _pacer(vt)
+
+    async def go() -> tuple[bool, float, bool, float]:
+        grant = await pacer.acquire("h", "1.2.3.4")
+        vt.t = 0.1
+        fenced = _at_send(lambda: False, pacer, grant)()
+        after_fenced = pacer.wait_for("h")
+        sent = _at_send(None, pacer, grant)()
+        pacer.release(grant)
+        return fenced, after_fenced, sent, pacer.wait_for("h")
+
+    fenced, after_fenced, sent, after_sent = asyncio.run(go())
+    assert not fenced and abs(after_fenced - 0.15) < 1e-9  # not sent: the gap still runs from the grant
+    assert sent and abs(after_sent - 0.25) < 1e-9
