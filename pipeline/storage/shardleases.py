@@ -16,6 +16,12 @@ within ``skew_s`` of each other a paused shard stops dispatching before a peer m
 Timing, from the shards' heartbeat period ``hb`` (``dispatch.shard_heartbeat_s``): ``ttl = 1.5 hb``,
 ``skew = hb / 8``, renewed every ``ttl / 3``; peers look at the leases every ``hb / 4``: a dead shard is
 seen at most ``1.5 hb + hb / 8 + hb / 4`` (under two periods) after its last renewal.
+
+A shard restarted with ``--resume`` while its crashed process's lease still runs waits that lease out, and
+says so in a claim ``resume:shard:SERVICE:I`` (its owner and wall time, rewritten on every look): peers
+leave a dead shard with a claim younger than a lease period to the process resuming it, so the restarted
+shard gets its own lease back instead of racing its peers' takeover at the deadline. A resumer that dies
+while waiting stops rewriting its claim, and a period later its peers take the shard over as before.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from pipeline.storage.base import Store
 from pipeline.storage.leases import PREFIX as LEASE_PREFIX
 from pipeline.storage.leases import Lease, LeaseKeeper, Leases
 
+RESUME = "resume:"  # prefix of the meta key a resuming shard claims its lease by (see the module docstring)
 TAKEN = "taken:"  # owner of a lease a peer took over and released: its hosts have moved
 DONE = "done:"  # owner of a lease released by a shard that had nothing left: nothing to take over
 
@@ -106,12 +113,22 @@ class ShardLease:
         ``resume`` (the shard restarted after a crash): a lease that is not renewed while it is waited for
         is the crashed process's, left to run out (at most a lease period and the skew); one that is
         renewed meanwhile belongs to a live process, refused as without ``resume``."""
+        try:
+            got = self._acquire(resume)
+        finally:
+            if resume:
+                self.store.delete_meta([RESUME + self.name])
+        self.lease = got
+        self._keeper = LeaseKeeper(self._open, self.leases, [got]).__enter__()
+        return got
+
+    def _acquire(self, resume: bool) -> Lease:
         deadline = self.leases.clock() + self.leases.ttl_s
         first: Lease | None = None  # with ``resume``: the lease record as first read
         while True:
             got = self.leases.acquire(self.name)
             if got is not None:
-                break
+                return got
             holder, _ = self.leases.holder(self.name)
             takeover = holder is not None and holder.owner.startswith("takeover:")
             left_over = False
@@ -121,6 +138,8 @@ class ShardLease:
                     ran_out = min(holder.until, self.leases.clock() + self.leases.ttl_s) + self.leases.skew_s
                     deadline = max(deadline, ran_out + self.leases.ttl_s / 5)
                 left_over = holder.token == first.token  # not renewed since: its process is gone
+                if left_over:  # peers leave the shard to this process while the claim is fresh
+                    self.store.put_meta(RESUME + self.name, f"{self.leases.clock():.3f} {self.leases.owner}")
             if holder is None or not (takeover or left_over) or self.leases.clock() > deadline:
                 who = holder.owner if holder is not None else "?"
                 left = max(0.0, (holder.until if holder else 0.0) + self.leases.skew_s - self.leases.clock())
@@ -128,9 +147,6 @@ class ShardLease:
                                  f"(lease held by {who}, generation {holder.gen if holder else '?'}, for {left:.1f}s "
                                  "more unless renewed): stop that process first")  # fmt: skip
             time.sleep(self.leases.ttl_s / 10)
-        self.lease = got
-        self._keeper = LeaseKeeper(self._open, self.leases, [got]).__enter__()
-        return got
 
     def current(self) -> Lease | None:
         """The lease as last renewed, or None once it is lost (taken over) or was never held."""
@@ -164,15 +180,24 @@ class ShardLease:
     # --- peers -------------------------------------------------------------------------------------
     def dead_peers(self, shards: int) -> list[Dead]:
         """Peers (0..shards-1, not this one) whose lease ran out with hosts perhaps still theirs: not
-        released ``done`` nor already ``taken`` over."""
+        released ``done`` nor already ``taken`` over, nor claimed by a process resuming them."""
         now = self.leases.clock()
         out = []
         for s, lease in sorted(shard_leases(self.store, self.service).items()):
             if s == self.shard or s >= shards or lease.owner.startswith((TAKEN, DONE)):
                 continue
-            if lease.until + self.leases.skew_s <= now:
+            if lease.until + self.leases.skew_s <= now and not self._resuming(s, now):
                 out.append(Dead(s, lease))
         return out
+
+    def _resuming(self, shard: int, now: float) -> bool:
+        """A process restarted as ``shard`` with ``--resume`` claimed it within the last lease period."""
+        claim = self.store.get_meta(RESUME + shard_lease(self.service, shard))
+        try:
+            at = float(claim.split(" ", 1)[0]) if claim else 0.0
+        except ValueError:
+            return False
+        return now - at < self.leases.ttl_s + self.leases.skew_s
 
     def take_over(self, dead: Dead) -> Lease | None:
         """Take a dead peer's lease (the next generation: it can no longer renew); None when another

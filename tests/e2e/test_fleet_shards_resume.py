@@ -121,7 +121,8 @@ def test_a_killed_shard_resumed_gets_work_again_with_nothing_lost(
     prefix = f"{hbase_prefix}sr{when[0]}"
     # At once: the new process, imported ahead, runs the moment shard 2 is killed, and the lease (15 s, from a
     # 10 s heartbeat) leaves it time to reach the store on a loaded machine: it finds the killed process's
-    # lease still running, waits it out, and no peer takes the shard over.
+    # lease still running, claims the shard and waits the lease out; the claim keeps the peers from taking the
+    # shard over at the deadline.
     beat = {"CRAWLFLEET_DISPATCH_SHARD_HEARTBEAT_S": "10.0"} if when == "at_once" else {}
     # A host delay of 0.5 s: the crawl lasts long after the restart (a minute), for the resumed shard to work.
     with crawl(rabbitmq, fleet, tmp_path, prefix, seed=36, host_delay=0.5, **beat) as (tb, shards):

@@ -52,6 +52,39 @@ def test_a_resumed_shard_still_refuses_a_live_process(tmp_path: Path) -> None:
         live.leave(done=True)
 
 
+def test_peers_leave_a_shard_to_the_process_resuming_it(tmp_path: Path) -> None:
+    """While a resumer waits out its crashed predecessor's lease, a peer does not list the shard as dead (its
+    takeover would race the resumer at the deadline); once the resumer holds the lease, or its claim is older
+    than a lease period (the resumer died waiting), the peers see the shard as before."""
+    path = tmp_path / "c.db"
+    crashed = lease(path, "crashed")
+    crashed.join()
+    assert crashed._keeper is not None
+    crashed._keeper.__exit__(None, None, None)
+    crashed._keeper = None
+    peer = ShardLease(SqliteStore(path), lambda: SqliteStore(path), "svc", 0, heartbeat_s=HB, owner="peer")
+    seen: list[list[int]] = []
+    resumed = lease(path, "resumed")
+    real_sleep = time.sleep
+
+    def look(s: float) -> None:  # the peer looks just before each of the resumer's polls
+        real_sleep(s)
+        seen.append([d.shard for d in peer.dead_peers(3)])
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(time, "sleep", look)
+        resumed.join(resume=True)
+    assert seen and all(s == [] for s in seen), seen  # past the deadline too: the claim held the peer off
+    assert peer.dead_peers(3) == []  # the resumer holds the lease now, and its claim is gone
+    assert SqliteStore(path).get_meta("resume:shard:svc:2") is None
+    # A resumer that died waiting: its claim holds the peers off for a lease period, then ages out.
+    resumed.leave(done=False)
+    SqliteStore(path).put_meta("resume:shard:svc:2", f"{time.time():.3f} gone")
+    assert peer.dead_peers(3) == []
+    real_sleep(1.5 * HB + HB / 8 + 0.1)
+    assert [d.shard for d in peer.dead_peers(3)] == [2]
+
+
 def hb(held: list[tuple[str, int, str]], *, active: int | None = None) -> NodeHeartbeat:
     return NodeHeartbeat(node="n1", incarnation="i", sent_at=0.0, successes=0, failures=0, rate=1.0, free_slots=0,
                          slots=4, active=len(held) if active is None else active, held=held)  # fmt: skip
