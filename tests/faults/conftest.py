@@ -41,7 +41,7 @@ def record() -> Callable[[dict[str, Any]], dict[str, Any]]:
     def add(rec: dict[str, Any]) -> dict[str, Any]:
         out = results.append(rec)
         print({k: rec.get(k) for k in ("component", "action", "seed", "lost", "repeats", "repeats_unexcused",
-                                       "in_flight_at_fault", "in_flight_repeats", "recent_repeats", "robots_extra",
+                                       "in_flight_at_fault", "in_flight_repeats", "recent_repeats", "robots_extra", "kills",
                                        "recovery_s")})  # fmt: skip
         return out
 

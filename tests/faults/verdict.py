@@ -19,7 +19,7 @@ def check(rec: dict[str, Any]) -> None:
     assert rec["repeats_unexcused"] == 0, (rec["repeats"], rec["in_flight_repeats"], rec["recent_repeats"],
                                            rec["repeated_sample"])  # fmt: skip
     assert rec["woken_repeats"] == 0, rec["repeated_sample"]
-    assert rec["robots_extra"] == 0, rec["robots_sample"]
+    assert rec["robots_extra"] == 0, rec.get("robots_detail") or rec["robots_sample"]
 
 
 def check_fetches_nothing(rec: dict[str, Any]) -> None:

@@ -69,6 +69,8 @@ def test_a_robots_txt_in_flight_on_the_killed_process_may_be_asked_again_an_old_
     assert (flight.robots_extra, flight.robots_in_flight, flight.robots_sample) == (0, 1, [])
     old = judge([*log, entry(5.0, "/robots.txt", DEAD), entry(11.5, "/robots.txt", NEW)])
     assert (old.robots_extra, old.robots_in_flight, old.robots_sample) == (1, 0, ["a.test"])
+    # A failure names who asked when, from the fault, as the server logged it.
+    assert old.robots_detail == {"a.test": ["101 struck -5.000..-5.000 200", "303 +1.500..+1.500 200"]}
 
 
 def test_a_request_in_flight_on_the_killed_process_may_be_asked_again() -> None:

@@ -120,6 +120,9 @@ class TrialAccount:
     repeated_sample: list[str] = field(default_factory=list)
     robots_sample: list[str] = field(default_factory=list)
     robots_in_flight: int = 0  # robots.txt repeats excused: the struck process had the earlier one in flight
+    # Each sampled host's robots.txt requests as the server logged them: "pid start..end status", times in
+    # seconds from the fault (from the crawl's first request without one); "struck" marks the struck pid.
+    robots_detail: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -211,6 +214,9 @@ def account(
         later = sum(1 for r in reqs if r.start >= fault_t and r.pid not in struck)
         robots_excused[host] = min(len(reqs) - 1, sum(1 for r in reqs if in_flight(r) or recent(r)), later)
     robots_left = {h: len(reqs) - 1 - robots_excused[h] for h, reqs in robots.items()}
+    robots_sample = sorted(h for h, n in robots_left.items() if n > 0)[:sample]
+    starts = [r.start for reqs in (*pages.values(), *robots.values()) for r in reqs]
+    zero = fault_t if strike is not None else min(starts, default=0.0)
     answered = {k for k, reqs in pages.items() if any(r.status != GONE for r in reqs)}
     truth_pages: list[str] = list(truth["pages"])
     unanswered = sorted(u for u in truth_pages if url_key(u) not in answered)
@@ -244,6 +250,13 @@ def account(
         fault_t=fault_t if strike is not None else 0.0,
         lost_sample=(unanswered + unstored)[:sample],
         repeated_sample=sorted(repeated)[:sample],
-        robots_sample=sorted(h for h, n in robots_left.items() if n > 0)[:sample],
+        robots_sample=robots_sample,
         robots_in_flight=sum(robots_excused.values()),
+        robots_detail={h: [_said(r, zero, struck) for r in robots[h]] for h in robots_sample},
     )
+
+
+def _said(r: _Req, zero: float, struck: frozenset[int]) -> str:
+    """One logged request for a failure's message: who (pid; "struck"), when (from ``zero``) and its status."""
+    who = f"{r.pid}{' struck' if r.pid in struck else ''}"
+    return f"{who} {r.start - zero:+.3f}..{r.end - zero:+.3f} {r.status}"
