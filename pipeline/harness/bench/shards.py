@@ -14,7 +14,10 @@ parts, one run each:
 - **blocks**: the skewed crawl with the rule at each block size of ``--blocks`` (``dispatch.shard_block_urls``):
   pages/s, blocks and bytes moved, beside S5's own figures (a parabola: a best transfer size).
 
-The web's politeness is the fleet bench's (4 connections per host, no gap, no slow or big pages).
+The web's politeness is the fleet bench's (4 connections per host, no gap, no slow or big pages) unless
+``--host-delay`` and ``--per-host`` set a gap and a connection count: with a gap, a host's batch is slow,
+so a shard's own slots of each node (``transport.dispatcher.nodes.shard_slots``), not the link rounds, bound
+what the shard that finds every host can fetch, and the rule's effect shows in pages/s and pages by shard.
 """
 
 from __future__ import annotations
@@ -58,6 +61,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--blocks", default="8,32,128,512", help="block sizes (URLs) of the sweep, comma-separated")
     p.add_argument("--parts", default="scale,skew,blocks", help="which parts to run, comma-separated")
     p.add_argument("--heartbeat-s", type=float, default=1.0, help="the shards' heartbeat period")
+    p.add_argument("--host-delay", type=float, default=0.0, help="gap between requests to a host, seconds")
+    p.add_argument("--per-host", type=int, default=4, help="connections per host")
     p.add_argument("--active-hosts", type=int, default=8, help="hosts each shard works on at once, at least")
     p.add_argument("--timeout", type=float, default=900.0, help="give up on a crawl after this many seconds")
     p.add_argument("--broker-url", default=None, help="default: a fresh vhost on the local broker, deleted after")
@@ -84,6 +89,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError(f"--parts: expected some of scale,skew,blocks, got {args.parts!r}")
     _ints(args.shards, "shards")  # a bad list is one line before anything starts
     _ints(args.blocks, "blocks")
+    if args.host_delay < 0 or args.per_host < 1:
+        raise UsageError(f"--host-delay must be >= 0 and --per-host >= 1, got {args.host_delay} and {args.per_host}")
     if args.broker_url:
         return _run(args, args.broker_url, parts)
     from pipeline.harness.faults.services import broker_vhost
@@ -96,6 +103,7 @@ def _run(args: argparse.Namespace, broker_url: str, parts: set[str]) -> dict[str
     workdir = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench-shards-"))
     workdir.mkdir(parents=True, exist_ok=True)
     out: dict[str, Any] = {"web": {"hosts": args.hosts, "pages": args.pages, "seed": args.seed},
+                           "host_delay_s": args.host_delay, "per_host": args.per_host,
                            "workers": args.workers, "slots": args.slots, "heartbeat_s": args.heartbeat_s,
                            "s5_claims": S5_CLAIMS}  # fmt: skip
     if "scale" in parts:
@@ -124,7 +132,8 @@ def _crawl(args: argparse.Namespace, workdir: Path, broker_url: str, *, shards: 
     traces: dict[int, CpuTrace] = {}
     try:
         with TestbedProcess(args.hosts, args.pages, seed=args.seed, workdir=here / "tb") as tb:
-            env = _env(tb, broker_url, service, "hbase", 4)
+            env = _env(tb, broker_url, service, "hbase", args.per_host)
+            env["CRAWLFLEET_POLITENESS_MIN_HOST_DELAY_S"] = str(args.host_delay)
             env.update(CRAWLFLEET_DISPATCH_SHARDS=str(shards), CRAWLFLEET_DISPATCH_SHARD_HEARTBEAT_S=str(args.heartbeat_s),
                        CRAWLFLEET_DISPATCH_SHARD_BLOCK_URLS=str(block), CRAWLFLEET_DISPATCH_SHARD_BALANCE=str(balance).lower(),
                        CRAWLFLEET_DISPATCH_ACTIVE_HOSTS=str(args.active_hosts), CRAWLFLEET_SCOPE_MAX_DEPTH="60")  # fmt: skip
