@@ -27,7 +27,7 @@ import pytest
 from pipeline.harness.testbed.harness import TestbedProcess
 from tests.fixtures.rabbitmq import MAX_DEPTH, fetch_counts, key
 from tests.integration.test_fleet_link_jobs import check_hbase_exactly_once
-from tests.integration.test_fleet_shards import (
+from tests.e2e.test_fleet_shards import (
     PER_S,
     Shards,
     check_s1_at_the_web,

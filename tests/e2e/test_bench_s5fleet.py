@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.timeout(600)]
 
 ROOT = Path(__file__).resolve().parents[2]
 
