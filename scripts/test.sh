@@ -19,7 +19,7 @@ faults_pid=$!
 # stack), and with it the two-process run came near CI's 40 minutes (2026-11-24, 90f39d0). Shared services
 # are safe to share: every test has its own vhost, HBase prefix and testbed ports. The whole-system runs of
 # many processes (dispatcher shards, the S5 fleet bench's record-and-replay) sit here, not in the main tier:
-# it was the longest of the three (42 min of 2026-11-29's 45 on a loaded box), this one ~21.
+# it was the longest of the three (42 min on a loaded box on 2026-11-29, this one 21).
 "$PY" -m pytest -q -rfE -p no:cacheprovider --basetemp="$TMP/e2e" --junitxml=var/test/e2e.xml tests/e2e > var/test/e2e.log 2>&1 &
 e2e_pid=$!
 "$PY" -m pytest -q -rfE -p no:cacheprovider --basetemp="$TMP/main" --junitxml=var/test/main.xml --durations=25 --ignore=tests/faults --ignore=tests/e2e tests "$@"
