@@ -120,3 +120,11 @@ def test_a_bad_shards_value_is_one_line_and_exit_2(bad: str, capsys: pytest.Capt
 
 def test_shard_counts_parse_as_a_sorted_list() -> None:
     assert _shard_counts("3,1, 2,2") == [1, 2, 3]
+
+
+@pytest.mark.parametrize("bad", [["--host-delay", "-0.5"], ["--per-host", "0"], ["--parts", "skew,nope"]])
+def test_a_bad_shards_bench_option_is_one_line_and_exit_2(bad: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """``crawlfleet bench shards``: a bad option is refused before any broker, store or process is touched."""
+    assert main(["bench", "shards", *bad]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and bad[0] in err and "Traceback" not in err
