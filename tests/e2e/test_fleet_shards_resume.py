@@ -6,6 +6,9 @@ processes (three shards, three fetch nodes, the link jobs), judged from the test
   what the killed process had in flight, and the resumed shard gets work again;
 - every shard stopped cleanly (SIGTERM) mid-crawl and every one resumed: the crawl ends with every page
   fetched once (a clean stop leaves nothing in flight to repeat);
+- a shard added to a running crawl the way docs/FLEET.md says (stop every shard, start each again with
+  ``--resume`` under the larger ``dispatch.shards``, the new one too, and the link jobs with it): the new shard
+  gets hosts and fetches pages, and every page is fetched once;
 - ``--continuous`` on every shard: due URLs come back and are fetched again (conditional GETs), each host's
   batches issued by the one shard that owns it at the time, S1's quota held at the web; the stop file ends
   every shard, and ``--resume`` of every shard goes on re-fetching.
@@ -25,8 +28,6 @@ from typing import Any
 import pytest
 
 from pipeline.harness.testbed.harness import TestbedProcess
-from tests.fixtures.rabbitmq import MAX_DEPTH, fetch_counts, key
-from tests.integration.test_fleet_link_jobs import check_hbase_exactly_once
 from tests.e2e.test_fleet_shards import (
     PER_S,
     Shards,
@@ -37,6 +38,8 @@ from tests.e2e.test_fleet_shards import (
     shard_env,
     stop,
 )
+from tests.fixtures.rabbitmq import MAX_DEPTH, fetch_counts, key
+from tests.integration.test_fleet_link_jobs import check_hbase_exactly_once
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 ROOT = Path(__file__).resolve().parents[2]
@@ -174,6 +177,41 @@ def test_every_shard_stopped_and_resumed_ends_the_crawl_exactly_once(
     assert repeated(counts) == []  # a clean stop leaves nothing in flight: nothing is fetched twice
     assert sum(issued_after(shards.events(i), resumed_at) for i in SHARDS) > 0
     assert all(s["shard"]["shards"] == 3 for s in summaries.values())
+
+
+def test_a_shard_added_by_restarting_every_shard_under_a_larger_count_gets_work(
+    rabbitmq: str, fleet: Any, tmp_path: Path, hbase_prefix: str
+) -> None:
+    prefix = f"{hbase_prefix}sra"
+    with TestbedProcess(12, 100, seed=39, workdir=tmp_path / "tb") as tb:
+        f = fleet(rabbitmq, tb, max_depth=MAX_DEPTH, host_delay=0.2, extra_env=shard_env(prefix, shards=2))
+        shards = Shards(f)
+        try:
+            for n in (1, 2, 3):
+                f.start_worker(n, slots=4)
+            for i in (0, 1):
+                shards.start(i)
+            deadline = time.monotonic() + 120
+            while sum(ev["ev"] == "done" for i in (0, 1) for ev in shards.events(i)) < 20:
+                assert time.monotonic() < deadline, "no batches answered"
+                time.sleep(0.1)
+            first = {i: shards.terminate(i) for i in (0, 1)}
+            assert all(s["shard"]["shards"] == 2 for s in first.values())
+            stop(f.links)  # the link jobs route by the shard count too
+            f.env["CRAWLFLEET_DISPATCH_SHARDS"] = "3"
+            added_at = time.time()
+            for i in SHARDS:  # the new shard 2 starts with --resume like the others: it has nothing to resume
+                shards.start(i, "--resume", seeds=[])
+            summaries = {i: shards.wait(i) for i in SHARDS}
+            counts = judged(tb, prefix)
+        finally:
+            shards.stop()
+            stop(f.links)
+    assert repeated(counts) == []  # clean stops leave nothing in flight: nothing is fetched twice
+    assert all(s["shard"]["shards"] == 3 for s in summaries.values())
+    # The new shard worked: it issued batches and fetched pages, from hosts moved to it or claimed at home.
+    assert issued_after(shards.events(2), added_at) > 0, summaries[2]["shard"]
+    assert summaries[2]["pages_fetched"] > 0, summaries[2]
 
 
 @pytest.mark.parametrize("quota", [False, True])

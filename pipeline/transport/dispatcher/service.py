@@ -104,6 +104,8 @@ class FleetDispatcher(CrawlOpening, Periodic, Inbound):
         self._serials_version = self._serials_sent = 0  # the serial table is rebuilt only after a change
         self._scope_json: dict[str, Any] | None = None
         self._stopping = False
+        self._stop_now = False  # a second stop signal: leave at once, even a shard's drain
+        self._stop_at = 0.0
         self._sink_json: dict[str, Any] | None = None
         self._encoder: BatchEncoder | None = None
         self.links = LinkProgress(clock=monotonic)
@@ -122,8 +124,22 @@ class FleetDispatcher(CrawlOpening, Periodic, Inbound):
 
     def stop(self) -> None:
         """Stop dispatching and return (from a signal handler). In-flight batches finish on the workers;
-        their results wait in the results queue for the next dispatcher."""
+        their results wait in the results queue for the next dispatcher. A shard (``dispatch.shards`` > 1)
+        first waits for its batches out to be answered, for at most ``dispatch.lease_s``, keeping its lease
+        (a peer would take its hosts over and fetch those batches' URLs again); a second signal leaves at
+        once."""
+        if self._stopping:
+            self._stop_now = True
+            return
+        self._stop_at = self._mono()
         self._stopping = True
+        if self.shard is not None:
+            self.shard.stopping = True
+
+    def _draining(self) -> bool:
+        """A stopping shard still has batches out, and has not waited ``dispatch.lease_s`` for them."""
+        return (self._stopping and self.shard is not None and not self._stop_now and bool(self._issued)
+                and self._mono() - self._stop_at < self.settings.dispatch.lease_s)  # fmt: skip
 
     # --- run ---------------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
@@ -170,7 +186,7 @@ class FleetDispatcher(CrawlOpening, Periodic, Inbound):
         assert core is not None
         last_tick = 0.0
         was_done = False
-        while not self._stopping:
+        while not self._stopping or self._draining():
             if self.shard is not None and self.shard.lost():
                 log.error("dispatcher shard %d: a peer took this shard over (its lease ran out): stopping",
                           self.shard.index)  # fmt: skip

@@ -76,6 +76,9 @@ class ShardPeer:
         self.core: CrawlCore | None = None
         self.live: list[int] = [self.index]
         self.peers: dict[int, dict[str, Any]] = {}  # the last state each shard published
+        # A stop signal: the dispatcher waits for its batches out; meanwhile this shard moves no host and
+        # takes no dead peer over (it is leaving: a peer still running takes its hosts over after it).
+        self.stopping = False
         self._next_look = self._next_beat = 0.0
         self._started = monotonic()
         self.idle_beats = 0
@@ -154,6 +157,8 @@ class ShardPeer:
                 self.idle_beats = 0
 
     def _look(self) -> None:
+        if self.stopping:
+            return
         for dead in self.lease.dead_peers(self.shards):
             taken = self.lease.take_over(dead)
             if taken is None:
@@ -207,7 +212,8 @@ class ShardPeer:
         self.levels.keep_only(self.live)
         d = self.settings.dispatch
         smoothed = self.levels.smoothed()
-        halted = core.recrawl is not None and core.recrawl.halted()  # the stop file: nothing more is issued
+        # The stop file or a stop signal: nothing more is issued, so no host moves.
+        halted = self.stopping or (core.recrawl is not None and core.recrawl.halted())
         move = decide(self.index, smoothed, ready_now=level, queued_blocks=queued, block=d.shard_block_urls,
                       balance=d.shard_balance, halted=halted)  # fmt: skip
         if move.push:
