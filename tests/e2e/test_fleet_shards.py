@@ -54,11 +54,11 @@ class Shards:
             self.f.start_links()
         return self.procs[i]
 
-    def start_all(self, *, seeds: list[str] | None = None) -> None:
-        """Three fetch nodes (4 slots each), then shards 0, 1 and 2."""
+    def start_all(self, *, seeds: list[str] | None = None, shards: tuple[int, ...] = (0, 1, 2)) -> None:
+        """Three fetch nodes (4 slots each), then the shards ``shards`` (0, 1 and 2)."""
         for i in (1, 2, 3):
             self.f.start_worker(i, slots=4)
-        for i in (0, 1, 2):
+        for i in shards:
             self.start(i, seeds=seeds)
 
     def wait(self, i: int, *, timeout_s: float = 300) -> dict[str, Any]:

@@ -187,10 +187,7 @@ def test_a_shard_added_by_restarting_every_shard_under_a_larger_count_gets_work(
         f = fleet(rabbitmq, tb, max_depth=MAX_DEPTH, host_delay=0.2, extra_env=shard_env(prefix, shards=2))
         shards = Shards(f)
         try:
-            for n in (1, 2, 3):
-                f.start_worker(n, slots=4)
-            for i in (0, 1):
-                shards.start(i)
+            shards.start_all(shards=(0, 1))
             deadline = time.monotonic() + 120
             while sum(ev["ev"] == "done" for i in (0, 1) for ev in shards.events(i)) < 20:
                 assert time.monotonic() < deadline, "no batches answered"
