@@ -144,12 +144,16 @@ def _via(url: str, host: str, port: int) -> str:
 
 
 def _segment_urls(segments: Path, node: str) -> set[tuple[str, str]]:
-    """(host, path) of every URL the node's closed segments hold (the link jobs moved them to .done)."""
+    """(host, path) of every URL the node's closed segments hold with an HTTP answer (the link jobs moved
+    them to .done). A result without one (a timeout, a DNS or connect failure under load) may never have
+    reached the server, and its URL is retried, maybe by another node."""
     out: set[tuple[str, str]] = set()
     for seg in (segments / ".done" / node).glob("*.jsonl"):
         for line in seg.read_text().splitlines():
             if line.strip():
-                out.add(key(FetchResult.from_json(json.loads(line)).url))
+                result = FetchResult.from_json(json.loads(line))
+                if result.status:
+                    out.add(key(result.url))
     return out
 
 
