@@ -292,6 +292,18 @@ class Frontier:
         self.at_work.drop(hs)  # a heap entry left behind is stale: ``lease`` finds no such host
         return hs
 
+    def hold(self, host: str, not_before: float) -> None:
+        """Lease ``host`` no earlier than ``not_before`` (a politeness clock that came with it from another
+        shard). A host in the ready heap enters it again at its new time: its old entry no longer matches its
+        clock, and would be dropped at the top while the host still counted as in the heap."""
+        hs = self._hosts.get(host)
+        if hs is None or not_before <= hs.next_allowed:
+            return
+        hs.next_allowed = not_before
+        if hs.in_heap:
+            hs.in_heap = False
+            self._ready.push(hs)
+
     def note_ips(self, host_ips: Mapping[str, str]) -> None:
         """Record the address a fetcher resolved for each host (enables per-IP lease limits)."""
         for host, ip in host_ips.items():

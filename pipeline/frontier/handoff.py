@@ -8,7 +8,8 @@ PENDING in the store and the new owner refills the host from there.
   from the back of the queue (their URLs are in the store only), then idle active hosts whose clocks open
   last; whole hosts until they hold ``urls`` pending URLs.
 - ``hand_off``: take one idle host out (``Frontier.forget``), as a ``Handed``;
-- ``take_in``: make a host arriving from elsewhere this frontier's, with its clock and address.
+- ``take_in``: make a host arriving from elsewhere this frontier's, with its clock and address;
+- ``carry``: the clock and address of a host arriving, for a host the frontier made already.
 """
 
 from __future__ import annotations
@@ -80,12 +81,21 @@ def take_in(frontier: Frontier, h: Handed) -> bool:
         hs = frontier.host(h.host)
         if hs is None:
             return fresh
-        hs.issued = max(hs.issued, h.issued)
-    hs.next_allowed = max(hs.next_allowed, h.not_before)
-    if h.ip and not hs.ip:
-        hs.ip = h.ip
+    carry(frontier, h)
     if h.pending > 0:
         if frontier.capped(h.host) and not frontier.limits.recrawl:
             return False
         frontier.add_pending(h.host, h.pending)
     return True
+
+
+def carry(frontier: Frontier, h: Handed) -> None:
+    """Give a host this frontier holds already the politeness state ``h`` brought (its clock, address and
+    page count); its pending URLs are not touched (the caller counted them, or the store's re-read did)."""
+    hs = frontier.host(h.host)
+    if hs is None:
+        return
+    hs.issued = max(hs.issued, h.issued)
+    frontier.hold(h.host, h.not_before)
+    if h.ip and not hs.ip:
+        hs.ip = h.ip

@@ -45,6 +45,17 @@ def test_a_host_taken_in_keeps_its_clock_address_and_page_count_and_refills_from
     assert len(f.lease("f1", 4, now=50.0)) > 0
 
 
+def test_a_later_clock_given_to_a_host_in_the_ready_heap_keeps_it_leasable() -> None:
+    """A host whose window waits in the ready heap gets a later clock (``Frontier.hold``, as a block's host
+    the frontier already holds gets): it is leased at that time, not lost with its stale heap entry."""
+    f = Frontier(FrontierLimits())
+    f.add(urls("h.test", 2))
+    assert host(f, "h.test").in_heap
+    f.hold("h.test", 5.0)
+    assert f.lease("f1", 2, now=1.0) == []
+    assert len(f.lease("f1", 2, now=5.0)) == 2
+
+
 def test_the_gate_keeps_other_shards_hosts_out_of_the_frontier() -> None:
     asked: list[tuple[str, int]] = []
 

@@ -124,6 +124,28 @@ def test_a_transit_record_with_no_block_is_taken_back_by_a_reread_once_the_queue
     assert b.admit("t.test", 2) and b.moves.orphans == 1
 
 
+def test_an_orphan_taken_by_the_frontiers_reread_is_one_host_with_the_stores_count_and_its_clock(
+    store: SqliteStore,
+) -> None:
+    """The gate takes an orphan while the frontier makes the host's state: the frontier is not re-entered
+    (a second state made inside the gate was overwritten and its pending URLs counted for ever: a shard's
+    crawl never ended), and the clock and address the host came with reach it after the re-read."""
+    clock = Clock()
+    a, b = shard(store, 0, clock), shard(store, 1, clock)
+    assert a.frontier is not None and b.frontier is not None
+    a.frontier.add(urls("t.test", 2))
+    a.owners.push(a.owned.pop("t.test"), pending=2, not_before=clock.now + 30, ip="10.0.0.7", issued=5)
+    b.restoring = b.queue_empty = True
+    clock.now += 5
+    assert b.frontier.restore("t.test", 3)
+    b.restoring = False
+    b.settle_arrivals()
+    hs = b.frontier.host("t.test")
+    assert hs is not None and hs.pending == 3 == b.frontier.pending and len(b.frontier) == 1
+    assert hs.ip == "10.0.0.7" and hs.issued == 5 and hs.next_allowed == clock.now + 25
+    assert [h.host for h in b.frontier.at_work] == ["t.test"] and not b.arrived
+
+
 def test_a_host_of_a_stopped_shard_is_anyones(store: SqliteStore) -> None:
     clock = Clock()
     gone, a = shard(store, 1, clock), shard(store, 0, clock)

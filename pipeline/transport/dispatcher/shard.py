@@ -136,7 +136,9 @@ class ShardPeer:
     def restore(self) -> int:
         assert self.core is not None
         with self.restoring():
-            return self.core.restore_pending()
+            found = self.core.restore_pending()
+        self.hosts.settle_arrivals()
+        return found
 
     # --- periodic ------------------------------------------------------------------------------------
     def tick(self, *, idle: bool, busy_hosts: Container[str]) -> None:

@@ -33,7 +33,7 @@ from collections.abc import Callable, Container
 from dataclasses import dataclass
 
 from pipeline.frontier.frontier import Frontier
-from pipeline.frontier.handoff import Handed, hand_off, tail, take_in
+from pipeline.frontier.handoff import Handed, carry, hand_off, tail, take_in
 from pipeline.storage.hostowners import HostOwners, Owner
 from pipeline.transport.wire.shardwire import Block, BlockHost
 
@@ -75,6 +75,7 @@ class ShardHosts:
         self.frontier: Frontier | None = None
         self.owned: dict[str, Owner] = {}
         self.others: dict[str, int] = {}  # host -> the shard seen owning it (re-reads skip it)
+        self.arrived: dict[str, Owner] = {}  # orphans taken by a re-read, their clocks not given yet
         self.elsewhere: dict[str, int] = defaultdict(int)  # host -> new URLs given here, to send on
         self.restoring = False
         self.queue_empty = False  # the remote queue held no block at the last heartbeat
@@ -130,13 +131,24 @@ class ShardHosts:
         return self.queue_empty and self.wall() - rec.at > self.transit_grace_s
 
     def _take_orphan(self, rec: Owner) -> bool:
+        """Take the host of an orphaned transit record. Asked by the frontier as it makes the host's state, so
+        the frontier is not touched here (a state made from inside the gate was overwritten by the outer one,
+        its pending URLs counted for ever: the crawl never ended); its politeness clock, address and page
+        count are given by ``settle_arrivals`` once the re-read is over."""
         got = self.owners.take(rec.host, rec.gen, self.index)
         if got is None:
             return False
         self.moves.orphans += 1
         self.owned[rec.host] = got
-        self._politeness(got)
+        self.arrived[rec.host] = got
         return True
+
+    def settle_arrivals(self) -> None:
+        """After a re-read of the pending set: the orphans it took get the clocks they came with."""
+        assert self.frontier is not None
+        for rec in self.arrived.values():
+            carry(self.frontier, self._handed(rec, pending=0))
+        self.arrived.clear()
 
     def forward(self, send: Callable[[int, dict[str, int]], None], live: Container[int]) -> None:
         """Send on the URLs given here for hosts this shard does not own (see the module docstring); a host
@@ -250,5 +262,9 @@ class ShardHosts:
     def _politeness(self, rec: Owner) -> None:
         """A host arriving with its record's clock, address, page count and pending URLs."""
         assert self.frontier is not None
+        take_in(self.frontier, self._handed(rec, pending=rec.pending))
+
+    def _handed(self, rec: Owner, *, pending: int) -> Handed:
+        """``rec`` as a host arriving here: its wall-time clock on this shard's clock."""
         nb = rec.not_before - self.wall() + self.clock() if rec.not_before else 0.0
-        take_in(self.frontier, Handed(rec.host, rec.pending, nb, rec.ip, rec.issued))
+        return Handed(rec.host, pending, nb, rec.ip, rec.issued)
