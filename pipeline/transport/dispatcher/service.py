@@ -35,6 +35,7 @@ from typing import IO, Any
 
 from pipeline.crawl.core import CrawlCore
 from pipeline.dispatch.admission import second_of_minute
+from pipeline.frontier.stall import StallWatch
 from pipeline.observe.metrics import LatestSnapshot, MetricsServer
 from pipeline.settings import Settings
 from pipeline.storage.factory import from_settings
@@ -55,6 +56,8 @@ log = logging.getLogger(__name__)
 # Liveness, leases, the serial table and the stats row are checked every quarter heartbeat period, at
 # most every TICK_S: a node's death (two periods of silence) is then seen within an eighth of its window.
 TICK_S = 0.5
+# Pending URLs, a host ready by its clock and no batch out for this long: the log says where the URLs sit.
+STALL_S = 20.0
 
 
 class FleetDispatcher(CrawlOpening, Periodic, Inbound):
@@ -115,6 +118,7 @@ class FleetDispatcher(CrawlOpening, Periodic, Inbound):
         self._responder: SerialResponder | None = None
         self.shard: ShardPeer | None = None  # with dispatch.shards > 1: this shard among its peers (S5)
         self._idle = False  # a shard's own end test, at the last turn of the loop
+        self._stall = StallWatch(after_s=STALL_S)  # pending URLs and nothing out for that long: say why
 
     def clock(self) -> float:
         """Wall time minus the time the dispatcher could not hear the fleet (``BrokerSession.paused_s``).

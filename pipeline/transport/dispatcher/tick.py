@@ -4,7 +4,8 @@ It also says when the loop runs its next dispatch round without a message (``_re
 Contract of ``_tick``: the core's liveness sweep and lease expiry (its stats row to stats.jsonl), our
 side of every batch the core expired closed (``_forget_fetcher``), S1's serial table made equal to
 the batches out (rebuilt only when a batch left since the last rebuild: ``issue`` adds as they go),
-the links-silence warning, and every node silent for ``hb_timeout`` of audible time marked dead and
+the links-silence warning, a report of the frontier's hosts when it holds pending URLs it has offered
+none of for a while with nothing out (``StallWatch``), and every node silent for ``hb_timeout`` of audible time marked dead and
 its queue purged. Nothing here runs per page; a snapshot for /metrics is taken only with a reader.
 """
 
@@ -15,6 +16,7 @@ import logging
 from typing import IO, Any
 
 from pipeline.crawl.core import CrawlCore
+from pipeline.frontier.stall import StallWatch
 from pipeline.observe.metrics import LatestSnapshot, MetricsServer
 from pipeline.settings import Settings
 from pipeline.transport.dispatcher.linkprogress import LinkProgress
@@ -54,6 +56,7 @@ class Periodic:
     _serials_sent: int
     shard: ShardPeer | None
     _idle: bool
+    _stall: StallWatch
 
     def clock(self) -> float:
         raise NotImplementedError
@@ -83,6 +86,10 @@ class Periodic:
             self._serials_sent = self._serials_version
             self.serials.replace((serial, issued.vfid) for serial, issued in self._issued.items())
         self._warn_if_no_links()
+        stalled = self._stall.check(core.frontier, now=self.clock(), out=bool(self._issued))
+        if stalled is not None:
+            log.warning("nothing to issue: %s", stalled)
+            self._event("frontier_stalled", report=stalled)
         if self.shard is not None:  # S5 among the dispatcher's peers: takeovers, transfers, the common end
             reader = core.refiller.reader
             self.shard.tick(idle=self._idle, busy_hosts=reader.in_flight if reader is not None else {})
