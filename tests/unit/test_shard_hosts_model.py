@@ -1,7 +1,8 @@
 """Three dispatcher shards' hosts (pipeline/transport/dispatcher/shardhosts.py) with real frontiers over one real
 SQLite store, driven by random steps: links found by any shard, URLs sent on, blocks pushed, pulled and lost (a
 pusher that died between its transit records and its block), re-reads of the pending set with the remote queue
-as the last heartbeat saw it, refills answered late, leases and their results, time passing. The broker and the
+as the last heartbeat saw it, refills answered late, leases and their results, time passing, and (in half the
+runs) a shard that dies, its hosts taken over by a live one a while later. The broker and the
 store's pending set are a list and a dict (seams).
 
 After every step each frontier's pending count is what its hosts hold, and no shard holds pending URLs of a host it
@@ -42,6 +43,8 @@ class World:
     reads: list[dict[str, tuple[int, list[UrlRecord]]]] = field(default_factory=list)  # refills asked, per shard
     leases: list[dict[str, list[UrlTask]]] = field(default_factory=list)  # per shard: fetcher -> tasks
     made: int = 0
+    dead: int | None = None  # a shard that died (its frontier and leases gone; its URLs PENDING in the store)
+    taken: bool = False  # its hosts taken over by a live shard
 
     def __post_init__(self) -> None:
         self.reads = [{} for _ in self.shards]
@@ -65,7 +68,21 @@ class World:
             for host, n in hosts.items():
                 self.frontier(self.shards[to]).add_pending(host, n)
 
-        s.forward(send, range(SHARDS))
+        s.forward(send, self.live())
+
+    def live(self) -> list[int]:
+        return [i for i in range(SHARDS) if i != self.dead]
+
+    def die(self, i: int) -> None:
+        self.dead = i
+        self.leases[i].clear()  # its batches' URLs were never answered: PENDING in the store
+        self.reads[i].clear()
+
+    def take_over(self, s: ShardHosts) -> None:
+        assert self.dead is not None
+        s.take_over(self.dead)
+        self.restore(s)
+        self.taken = True
 
     def restore(self, s: ShardHosts) -> None:
         """``CrawlCore.restore_pending`` as ``ShardPeer.restore`` runs it."""
@@ -108,7 +125,7 @@ class World:
 
     # --- the checks -----------------------------------------------------------------------------------
     def check(self) -> None:
-        for s in self.shards:
+        for s in (self.shards[i] for i in self.live()):
             f = self.frontier(s)
             held = sum(hs.pending for hs in f.states())
             assert f.pending == held, (s.index, f.pending, held)
@@ -133,10 +150,12 @@ def world(seed: int, tmp: Path) -> tuple[World, SqliteStore]:
 
 def step(w: World) -> None:
     rnd = w.rnd
-    i = rnd.randrange(SHARDS)
+    i = rnd.choice(w.live())
     s = w.shards[i]
     roll = rnd.random()
-    if roll < 0.15:
+    if roll < 0.02 and w.dead is not None and not w.taken:
+        w.take_over(s)
+    elif roll < 0.15:
         w.links(s, rnd.choice(HOSTS), rnd.randint(1, 4))
     elif roll < 0.22:
         w.forward(s)
@@ -168,9 +187,12 @@ def step(w: World) -> None:
 
 def drain(w: World, rounds: int = 400) -> None:
     """No more links: heartbeats, blocks pulled, refills answered, leases done, idle shards re-read."""
+    if w.dead is not None and not w.taken:
+        w.take_over(w.shards[w.live()[0]])
     for _ in range(rounds):
         w.clock.now += 1.0
-        for i, s in enumerate(w.shards):
+        for i in w.live():
+            s = w.shards[i]
             s.queue_empty = not w.queue
             w.forward(s)
             while w.queue:
@@ -195,11 +217,17 @@ def seeds() -> Iterable[int]:
     return range(60)
 
 
+@pytest.mark.parametrize("dies", [False, True], ids=["all-live", "one-dies"])
 @pytest.mark.parametrize("seed", seeds())
-def test_three_shards_moving_hosts_at_random_lose_no_url_and_count_none_twice(seed: int, tmp_path: Path) -> None:
+def test_three_shards_moving_hosts_at_random_lose_no_url_and_count_none_twice(
+    seed: int, dies: bool, tmp_path: Path
+) -> None:
     w, store = world(seed, tmp_path)
+    death = w.rnd.randrange(30, 270) if dies else -1
     try:
-        for _ in range(300):
+        for n in range(300):
+            if n == death:
+                w.die(w.rnd.randrange(SHARDS))
             step(w)
             w.check()
         drain(w)
