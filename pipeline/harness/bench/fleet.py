@@ -13,7 +13,8 @@ Reported per runner: pages/s and its ratio to the embedded crawl on the same sto
 repeat, then the median), the link lag (a segment's reply to its links report, from the dispatcher's
 summary), the link jobs' CPU per page (``crawlfleet links``' process tree plus, on a cluster runner, the
 cluster's processes: ``clustercpu``) against the link functions' own CPU per page over the same segments
-in a plain loop, segment bytes written per page; and as before the crawl window of the
+in a plain loop, and that CPU split into the extract side and the service's own (``linkcpu``), segment
+bytes written per page; and as before the crawl window of the
 fleet (first batch issued to last report, i.e. without worker start-up) next to its wall time,
 broker messages per page and bytes per page (batches out, result packs and heartbeats in).
 The dispatcher's CPU is given three ways: over its whole life, over the steady window (first batch
@@ -37,12 +38,12 @@ from pathlib import Path
 from typing import Any
 
 from jobs import cluster
-from pipeline.harness.bench import clustercpu, fleetstats, jvmcpu
+from pipeline.harness.bench import clustercpu, fleetstats, jvmcpu, linkcpu
 from pipeline.harness.bench.cputrace import CpuTrace, bucket_series, fit_rates
 from pipeline.harness.bench.fleetstats import FIT_BUCKET_S, _idle_stats, _link_lag, _rates_fields, summarize
 from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.settings import load_settings
-from pipeline.storage.segments import DONE_DIR, Segments
+from pipeline.storage.segments import Segments
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -212,6 +213,7 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str, runner: str
                 link_cmd += ["--max-segments", str(args.link_max_segments)]
             links = subprocess.Popen(link_cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
             links_trace = CpuTrace(links.pid, tree=True)  # with its extract worker process
+            links_main = CpuTrace(links.pid)  # the service alone: polling, rounds, the merge into the store
             t0 = time.monotonic()
             cpu0 = _children_cpu()
             jvm0 = jvmcpu.sample()
@@ -238,8 +240,8 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str, runner: str
                 links_cpu = _children_cpu() - cpu0 - dispatcher_cpu
             cluster_cpu = clustercpu.sample().minus(cluster0)
             kept = Segments(seg_root)
-            seg_bytes = sum(info["size"] for info in _done_infos(kept))
-            bare = _bare_cpu_ms_per_page(kept)
+            seg_bytes = sum(info["size"] for info in linkcpu.done_infos(kept))
+            bare = linkcpu.bare_cpu_ms_per_page(kept)
     finally:
         for w in [*workers, *([links] if links is not None else [])]:
             w.terminate()
@@ -296,6 +298,7 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str, runner: str
         # (containers, executors and the daemons that schedule and store for them) over the crawl.
         "job_cpu_ms_per_page": round(1000 * (links_cpu + cluster_cpu.total_s) / max(1, pages), 4),
         "bare_cpu_ms_per_page": bare,
+        **linkcpu.split(linkcpu.last(links_trace), linkcpu.last(links_main), pages, bare),
         "segment_bytes_per_page": round(seg_bytes / max(1, pages), 1),
         # The store's JVMs over the same span as the embedded half's figure (dispatcher start to exit).
         "store_jvm": jvm.to_json(pages),
@@ -319,34 +322,6 @@ def _segments_root(kind: str, workdir: Path, tag: str) -> str:
     if kind == "s3":
         return f"s3://crawlfleet/bench-{tag}"
     return str(workdir / "node-segments")
-
-
-def _done_infos(segs: Segments) -> list[dict[str, Any]]:
-    """Listing entries of the merged segments kept under .done/."""
-    out: list[dict[str, Any]] = []
-    for node_dir in segs._ls(f"{segs.base}/{DONE_DIR}", dirs_only=True):
-        out += segs._infos(node_dir)
-    return out
-
-
-def _bare_cpu_ms_per_page(segs: Segments) -> float | None:
-    """CPU per page of the link functions alone over the crawl's segments: each page's candidates
-    (``jobs.logic.page_candidates``) combined per target URL, in a plain loop (the bench jobs' "bare")."""
-    from jobs import logic
-
-    rules = logic.LinkRules.build(allowed_domains=["crawl.test"], max_depth=64)
-    results = [r for info in _done_infos(segs) for raw in segs.fs.cat_file(info["name"]).splitlines()
-               if (r := logic.decode_result(raw)) is not None]  # fmt: skip
-    if not results:
-        return None
-    combiner = logic.LinkCombiner()
-    t0 = time.process_time()
-    for result in results:
-        for cand in logic.page_candidates(result, rules, stats={}):
-            if combiner.add(cand):
-                list(combiner.drain())
-    list(combiner.drain())
-    return round(1000 * (time.process_time() - t0) / len(results), 4)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

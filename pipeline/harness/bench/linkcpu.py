@@ -1,0 +1,68 @@
+"""The link path's CPU in ``crawlfleet bench fleet``: the link functions alone over the crawl's segments
+(the "bare" figure), and the link-jobs service's CPU split by process.
+
+``crawlfleet links`` runs its extract job in a worker process of its own (with the tasks it forks) and
+merges each round's links into the crawl store in the service process itself. The split reads the tree's
+CPU and the service process's own, both as last sampled before the service ended (the tree's sample counts
+its live descendants, the forked tasks' server among them, which the service's reaped-children times
+may miss): the extract side (worker and tasks, the mapper and combiner the bare
+figure stands for, plus reading and decoding the segments) against the bare functions, and the rest
+(polling for segments, round leases, the merge with its store reads and writes).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from pipeline.harness.bench.cputrace import CpuTrace
+from pipeline.storage.segments import DONE_DIR, Segments
+
+
+def done_infos(segs: Segments) -> list[dict[str, Any]]:
+    """Listing entries of the merged segments kept under .done/."""
+    out: list[dict[str, Any]] = []
+    for node_dir in segs._ls(f"{segs.base}/{DONE_DIR}", dirs_only=True):
+        out += segs._infos(node_dir)
+    return out
+
+
+def bare_cpu_ms_per_page(segs: Segments) -> float | None:
+    """CPU per page of the link functions alone over the crawl's segments: each page's candidates
+    (``jobs.logic.page_candidates``) combined per target URL, in a plain loop (the bench jobs' "bare")."""
+    from jobs import logic
+
+    rules = logic.LinkRules.build(allowed_domains=["crawl.test"], max_depth=64)
+    results = [r for info in done_infos(segs) for raw in segs.fs.cat_file(info["name"]).splitlines()
+               if (r := logic.decode_result(raw)) is not None]  # fmt: skip
+    if not results:
+        return None
+    combiner = logic.LinkCombiner()
+    t0 = time.process_time()
+    for result in results:
+        for cand in logic.page_candidates(result, rules, stats={}):
+            if combiner.add(cand):
+                list(combiner.drain())
+    list(combiner.drain())
+    return round(1000 * (time.process_time() - t0) / len(results), 4)
+
+
+def last(trace: CpuTrace) -> float:
+    """The CPU seconds of ``trace``'s last sample (NaN when it has none)."""
+    return trace.cpu[-1] if trace.cpu else float("nan")
+
+
+def split(tree_cpu_s: float, service_cpu_s: float, pages: int, bare_ms: float | None) -> dict[str, Any]:
+    """The service tree's CPU (``tree_cpu_s``) as its extract side (every process but the service's own)
+    and the service's own (``service_cpu_s``), per page, and the extract side against ``bare_ms``."""
+    if math.isnan(tree_cpu_s) or math.isnan(service_cpu_s) or pages <= 0:
+        return {"links_tree_sampled_cpu_s": None, "links_extract_cpu_ms_per_page": None, "links_service_cpu_ms_per_page": None,
+                "links_extract_x_bare": None}  # fmt: skip
+    extract = 1000 * max(0.0, tree_cpu_s - service_cpu_s) / pages
+    return {
+        "links_tree_sampled_cpu_s": round(tree_cpu_s, 2),
+        "links_extract_cpu_ms_per_page": round(extract, 4),
+        "links_service_cpu_ms_per_page": round(1000 * service_cpu_s / pages, 4),
+        "links_extract_x_bare": round(extract / bare_ms, 3) if bare_ms else None,
+    }
