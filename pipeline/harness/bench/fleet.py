@@ -41,6 +41,7 @@ from jobs import cluster
 from pipeline.harness.bench import clustercpu, fleetstats, jvmcpu, linkcpu
 from pipeline.harness.bench.cputrace import CpuTrace, bucket_series, fit_rates
 from pipeline.harness.bench.fleetstats import FIT_BUCKET_S, _idle_stats, _link_lag, _rates_fields, summarize
+from pipeline.harness.bench.treecpu import GroupCpu
 from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.settings import load_settings
 from pipeline.storage.segments import Segments
@@ -189,6 +190,7 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str, runner: str
     workers: list[subprocess.Popen[bytes]] = []
     links: subprocess.Popen[bytes] | None = None
     links_cpu = float("nan")
+    links_tree_cpu: float | None = None
     try:
         with TestbedProcess(args.hosts, args.pages, seed=args.seed, workdir=workdir / "tb-fleet") as tb:
             env = _env(tb, broker_url, service, args.store, args.per_host)
@@ -212,6 +214,7 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str, runner: str
             if args.link_max_segments:
                 link_cmd += ["--max-segments", str(args.link_max_segments)]
             links = subprocess.Popen(link_cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+            links_group = GroupCpu(links.pid)  # every process it starts, however it ends
             links_trace = CpuTrace(links.pid, tree=True)  # with its extract worker process
             links_main = CpuTrace(links.pid)  # the service alone: polling, rounds, the merge into the store
             t0 = time.monotonic()
@@ -238,6 +241,8 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str, runner: str
                 links.terminate()
                 links.wait(60)
                 links_cpu = _children_cpu() - cpu0 - dispatcher_cpu
+                links_tree_cpu = links_group.seconds()
+                links_group.close()
             cluster_cpu = clustercpu.sample().minus(cluster0)
             kept = Segments(seg_root)
             seg_bytes = sum(info["size"] for info in linkcpu.done_infos(kept))
@@ -294,11 +299,15 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str, runner: str
         "link_lag": f.get("link_lag", {}),
         "runner": runner, "segments": seg_root.split("://")[0] if "://" in seg_root else "dir",
         "cluster_cpu": cluster_cpu.to_json(pages),
-        # The link jobs' CPU: crawlfleet links' process tree and, on a cluster runner, the cluster's processes
-        # (containers, executors and the daemons that schedule and store for them) over the crawl.
-        "job_cpu_ms_per_page": round(1000 * (links_cpu + cluster_cpu.total_s) / max(1, pages), 4),
+        # The link jobs' CPU: crawlfleet links' process tree (its cgroup where there is one, else its reaped
+        # children's times) and, on a cluster runner, the cluster's processes (containers, executors and the
+        # daemons that schedule and store for them) over the crawl.
+        "job_cpu_ms_per_page": round(1000 * ((links_cpu if links_tree_cpu is None else links_tree_cpu)
+                                             + cluster_cpu.total_s) / max(1, pages), 4),
+        "job_cpu_method": "rusage (reaped children)" if links_tree_cpu is None else "cgroup",
         "bare_cpu_ms_per_page": bare,
-        **linkcpu.split(linkcpu.last(links_trace), linkcpu.last(links_main), pages, bare),
+        "links_tree_cpu_s": links_tree_cpu,  # from the cgroup: the forked tasks' CPU included
+        **linkcpu.split(links_tree_cpu, linkcpu.last(links_main), pages, bare),
         "segment_bytes_per_page": round(seg_bytes / max(1, pages), 1),
         # The store's JVMs over the same span as the embedded half's figure (dispatcher start to exit).
         "store_jvm": jvm.to_json(pages),

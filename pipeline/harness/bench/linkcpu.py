@@ -3,9 +3,9 @@
 
 ``crawlfleet links`` runs its extract job in a worker process of its own (with the tasks it forks) and
 merges each round's links into the crawl store in the service process itself. The split reads the tree's
-CPU and the service process's own, both as last sampled before the service ended (the tree's sample counts
-its live descendants, the forked tasks' server among them, which the service's reaped-children times
-may miss): the extract side (worker and tasks, the mapper and combiner the bare
+CPU (a cgroup's count: the extract worker's forked tasks are reaped by a fork server nobody waits for,
+so the service's reaped-children times miss them) and the service process's own, as last sampled before
+it ended: the extract side (worker and tasks, the mapper and combiner the bare
 figure stands for, plus reading and decoding the segments) against the bare functions, and the rest
 (polling for segments, round leases, the merge with its store reads and writes).
 """
@@ -53,15 +53,15 @@ def last(trace: CpuTrace) -> float:
     return trace.cpu[-1] if trace.cpu else float("nan")
 
 
-def split(tree_cpu_s: float, service_cpu_s: float, pages: int, bare_ms: float | None) -> dict[str, Any]:
-    """The service tree's CPU (``tree_cpu_s``) as its extract side (every process but the service's own)
-    and the service's own (``service_cpu_s``), per page, and the extract side against ``bare_ms``."""
-    if math.isnan(tree_cpu_s) or math.isnan(service_cpu_s) or pages <= 0:
-        return {"links_tree_sampled_cpu_s": None, "links_extract_cpu_ms_per_page": None, "links_service_cpu_ms_per_page": None,
+def split(tree_cpu_s: float | None, service_cpu_s: float, pages: int, bare_ms: float | None) -> dict[str, Any]:
+    """The service tree's CPU (``tree_cpu_s``; None when not counted) as its extract side (every process but
+    the service's own) and the service's own (``service_cpu_s``), per page, and the extract side against
+    ``bare_ms``."""
+    if tree_cpu_s is None or math.isnan(tree_cpu_s) or math.isnan(service_cpu_s) or pages <= 0:
+        return {"links_extract_cpu_ms_per_page": None, "links_service_cpu_ms_per_page": None,
                 "links_extract_x_bare": None}  # fmt: skip
     extract = 1000 * max(0.0, tree_cpu_s - service_cpu_s) / pages
     return {
-        "links_tree_sampled_cpu_s": round(tree_cpu_s, 2),
         "links_extract_cpu_ms_per_page": round(extract, 4),
         "links_service_cpu_ms_per_page": round(1000 * service_cpu_s / pages, 4),
         "links_extract_x_bare": round(extract / bare_ms, 3) if bare_ms else None,

@@ -67,6 +67,40 @@ class TreeCpu:
         self._group = None
 
 
+class GroupCpu:
+    """The CPU of one started process and everything it starts from then on, reaped or not: the process is
+    moved into a cpuacct cgroup of its own (cgroup v1) as soon as it is started, before it forks anything.
+    ``seconds()`` is None where that is not possible (no such hierarchy, no right to write it)."""
+
+    def __init__(self, pid: int, *, root: Path = CPUACCT) -> None:
+        self._group: Path | None = None
+        self._home: Path | None = None
+        try:
+            home = _current(root)
+            group = root / f"crawlfleet-bench-tree-{pid}"
+            group.mkdir(exist_ok=True)
+            (group / "cgroup.procs").write_text(str(pid))
+        except OSError:
+            return
+        self._group, self._home = group, home
+
+    def seconds(self) -> float | None:
+        if self._group is None:
+            return None
+        return int((self._group / "cpuacct.usage").read_text()) / 1e9
+
+    def close(self, *, timeout_s: float = 30.0) -> None:
+        """Remove the group once its processes are gone (the kernel keeps it while one lingers)."""
+        if self._group is None or self._home is None:
+            return
+        end = time.monotonic() + timeout_s
+        while (self._group / "cgroup.procs").read_text().split() and time.monotonic() < end:
+            time.sleep(0.2)
+        with contextlib.suppress(OSError):
+            self._group.rmdir()
+        self._group = None
+
+
 def _current(root: Path) -> Path:
     """This process's cpuacct cgroup directory (OSError when there is no cgroup v1 cpuacct hierarchy)."""
     for line in Path("/proc/self/cgroup").read_text().splitlines():
