@@ -26,17 +26,9 @@ class TreeCpu:
 
     def __init__(self, *, root: Path = CPUACCT) -> None:
         self.method = "rusage (self + reaped children)"
-        self._group: Path | None = None
-        self._home: Path | None = None
-        try:
-            home = _current(root)
-            group = root / f"crawlfleet-bench-{os.getpid()}"
-            group.mkdir(exist_ok=True)
-            (group / "cgroup.procs").write_text(str(os.getpid()))
-        except OSError:
-            return
-        self._group, self._home = group, home
-        self.method = f"cgroup v1 cpuacct.usage of {group} (every descendant, reaped or not)"
+        self._home, self._group = _enter(root, f"crawlfleet-bench-{os.getpid()}", os.getpid())
+        if self._group is not None:
+            self.method = f"cgroup v1 cpuacct.usage of {self._group} (every descendant, reaped or not)"
 
     def seconds(self) -> float:
         if self._group is not None:
@@ -73,16 +65,7 @@ class GroupCpu:
     ``seconds()`` is None where that is not possible (no such hierarchy, no right to write it)."""
 
     def __init__(self, pid: int, *, root: Path = CPUACCT) -> None:
-        self._group: Path | None = None
-        self._home: Path | None = None
-        try:
-            home = _current(root)
-            group = root / f"crawlfleet-bench-tree-{pid}"
-            group.mkdir(exist_ok=True)
-            (group / "cgroup.procs").write_text(str(pid))
-        except OSError:
-            return
-        self._group, self._home = group, home
+        self._home, self._group = _enter(root, f"crawlfleet-bench-tree-{pid}", pid)
 
     def seconds(self) -> float | None:
         if self._group is None:
@@ -99,6 +82,19 @@ class GroupCpu:
         with contextlib.suppress(OSError):
             self._group.rmdir()
         self._group = None
+
+
+def _enter(root: Path, name: str, pid: int) -> tuple[Path | None, Path | None]:
+    """Move ``pid`` into a new cpuacct cgroup ``name``: (the cgroup it came from, the new one), or
+    (None, None) where that is not possible."""
+    try:
+        home = _current(root)
+        group = root / name
+        group.mkdir(exist_ok=True)
+        (group / "cgroup.procs").write_text(str(pid))
+    except OSError:
+        return None, None
+    return home, group
 
 
 def _current(root: Path) -> Path:
