@@ -29,23 +29,23 @@ def describe(hs: HostState, now: float) -> str:
 class StallWatch:
     after_s: float
     _since: float | None = None
-    _reported: float = float("-inf")
+    _looked: float = float("-inf")
 
     def check(self, frontier: Frontier, *, now: float, out: bool) -> str | None:
         """A report when ``frontier`` has held pending URLs for ``after_s`` with nothing ``out`` (no batch
-        issued and unanswered) and some host with pending URLs is ready by its clock; else None. At most
-        one report per ``after_s``."""
+        issued and unanswered) and some host with pending URLs is ready by its clock; else None. The hosts
+        are walked at most once per ``after_s`` (so at most one report per period)."""
         if out or frontier.pending <= 0:
             self._since = None
             return None
         if self._since is None:
             self._since = now
-        if now - self._since < self.after_s or now - self._reported < self.after_s:
+        if now - self._since < self.after_s or now - self._looked < self.after_s:
             return None
+        self._looked = now  # one walk over the hosts per period, reported or not
         waiting = [hs for hs in frontier.states() if hs.pending > 0 and not hs.leased_to]
         if not any(hs.next_allowed <= now for hs in waiting):
             return None  # politeness holds them all (a long crawl delay): nothing is wrong
-        self._reported = now
         counted = sum(hs.pending for hs in frontier.states())
         shown = sorted(waiting, key=lambda hs: hs.next_allowed)[:HOSTS_SHOWN]
         return (f"{frontier.pending} URLs pending (hosts hold {counted}) and none leased for {now - self._since:.0f}s;"

@@ -132,9 +132,9 @@ class ShardHosts:
 
     def _take_orphan(self, rec: Owner) -> bool:
         """Take the host of an orphaned transit record. Asked by the frontier as it makes the host's state, so
-        the frontier is not touched here (a state made from inside the gate was overwritten by the outer one,
-        its pending URLs counted for ever: the crawl never ended); its politeness clock, address and page
-        count are given by ``settle_arrivals`` once the re-read is over."""
+        the frontier is not touched here (a state made from inside the gate would be overwritten by the outer
+        one and its pending URLs counted for ever); its politeness clock, address and page count are given by
+        ``settle_arrivals`` once the re-read is over."""
         got = self.owners.take(rec.host, rec.gen, self.index)
         if got is None:
             return False
