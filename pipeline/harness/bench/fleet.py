@@ -13,7 +13,7 @@ Reported per runner: pages/s and its ratio to the embedded crawl on the same sto
 repeat, then the median), the link lag (a segment's reply to its links report, from the dispatcher's
 summary), the link jobs' CPU per page (``crawlfleet links``' process tree plus, on a cluster runner, the
 cluster's processes: ``clustercpu``) against the link functions' own CPU per page over the same segments
-in a plain loop, and that CPU split into the extract side and the service's own (``linkcpu``), segment
+in a plain loop, and that CPU split into the service's children and its own (``linkcpu``), segment
 bytes written per page; and as before the crawl window of the
 fleet (first batch issued to last report, i.e. without worker start-up) next to its wall time,
 broker messages per page and bytes per page (batches out, result packs and heartbeats in).
