@@ -40,6 +40,7 @@ class CpuTrace:
         self._wall = wall
         self.times: list[float] = []
         self.cpu: list[float] = []
+        self.own: list[float] = []  # the process's own CPU at each sample (``cpu`` less its descendants')
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"cputrace:{pid}", daemon=True)
         self._thread.start()
@@ -48,13 +49,14 @@ class CpuTrace:
         while not self._stop.is_set():
             try:
                 ct = self._proc.cpu_times()
-                used = ct.user + ct.system
+                own = used = ct.user + ct.system
                 if self._tree:
                     used += ct.children_user + ct.children_system + _live_descendants_cpu(self._proc)
             except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
                 return  # it ended: the last sample stands for its end
             self.times.append(self._wall())
             self.cpu.append(used)
+            self.own.append(own)
             self._stop.wait(self._period)
 
     def stop(self) -> None:

@@ -215,8 +215,7 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str, runner: str
                 link_cmd += ["--max-segments", str(args.link_max_segments)]
             links = subprocess.Popen(link_cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
             links_group = GroupCpu(links.pid)  # every process it starts, however it ends
-            links_trace = CpuTrace(links.pid, tree=True)  # with its extract worker process
-            links_main = CpuTrace(links.pid)  # the service alone: polling, rounds, the merge into the store
+            links_trace = CpuTrace(links.pid, tree=True)  # with its extract worker process (and its own part)
             t0 = time.monotonic()
             cpu0 = _children_cpu()
             jvm0 = jvmcpu.sample()
@@ -307,7 +306,7 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str, runner: str
         "job_cpu_method": "rusage (reaped children)" if links_tree_cpu is None else "cgroup",
         "bare_cpu_ms_per_page": bare,
         "links_tree_cpu_s": links_tree_cpu,  # from the cgroup: the forked tasks' CPU included
-        **linkcpu.split(links_tree_cpu, linkcpu.last(links_main), pages, bare),
+        **linkcpu.split(links_tree_cpu, linkcpu.own_at_end(links_trace), pages, bare),
         "segment_bytes_per_page": round(seg_bytes / max(1, pages), 1),
         # The store's JVMs over the same span as the embedded half's figure (dispatcher start to exit).
         "store_jvm": jvm.to_json(pages),

@@ -49,9 +49,9 @@ def bare_cpu_ms_per_page(segs: Segments) -> float | None:
     return round(1000 * (time.process_time() - t0) / len(results), 4)
 
 
-def last(trace: CpuTrace) -> float:
-    """The CPU seconds of ``trace``'s last sample (NaN when it has none)."""
-    return trace.cpu[-1] if trace.cpu else float("nan")
+def own_at_end(trace: CpuTrace) -> float:
+    """The traced process's own CPU seconds at ``trace``'s last sample (NaN when it has none)."""
+    return trace.own[-1] if trace.own else float("nan")
 
 
 def split(tree_cpu_s: float | None, service_cpu_s: float, pages: int, bare_ms: float | None) -> dict[str, Any]:
