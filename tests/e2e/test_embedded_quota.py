@@ -2,7 +2,7 @@
 (t + n <= s·m), judged from the testbed's access log, against the same crawl without the file.
 
 Event-based: the capped crawl runs until its own stats say the quota refused it (it had more work than
-the minute allows), then it is interrupted; no page count is compared with a wall-clock window. Each
+the minute allows) and the server's log holds one of its pages, then it is interrupted; no page count is compared with a wall-clock window. Each
 calendar minute of the server's log holds at most floor(60 * m) page requests. Without the file the
 same crawl is never refused and fetches the whole web.
 """
@@ -38,20 +38,28 @@ def _refusals(out: Path) -> int:
 
 
 def _capped(tb: TestbedProcess, out: Path, quotas: Path) -> list[dict[str, Any]]:
-    """Page requests (not robots.txt) of a crawl run until the quota has refused it, then interrupted."""
+    """Page requests (not robots.txt) of a crawl run until the quota has refused it and the server has
+    answered at least one of its pages, then interrupted.
+
+    Both events are waited for: the first refusal can come before the one granted page reaches the server
+    (its host's robots.txt is asked first), and a crawl stopped then has no page in the log to judge."""
     before = len(tb.read_access_log())
+
+    def pages() -> list[dict[str, Any]]:
+        return [e for e in tb.read_access_log()[before:] if e["path"] != "/robots.txt"]
+
     env = dict(os.environ, CRAWLFLEET_DISPATCH_QUOTAS_FILE=str(quotas))
     proc = subprocess.Popen(crawl_cmd(tb, out), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 120  # a bound on the wait, not a verdict
-        while _refusals(out) == 0 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
+        deadline = time.monotonic() + 180  # a bound on the wait, not a verdict
+        while not (_refusals(out) > 0 and pages()) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
         assert _refusals(out) > 0, "the quota never refused the crawl"
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
     tb.wait_log_flush()
-    return [e for e in tb.read_access_log()[before:] if e["path"] != "/robots.txt"]
+    return pages()
 
 
 def test_a_quota_caps_the_minute_and_without_it_the_crawl_runs_free(tmp_path: Path) -> None:
