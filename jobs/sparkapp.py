@@ -89,6 +89,9 @@ class SparkRounds:
             conf.set("spark.executorEnv.PYSPARK_PYTHON", self.cfg.python_bin)
             # The driver names the executors' Python with every task, from its own environment.
             os.environ["PYSPARK_PYTHON"] = self.cfg.python_bin
+            # py4j logs each gateway connection's opening and closing at INFO, the last of them from a
+            # finalizer at interpreter exit, after the log's stream is closed ("--- Logging error ---").
+            logging.getLogger("py4j").setLevel(logging.WARNING)
             self._sc = SparkContext(conf=conf)
             self._sc.setLogLevel("WARN")
             self._shipped = set()
