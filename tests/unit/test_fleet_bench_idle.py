@@ -1,10 +1,12 @@
-"""bench fleet's idle stats, computed from a dispatcher's events (#18 point 4)."""
+"""bench fleet's idle stats, computed from a dispatcher's events (#18 point 4), and its link rounds, read
+from the link service's log."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pipeline.harness.bench.fleetstats import _idle_stats
+from pipeline.harness.bench.fleetstats import _idle_stats, link_rounds
+from pipeline.transport.links.service import ROUND_LINE
 
 
 def _issue(t: float, serial: int, node: str, n: int) -> dict[str, Any]:
@@ -41,3 +43,15 @@ def test_what_the_web_server_saw_pages_requests_and_repeats() -> None:
     log = [{"host": "a", "path": "/robots.txt"}, {"host": "a", "path": "/"}, {"host": "a", "path": "/p/1"},
            {"host": "b", "path": "/"}, {"host": "a", "path": "/p/1"}]  # fmt: skip
     assert served(log) == {"pages": 3, "requests": 4, "repeats": 1}
+
+
+def test_link_rounds_are_read_from_the_services_round_lines() -> None:
+    lines = [ROUND_LINE % (i, segs, 900, 40, 3, total, ext, merge)
+             for i, (segs, total, ext, merge) in enumerate([(4, 2.0, 1.5, 0.25), (10, 6.0, 3.0, 2.0),
+                                                            (2, 1.0, 0.5, 0.125)], start=1)]  # fmt: skip
+    text = "\n".join(["INFO something else", *(f"2026-11-29 12:00:00 INFO {line}" for line in lines)])
+    out = link_rounds(text)
+    assert out is not None and out["count"] == 3
+    assert out["segments"] == {"p50": 4.0, "p95": 10.0, "max": 10.0}
+    assert out["seconds"]["p50"] == 2.0 and out["extract_s"]["p50"] == 1.5 and out["merge_s"]["max"] == 2.0
+    assert link_rounds("no rounds here") is None

@@ -296,6 +296,7 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str, runner: str
         "links_cpu_ms_per_page": round(1000 * links_cpu / max(1, pages), 4),
         "link_lag_s": _link_lag(events),
         "link_lag": f.get("link_lag", {}),
+        "link_rounds": fleetstats.link_rounds((workdir / "links.log").read_text(errors="replace")),
         "runner": runner, "segments": seg_root.split("://")[0] if "://" in seg_root else "dir",
         "cluster_cpu": cluster_cpu.to_json(pages),
         # The link jobs' CPU: crawlfleet links' process tree (its cgroup where there is one, else its reaped

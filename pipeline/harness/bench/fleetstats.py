@@ -1,9 +1,10 @@
 """What a fleet bench run's events and CPU samples say: the dispatcher's CPU split into a per-page and a
-per-second part, what kept the nodes idle, the link lag; and what the web server saw (``served``). Pure:
+per-second part, what kept the nodes idle, the link lag and the link rounds behind it; and what the web server saw (``served``). Pure:
 from events, samples and access-log lines to figures."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pipeline.harness.bench.cputrace import CpuRates
@@ -129,3 +130,23 @@ def summarize(args: Any, embedded: dict[str, list[dict[str, Any]]],
         "store": args.store, "workers": args.workers, "per_host": args.per_host, "repeats": args.repeats,
         "embedded": emb, "fleet": out,
     }  # fmt: skip
+
+
+ROUND_LINE = re.compile(r"links round \d+: (\d+) segments, .* in ([\d.]+)s \(extract ([\d.]+)s, merge ([\d.]+)s\)")
+
+
+def link_rounds(log_text: str) -> dict[str, Any] | None:
+    """The link service's rounds, from its log (one line a round, ``LinkJobsService._report``): how many,
+    segments a round, and a round's seconds from its claim to its report with the extract job's and the
+    merge's parts (the rest waited for the previous round's merge). The link lag is the wait for a claim
+    (the service busy with earlier rounds) plus these."""
+    rows = [tuple(float(x) for x in m.groups()) for m in ROUND_LINE.finditer(log_text)]
+    if not rows:
+        return None
+    cols = [sorted(col) for col in zip(*rows, strict=True)]
+
+    def q(col: list[float]) -> dict[str, float]:
+        return {"p50": round(_q(col, 0.5), 3), "p95": round(_q(col, 0.95), 3), "max": round(col[-1], 3)}
+
+    return {"count": len(rows), "segments": q(cols[0]), "seconds": q(cols[1]), "extract_s": q(cols[2]),
+            "merge_s": q(cols[3])}  # fmt: skip

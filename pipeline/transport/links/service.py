@@ -55,6 +55,8 @@ log = logging.getLogger(__name__)
 
 
 ORPHANS_EVERY_S = 1.0  # an idle service looks for a dead service's rounds at most this often
+ROUND_LINE = ("links round %d: %d segments, %d candidates, %d new pending on %d hosts in %.2fs "
+              "(extract %.2fs, merge %.2fs)")  # fmt: skip
 
 
 def process_name() -> str:
@@ -344,9 +346,11 @@ class LinkJobsService:
         self.book.forget(rnd, lease)
         self.rounds += 1
         self.new_pending += len(result.new_pending)
-        log.info("links round %d: %d segments, %d candidates, %d new pending on %d hosts in %.2fs",
-                 self.rounds, len(rnd.segments), result.candidates, len(result.new_pending), len(hosts),
-                 time.monotonic() - started)  # fmt: skip
+        # The round's time from its claim to this report, and the two jobs' parts of it (the rest is the
+        # wait for the merge lease and the previous round's merge): read by ``bench fleet`` (fleetstats).
+        log.info(ROUND_LINE, self.rounds, len(rnd.segments), result.candidates,
+                 len(result.new_pending), len(hosts), time.monotonic() - started, result.extract_s,
+                 result.update_s)  # fmt: skip
 
     def _keep_leases(self) -> None:
         """Renew the leases of the rounds held; a round whose lease was lost (paused past it) is dropped."""
