@@ -2,9 +2,9 @@
 (t + n <= s·m), judged from the testbed's access log, against the same crawl without the file.
 
 Event-based: the capped crawl runs until its own stats say the quota refused it (it had more work than
-the minute allows) and the server's log holds one of its pages, then it is interrupted; no page count is compared with a wall-clock window. Each
-calendar minute of the server's log holds at most floor(60 * m) page requests. Without the file the
-same crawl is never refused and fetches the whole web.
+the minute allows) and the server's log holds one of its pages, then it is interrupted; no page count is
+compared with a wall-clock window. Each calendar minute of the server's log holds at most floor(60 * m)
+page requests. Without the file the same crawl is never refused and fetches the whole web.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What a fleet bench run's events and CPU samples say: the dispatcher's CPU split into a per-page and a
-per-second part, what kept the nodes idle, the link lag and the link rounds behind it; and what the web server saw (``served``). Pure:
-from events, samples and access-log lines to figures."""
+per-second part, what kept the nodes idle, the link lag and the link rounds behind it; and what the web
+server saw (``served``). Pure: from events, samples and log lines to figures."""
 
 from __future__ import annotations
 
@@ -138,8 +138,9 @@ ROUND_LINE = re.compile(r"links round \d+: (\d+) segments, .* in ([\d.]+)s \(ext
 def link_rounds(log_text: str) -> dict[str, Any] | None:
     """The link service's rounds, from its log (one line a round, ``LinkJobsService._report``): how many,
     segments a round, and a round's seconds from its claim to its report with the extract job's and the
-    merge's parts (the rest waited for the previous round's merge). The link lag is the wait for a claim
-    (the service busy with earlier rounds) plus these."""
+    merge's parts (the rest waited for the previous round's merge; on a cluster runner one job does both,
+    counted as the extract). The link lag is the wait for a claim (the service busy with earlier rounds)
+    plus these."""
     rows = [tuple(float(x) for x in m.groups()) for m in ROUND_LINE.finditer(log_text)]
     if not rows:
         return None
