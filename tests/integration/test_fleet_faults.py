@@ -43,9 +43,11 @@ def wait_in_flight(f: Any, node: str, *, after_done: int = 3, timeout_s: float =
 
 
 def test_sigkill_worker_mid_batch_is_redelivered_and_finished_elsewhere(rabbitmq: str, fleet: Any, tmp_path: Path) -> None:
-    with TestbedProcess(24, 50, seed=6, workdir=tmp_path / "tb") as tb:
-        # 0.3 s per host: the crawl outlasts a restart on a loaded machine (50 pages a host, 15 s at least;
-        # with 0.1 s a CI run's restarted node registered after the last batch was issued)
+    with TestbedProcess(24, 80, seed=6, workdir=tmp_path / "tb") as tb:
+        # 0.3 s per host and 80 pages a host (24 s at least): the crawl outlasts a restart on a loaded
+        # machine (with 0.1 s a CI run's restarted node registered after the last batch was issued; with 50
+        # pages a run beside stress-ng --cpu 2 ended 4 s after it registered, and the node, whose q then
+        # counted its warm-up fetcher's slots against the other node's two fetchers', got nothing)
         f = fleet(rabbitmq, tb, max_depth=MAX_DEPTH, host_delay=0.3)
         a, b = f.start_worker(1), f.start_worker(2)
         f.start_dispatcher()

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fetchers import loops
+from fetchers.engine import BACKLOG
 from fetchers.protocol import Fetcher
 from fetchers.records import Batch, FetchResult
 from fetchers.report import BatchReport
@@ -107,6 +108,7 @@ class FetchRuntime:
         self._shared: dict[str, Any] = {}
         self._robots_shares: dict[str, HBaseRobotsShare | SqliteRobotsShare | None] = {}  # store spec -> its share
         self._fetchers: dict[str, Fetcher] = {}
+        self._serving: set[str] = set()  # keys of the fetchers a batch has used (not only the warm-up's)
         self._warcs: dict[str, WarcWriter] = {}  # WARC directory -> this node's exchange writer there
         self._lock = threading.Lock()
         # Keyed by (service, serial, issued_at): serials restart at 1 in every fresh crawl store, so the
@@ -146,7 +148,7 @@ class FetchRuntime:
         self._thread.start()
         self.outbox.start()
         # Build the first fetcher now (imports, DNS cache, session) rather than in the first batch's time.
-        warm = asyncio.run_coroutine_threadsafe(self._fetcher_for(None), self._loop)
+        warm = asyncio.run_coroutine_threadsafe(self._fetcher_for(None, serve=False), self._loop)
         warm.add_done_callback(_log_failure)
         log.info("fetch runtime up: node=%s incarnation=%s slots=%d", self.node, self.incarnation, self.slots)
 
@@ -308,11 +310,14 @@ class FetchRuntime:
                 self._all_sinks.append(sink)
         return sink.write_batch(batch, results, chunk=chunk)
 
-    async def _fetcher_for(self, scope: Scope | None, *, warc: str = "", store: str = "") -> Fetcher:
+    async def _fetcher_for(self, scope: Scope | None, *, warc: str = "", store: str = "", serve: bool = True) -> Fetcher:
         """The fetcher for ``scope``, recording its exchanges as WARC under ``warc``/NODE when the
         dispatcher asks for WARC (the wire's bytes: requests as sent, heads as received), and sharing
-        robots.txt answers with the other nodes through the crawl's ``store``."""
+        robots.txt answers with the other nodes through the crawl's ``store``. ``serve``: a batch will use
+        it (the heartbeat counts its free slots), not only the start-up's warm-up."""
         key = hashlib.sha1(json.dumps([scope_to_json(scope), warc, store], sort_keys=True).encode()).hexdigest()
+        if serve:
+            self._serving.add(key)
         fetcher = self._fetchers.get(key)
         if fetcher is None:
             archive = None
@@ -355,11 +360,13 @@ class FetchRuntime:
         if now - c.last_at >= 0.5:
             c.rate = (total - c.last_total) / (now - c.last_at)
             c.last_total, c.last_at = total, now
-        free = (
-            sum(f.free_slots for f in self._fetchers.values())
-            if self._fetchers
-            else self.settings.fetch.concurrency
-        )
+        # S1's q: the free slots of the fetchers batches use. The warm-up's fetcher (built at start for no
+        # scope) is left out once a batch has its own: its idle slots, counted as well, gave every node that
+        # had served a batch twice a newcomer's q, and a restarted node lost every choice to them. Before any
+        # fetcher, what one will have (fetchers.engine.BACKLOG x fetch.concurrency).
+        fetchers = list(self._fetchers.items())
+        serving = [f for key, f in fetchers if key in self._serving] or [f for _, f in fetchers]
+        free = sum(f.free_slots for f in serving) if serving else BACKLOG * self.settings.fetch.concurrency
         active = self._reserved() if self._reserved is not None else self._active
         with self._lock:
             held = sorted(self._holding)
