@@ -22,6 +22,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -55,8 +56,8 @@ def _key(url: str) -> tuple[str, str]:
 
 def _interrupt(
     tb: TestbedProcess, out: Path, *extra: str, after: int, twice: bool, processes: int = 0
-) -> tuple[subprocess.CompletedProcess[str], float]:
-    """Start the crawl (``processes`` fetch processes), Ctrl-C it (twice: a second Ctrl-C right after) once
+) -> tuple[subprocess.CompletedProcess[str], Strike]:
+    """Start the crawl (``processes`` fetch processes), Ctrl-C it (twice: again once the first is handled) once
     the testbed logged ``after`` requests. Returns the finished process and the time of the (first) signal."""
     env = dict(os.environ, CRAWLFLEET_FETCH_PROCESSES=str(processes), CRAWLFLEET_FETCH_IDENTIFY_PROCESS="true")
     proc = subprocess.Popen(_cmd(tb, out, *extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -67,16 +68,46 @@ def _interrupt(
             time.sleep(0.05)
         pids = frozenset({proc.pid, *(c.pid for c in psutil.Process(proc.pid).children(recursive=True))})
         os.killpg(proc.pid, signal.SIGINT)
+        if twice:
+            # The second Ctrl-C once the first was handled (two SIGINTs pending at once are one), and at
+            # once then: sent after the sentinel request below, under load it came after the crawl had
+            # finished its requests in flight and stopped on its own.
+            lines, pump = _pump_stderr(proc, "stopping: no new requests")
+            os.killpg(proc.pid, signal.SIGINT)
         sent_at = tb.mark("sigint")  # the server's time of a request sent right after the signal
         if twice:
-            os.killpg(proc.pid, signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=120)  # a hang guard only
+            assert proc.stdout is not None
+            stdout = proc.stdout.read()
+            proc.wait(timeout=120)  # a hang guard only
+            pump.join(timeout=30)
+            stderr = "".join(lines)
+        else:
+            stdout, stderr = proc.communicate(timeout=120)  # a hang guard only
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr), Strike(
         "crawler", "SIGINT", sent_at, sent_at, pids)
+
+
+def _pump_stderr(proc: subprocess.Popen[str], text: str, *, timeout_s: float = 60.0) -> tuple[list[str], threading.Thread]:
+    """Read the crawl's stderr on a thread into the list returned; return once a line holds ``text`` (or
+    stderr ended, or ``timeout_s``: a bound, no verdict)."""
+    assert proc.stderr is not None
+    stream, lines, seen = proc.stderr, [], threading.Event()
+
+    def pump() -> None:
+        for line in stream:
+            lines.append(line)
+            if text in line:
+                seen.set()
+        seen.set()
+
+    thread = threading.Thread(target=pump, daemon=True)
+    thread.start()
+    seen.wait(timeout_s)
+    return lines, thread
 
 
 def _resume(stderr: str) -> dict[str, Any]:
