@@ -58,7 +58,8 @@ def _interrupt(
     tb: TestbedProcess, out: Path, *extra: str, after: int, twice: bool, processes: int = 0
 ) -> tuple[subprocess.CompletedProcess[str], Strike]:
     """Start the crawl (``processes`` fetch processes), Ctrl-C it (twice: again once the first is handled) once
-    the testbed logged ``after`` requests. Returns the finished process and the time of the (first) signal."""
+    the testbed logged ``after`` requests. Returns the finished process and the strike, timed by a sentinel
+    request sent right after the (last) signal."""
     env = dict(os.environ, CRAWLFLEET_FETCH_PROCESSES=str(processes), CRAWLFLEET_FETCH_IDENTIFY_PROCESS="true")
     proc = subprocess.Popen(_cmd(tb, out, *extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, env=env)  # fmt: skip
