@@ -132,7 +132,8 @@ def summarize(args: Any, embedded: dict[str, list[dict[str, Any]]],
     }  # fmt: skip
 
 
-ROUND_LINE = re.compile(r"links round \d+: (\d+) segments, .* in ([\d.]+)s \(extract ([\d.]+)s, merge ([\d.]+)s\)")
+# Parses the link service's ``ROUND_LINE`` (pipeline/transport/links/service.py; a unit test formats one with it).
+ROUND_RE = re.compile(r"links round \d+: (\d+) segments, .* in ([\d.]+)s \(extract ([\d.]+)s, merge ([\d.]+)s\)")
 
 
 def link_rounds(log_text: str) -> dict[str, Any] | None:
@@ -141,7 +142,7 @@ def link_rounds(log_text: str) -> dict[str, Any] | None:
     merge's parts (the rest waited for the previous round's merge; on a cluster runner one job does both,
     counted as the extract). The link lag is the wait for a claim (the service busy with earlier rounds)
     plus these."""
-    rows = [tuple(float(x) for x in m.groups()) for m in ROUND_LINE.finditer(log_text)]
+    rows = [tuple(float(x) for x in m.groups()) for m in ROUND_RE.finditer(log_text)]
     if not rows:
         return None
     cols = [sorted(col) for col in zip(*rows, strict=True)]
