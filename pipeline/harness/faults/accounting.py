@@ -123,6 +123,7 @@ class TrialAccount:
     # Each sampled host's robots.txt requests as the server logged them: "pid start..end status", times in
     # seconds from the fault (from the crawl's first request without one); "struck" marks the struck pid.
     robots_detail: dict[str, list[str]] = field(default_factory=dict)
+    repeated_detail: dict[str, list[str]] = field(default_factory=dict)  # the sample's requests, as robots_detail
 
     @property
     def ok(self) -> bool:
@@ -184,7 +185,7 @@ def account(
         return r.pid in struck and not in_flight(r) and fault_t - RECENT_S <= max(r.end, r.start) < fault_t
 
     repeats = unexcused = by_flight = by_recent = n_woken = n_flight = n_recent = 0
-    repeated: list[str] = []
+    repeated: list[Key] = []
     for k, reqs in pages.items():
         n_flight += sum(1 for r in reqs if in_flight(r))
         n_recent += sum(1 for r in reqs if recent(r))
@@ -208,7 +209,7 @@ def account(
         n_woken += woken_k
         if extra - f - g > 0:
             unexcused += extra - f - g
-            repeated.append(f"{k[0]}{k[1]}")
+            repeated.append(k)
     robots_excused: Counter[str] = Counter()
     for host, reqs in robots.items():
         later = sum(1 for r in reqs if r.start >= fault_t and r.pid not in struck)
@@ -249,14 +250,16 @@ def account(
         recovery_s=recovery,
         fault_t=fault_t if strike is not None else 0.0,
         lost_sample=(unanswered + unstored)[:sample],
-        repeated_sample=sorted(repeated)[:sample],
+        repeated_sample=[f"{h}{p}" for h, p in sorted(repeated)[:sample]],
         robots_sample=robots_sample,
         robots_in_flight=sum(robots_excused.values()),
         robots_detail={h: [_said(r, zero, struck) for r in robots[h]] for h in robots_sample},
+        repeated_detail={f"{h}{p}": [_said(r, zero, struck, woken(r)) for r in pages[(h, p)]] for h, p in sorted(repeated)[:sample]},
     )
 
 
-def _said(r: _Req, zero: float, struck: frozenset[int]) -> str:
-    """One logged request for a failure's message: who (pid; "struck"), when (from ``zero``) and its status."""
-    who = f"{r.pid}{' struck' if r.pid in struck else ''}"
+def _said(r: _Req, zero: float, struck: frozenset[int], woken: bool = False) -> str:
+    """One logged request for a failure's message: who (pid; "struck", "woken" once continued), when (from
+    ``zero``) and its status."""
+    who = f"{r.pid}{' struck' if r.pid in struck else ''}{' woken' if woken else ''}"
     return f"{who} {r.start - zero:+.3f}..{r.end - zero:+.3f} {r.status}"
