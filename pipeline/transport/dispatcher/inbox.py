@@ -141,8 +141,8 @@ class Inbound:
                 core.register_fetcher(vfid, address=hb.address)  # expires what the old incarnation held
                 self._forget_fetcher(vfid, reason="restarted")
             self._event("node_up", node=hb.node, incarnation=hb.incarnation, slots=hb.slots)
-        elif heard.event == "node_back":
-            self._event("node_back", node=hb.node)
+        elif heard.event in ("node_back", "node_lapsed"):
+            self._event(heard.event, node=hb.node, incarnation=hb.incarnation)
         for vfid in node.vfids:  # each virtual fetcher is one slot of the node (shards hold some of them)
             core.on_heartbeat(hb.for_fetcher(vfid, share=max(hb.slots, len(node.vfids))))
         for service, serial, vfid in hb.held:  # batches the node still runs (fetching or storing): leases renewed

@@ -16,14 +16,16 @@ from dataclasses import dataclass
 from pipeline.dispatch.dispatcher import Dispatcher
 from pipeline.dispatch.nodechoice import NodeChoice, NodeLoad, choose_node
 from pipeline.transport.dispatcher.state import Node
-from pipeline.transport.wire.messages import NodeHeartbeat
+from pipeline.transport.wire.messages import NodeHeartbeat, same_process
 
 
 @dataclass(frozen=True, slots=True)
 class Heard:
-    """What one heartbeat changed: ``event`` is "node_up" (a new node or incarnation: ``reregister``
-    lists every virtual fetcher to (re-)register, the old incarnation's too, and ``restarted`` says
-    whether its queue must be purged), "node_back" (a dead node spoke again) or "" (nothing new)."""
+    """What one heartbeat changed: ``event`` is "node_up" (a new node or a restarted process:
+    ``reregister`` lists every virtual fetcher to (re-)register, the old incarnation's too, and
+    ``restarted`` says whether its queue must be purged), "node_back" (a dead node spoke again, its
+    lease lapsed or not), "node_lapsed" (a live node's lease lapsed: it hands back, unfetched, every
+    batch addressed to its previous lease epoch) or "" (nothing new)."""
 
     node: Node
     event: str
@@ -48,7 +50,12 @@ class FleetNodes:
 
     def heard(self, hb: NodeHeartbeat, now: float) -> Heard:
         node = self.nodes.get(hb.node)
-        if node is None or node.incarnation != hb.incarnation:
+        if node is not None and node.incarnation != hb.incarnation and same_process(node.incarnation, hb.incarnation):
+            # The same process after a lease lapse: batches go to its new epoch from now on. Those it held
+            # were expired when it was declared dead, or come back as its hand-backs: nothing to register.
+            node.incarnation = hb.incarnation
+            out = Heard(node, "node_back" if node.dead else "node_lapsed")
+        elif node is None or node.incarnation != hb.incarnation:
             old = node.vfids if node is not None else []
             vfids = [f"{hb.node}#{i}" for i in shard_slots(hb.slots, shards=self.shards, shard=self.shard)]
             fresh = self.nodes[hb.node] = Node(hb.node, hb.incarnation, vfids, now)

@@ -70,10 +70,16 @@ class LeaseGuard:
         """True while no heartbeat gap has lapsed the lease since ``epoch`` was taken."""
         return self.epoch() == epoch
 
-    def fence(self) -> Callable[[], bool]:
-        """A fence for one batch starting now (see ``fetchers.engine.Engine.run_batch``). A batch that
-        starts within ``quarantine_s`` of a lapse is fenced from the start: it most likely waited in our
-        prefetch while we were away, and may have been re-issued since (its URLs go back unfetched)."""
+    def fence(self, taken: int | None = None) -> Callable[[], bool]:
+        """A fence for one batch (see ``fetchers.engine.Engine.run_batch``). ``taken``: the epoch the batch
+        was accepted in (its message addressed to it, ``runtime.FetchRuntime.run_batch``), so a batch
+        accepted before a lapse is fenced however late it starts. Without one (a batch addressed to no
+        epoch) the epoch is taken now, and a batch that starts within ``quarantine_s`` of a lapse is fenced
+        from the start: it most likely waited in our prefetch while we were away, and may have been
+        re-issued since (its URLs go back unfetched)."""
+        if taken is not None:
+            accepted = taken
+            return lambda: self.holds(accepted)
         taken = self.epoch()
         with self._lock:
             if self._mono() - self._lapsed_at < self.quarantine_s:

@@ -11,8 +11,10 @@ without fetching again. A worker that missed its own heartbeats stops starting t
 it held and hands them back (``lease.LeaseGuard``): the dispatcher may have re-issued them already.
 Each heartbeat names the batches the node is running (``held``), fetching or storing, so the
 dispatcher renews their leases: a node waiting out a store outage keeps its batches. ``incarnation``
-names this process; a batch addressed to another incarnation of the node (issued before a restart,
-which the dispatcher has already re-queued) is dropped unfetched.
+names this process and its lease epoch (``<process>/<epoch>``, the epoch counting lapses): a batch
+addressed to another process (issued before a restart, which the dispatcher has already re-queued) is
+dropped unfetched; one addressed to an earlier epoch of this process (issued before a stop, and delivered
+or started only after it, however late) is handed back unfetched.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fetchers import loops
 from fetchers.engine import BACKLOG
@@ -40,23 +42,19 @@ from fetchers.protocol import Fetcher
 from fetchers.records import Batch, FetchResult
 from fetchers.report import BatchReport
 from pipeline.settings import Settings
-from pipeline.storage.factory import is_hbase_spec
 from pipeline.storage.warc import WarcWriter, live_writer
 from pipeline.transport.node.chunks import BatchChunks
 from pipeline.transport.node.lease import LeaseGuard
+from pipeline.transport.node.robotsshares import RobotsShares
 from pipeline.transport.node.sink import NodeSink, Receipt
 from pipeline.transport.wire.amqp import Outbox
-from pipeline.transport.wire.messages import NodeHeartbeat
+from pipeline.transport.wire.messages import NodeHeartbeat, same_process
 from pipeline.transport.wire.pikawire import fleet_parameters
 from pipeline.transport.wire.replies import progress_text, reply_text
 from pipeline.transport.wire.serialcheck import REVOKED, SerialChecker
 from pipeline.transport.wire.sink import SinkSpec
 from pipeline.transport.wire.taskmsg import scope_to_json
 from pipeline.urls import Scope
-
-if TYPE_CHECKING:  # the HBase client is imported by nodes whose crawl uses HBase only
-    from pipeline.storage.hbase_robots import HBaseRobotsShare
-    from pipeline.storage.sqlite_robots import SqliteRobotsShare
 
 log = logging.getLogger(__name__)
 
@@ -100,13 +98,13 @@ class FetchRuntime:
         self.settings = settings
         self.node = node
         self.slots = slots
-        self.incarnation = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.process = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._factory = factory
         self._reserved = reserved
         self._loop = loops.loop_factory(settings.fetch.event_loop)()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"fetch-loop-{node}", daemon=True)
         self._shared: dict[str, Any] = {}
-        self._robots_shares: dict[str, HBaseRobotsShare | SqliteRobotsShare | None] = {}  # store spec -> its share
+        self._robots_shares = RobotsShares(node)
         self._fetchers: dict[str, Fetcher] = {}
         self._serving: set[str] = set()  # keys of the fetchers a batch has used (not only the warm-up's)
         self._warcs: dict[str, WarcWriter] = {}  # WARC directory -> this node's exchange writer there
@@ -127,7 +125,7 @@ class FetchRuntime:
         self.serials = (SerialChecker(fleet_parameters(settings.fleet, name=f"serial-check {node}"))
                         if d.serial_check else None)  # fmt: skip
         self.outbox = Outbox(
-            settings.fleet, node=node, incarnation=self.incarnation, heartbeat_s=d.heartbeat_s,
+            settings.fleet, node=node, incarnation=self.process, heartbeat_s=d.heartbeat_s,
             heartbeat=self.heartbeat, on_beat=self.lease.beat, **(outbox_options or {}),
         )  # fmt: skip
         self.duplicates = 0
@@ -142,6 +140,11 @@ class FetchRuntime:
         self._sink_local = threading.local()
         self._all_sinks: list[NodeSink] = []
         self._adopted: set[SinkSpec] = set()  # a killed life's .part files are adopted once per spec
+
+    @property
+    def incarnation(self) -> str:
+        """This process at its current lease epoch (asking the lease first: a gap just ended lapses it)."""
+        return f"{self.process}/{self.lease.epoch()}"
 
     # --- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -161,9 +164,7 @@ class FetchRuntime:
                 await caching.aclose()
             for writer in self._warcs.values():  # after the fetchers: none writes to it any more
                 writer.close()
-            for share in self._robots_shares.values():
-                if share is not None:
-                    share.close()
+            self._robots_shares.close()
 
         if self._thread.is_alive():
             try:
@@ -195,10 +196,12 @@ class FetchRuntime:
 
         The node stores the batch's pages itself (``sink``: node/sink.py) and sends one reply without
         bodies (replies.py) once they are stored."""
-        if incarnation and incarnation != self.incarnation:
+        epoch = self.lease.epoch()  # taken once: the fetch is fenced by this epoch, however late it starts
+        current = f"{self.process}/{epoch}"
+        if incarnation and incarnation != current and not same_process(incarnation, current):
             self.stale += 1
             log.warning("dropping stale batch %d: addressed to incarnation %s, I am %s",
-                        batch.serial, incarnation, self.incarnation)  # fmt: skip
+                        batch.serial, incarnation, current)  # fmt: skip
             return {"serial": batch.serial, "dropped": "stale_incarnation"}
         key = (batch.service, batch.serial, batch.issued_at)
         with self._lock:
@@ -207,14 +210,22 @@ class FetchRuntime:
                 self.duplicates += 1
                 return dict(known, duplicate=True)
             running = key in self._running
+        if incarnation and incarnation != current and not running:
+            # Issued before our lease lapsed (a stop, a starved loop), delivered or started only now: the
+            # dispatcher may have re-issued it already. If not, the hand-back re-queues its URLs.
+            self.stale += 1
+            log.warning("handing back batch %d: addressed to %s, before my lease lapsed (I am %s)",
+                        batch.serial, incarnation, current)  # fmt: skip
+            self.report_unfinished(batch).wait()
+            return {"serial": batch.serial, "dropped": "lapsed"}
         revoked = False  # S1 serial check: a revoked batch's URLs go back unfetched (fence)
         if not running and self.serials is not None:
             revoked = self.serials.check(batch.service, batch.serial, batch.fetcher_id) == REVOKED
         with self._lock:
             future = self._running.get(key)
             if future is None:
-                future = asyncio.run_coroutine_threadsafe(self._fetch(batch, scope, sink, revoked=revoked),
-                                                          self._loop)  # fmt: skip
+                fetch = self._fetch(batch, scope, sink, revoked=revoked, epoch=epoch if incarnation else None)
+                future = asyncio.run_coroutine_threadsafe(fetch, self._loop)
                 self._running[key] = future
             else:
                 self.duplicates += 1
@@ -244,7 +255,7 @@ class FetchRuntime:
                     del self._holding[held]
 
     async def _fetch(
-        self, batch: Batch, scope: Scope | None, sink: SinkSpec, *, revoked: bool = False
+        self, batch: Batch, scope: Scope | None, sink: SinkSpec, *, revoked: bool = False, epoch: int | None = None
     ) -> tuple[BatchReport, threading.Event]:
         fetcher = await self._fetcher_for(scope, warc=sink.warc,
                                           store=sink.overridden(store=self.settings.fleet.node_store).store)
@@ -267,7 +278,7 @@ class FetchRuntime:
                 counters.failures += 1
             chunks.add(result)
 
-        fence = (lambda: False) if revoked else self.lease.fence()
+        fence = (lambda: False) if revoked else self.lease.fence(epoch)
         if self.serials is not None:  # under a quota no URL starts after its grant's minute (wire/serialcheck.py)
             fence = self.serials.fence(batch.issued_at, fence)
         ticker = self._loop.create_task(chunks.tick_forever()) if every > 0 else None
@@ -327,30 +338,13 @@ class FetchRuntime:
                     writer = self._warcs[warc] = live_writer(self.settings, Path(warc) / self.node, self.node)
                 archive = writer.write_exchange
             self._shared["archive"] = archive  # read by the factory now (this loop thread only)
-            self._shared["robots_share"] = await self._robots_share(store)
+            self._shared["robots_share"] = await self._robots_shares.get(store)
             fetcher = self._factory(self.settings, self.node, scope, self._shared)
             await fetcher.start()
             self._fetchers[key] = fetcher
             log.info("node %s: %s for a new scope (%d in this process) on %s", self.node, type(fetcher).__name__,
                      len(self._fetchers), loops.running_kind())  # fmt: skip
         return fetcher
-
-    async def _robots_share(self, store: str) -> HBaseRobotsShare | SqliteRobotsShare | None:
-        """The crawl's robots share for its ``store`` spec (opened once, off the loop): through HBase, or a
-        file beside a SQLite crawl db (``sqlite_robots``); None for no store. A share that cannot be opened
-        now only means this node fetches robots.txt itself."""
-        if not store:
-            return None
-        if store not in self._robots_shares:
-            try:
-                share = await asyncio.to_thread(_open_robots_share, store)
-            except Exception as exc:
-                log.warning("node %s: robots share on %s unavailable: %s", self.node, store, exc)
-                return None
-            self._robots_shares[store] = share
-            if share is not None:
-                log.info("node %s: robots.txt answers shared through %s", self.node, store)
-        return self._robots_shares[store]
 
     # --- heartbeat (outbox thread) ---------------------------------------------------------------
     def heartbeat(self) -> NodeHeartbeat:
@@ -376,13 +370,3 @@ class FetchRuntime:
             active=max(active, self._active), address=f"fetch.{self.node}", held=held,
         )  # fmt: skip
 
-
-def _open_robots_share(store: str) -> HBaseRobotsShare | SqliteRobotsShare | None:
-    """Blocking: the robots share of a store spec (the HBase client is imported only for an HBase one)."""
-    if is_hbase_spec(store):
-        from pipeline.storage.hbase_robots import open_share
-
-        return open_share(store)
-    from pipeline.storage.sqlite_robots import open_share as open_sqlite_share
-
-    return open_sqlite_share(store)

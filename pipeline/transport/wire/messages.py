@@ -5,8 +5,10 @@ Every message is a JSON object with ``"v": 1`` and a ``"kind"``:
 - ``results``: a node's one reply per batch (replies.py): ``{"node", "incarnation", "stored": true,
   "segment", "results": [FetchResult without body or headers...], "reports": [BatchReport]}``. The
   node has recorded the batch's final outcomes and pages in the store and closed its segment first.
-- ``heartbeat``: S1's fields (successes, failures, rate p, free slots q) plus ``incarnation`` (changes
-  when the worker process restarts), ``slots`` (batches it runs at once) and ``active`` (batches running).
+- ``heartbeat``: S1's fields (successes, failures, rate p, free slots q) plus ``incarnation``
+  (``<process>/<lease epoch>``: the process part changes when the worker process restarts, the epoch
+  each time its lease lapses, ``same_process``), ``slots`` (batches it runs at once) and
+  ``active`` (batches running).
 - ``submit``: ``{"service", "urls": [...]}`` from a client.
 - ``links``: from the fleet's link jobs (replies.py): segments processed, new pending URLs per host.
 
@@ -34,6 +36,12 @@ CONTENT_TYPE = "application/json"
 DEFLATE = "deflate"
 VERSION = 1
 MAX_HELD = 4096  # batches one heartbeat may name as held (a node runs slots + prefetch of them)
+
+
+def same_process(a: str, b: str) -> bool:
+    """Whether two incarnations ``<process>/<lease epoch>`` are one worker process on either side of a
+    lease lapse (a stop, a starved loop): a restart changes the process part."""
+    return a.rpartition("/")[0] == b.rpartition("/")[0] != ""
 
 
 class BadMessage(ValueError):
