@@ -27,7 +27,7 @@ from yarl import URL
 
 from fetchers.body import ACCEPT_ENCODING, BodyDecoder
 from fetchers.conditional import REQUEST_HEADERS
-from fetchers.exchange import REDIRECT_STATUSES, SEND_FENCE, Exchange, dns_error_class
+from fetchers.exchange import REDIRECT_STATUSES, SEND_FENCE, SENT, Exchange, dns_error_class
 from fetchers.fetcher import EngineFetcher
 from fetchers.guard import GuardedResolver, SsrfBlocked
 from fetchers.report import LEASE_LAPSED
@@ -105,6 +105,9 @@ class _TimedConnector(aiohttp.TCPConnector):
             if fence is not None and not fence():  # stopped while connecting: send nothing now
                 conn.release()
                 raise _Fenced("not sent: the batch's lease lapsed while connecting")
+        went = SENT.get()  # the request is written on it next
+        if went is not None:
+            went()
         return conn
 
 

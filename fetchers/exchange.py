@@ -6,6 +6,11 @@ both sides share.
 asked before each request; every transport whose request waits on a new connection asks it again once
 connected, before the request is written (``fetchers.h1``, ``fetchers.aio``, ``fetchers.threaded``), since a process stopped while connecting would otherwise send, after it
 continues, a request its batch no longer allows (another node may be fetching that URL by then).
+
+``SENT``: called by the transport as its request goes to the socket, on a pooled connection as on a new
+one (``fetchers.h1`` right after the write; ``fetchers.aio`` and ``fetchers.threaded`` once the connection
+is in hand, just before it): the host's gap counts from the send, not from the pacer's grant (the code
+between them can be held up on a loaded machine, by the GIL or a lock, and the next grant is not).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from fetchers.wire import Archive, WireRecord
 log = logging.getLogger(__name__)
 
 SEND_FENCE: ContextVar[Callable[[], bool] | None] = ContextVar("crawlfleet_send_fence", default=None)
+SENT: ContextVar[Callable[[], None] | None] = ContextVar("crawlfleet_sent", default=None)
 
 
 @dataclass(slots=True)

@@ -29,7 +29,7 @@ from aiohttp.abc import AbstractResolver
 from fetchers.aio import KEEP_HEADERS
 from fetchers.body import ACCEPT_ENCODING
 from fetchers.conditional import REQUEST_HEADERS
-from fetchers.exchange import REDIRECT_STATUSES, SEND_FENCE, Exchange
+from fetchers.exchange import REDIRECT_STATUSES, SEND_FENCE, SENT, Exchange
 from fetchers.fetcher import EngineFetcher
 from fetchers.guard import GuardedResolver
 from fetchers.h1conn import BAD, COMPLETE, LOST, STOPPED, TIMEOUT, TOO_LARGE, End, H1Conn
@@ -180,7 +180,11 @@ class H1Transport:
                 return _REDIRECT_BODY_CAP if status in REDIRECT_STATUSES else max_body
 
             try:
-                end = await self._wait(conn, conn.begin(request, limit, self.capture), loop, f, t0)
+                done = conn.begin(request, limit, self.capture)  # written to the socket now
+                went = SENT.get()
+                if went is not None:
+                    went()
+                end = await self._wait(conn, done, loop, f, t0)
             except BaseException:
                 pool.drop(conn)
                 raise

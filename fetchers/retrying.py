@@ -7,8 +7,9 @@ the wait is within the pacer's limit, else recorded as ``THROTTLED``. The batch'
 before every request (and by the transport once a new connection is up: ``fetchers.exchange.SEND_FENCE``):
 a fenced URL never asked is handed back (``LEASE_LAPSED``); one fenced between its
 retries keeps the HTTP answer it got as its outcome (retry budget cut short), or the next holder would ask
-it the whole budget again. When a new connection was needed, the host's gap restarts once it is up
-(``Pacer.restart``): the next request keeps the delay from this one's send, not from its grant.
+it the whole budget again. The host's gap restarts when the request goes out (``Pacer.restart``, from the
+transport: ``fetchers.exchange.SENT``, and once a new connection is up): the next request keeps the delay
+from this one's send, not from its grant, and the start recorded in ``sent`` is the send.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from fetchers.exchange import SEND_FENCE, Exchange, Transport, hand_over
+from fetchers.exchange import SEND_FENCE, SENT, Exchange, Transport, hand_over
 from fetchers.politeness import Deferred, Grant, Pacer, parse_retry_after
 from fetchers.report import DEFERRED, LEASE_LAPSED, THROTTLED
 from fetchers.robotsnote import MAX_SENT
@@ -44,17 +45,19 @@ async def paced_exchange(
             if last is not None:
                 return last
             return Exchange(error_class=LEASE_LAPSED, error_message="not sent: the batch's lease may have lapsed")
-        started = time.time()
+        started = [time.time()]  # the send, once the transport says it went (SENT)
         token = SEND_FENCE.set(_at_send(fence, pacer, grant))
+        went = SENT.set(_on_sent(pacer, grant, started))
         try:
             ex = await transport.exchange(url, host, ip, max_body=max_body)
         finally:
+            SENT.reset(went)
             SEND_FENCE.reset(token)
             pacer.release(grant)
         if ex.error_class == LEASE_LAPSED:  # fenced once connected: nothing was sent
             return last if last is not None else ex
         if sent is not None and len(sent) < MAX_SENT:
-            sent.append((started, ex.status))
+            sent.append((started[0], ex.status))
         if ex.wire is not None and archive is not None:
             hand_over(ex, archive)
         status = ex.status
@@ -89,3 +92,14 @@ def _at_send(fence: Callable[[], bool] | None, pacer: Pacer, grant: Grant) -> Ca
         return True
 
     return ask
+
+
+def _on_sent(pacer: Pacer, grant: Grant, started: list[float]) -> Callable[[], None]:
+    """What a transport calls as the request goes out: the host's gap restarted from now, and the
+    request's recorded start moved to it."""
+
+    def went() -> None:
+        pacer.restart(grant)
+        started[0] = time.time()
+
+    return went

@@ -41,7 +41,7 @@ from urllib3.exceptions import ConnectTimeoutError, InvalidChunkLength, NewConne
 from fetchers.aio import KEEP_HEADERS
 from fetchers.body import ACCEPT_ENCODING, BodyDecoder
 from fetchers.conditional import REQUEST_HEADERS
-from fetchers.exchange import REDIRECT_STATUSES, SEND_FENCE, Exchange, split_host
+from fetchers.exchange import REDIRECT_STATUSES, SEND_FENCE, SENT, Exchange, split_host
 from fetchers.fetcher import EngineFetcher
 from fetchers.guard import GuardedResolver, SsrfBlocked
 from fetchers.report import LEASE_LAPSED
@@ -100,6 +100,9 @@ def _fenced_validate(base: type[HTTPConnectionPool]) -> Callable[[HTTPConnection
         if new and fence is not None and not fence():  # stopped while connecting: send nothing now
             conn.close()
             raise _Fenced("not sent: the batch's lease lapsed while connecting")
+        went = SENT.get()  # the request is written on it next
+        if went is not None:
+            went()
 
     return validate
 

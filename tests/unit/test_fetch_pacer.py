@@ -174,3 +174,38 @@ def test_the_transport_restarts_the_gap_only_when_the_fence_lets_it_send() -> No
     fenced, after_fenced, sent, after_sent = asyncio.run(go())
     assert not fenced and abs(after_fenced - 0.15) < 1e-9  # not sent: the gap still runs from the grant
     assert sent and abs(after_sent - 0.25) < 1e-9
+
+
+def test_the_gap_counts_from_the_send_on_a_pooled_connection_too() -> None:
+    """The first request is held up 0.02 s between its grant and its write (a loaded machine: the GIL, a
+    lock); the second, granted while the first is in flight (2 per host), still goes out a whole delay
+    after the first's send (at 0.27, not 0.25), and each recorded start is its send."""
+    from fetchers.exchange import SENT, Exchange
+    from fetchers.retrying import paced_exchange
+
+    vt = VirtualTime()
+    pacer = _pacer(vt)
+    sends: list[float] = []
+
+    class Held:
+        stall = [0.02, 0.0]
+
+        async def exchange(self, url: str, host: str, ip: str, *, max_body: int) -> Exchange:
+            vt.t += self.stall.pop(0)
+            went = SENT.get()
+            assert went is not None
+            went()
+            sends.append(vt())
+            await asyncio.sleep(0)  # in flight: the other request acquires meanwhile
+            return Exchange(status=200)
+
+    async def go() -> list[list[tuple[float, int]]]:
+        transport = Held()
+        recorded: list[list[tuple[float, int]]] = [[], []]
+        await asyncio.gather(*(paced_exchange(transport, pacer, "http://h/", "h", "1.2.3.4", 1000, retries=0,
+                                              backoff_s=0.0, sent=recorded[i]) for i in range(2)))  # fmt: skip
+        return recorded
+
+    recorded = asyncio.run(go())
+    assert sends == [0.02, 0.27]
+    assert len(recorded[0]) == len(recorded[1]) == 1
