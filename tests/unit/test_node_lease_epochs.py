@@ -105,5 +105,7 @@ def test_the_dispatcher_follows_a_lapse_without_taking_it_for_a_restart() -> Non
     assert fleet.nodes["n"].incarnation == "h-1-x/1"  # the next batches are addressed to the new epoch
     lapsed = fleet.heard(_hb("h-1-x/2", 4.0), now=4.0)  # a lapse too short for the dispatcher to notice
     assert lapsed.event == "node_lapsed" and fleet.nodes["n"].incarnation == "h-1-x/2"
+    late = fleet.heard(_hb("h-1-x/1", 3.5), now=4.5)  # an older epoch's heartbeat published again
+    assert late.event == "" and fleet.nodes["n"].incarnation == "h-1-x/2"
     restarted = fleet.heard(_hb("h-2-y/0", 5.0), now=5.0)
     assert restarted.event == "node_up" and restarted.restarted

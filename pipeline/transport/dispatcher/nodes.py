@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pipeline.dispatch.dispatcher import Dispatcher
 from pipeline.dispatch.nodechoice import NodeChoice, NodeLoad, choose_node
 from pipeline.transport.dispatcher.state import Node
-from pipeline.transport.wire.messages import NodeHeartbeat, same_process
+from pipeline.transport.wire.messages import NodeHeartbeat, lease_epoch, same_process
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +53,11 @@ class FleetNodes:
         if node is not None and node.incarnation != hb.incarnation and same_process(node.incarnation, hb.incarnation):
             # The same process after a lease lapse: batches go to its new epoch from now on. Those it held
             # were expired when it was declared dead, or come back as its hand-backs: nothing to register.
-            node.incarnation = hb.incarnation
-            out = Heard(node, "node_back" if node.dead else "node_lapsed")
+            # (An older epoch's heartbeat, published again after a broker reconnect, changes nothing.)
+            newer = lease_epoch(hb.incarnation) > lease_epoch(node.incarnation)
+            if newer:
+                node.incarnation = hb.incarnation
+            out = Heard(node, "node_back" if node.dead else "node_lapsed" if newer else "")
         elif node is None or node.incarnation != hb.incarnation:
             old = node.vfids if node is not None else []
             vfids = [f"{hb.node}#{i}" for i in shard_slots(hb.slots, shards=self.shards, shard=self.shard)]

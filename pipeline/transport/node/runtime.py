@@ -144,7 +144,10 @@ class FetchRuntime:
     @property
     def incarnation(self) -> str:
         """This process at its current lease epoch (asking the lease first: a gap just ended lapses it)."""
-        return f"{self.process}/{self.lease.epoch()}"
+        return self._at(self.lease.epoch())
+
+    def _at(self, epoch: int) -> str:
+        return f"{self.process}/{epoch}"
 
     # --- lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -197,8 +200,8 @@ class FetchRuntime:
         The node stores the batch's pages itself (``sink``: node/sink.py) and sends one reply without
         bodies (replies.py) once they are stored."""
         epoch = self.lease.epoch()  # taken once: the fetch is fenced by this epoch, however late it starts
-        current = f"{self.process}/{epoch}"
-        if incarnation and incarnation != current and not same_process(incarnation, current):
+        current = self._at(epoch)
+        if incarnation and not same_process(incarnation, current):
             self.stale += 1
             log.warning("dropping stale batch %d: addressed to incarnation %s, I am %s",
                         batch.serial, incarnation, current)  # fmt: skip

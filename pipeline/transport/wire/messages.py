@@ -44,6 +44,12 @@ def same_process(a: str, b: str) -> bool:
     return a.rpartition("/")[0] == b.rpartition("/")[0] != ""
 
 
+def lease_epoch(incarnation: str) -> int:
+    """The lease epoch of an incarnation ``<process>/<lease epoch>`` (0 when it names none)."""
+    tail = incarnation.rpartition("/")[2]
+    return int(tail) if tail.isdigit() else 0
+
+
 class BadMessage(ValueError):
     """A message that must go to the dead-letter queue; ``str(exc)`` is the logged reason."""
 
