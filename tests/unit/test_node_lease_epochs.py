@@ -109,3 +109,18 @@ def test_the_dispatcher_follows_a_lapse_without_taking_it_for_a_restart() -> Non
     assert late.event == "" and fleet.nodes["n"].incarnation == "h-1-x/2"
     restarted = fleet.heard(_hb("h-2-y/0", 5.0), now=5.0)
     assert restarted.event == "node_up" and restarted.restarted
+
+
+def test_urls_answered_before_a_lapse_are_not_fetched_again_after_it() -> None:
+    from pipeline.transport.node.earlier import EarlierAnswers
+
+    seen = EarlierAnswers(limit=3)
+    seen.record(1, 0, "b1")
+    seen.record(2, 0, "b1")
+    seen.record(3, 1, "b2")
+    tasks = [UrlTask(f"http://a.test/{i}", i) for i in (1, 2, 3, 4)]
+    fetch, again, earlier = seen.split(tasks, 1)  # a batch of epoch 1, after the lapse
+    assert [t.url_id for t in fetch] == [3, 4] and [t.url_id for t in again] == [1, 2] and earlier == {"b1"}
+    assert seen.split(tasks, 0)[1] == []  # within one epoch (a re-crawl) nothing is held back
+    seen.record(5, 0, "b3")  # the oldest answer is forgotten past the limit
+    assert [t.url_id for t in seen.split(tasks, 1)[1]] == [2]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -39,11 +40,12 @@ from typing import Any
 from fetchers import loops
 from fetchers.engine import BACKLOG
 from fetchers.protocol import Fetcher
-from fetchers.records import Batch, FetchResult
+from fetchers.records import Batch, FetchResult, UrlTask
 from fetchers.report import BatchReport
 from pipeline.settings import Settings
 from pipeline.storage.warc import WarcWriter, live_writer
 from pipeline.transport.node.chunks import BatchChunks
+from pipeline.transport.node.earlier import EarlierAnswers
 from pipeline.transport.node.lease import LeaseGuard
 from pipeline.transport.node.robotsshares import RobotsShares
 from pipeline.transport.node.sink import NodeSink, Receipt
@@ -140,6 +142,7 @@ class FetchRuntime:
         self._sink_local = threading.local()
         self._all_sinks: list[NodeSink] = []
         self._adopted: set[SinkSpec] = set()  # a killed life's .part files are adopted once per spec
+        self._earlier = EarlierAnswers()  # fetch loop only
 
     @property
     def incarnation(self) -> str:
@@ -262,7 +265,14 @@ class FetchRuntime:
     ) -> tuple[BatchReport, threading.Event]:
         fetcher = await self._fetcher_for(scope, warc=sink.warc,
                                           store=sink.overridden(store=self.settings.fleet.node_store).store)
-        service = batch.service
+        service, key = batch.service, (batch.service, batch.serial, batch.issued_at)
+        again: list[UrlTask] = []  # answered here before our lease lapsed (earlier.py): handed back, not fetched
+        if epoch is not None:
+            keep, again, earlier = self._earlier.split(batch.tasks, epoch)
+            if again:
+                log.info("batch %d: %d URLs answered here before my lease lapsed go back unfetched",
+                         batch.serial, len(again))  # fmt: skip
+                batch = dataclasses.replace(batch, tasks=keep)
         counters = self._counters
 
         async def write(results: list[FetchResult], chunk: int) -> Receipt:
@@ -275,6 +285,8 @@ class FetchRuntime:
         chunks = BatchChunks(batch, write, send, every_s=every if every > 0 else float("inf"))
 
         def on_result(result: FetchResult) -> None:
+            if epoch is not None:
+                self._earlier.record(result.url_id, epoch, key)
             if result.ok:
                 counters.successes += 1
             else:
@@ -286,7 +298,8 @@ class FetchRuntime:
             fence = self.serials.fence(batch.issued_at, fence)
         ticker = self._loop.create_task(chunks.tick_forever()) if every > 0 else None
         try:
-            report = await fetcher.fetch_batch(batch, on_result, fence=fence)
+            report = (await fetcher.fetch_batch(batch, on_result, fence=fence) if batch.tasks
+                      else BatchReport(batch.serial, batch.fetcher_id, 0, 0.0))  # fmt: skip
         finally:
             if ticker is not None:  # stopped, not cancelled: a chunk being written is finished first
                 chunks.stop()
@@ -297,8 +310,19 @@ class FetchRuntime:
         if unstored:  # nothing of these is known stored: hand them back (re-fetched elsewhere)
             report.unfinished = [*report.unfinished, *unstored]
             report.pages = max(0, report.pages - len(unstored))
+        if again:  # once the batches that answered them have stored what they could
+            await self._stored(earlier)
+            report.unfinished = [*report.unfinished, *again]
         text = reply_text(self.node, self.incarnation, last, report, segment=receipt.segment if receipt else "")
         return report, self.outbox.put_text(service, text)
+
+    async def _stored(self, batches: set[Any]) -> None:
+        for key in batches:
+            with self._lock:
+                running = self._running.get(key)
+            if running is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wrap_future(running)
 
     def report_unfinished(self, batch: Batch) -> threading.Event:
         """Hand every URL of ``batch`` back (a reply without results, all of them unfinished): nothing of
