@@ -265,8 +265,9 @@ class FetchRuntime:
     ) -> tuple[BatchReport, threading.Event]:
         fetcher = await self._fetcher_for(scope, warc=sink.warc,
                                           store=sink.overridden(store=self.settings.fleet.node_store).store)
-        service, key = batch.service, (batch.service, batch.serial, batch.issued_at)
+        service, key = batch.service, (batch.service, batch.serial, batch.issued_at)  # run_batch's key
         again: list[UrlTask] = []  # answered here before our lease lapsed (earlier.py): handed back, not fetched
+        earlier: set[Any] = set()  # the batches that answered them
         if epoch is not None:
             keep, again, earlier = self._earlier.split(batch.tasks, epoch)
             if again:
