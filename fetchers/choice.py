@@ -64,7 +64,7 @@ def make_fetcher(
 
 
 def worker_factory(kind: str) -> Callable[[Settings, str, Scope | None, dict[str, Any]], Fetcher]:
-    """A fleet worker's fetcher factory (``pipeline.transport.node.runtime.FetcherFactory``) for ``kind``: every
+    """A fleet worker's fetcher factory (``pipeline.transport.node.fetcherpool.FetcherFactory``) for ``kind``: every
     fetcher of the process resolves through one caching resolver, kept in ``shared`` as the aio factory
     there keeps it ("caching", "resolver")."""
     check_kind(kind)

@@ -42,15 +42,15 @@ def test_before_any_fetcher_q_is_what_one_will_have() -> None:
 def test_the_warm_up_alone_counts_and_is_left_out_once_a_batch_has_its_fetcher() -> None:
     full = BACKLOG * load_settings().fetch.concurrency
     rt = _runtime([full, full - 40])
-    asyncio.run(rt._fetcher_for(None, serve=False))  # the start-up's warm-up
+    asyncio.run(rt.fetchers.get(None, serve=False))  # the start-up's warm-up
     assert rt.heartbeat().free_slots == full  # a restarted node: as much as a fresh fetcher
-    asyncio.run(rt._fetcher_for(Scope(frozenset({"a.test"}))))  # the crawl's scope, at the first batch
+    asyncio.run(rt.fetchers.get(Scope(frozenset({"a.test"}))))  # the crawl's scope, at the first batch
     assert rt.heartbeat().free_slots == full - 40  # not 2 x full - 40
 
 
 def test_a_batch_with_no_scope_uses_the_warm_up_and_it_counts() -> None:
     full = BACKLOG * load_settings().fetch.concurrency
     rt = _runtime([full - 7])
-    asyncio.run(rt._fetcher_for(None, serve=False))
-    asyncio.run(rt._fetcher_for(None))
+    asyncio.run(rt.fetchers.get(None, serve=False))
+    asyncio.run(rt.fetchers.get(None))
     assert rt.heartbeat().free_slots == full - 7

@@ -14,7 +14,8 @@ dispatcher renews their leases: a node waiting out a store outage keeps its batc
 names this process and its lease epoch (``<process>/<epoch>``, the epoch counting lapses): a batch
 addressed to another process (issued before a restart, which the dispatcher has already re-queued) is
 dropped unfetched; one addressed to an earlier epoch of this process (issued before a stop, and delivered
-or started only after it, however late) is handed back unfetched.
+or started only after it, however late) is handed back unfetched (``admission.py``). The process's
+fetchers, one per crawl scope, are ``fetcherpool.py``'s.
 """
 
 from __future__ import annotations
@@ -23,8 +24,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
-import hashlib
-import json
 import logging
 import os
 import socket
@@ -34,28 +33,24 @@ import uuid
 from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from fetchers import loops
-from fetchers.engine import BACKLOG
-from fetchers.protocol import Fetcher
 from fetchers.records import Batch, FetchResult, UrlTask
 from fetchers.report import BatchReport
 from pipeline.settings import Settings
-from pipeline.storage.warc import WarcWriter, live_writer
+from pipeline.transport.node.admission import Admission, BatchKey, admit, batch_key
 from pipeline.transport.node.chunks import BatchChunks
 from pipeline.transport.node.earlier import EarlierAnswers
+from pipeline.transport.node.fetcherpool import FetcherFactory, FetcherPool
 from pipeline.transport.node.lease import LeaseGuard
-from pipeline.transport.node.robotsshares import RobotsShares
 from pipeline.transport.node.sink import NodeSink, Receipt
 from pipeline.transport.wire.amqp import Outbox
-from pipeline.transport.wire.messages import NodeHeartbeat, same_process
+from pipeline.transport.wire.messages import NodeHeartbeat
 from pipeline.transport.wire.pikawire import fleet_parameters
 from pipeline.transport.wire.replies import progress_text, reply_text
 from pipeline.transport.wire.serialcheck import REVOKED, SerialChecker
 from pipeline.transport.wire.sink import SinkSpec
-from pipeline.transport.wire.taskmsg import scope_to_json
 from pipeline.urls import Scope
 
 log = logging.getLogger(__name__)
@@ -63,11 +58,7 @@ log = logging.getLogger(__name__)
 DONE_MEMORY = 20_000  # finished serials remembered for re-deliveries
 SINK_THREADS = 3  # batches storing their pages at once per node (each with its own store connection)
 
-
-# (settings, node, scope, shared) -> Fetcher; ``shared`` holds the process's one caching resolver and,
-# under "archive", the WARC exchange writer this fetcher records to (None: no WARC). The worker's is
-# ``fetchers.choice.worker_factory``.
-FetcherFactory = Callable[[Settings, str, Scope | None, dict[str, Any]], Fetcher]
+__all__ = ["FetchRuntime", "FetcherFactory"]
 
 
 def _log_failure(future: concurrent.futures.Future[Any]) -> None:
@@ -101,22 +92,13 @@ class FetchRuntime:
         self.node = node
         self.slots = slots
         self.process = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        self._factory = factory
         self._reserved = reserved
         self._loop = loops.loop_factory(settings.fetch.event_loop)()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"fetch-loop-{node}", daemon=True)
-        self._shared: dict[str, Any] = {}
-        self._robots_shares = RobotsShares(node)
-        self._fetchers: dict[str, Fetcher] = {}
-        self._serving: set[str] = set()  # keys of the fetchers a batch has used (not only the warm-up's)
-        self._warcs: dict[str, WarcWriter] = {}  # WARC directory -> this node's exchange writer there
+        self.fetchers = FetcherPool(settings, node, factory)  # fetch loop only
         self._lock = threading.Lock()
-        # Keyed by (service, serial, issued_at): serials restart at 1 in every fresh crawl store, so the
-        # serial alone would confuse two crawls' batch N; a redelivered message keeps all three.
-        self._running: dict[
-            tuple[str, int, float], concurrent.futures.Future[tuple[BatchReport, threading.Event]]
-        ] = {}
-        self._done: OrderedDict[tuple[str, int, float], dict[str, Any]] = OrderedDict()
+        self._running: dict[BatchKey, concurrent.futures.Future[tuple[BatchReport, threading.Event]]] = {}
+        self._done: OrderedDict[BatchKey, dict[str, Any]] = OrderedDict()
         self._active = 0
         # The batches being run now and their (virtual) fetchers, which the heartbeat names (``held``).
         self._holding: Counter[tuple[str, int, str]] = Counter()
@@ -157,24 +139,14 @@ class FetchRuntime:
         self._thread.start()
         self.outbox.start()
         # Build the first fetcher now (imports, DNS cache, session) rather than in the first batch's time.
-        warm = asyncio.run_coroutine_threadsafe(self._fetcher_for(None, serve=False), self._loop)
+        warm = asyncio.run_coroutine_threadsafe(self.fetchers.get(None, serve=False), self._loop)
         warm.add_done_callback(_log_failure)
         log.info("fetch runtime up: node=%s incarnation=%s slots=%d", self.node, self.incarnation, self.slots)
 
     def close(self, *, timeout: float = 10.0) -> None:
-        async def _close_all() -> None:
-            for fetcher in self._fetchers.values():
-                await fetcher.close()
-            caching = self._shared.get("caching")
-            if caching is not None and hasattr(caching, "aclose"):
-                await caching.aclose()
-            for writer in self._warcs.values():  # after the fetchers: none writes to it any more
-                writer.close()
-            self._robots_shares.close()
-
         if self._thread.is_alive():
             try:
-                asyncio.run_coroutine_threadsafe(_close_all(), self._loop).result(timeout)
+                asyncio.run_coroutine_threadsafe(self.fetchers.aclose(), self._loop).result(timeout)
             except Exception:  # shutting down: log and carry on
                 log.exception("closing fetchers failed")
             self._loop.call_soon_threadsafe(self._loop.stop)
@@ -204,26 +176,25 @@ class FetchRuntime:
         bodies (replies.py) once they are stored."""
         epoch = self.lease.epoch()  # taken once: the fetch is fenced by this epoch, however late it starts
         current = self._at(epoch)
-        if incarnation and not same_process(incarnation, current):
+        key = batch_key(batch)
+        with self._lock:
+            known = self._done.get(key)
+            running = key in self._running
+        admission = admit(incarnation, current, running=running)
+        if admission is Admission.STALE:
             self.stale += 1
             log.warning("dropping stale batch %d: addressed to incarnation %s, I am %s",
                         batch.serial, incarnation, current)  # fmt: skip
-            return {"serial": batch.serial, "dropped": "stale_incarnation"}
-        key = (batch.service, batch.serial, batch.issued_at)
-        with self._lock:
-            known = self._done.get(key)
-            if known is not None:
-                self.duplicates += 1
-                return dict(known, duplicate=True)
-            running = key in self._running
-        if incarnation and incarnation != current and not running:
-            # Issued before our lease lapsed (a stop, a starved loop), delivered or started only now: the
-            # dispatcher may have re-issued it already. If not, the hand-back re-queues its URLs.
+            return {"serial": batch.serial, "dropped": admission.value}
+        if known is not None:
+            self.duplicates += 1
+            return dict(known, duplicate=True)
+        if admission is Admission.LAPSED:  # the hand-back re-queues what the dispatcher did not re-issue
             self.stale += 1
             log.warning("handing back batch %d: addressed to %s, before my lease lapsed (I am %s)",
                         batch.serial, incarnation, current)  # fmt: skip
             self.report_unfinished(batch).wait()
-            return {"serial": batch.serial, "dropped": "lapsed"}
+            return {"serial": batch.serial, "dropped": admission.value}
         revoked = False  # S1 serial check: a revoked batch's URLs go back unfetched (fence)
         if not running and self.serials is not None:
             revoked = self.serials.check(batch.service, batch.serial, batch.fetcher_id) == REVOKED
@@ -263,11 +234,11 @@ class FetchRuntime:
     async def _fetch(
         self, batch: Batch, scope: Scope | None, sink: SinkSpec, *, revoked: bool = False, epoch: int | None = None
     ) -> tuple[BatchReport, threading.Event]:
-        fetcher = await self._fetcher_for(scope, warc=sink.warc,
+        fetcher = await self.fetchers.get(scope, warc=sink.warc,
                                           store=sink.overridden(store=self.settings.fleet.node_store).store)
-        service, key = batch.service, (batch.service, batch.serial, batch.issued_at)  # run_batch's key
+        service, key = batch.service, batch_key(batch)
         again: list[UrlTask] = []  # answered here before our lease lapsed (earlier.py): handed back, not fetched
-        earlier: set[Any] = set()  # the batches that answered them
+        earlier: set[Any] = set()  # the keys of the batches that answered them
         if epoch is not None:
             keep, again, earlier = self._earlier.split(batch.tasks, epoch)
             if again:
@@ -349,31 +320,6 @@ class FetchRuntime:
                 self._all_sinks.append(sink)
         return sink.write_batch(batch, results, chunk=chunk)
 
-    async def _fetcher_for(self, scope: Scope | None, *, warc: str = "", store: str = "", serve: bool = True) -> Fetcher:
-        """The fetcher for ``scope``, recording its exchanges as WARC under ``warc``/NODE when the
-        dispatcher asks for WARC (the wire's bytes: requests as sent, heads as received), and sharing
-        robots.txt answers with the other nodes through the crawl's ``store``. ``serve``: a batch will use
-        it (the heartbeat counts its free slots), not only the start-up's warm-up."""
-        key = hashlib.sha1(json.dumps([scope_to_json(scope), warc, store], sort_keys=True).encode()).hexdigest()
-        if serve:
-            self._serving.add(key)
-        fetcher = self._fetchers.get(key)
-        if fetcher is None:
-            archive = None
-            if warc:
-                writer = self._warcs.get(warc)
-                if writer is None:
-                    writer = self._warcs[warc] = live_writer(self.settings, Path(warc) / self.node, self.node)
-                archive = writer.write_exchange
-            self._shared["archive"] = archive  # read by the factory now (this loop thread only)
-            self._shared["robots_share"] = await self._robots_shares.get(store)
-            fetcher = self._factory(self.settings, self.node, scope, self._shared)
-            await fetcher.start()
-            self._fetchers[key] = fetcher
-            log.info("node %s: %s for a new scope (%d in this process) on %s", self.node, type(fetcher).__name__,
-                     len(self._fetchers), loops.running_kind())  # fmt: skip
-        return fetcher
-
     # --- heartbeat (outbox thread) ---------------------------------------------------------------
     def heartbeat(self) -> NodeHeartbeat:
         c = self._counters
@@ -382,19 +328,13 @@ class FetchRuntime:
         if now - c.last_at >= 0.5:
             c.rate = (total - c.last_total) / (now - c.last_at)
             c.last_total, c.last_at = total, now
-        # S1's q: the free slots of the fetchers batches use. The warm-up's fetcher (built at start for no
-        # scope) is left out once a batch has its own: its idle slots, counted as well, gave every node that
-        # had served a batch twice a newcomer's q, and a restarted node lost every choice to them. Before any
-        # fetcher, what one will have (fetchers.engine.BACKLOG x fetch.concurrency).
-        fetchers = list(self._fetchers.items())
-        serving = [f for key, f in fetchers if key in self._serving] or [f for _, f in fetchers]
-        free = sum(f.free_slots for f in serving) if serving else BACKLOG * self.settings.fetch.concurrency
+        free = self.fetchers.free_slots()  # S1's q
         active = self._reserved() if self._reserved is not None else self._active
         with self._lock:
             held = sorted(self._holding)
         return NodeHeartbeat(
             node=self.node, incarnation=self.incarnation, sent_at=time.time(), successes=c.successes,
-            failures=c.failures, rate=round(c.rate, 3), free_slots=int(free), slots=self.slots,
+            failures=c.failures, rate=round(c.rate, 3), free_slots=free, slots=self.slots,
             active=max(active, self._active), address=f"fetch.{self.node}", held=held,
         )  # fmt: skip
 
