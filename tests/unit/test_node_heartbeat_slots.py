@@ -54,3 +54,16 @@ def test_a_batch_with_no_scope_uses_the_warm_up_and_it_counts() -> None:
     asyncio.run(rt.fetchers.get(None, serve=False))
     asyncio.run(rt.fetchers.get(None))
     assert rt.heartbeat().free_slots == full - 7
+
+
+def test_a_node_serving_two_crawls_gives_each_the_q_of_its_own_fetcher() -> None:
+    full = BACKLOG * load_settings().fetch.concurrency
+    rt = _runtime([full, full - 40, full - 100])
+    assert rt.heartbeat().free_by_service == {}  # before any batch: every crawl reads free_slots
+    asyncio.run(rt.fetchers.get(None, serve=False))
+    asyncio.run(rt.fetchers.get(Scope(frozenset({"a.test"})), service="crawl-a"))
+    asyncio.run(rt.fetchers.get(Scope(frozenset({"b.test"})), service="crawl-b"))
+    hb = rt.heartbeat()
+    assert hb.free_slots == 2 * full - 140
+    assert hb.free_by_service == {"crawl-a": full - 40, "crawl-b": full - 100, "": full}
+    assert hb.free_for("crawl-b") == full - 100 and hb.free_for("crawl-c") == full

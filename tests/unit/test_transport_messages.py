@@ -106,10 +106,25 @@ def test_heartbeat_round_trip_and_split_per_virtual_fetcher() -> None:
     assert (s1.fetcher_id, s1.rate, s1.free_slots, s1.successes) == ("n1#2", 10.0, 50, 10)
 
 
+def test_heartbeat_q_per_crawl_a_node_serves() -> None:
+    hb = NodeHeartbeat("n1", "inc", 1.0, 0, 0, 8.0, free_slots=300, slots=4, active=1,
+                       free_by_service={"crawl-a": 100, "crawl-b": 200, "": 512})  # fmt: skip
+    back = parse_heartbeat(json.loads(json.dumps(hb.to_json())))
+    assert back == hb
+    assert back.for_fetcher("n1#0", share=4, service="crawl-a").free_slots == 25  # its own fetcher's, not 300
+    assert back.for_fetcher("n1#0", share=4, service="crawl-c").free_slots == 128  # no fetcher here yet
+    assert back.for_fetcher("n1#0", share=4).free_slots == 75  # the node's whole q
+    old = hb.to_json()
+    del old["free_by_service"]  # a node from before the field: every crawl reads free_slots
+    assert parse_heartbeat(old).for_fetcher("n1#0", share=4, service="crawl-a").free_slots == 75
+
+
 @pytest.mark.parametrize(
     "change", [{"slots": 0}, {"active": -1}, {"rate": "fast"}, {"successes": True}, {"node": None}, {"slots": 10**6},
                {"held": {"svc": 1}}, {"held": [["svc", "7", "n1#0"]]}, {"held": [["svc", True, "n1#0"]]},
-               {"held": [["svc", 7]]}, {"held": [["svc", 7, "n1#0"]] * 5000}],
+               {"held": [["svc", 7]]}, {"held": [["svc", 7, "n1#0"]] * 5000}, {"free_by_service": [1]},
+               {"free_by_service": {"svc": -1}}, {"free_by_service": {"svc": True}}, {"free_by_service": {"svc": 1.5}},
+               {"free_by_service": {f"s{i}": 1 for i in range(300)}}],
 )
 def test_heartbeat_schema_errors(change: dict) -> None:
     obj = NodeHeartbeat("n1", "inc", 1.0, 0, 0, 0.0, 1, 1, 0).to_json() | change

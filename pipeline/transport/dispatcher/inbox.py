@@ -144,7 +144,7 @@ class Inbound:
         elif heard.event in ("node_back", "node_lapsed"):
             self._event(heard.event, node=hb.node, incarnation=hb.incarnation)
         for vfid in node.vfids:  # each virtual fetcher is one slot of the node (shards hold some of them)
-            core.on_heartbeat(hb.for_fetcher(vfid, share=max(hb.slots, len(node.vfids))))
+            core.on_heartbeat(hb.for_fetcher(vfid, share=max(hb.slots, len(node.vfids)), service=self.wire))
         for service, serial, vfid in hb.held:  # batches the node still runs (fetching or storing): leases renewed
             if service == self.wire and vfid in node.vfids:  # the ledger renews only a batch out to that fetcher
                 core.dispatcher.renew(vfid, (serial,))

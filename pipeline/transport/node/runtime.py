@@ -234,7 +234,7 @@ class FetchRuntime:
     async def _fetch(
         self, batch: Batch, scope: Scope | None, sink: SinkSpec, *, revoked: bool = False, epoch: int | None = None
     ) -> tuple[BatchReport, threading.Event]:
-        fetcher = await self.fetchers.get(scope, warc=sink.warc,
+        fetcher = await self.fetchers.get(scope, warc=sink.warc, service=batch.service,
                                           store=sink.overridden(store=self.settings.fleet.node_store).store)
         service, key = batch.service, batch_key(batch)
         again: list[UrlTask] = []  # answered here before our lease lapsed (earlier.py): handed back, not fetched
@@ -328,7 +328,7 @@ class FetchRuntime:
         if now - c.last_at >= 0.5:
             c.rate = (total - c.last_total) / (now - c.last_at)
             c.last_total, c.last_at = total, now
-        free = self.fetchers.free_slots()  # S1's q
+        free = self.fetchers.free_slots()  # S1's q, in all and for each crawl served
         active = self._reserved() if self._reserved is not None else self._active
         with self._lock:
             held = sorted(self._holding)
@@ -336,5 +336,6 @@ class FetchRuntime:
             node=self.node, incarnation=self.incarnation, sent_at=time.time(), successes=c.successes,
             failures=c.failures, rate=round(c.rate, 3), free_slots=free, slots=self.slots,
             active=max(active, self._active), address=f"fetch.{self.node}", held=held,
+            free_by_service=self.fetchers.free_by_service(),
         )  # fmt: skip
 

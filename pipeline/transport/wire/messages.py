@@ -7,8 +7,9 @@ Every message is a JSON object with ``"v": 1`` and a ``"kind"``:
   node has recorded the batch's final outcomes and pages in the store and closed its segment first.
 - ``heartbeat``: S1's fields (successes, failures, rate p, free slots q) plus ``incarnation``
   (``<process>/<lease epoch>``: the process part changes when the worker process restarts, the epoch
-  each time its lease lapses, ``same_process``), ``slots`` (batches it runs at once) and
-  ``active`` (batches running).
+  each time its lease lapses, ``same_process``), ``slots`` (batches it runs at once),
+  ``active`` (batches running), ``held`` (the batches it runs, fetching or storing) and
+  ``free_by_service`` (q for each crawl the node serves, "" for a crawl it has no fetcher for yet).
 - ``submit``: ``{"service", "urls": [...]}`` from a client.
 - ``links``: from the fleet's link jobs (replies.py): segments processed, new pending URLs per host.
 
@@ -36,6 +37,7 @@ CONTENT_TYPE = "application/json"
 DEFLATE = "deflate"
 VERSION = 1
 MAX_HELD = 4096  # batches one heartbeat may name as held (a node runs slots + prefetch of them)
+MAX_SERVICES = 256  # crawls (wire service names) one heartbeat may give a q for
 
 
 def same_process(a: str, b: str) -> bool:
@@ -207,6 +209,10 @@ class NodeHeartbeat:
     # (service, serial, fetcher id) of each batch the node is running now, storing included: the
     # dispatcher renews those batches' leases (pipeline.dispatch.ledger). Optional on the wire.
     held: list[tuple[str, int, str]] = field(default_factory=list)
+    # S1's q per crawl the node serves (wire service name -> the free slots of the fetcher its batches
+    # use; "" -> what a crawl without a fetcher here yet would get). ``free_slots`` sums the crawls'
+    # fetchers. Optional on the wire: without it every crawl reads ``free_slots``.
+    free_by_service: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -214,14 +220,22 @@ class NodeHeartbeat:
             "sent_at": self.sent_at, "successes": self.successes, "failures": self.failures,
             "rate": self.rate, "free_slots": self.free_slots, "slots": self.slots,
             "active": self.active, "address": self.address, "held": [list(h) for h in self.held],
+            "free_by_service": dict(self.free_by_service),
         }  # fmt: skip
 
-    def for_fetcher(self, fetcher_id: str, *, share: int) -> Heartbeat:
-        """The S1 heartbeat of one of the node's ``share`` virtual fetchers (p and q split evenly)."""
+    def free_for(self, service: str | None) -> int:
+        """q as the crawl ``service`` sees it (None: the node's whole q)."""
+        if service is None or not self.free_by_service:
+            return self.free_slots
+        return self.free_by_service.get(service, self.free_by_service.get("", self.free_slots))
+
+    def for_fetcher(self, fetcher_id: str, *, share: int, service: str | None = None) -> Heartbeat:
+        """The S1 heartbeat of one of the node's ``share`` virtual fetchers (p and q split evenly), q as
+        the crawl ``service`` sees it."""
         share = max(1, share)
         return Heartbeat(
             fetcher_id=fetcher_id, sent_at=self.sent_at, successes=self.successes, failures=self.failures,
-            rate=self.rate / share, free_slots=self.free_slots // share, address=self.address,
+            rate=self.rate / share, free_slots=self.free_for(service) // share, address=self.address,
         )  # fmt: skip
 
 
@@ -238,7 +252,17 @@ def parse_heartbeat(obj: dict[str, Any]) -> NodeHeartbeat:
             raise BadMessage(f"wrong schema: heartbeat field {name!r}")
     if obj["slots"] < 1 or obj["slots"] > 4096 or obj["active"] < 0:
         raise BadMessage("wrong schema: heartbeat slots/active out of range")
-    return NodeHeartbeat(**{name: obj[name] for name in spec}, held=_held(obj.get("held", [])))  # type: ignore[arg-type]
+    return NodeHeartbeat(**{name: obj[name] for name in spec}, held=_held(obj.get("held", [])),  # type: ignore[arg-type]
+                         free_by_service=_free_by_service(obj.get("free_by_service", {})))  # fmt: skip
+
+
+def _free_by_service(value: Any) -> dict[str, int]:
+    if not isinstance(value, dict) or len(value) > MAX_SERVICES:
+        raise BadMessage("wrong schema: heartbeat field 'free_by_service'")
+    for name, free in value.items():
+        if not isinstance(name, str) or isinstance(free, bool) or not isinstance(free, int) or free < 0:
+            raise BadMessage("wrong schema: heartbeat field 'free_by_service'")
+    return dict(value)
 
 
 def _held(value: Any) -> list[tuple[str, int, str]]:
