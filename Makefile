@@ -37,7 +37,7 @@ test: $(STAMP) services
 
 lint: $(STAMP)
 	$(BIN)/ruff check pipeline fetchers jobs crawlfleet tests
-	$(BIN)/mypy pipeline fetchers jobs crawlfleet
+	$(BIN)/mypy pipeline fetchers jobs crawlfleet tests
 
 # Dependency audit alone (pip-audit against PyPI's vulnerability data; also the first step of `make test`).
 # Findings and accepted risks: docs/AUDIT.md.

@@ -218,13 +218,23 @@ def test_honcho_start_crawls_the_testbed_once_and_stops_cleanly(
         ready_file = tb_dir / "ready.json"
         stack.wait_for("testbed ready file", ready_file.exists, 120)
         for node in NODES:
-            stack.wait_for(f"celery worker {node} ready", lambda n=node: any(f"{n}@" in ln and "ready." in ln for ln in stack.lines), 300)  # fmt: skip
+
+            def worker_ready(n: str = node) -> bool:
+                return any(f"{n}@" in ln and "ready." in ln for ln in stack.lines)
+
+            stack.wait_for(f"celery worker {node} ready", worker_ready, 300)
         for name in ("dispatcher", "jobs"):
-            stack.wait_for(f"{name} past its wait for HBase",
-                           lambda n=name: any(ln.startswith("wait-for: hbase:127.0.0.1:9090 up") for ln in stack.of(n)), 300)  # fmt: skip
+
+            def past_hbase_wait(n: str = name) -> bool:
+                return any(ln.startswith("wait-for: hbase:127.0.0.1:9090 up") for ln in stack.of(n))
+
+            stack.wait_for(f"{name} past its wait for HBase", past_hbase_wait, 300)
         for name in SHARED:
-            stack.wait_for(f"{name} attached to the running service",
-                           lambda n=name: any("attached, watching it" in ln for ln in stack.of(n)), 120)  # fmt: skip
+
+            def attached(n: str = name) -> bool:
+                return any("attached, watching it" in ln for ln in stack.of(n))
+
+            stack.wait_for(f"{name} attached to the running service", attached, 120)
         assert proc.poll() is None and not stack.stopped(), stack.tail()
         tb = TestbedProcess(50, PAGES, workdir=tb_dir)  # not started: a view of the stack's testbed
         tb.info = json.loads(ready_file.read_text())

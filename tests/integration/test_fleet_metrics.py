@@ -27,6 +27,7 @@ def test_dispatcher_serves_metrics_and_status(rabbitmq: str, tmp_path: Path) -> 
          "--service", f"metrics{port}", "--out", str(tmp_path / "out"), "--serve", "--metrics-port", str(port)],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
+    assert proc.stderr is not None
     try:
         # The dispatcher has one seed and no fetch node: once its first snapshot is out, the figures say so.
         deadline = time.time() + 60

@@ -72,7 +72,10 @@ def test_the_standard_aws_variables_are_enough(s3_server: dict[str, object], uni
     lines = subprocess.run([str(ROOT / "scripts" / "svc-s3.sh"), "env"], capture_output=True, text=True,
                            check=True).stdout.splitlines()  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(line.split("=", 1) for line in lines if "=" in line)
+    for line in lines:
+        key, eq, value = line.partition("=")
+        if eq:
+            env[key] = value
     env["HOME"] = "/nonexistent"  # no ~/.aws, no client file: the variables alone
     code = (
         "import s3fs, botocore.session, sys\n"

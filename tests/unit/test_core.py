@@ -194,9 +194,11 @@ def test_on_host_done_releases_one_host_of_a_batch_in_flight(tmp_path: Path) -> 
     assert not core.on_host_done(batch.serial, fetcher_id="g", host=host, delay_s=0.0)  # not g's batch
     assert not core.on_host_done(999, fetcher_id="f", host=host, delay_s=0.0)  # unknown batch
     assert core.on_host_done(batch.serial, fetcher_id="f", host=host, delay_s=0.0)
-    assert core.frontier.host(host).leased_to == ""
+    released = core.frontier.host(host)
+    assert released is not None and released.leased_to == ""
     # The batch's other hosts stay leased to f until it ends.
-    assert all(core.frontier.host(t.url.split("/")[2]).leased_to == "f" for t in batch.tasks[1:])
+    others = [core.frontier.host(t.url.split("/")[2]) for t in batch.tasks[1:]]
+    assert all(other is not None and other.leased_to == "f" for other in others)
 
 
 def test_summary_says_the_quota_or_that_there_is_none(tmp_path: Path) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+from dataclasses import replace
+from typing import TypedDict, Unpack
 
 import pytest
 
@@ -25,8 +27,18 @@ class VirtualTime:
         await asyncio.sleep(0)
 
 
-def _pacer(vt: VirtualTime, **kw: float) -> Pacer:
-    p = PolitenessSettings(**{"per_host_concurrency": 2, "per_ip_concurrency": 8, "min_host_delay_s": 0.25, **kw})
+class Overrides(TypedDict, total=False):
+    """The politeness settings a test sets for its pacer."""
+
+    per_host_concurrency: int
+    per_ip_concurrency: int
+    min_host_delay_s: float
+    max_crawl_delay_s: float
+    max_retry_after_s: float
+
+
+def _pacer(vt: VirtualTime, **kw: Unpack[Overrides]) -> Pacer:
+    p = replace(PolitenessSettings(per_host_concurrency=2, per_ip_concurrency=8, min_host_delay_s=0.25), **kw)
     return Pacer(p, concurrency=16, clock=vt, sleep=vt.sleep)
 
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Sequence
 
 from pipeline.harness.bench.cputrace import bucket_series, cpu_at, fit_rates
 
 
-def _trace(a: float, b: float, pages_per_s: list[float], *, noise: float = 0.0, seed: int = 1):
+def _trace(a: float, b: float, pages_per_s: Sequence[float], *, noise: float = 0.0, seed: int = 1):
     """A fake process: one CPU sample per second, pages arriving at the given rate each second."""
     rnd = random.Random(seed)
     times, cpu, events = [0.0], [0.0], []

@@ -306,11 +306,11 @@ def test_node_sink_never_hands_back_a_chunk_whose_outcomes_are_stored(tmp_path: 
     sink = NodeSink(SinkSpec(f"sqlite:{db}", str(tmp_path / "segs")), node="n1", close_retry_s=0.5)
     real, calls = sink.segments.close_part, []
 
-    def flaky(part: str) -> str:
-        calls.append(part)
+    def flaky(part_key: str) -> str:
+        calls.append(part_key)
         if len(calls) <= failures:
-            raise FileNotFoundError(part)
-        return real(part)
+            raise FileNotFoundError(part_key)
+        return real(part_key)
 
     sink.segments.close_part = flaky  # type: ignore[method-assign]
     receipt = sink.write_batch(batch_of(URL), [result(URL)])

@@ -61,6 +61,12 @@ def service(tmp_path: Path, published: list[LinksReport], *, fail: bool = False,
     return svc
 
 
+def fake_pipeline(svc: LinkJobsService) -> FakePipeline:
+    """The fake merge ``service`` gave ``svc``."""
+    assert isinstance(svc._pipeline, FakePipeline)
+    return svc._pipeline
+
+
 def segment(tmp_path: Path, node: str, name: str) -> None:
     segs = Segments(str(tmp_path / "segs"))
     segs.close_part(segs.write_part(node, name, b"{}\n"))
@@ -93,7 +99,7 @@ def test_a_report_the_broker_refused_leaves_the_round_for_the_next_try(tmp_path:
     published: list[LinksReport] = []
     svc.publish = published.append
     assert svc._step()  # the same round again, under the same merge id
-    ids = {rid for _, rid in svc._pipeline.updates}  # type: ignore[union-attr]
+    ids = {rid for _, rid in fake_pipeline(svc).updates}
     assert len(ids) == 1 and published[0].segments == ("n1/s-1.jsonl",)
     svc.close()
 
@@ -101,8 +107,8 @@ def test_a_report_the_broker_refused_leaves_the_round_for_the_next_try(tmp_path:
 def test_a_failed_round_is_logged_and_run_again_after_a_back_off(tmp_path: Path) -> None:
     published: list[LinksReport] = []
     svc = service(tmp_path, published)
-    pipeline = svc._pipeline
-    real = pipeline.update  # type: ignore[union-attr]
+    pipeline = fake_pipeline(svc)
+    real = pipeline.update
     calls = {"n": 0}
 
     def flaky(*a: Any, **kw: Any) -> RoundResult:
@@ -111,7 +117,7 @@ def test_a_failed_round_is_logged_and_run_again_after_a_back_off(tmp_path: Path)
             raise OSError("store away")
         return real(*a, **kw)
 
-    pipeline.update = flaky  # type: ignore[union-attr]
+    pipeline.update = flaky  # type: ignore[method-assign]
     slept: list[float] = []
     svc.sleep = slept.append
     segment(tmp_path, "n1", "s-1.jsonl")
@@ -160,8 +166,17 @@ def test_an_idle_poll_lists_the_segments_and_asks_the_store_nothing(tmp_path: Pa
     asked: list[str] = []
     book = svc.book
     real_claims, real_orphans = book.claims, book.orphans
-    book.claims = lambda: asked.append("claims") or real_claims()  # type: ignore[method-assign]
-    book.orphans = lambda: asked.append("orphans") or real_orphans()  # type: ignore[method-assign]
+
+    def claims() -> dict[str, str]:
+        asked.append("claims")
+        return real_claims()
+
+    def orphans() -> list[str]:
+        asked.append("orphans")
+        return real_orphans()
+
+    book.claims = claims  # type: ignore[method-assign]
+    book.orphans = orphans  # type: ignore[method-assign]
     assert svc._take_round() is None and svc._take_round() is None
     assert asked == ["orphans"]  # once, then not again within the second; no claims scan without segments
     clock.now += 1.5

@@ -33,8 +33,8 @@ class Clock:
         return self.t
 
 
-def _cache(clock: Clock, **kw: float) -> RobotsCache:
-    p = PolitenessSettings(max_crawl_delay_s=30.0, robots_ttl_s=3600.0, robots_5xx_retry_s=600.0, **kw)
+def _cache(clock: Clock) -> RobotsCache:
+    p = PolitenessSettings(max_crawl_delay_s=30.0, robots_ttl_s=3600.0, robots_5xx_retry_s=600.0)
     return RobotsCache(p, agent="crawlfleet", clock=clock)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 
@@ -33,6 +33,14 @@ class Msg:
     content_type: str = "application/json"
     content_encoding: str = "utf-8"
     delivery_info: dict[str, Any] = field(default_factory=dict)
+
+
+class BatchId(TypedDict):
+    """What ReplayGuard.check knows a batch by."""
+
+    service: str
+    serial: int
+    issued_at: float
 
 
 def _batch(serial: int = 7, issued_at: float = 1000.0, url: str = "http://a.test/") -> Batch:
@@ -69,7 +77,7 @@ def test_a_signature_binds_kind_node_and_every_byte() -> None:
 
 def test_replay_guard_refuses_a_seen_serial_an_old_batch_and_a_future_one() -> None:
     guard = signing.ReplayGuard(max_age_s=120)
-    ok = {"service": "s", "serial": 1, "issued_at": 1000.0}
+    ok: BatchId = {"service": "s", "serial": 1, "issued_at": 1000.0}
     assert guard.check(**ok, now=1010, redelivered=False) is None
     assert "accepted before" in (guard.check(**ok, now=1011, redelivered=False) or "")
     assert guard.check(**ok, now=1011, redelivered=True) is None  # the broker's re-delivery
