@@ -128,8 +128,13 @@ class HostOwners:
 
     def take(self, host: str, gen: int, shard: int) -> Owner | None:
         """Take a host out of transit as its block said it (generation ``gen``); None when the record moved
-        on (a link report claimed it meanwhile, or a peer took over the pusher's hosts)."""
+        on (a link report claimed it meanwhile, or a peer took over the pusher's hosts). A record this
+        shard already took from that very transit record (generation ``gen`` + 1, ours) is returned as it
+        is: the block is a redelivered copy of one whose taking stopped halfway (the store failed after
+        this host's swap), and the caller decides whether the host is already in its frontier."""
         rec = self.read(host)
+        if rec is not None and not rec.in_transit and rec.shard == shard and rec.gen == gen + 1:
+            return rec
         if rec is None or not rec.in_transit or rec.gen != gen:
             return None
         return self._swap(rec, replace(rec, shard=shard, gen=gen + 1, pushed_by=IN_TRANSIT))

@@ -76,7 +76,37 @@ def test_a_pushed_block_is_taken_whole_by_the_puller_and_a_stale_copy_takes_noth
     assert b.take_block(published[0]) == 10
     assert {"h2.test", "h3.test"} <= set(b.owned) and b.frontier.pending == 10
     assert a.take_block(published[0]) == 0 and a.moves.stale_hosts == 2  # a redelivered copy
+    assert b.take_block(published[0]) == 0 and b.moves.stale_hosts == 2 and b.frontier.pending == 10
 
+
+def test_a_block_whose_taking_failed_halfway_is_taken_whole_when_it_comes_back(store: SqliteStore) -> None:
+    """The store applies the second host's swap but its reply is lost (the call raises): the block is not
+    acked and comes back, and that host, ours in the store but in no frontier, is taken then."""
+    clock = Clock()
+    a, b = shard(store, 0, clock), shard(store, 1, clock)
+    assert a.frontier is not None and b.frontier is not None
+    for name in ("h2.test", "h3.test"):
+        a.frontier.add(urls(name, 5))
+    published: list[Block] = []
+    a.push(10, block_urls=10, skip=set(), below=100, publish=published.append, service="svc")
+    block = published[0]
+    real_take, calls = b.owners.take, []
+
+    def reply_lost(host: str, gen: int, shard: int) -> object:
+        calls.append(host)
+        got = real_take(host, gen, shard)
+        if len(calls) == 2:
+            raise ConnectionError("thrift gone after the swap")
+        return got
+
+    b.owners.take = reply_lost  # type: ignore[method-assign,assignment]
+    with pytest.raises(ConnectionError):
+        b.take_block(block)
+    b.owners.take = real_take  # type: ignore[method-assign]
+    first, second = (h.host for h in block.hosts)
+    assert set(b.owned) == {first} and b.frontier.pending == 5
+    assert b.take_block(block) == 5  # the redelivered block: the first host is not taken twice
+    assert set(b.owned) == {first, second} and b.frontier.pending == 10
 
 def test_a_block_the_broker_refuses_leaves_its_hosts_where_they_were(store: SqliteStore) -> None:
     clock = Clock()

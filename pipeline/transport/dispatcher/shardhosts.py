@@ -30,7 +30,7 @@ import logging
 import zlib
 from collections import defaultdict
 from collections.abc import Callable, Container
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pipeline.frontier.frontier import Frontier
 from pipeline.frontier.handoff import Handed, carry, hand_off, tail, take_in
@@ -230,9 +230,11 @@ class ShardHosts:
         taken = 0
         for bh in block.hosts:
             got = self.owners.take(bh.host, bh.gen, self.index)
-            if got is None:
+            if got is None or bh.host in self.owned:  # moved on, or taken here already (a redelivered copy)
                 self.moves.stale_hosts += 1
                 continue
+            if got.pending < bh.pending:  # taken before a failure halfway: an owned record has no count
+                got = replace(got, pending=bh.pending)  # (a transit record's count only grows)
             self.owned[bh.host] = got
             self.others.pop(bh.host, None)
             self._politeness(got)
