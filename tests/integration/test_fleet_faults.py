@@ -29,15 +29,23 @@ def in_flight(events: list[dict[str, Any]], node: str) -> list[int]:
     return sorted(issued - closed)
 
 
-def wait_in_flight(f: Any, node: str, *, after_done: int = 3, timeout_s: float = 60) -> list[int]:
-    """Wait until ``node`` has completed a few batches and holds at least one now."""
+def wait_in_flight(f: Any, node: str, *, after_done: int = 3, steady_s: float = 0.3, timeout_s: float = 60) -> list[int]:
+    """Wait until ``node`` has completed a few batches and then held a batch for ``steady_s``: the batches
+    held that long. Held is counted from the poll that first saw the batches done: a node's replies often
+    come together, and a batch seen held at that moment may be one whose reply is arriving (seen under load:
+    three batches closed within 23 ms, the poll fell between the second and the third, and the kill came
+    after the third, when the node held nothing)."""
     deadline = time.monotonic() + timeout_s
+    since: dict[int, float] = {}
     while time.monotonic() < deadline:
         events = f.events()
         done = sum(1 for ev in events if ev["ev"] == "done" and ev["node"] == node)
-        held = in_flight(events, node)
-        if done >= after_done and held:
-            return held
+        now = time.monotonic()
+        if done >= after_done:
+            since = {serial: since.get(serial, now) for serial in in_flight(events, node)}
+            steady = sorted(serial for serial, t in since.items() if now - t >= steady_s)
+            if steady:
+                return steady
         time.sleep(0.05)
     raise AssertionError(f"{node} never held a batch; dispatcher log:\n{f.log_tail('dispatcher.log')}")
 
