@@ -5,9 +5,10 @@
 #   scripts/svc-spark.sh install   pyspark (the [spark] extra, from PyPI, if missing) and a JDK (from apt only
 #                                  if missing)
 #   scripts/svc-spark.sh start     start master and worker in the background, wait until the master's
-#                                  JSON lists an ALIVE worker
+#                                  JSON lists an ALIVE worker; daemons running from a pyspark that is gone
+#                                  (started from a checkout since deleted) are restarted from this one's
 #   scripts/svc-spark.sh stop      stop the worker and the master this script started
-#   scripts/svc-spark.sh status    exit 0 when the master answers with an ALIVE worker
+#   scripts/svc-spark.sh status    exit 0 when the master answers with an ALIVE worker and their pyspark is there
 #   scripts/svc-spark.sh run       foreground (Procfile / honcho): attach to a master that already answers
 #                                  (exit 1 when it goes away, 0 on TERM/INT, leaving it running), else run
 #                                  both as children, stopped together
@@ -126,10 +127,20 @@ wait_ready() {
   done
 }
 
+stale_home() {  # the running daemons' pyspark is gone (started from a checkout since deleted): its worker
+  # could start no executor, though the master still answers with an ALIVE worker
+  [ -s "$DATA/home" ] && [ ! -d "$(cat "$DATA/home")/jars" ]
+}
+
 start() {
   start_lock "$DATA"
+  if ready && stale_home; then
+    log "the running daemons' pyspark ($(cat "$DATA/home")) is gone: restarting them from this checkout's"
+    stop
+  fi
   if ready; then log "already running ($MASTER_URL, $JSON)"; return 0; fi
   install >/dev/null
+  spark_home >"$DATA/home"
   if ! pid_is "$MASTER_PID" deploy.master.Master; then
     master_cmd
     spawn "$MASTER_PID" "$DATA/logs/master.out" "${CMD[@]}"
@@ -150,6 +161,7 @@ stop() {
 run() {
   if answers; then attach "the Spark master on $MASTER_URL" answers; fi
   install >/dev/null
+  spark_home >"$DATA/home"
   master_cmd
   "${CMD[@]}" >"$DATA/logs/master.out" 2>&1 &
   echo $! >"$MASTER_PID"
@@ -172,7 +184,8 @@ case "${1:-}" in
   install) install ;;
   start) start ;;
   stop) stop ;;
-  status) if ready; then echo "spark: up ($MASTER_URL, $JSON)"; else echo "spark: down"; exit 1; fi ;;
+  status) if ready && stale_home; then echo "spark: stale (its pyspark $(cat "$DATA/home") is gone; start restarts it)"; exit 1
+          elif ready; then echo "spark: up ($MASTER_URL, $JSON)"; else echo "spark: down"; exit 1; fi ;;
   run) run ;;
   *) echo "usage: $0 install|start|stop|status|run" >&2; exit 2 ;;
 esac
