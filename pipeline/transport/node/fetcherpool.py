@@ -38,7 +38,8 @@ FetcherFactory = Callable[[Settings, str, Scope | None, dict[str, Any]], Fetcher
 
 
 class FetcherPool:
-    """Used from the node's fetch loop only (``free_slots`` excepted: a snapshot read from any thread)."""
+    """Used from the node's fetch loop only (``free_slots`` and ``free_by_service`` excepted: snapshots the
+    heartbeat reads from the outbox thread)."""
 
     def __init__(self, settings: Settings, node: str, factory: FetcherFactory) -> None:
         self.settings = settings
