@@ -194,10 +194,11 @@ class RobotsCache:
             except Exception:  # a fetch function must not fail the cache; treat as unreachable
                 status, body = 0, b""
             rules = self.from_response(status, body)
-            self._loaded(origin, rules, at=at, fetched=True, prior=prior)
-            if self._share is not None and status:
+            if self._share is not None and status:  # shared before the rules show: once the crawl hears the
+                # load (its Sitemap: lines on a result), another process given the host finds it in the share
                 await self._call_share(self._share.put_robots, origin,
                                        SharedAnswer(status, body[:MAX_ROBOTS_BYTES], self._wall()))  # fmt: skip
+            self._loaded(origin, rules, at=at, fetched=True, prior=prior)
             return rules
         finally:
             self._inflight.pop(origin, None)

@@ -88,10 +88,13 @@ class Leases:
         """The holder's own view: still owned, with ``skew_s`` to spare (a fence checks this before acting)."""
         return self.clock() < lease.until - self.skew_s
 
-    def acquire(self, name: str) -> Lease | None:
+    def acquire(self, name: str, *, expect: Lease | None = None) -> Lease | None:
         """Take ``name`` when it is free or already ours; None when another process holds it. A lease that
-        changes hands gets the next generation."""
+        changes hands gets the next generation. With ``expect`` (a record read earlier, on which the caller
+        decided to take it), only while the record is still that one: None once anyone has written it since."""
         current, raw = self.holder(name)
+        if expect is not None and (current is None or (current.token, current.gen) != (expect.token, expect.gen)):
+            return None
         if current is not None and current.owner == self.owner and current.until > 0:
             return self._swap(name, raw, current.gen)
         if not self.free(current):

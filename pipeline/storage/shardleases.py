@@ -201,10 +201,11 @@ class ShardLease:
 
     def take_over(self, dead: Dead) -> Lease | None:
         """Take a dead peer's lease (the next generation: it can no longer renew); None when another
-        process got it first (a peer taking it over, or the shard started again)."""
+        process got it first (a peer taking it over, or the shard started again), even when that process
+        has already released it marked ``taken`` (free again by its deadline, but no longer the dead one's)."""
         taker = Leases(self.store, owner="takeover:" + self.leases.owner, ttl_s=self.leases.ttl_s,
                        skew_s=self.leases.skew_s, clock=self.leases.clock)  # fmt: skip
-        return taker.acquire(shard_lease(self.service, dead.shard))
+        return taker.acquire(shard_lease(self.service, dead.shard), expect=dead.lease)
 
     def taken(self, lease: Lease) -> None:
         """The takeover is complete: release the peer's lease marked ``taken`` (a new process may start the

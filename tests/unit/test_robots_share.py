@@ -99,3 +99,21 @@ def test_a_failing_share_only_costs_the_fetch() -> None:
     c, fetch = cache(Share(fail=True), wall=10_000.0), Fetch()
     rules = asyncio.run(c.get(ORIGIN, fetch))
     assert fetch.calls == 1 and rules.state == "parsed"
+
+
+def test_the_answer_is_in_the_share_before_any_request_of_this_process_can_use_it() -> None:
+    """A page of the origin that starts while the put runs must not pass ``fresh`` and carry the load's note
+    (its Sitemap: lines) to the crawl, which may hand the host's sitemap files to another process that then
+    finds the share empty and fetches robots.txt again."""
+    seen: list[tuple[bool, bool]] = []
+
+    class SlowShare(Share):
+        def put_robots(self, origin: str, answer: SharedAnswer) -> None:
+            seen.append((c.fresh(origin) is not None, ORIGIN in c._news))
+            super().put_robots(origin, answer)
+
+    share = SlowShare()
+    c = cache(share, wall=10_000.0)
+    asyncio.run(c.get(ORIGIN, Fetch()))
+    assert seen == [(False, False)] and share.puts == 1
+    assert c.fresh(ORIGIN) is not None and c.take_news(ORIGIN) is not None

@@ -85,6 +85,28 @@ def test_peers_leave_a_shard_to_the_process_resuming_it(tmp_path: Path) -> None:
     assert [d.shard for d in peer.dead_peers(3)] == [2]
 
 
+def test_two_peers_that_both_saw_a_shard_dead_take_it_over_once(tmp_path: Path) -> None:
+    """Both peers read the dead shard's lease; the first takes it over and releases it marked ``taken`` (free
+    again by its deadline of 0) before the second acts on its read: the second must not take it over again
+    (CI saw two ``shard_takeover`` events, the second moving no host)."""
+    path = tmp_path / "c.db"
+    crashed = lease(path, "crashed")
+    crashed.join()
+    assert crashed._keeper is not None
+    crashed._keeper.__exit__(None, None, None)
+    crashed._keeper = None
+    time.sleep(1.5 * HB + HB / 8 + 0.1)  # past its deadline and the skew
+    first, second = (ShardLease(SqliteStore(path), lambda: SqliteStore(path), "svc", i, heartbeat_s=HB, owner=f"p{i}")
+                     for i in (0, 1))  # fmt: skip
+    dead_a, dead_b = first.dead_peers(3), second.dead_peers(3)
+    assert [d.shard for d in dead_a] == [d.shard for d in dead_b] == [2]
+    took = first.take_over(dead_a[0])
+    assert took is not None
+    first.taken(took)
+    assert second.take_over(dead_b[0]) is None
+    assert first.dead_peers(3) == second.dead_peers(3) == []
+
+
 def hb(held: list[tuple[str, int, str]], *, active: int | None = None) -> NodeHeartbeat:
     return NodeHeartbeat(node="n1", incarnation="i", sent_at=0.0, successes=0, failures=0, rate=1.0, free_slots=0,
                          slots=4, active=len(held) if active is None else active, held=held)  # fmt: skip
