@@ -22,13 +22,17 @@ def lease(path: Path, owner: str, hb: float = HB) -> ShardLease:
     return ShardLease(SqliteStore(path), lambda: SqliteStore(path), "svc", 2, heartbeat_s=hb, owner=owner)
 
 
+def crash(shard: ShardLease) -> None:
+    """Join, then stop renewing as a SIGKILL would: nobody renews the lease any more, nobody releases it."""
+    shard.join()
+    assert shard._keeper is not None
+    shard._keeper.__exit__(None, None, None)
+    shard._keeper = None
+
+
 def test_a_resumed_shard_waits_out_its_crashed_predecessors_lease(tmp_path: Path) -> None:
     path = tmp_path / "c.db"
-    crashed = lease(path, "crashed")
-    crashed.join()
-    assert crashed._keeper is not None
-    crashed._keeper.__exit__(None, None, None)  # SIGKILL: nobody renews it any more, nobody releases it
-    crashed._keeper = None
+    crash(lease(path, "crashed"))
     with pytest.raises(ShardTaken):  # without --resume: refused while the lease runs
         lease(path, "plain").join()
     started = time.monotonic()
@@ -57,11 +61,7 @@ def test_peers_leave_a_shard_to_the_process_resuming_it(tmp_path: Path) -> None:
     takeover would race the resumer at the deadline); once the resumer holds the lease, or its claim is older
     than a lease period (the resumer died waiting), the peers see the shard as before."""
     path = tmp_path / "c.db"
-    crashed = lease(path, "crashed")
-    crashed.join()
-    assert crashed._keeper is not None
-    crashed._keeper.__exit__(None, None, None)
-    crashed._keeper = None
+    crash(lease(path, "crashed"))
     peer = ShardLease(SqliteStore(path), lambda: SqliteStore(path), "svc", 0, heartbeat_s=HB, owner="peer")
     seen: list[list[int]] = []
     resumed = lease(path, "resumed")
@@ -90,11 +90,7 @@ def test_two_peers_that_both_saw_a_shard_dead_take_it_over_once(tmp_path: Path) 
     again by its deadline of 0) before the second acts on its read: the second must not take it over again
     (CI saw two ``shard_takeover`` events, the second moving no host)."""
     path = tmp_path / "c.db"
-    crashed = lease(path, "crashed")
-    crashed.join()
-    assert crashed._keeper is not None
-    crashed._keeper.__exit__(None, None, None)
-    crashed._keeper = None
+    crash(lease(path, "crashed"))
     time.sleep(1.5 * HB + HB / 8 + 0.1)  # past its deadline and the skew
     first, second = (ShardLease(SqliteStore(path), lambda: SqliteStore(path), "svc", i, heartbeat_s=HB, owner=f"p{i}")
                      for i in (0, 1))  # fmt: skip
