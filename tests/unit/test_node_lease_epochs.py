@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fetchers.records import Batch, UrlTask
+from fetchers.records import Batch, FetchResult, UrlTask
 from pipeline.settings import load_settings
 from pipeline.transport.dispatcher.nodes import FleetNodes
 from pipeline.transport.node.lease import LeaseGuard
@@ -115,12 +115,33 @@ def test_urls_answered_before_a_lapse_are_not_fetched_again_after_it() -> None:
     from pipeline.transport.node.earlier import EarlierAnswers
 
     seen = EarlierAnswers(limit=3)
-    seen.record(1, 0, "b1")
-    seen.record(2, 0, "b1")
-    seen.record(3, 1, "b2")
+    seen.record(_answer(1), 0, "b1")
+    seen.record(_answer(2), 0, "b1")
+    seen.record(_answer(3), 1, "b2")
     tasks = [UrlTask(f"http://a.test/{i}", i) for i in (1, 2, 3, 4)]
     fetch, again, earlier = seen.split(tasks, 1)  # a batch of epoch 1, after the lapse
     assert [t.url_id for t in fetch] == [3, 4] and [t.url_id for t in again] == [1, 2] and earlier == {"b1"}
     assert seen.split(tasks, 0)[1] == []  # within one epoch (a re-crawl) nothing is held back
-    seen.record(5, 0, "b3")  # the oldest answer is forgotten past the limit
+    seen.record(_answer(5), 0, "b3")  # the oldest answer is forgotten past the limit
     assert [t.url_id for t in seen.split(tasks, 1)[1]] == [2]
+
+
+def test_a_url_handed_back_unanswered_is_fetched_after_the_lapse() -> None:
+    """A URL fenced before it was sent (or deferred) was not answered: remembering it handed it back for
+    ever, from both nodes of a fleet whose leases lapsed under a stalled broker (the crawl never ended)."""
+    from fetchers.report import DEFERRED, LEASE_LAPSED
+    from pipeline.transport.node.earlier import EarlierAnswers
+
+    seen = EarlierAnswers()
+    seen.record(_answer(1, LEASE_LAPSED), 0, "b1")
+    seen.record(_answer(2, DEFERRED), 0, "b1")
+    seen.record(_answer(3, "http_error"), 0, "b1")  # a final answer, even a failed one, is an answer
+    tasks = [UrlTask(f"http://a.test/{i}", i) for i in (1, 2, 3)]
+    fetch, again, _ = seen.split(tasks, 1)
+    assert [t.url_id for t in fetch] == [1, 2] and [t.url_id for t in again] == [3]
+    seen.forget([3])  # its batch could not store it: it went back unfinished, and is fetched again
+    assert seen.split(tasks, 1)[1] == []
+
+
+def _answer(url_id: int, error_class: str = "") -> FetchResult:
+    return FetchResult(f"http://a.test/{url_id}", url_id, 0, status=0 if error_class else 200, error_class=error_class)

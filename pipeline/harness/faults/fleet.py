@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -109,7 +110,10 @@ class FleetRig:
         return self.links.start(cmd)
 
     def wait_dispatcher(self, *, timeout_s: float = 240.0) -> dict[str, Any]:
-        code = self.dispatcher.wait(timeout_s)
+        try:
+            code = self.dispatcher.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            raise HarnessError(f"the crawl did not end within {timeout_s:.0f} s:\n{self.logs_tail()}") from None
         if code != 0:
             raise HarnessError(f"dispatcher exited with {code}:\n{self.dispatcher.log_tail()}")
         assert self.dispatcher.stdout_path is not None
@@ -117,6 +121,11 @@ class FleetRig:
         if not lines:
             raise HarnessError(f"dispatcher printed no summary:\n{self.dispatcher.log_tail()}")
         return dict(json.loads(lines[-1]))
+
+    def logs_tail(self, n: int = 4000) -> str:
+        """The end of every process's log, the dispatcher's first: what a hung crawl's verdict shows."""
+        procs = [self.dispatcher, self.links, *self.workers.values()]
+        return "\n".join(f"--- {p.name}:\n{p.log_tail(n)}" for p in procs)
 
     def close(self) -> None:
         self.dispatcher.terminate(timeout_s=15)

@@ -10,7 +10,13 @@ by the process that answered it (seen from the access log: one node asking for t
 apart, across a 1 s stop). So a batch of a later epoch does not fetch a URL this process answered in an
 earlier one: it waits until the earlier batch has stored its results, then hands the URL back
 unfinished, and the dispatcher's re-queue leaves out what the store shows settled
-(``pipeline.frontier.answered``). A URL the earlier batch could not store comes back and is fetched.
+(``pipeline.frontier.answered``). A URL the earlier batch could not store comes back and is fetched
+(``forget``).
+
+Only an answer counts: a URL handed back unfinished (``fetchers.report.RETRY_LATER``: fenced before it
+was sent, host deferred, robots.txt unavailable, DNS down for now) was not answered, and remembering it
+would hand it back for ever, from every node whose lease lapsed while it held the URL (a crawl under a
+stalled broker never ended: both nodes handed 14 never-requested URLs back to each other ~70k times).
 
 Within one epoch nothing is held back (a re-crawl may ask for the same URL again a second later). Runs
 on the node's fetch loop only.
@@ -19,9 +25,10 @@ on the node's fetch loop only.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 
-from fetchers.records import UrlTask
+from fetchers.records import FetchResult, UrlTask
+from fetchers.report import RETRY_LATER
 
 MEMORY = 8192  # answered URLs remembered (more than a node holds in flight and in unstored chunks)
 
@@ -31,12 +38,21 @@ class EarlierAnswers:
         self._limit = limit
         self._by_url: OrderedDict[int, tuple[int, Hashable]] = OrderedDict()  # url id -> (epoch, batch key)
 
-    def record(self, url_id: int, epoch: int, batch: Hashable) -> None:
-        """``url_id`` was answered in lease epoch ``epoch`` by the batch keyed ``batch``."""
+    def record(self, result: FetchResult, epoch: int, batch: Hashable) -> None:
+        """``result`` came in lease epoch ``epoch`` in the batch keyed ``batch``: remembered when it is an
+        answer (not a URL handed back unfinished)."""
+        if result.error_class in RETRY_LATER:
+            return
+        url_id = result.url_id
         self._by_url[url_id] = (epoch, batch)
         self._by_url.move_to_end(url_id)
         while len(self._by_url) > self._limit:
             self._by_url.popitem(last=False)
+
+    def forget(self, url_ids: Iterable[int]) -> None:
+        """These answers could not be stored: they go back unfinished and may be fetched again."""
+        for url_id in url_ids:
+            self._by_url.pop(url_id, None)
 
     def split(
         self, tasks: Sequence[UrlTask], epoch: int

@@ -258,7 +258,7 @@ class FetchRuntime:
 
         def on_result(result: FetchResult) -> None:
             if epoch is not None:
-                self._earlier.record(result.url_id, epoch, key)
+                self._earlier.record(result, epoch, key)
             if result.ok:
                 counters.successes += 1
             else:
@@ -279,7 +279,8 @@ class FetchRuntime:
                     await ticker
         report.fetcher_id = batch.fetcher_id  # the dispatcher's (virtual) fetcher, not the node
         last, receipt, unstored = await chunks.finish()
-        if unstored:  # nothing of these is known stored: hand them back (re-fetched elsewhere)
+        if unstored:  # nothing of these is known stored: hand them back (re-fetched, here too)
+            self._earlier.forget(t.url_id for t in unstored)
             report.unfinished = [*report.unfinished, *unstored]
             report.pages = max(0, report.pages - len(unstored))
         if again:  # once the batches that answered them have stored what they could
