@@ -16,7 +16,7 @@ from typing import Any
 from mrjob.job import MRJob
 from mrjob.util import to_lines
 
-from jobs import hdfsfs, logic
+from jobs import hdfsfs, logic, taskfork
 from jobs.localrunner import InlineRunner, LocalRunner
 from jobs.runnerconfig import RunnerConfig
 
@@ -29,7 +29,7 @@ class JobOutput:
     across the extract worker's pipe and encoding them again cost the link path a few % of its CPU);
     ``records`` decodes them on first use."""
 
-    __slots__ = ("_records", "counters", "lines", "seconds")
+    __slots__ = ("_records", "counters", "cpu_s", "lines", "seconds")
 
     def __init__(
         self, records: list[Any] | None, counters: dict[str, dict[str, int]], seconds: float,
@@ -39,6 +39,7 @@ class JobOutput:
         self.counters = counters
         self.seconds = seconds
         self.lines = lines
+        self.cpu_s = 0.0  # CPU of the process that ran the job and its task processes (``run_job``)
 
     @property
     def records(self) -> list[Any]:
@@ -73,7 +74,7 @@ def run_job(
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     argv = [*cfg.args(), *job_args, *[str(p) for p in inputs]]
     job = job_cls(args=argv)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), process_cpu()
     # The local and inline runners: mrjob's, with one map task per input file (jobs/localrunner.py).
     with (LocalRunner(mrjob_cls=job_cls, **job._runner_kwargs()) if cfg.runner == "local"
           else InlineRunner(**job._runner_kwargs()) if cfg.runner == "inline"
@@ -88,7 +89,15 @@ def run_job(
             out = JobOutput([value for _, value in job.parse_output(runner.cat_output())], {}, 0.0)
         out.counters = merge_counters(runner.counters())
     out.seconds = time.perf_counter() - started
+    out.cpu_s = process_cpu() - cpu
     return out
+
+
+def process_cpu() -> float:
+    """CPU seconds of this process, its reaped children and the local runner's forked tasks
+    (``taskfork.forked_cpu_s``); a cluster's containers are not counted."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system + taskfork.forked_cpu_s()
 
 
 def merge_counters(per_step: list[dict[str, dict[str, int]]]) -> dict[str, dict[str, int]]:

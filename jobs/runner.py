@@ -21,7 +21,7 @@ from typing import Any
 
 from jobs import logic, snapshot
 from jobs.itemargs import ItemArgs
-from jobs.jobrun import JobOutput, merge_counters, run_job
+from jobs.jobrun import JobOutput, merge_counters, process_cpu, run_job
 from jobs.mr_extract_links import MRExtractLinks
 from jobs.mr_host_stats import MRHostStats
 from jobs.mr_link_round import MRLinkRound
@@ -173,11 +173,21 @@ class RoundResult:
     update_s: float
     counters: dict[str, dict[str, int]]
     host_stats: list[dict[str, Any]] | None = None
+    # CPU seconds of the two jobs, each counted where it ran: the process that ran it and its task
+    # processes (a cluster's containers are not counted); the merge's includes writing its inputs.
+    extract_cpu_s: float = 0.0
+    update_cpu_s: float = 0.0
+
+    @property
+    def pages(self) -> int:
+        """The fetch results the extract job read (pages and failed fetches alike)."""
+        return self.counters.get("extract", {}).get("results", 0)
 
     def summary(self) -> dict[str, Any]:
         return {
             "segment": self.segment, "candidates": self.candidates, "new_pending": len(self.new_pending),
             "extract_s": round(self.extract_s, 3), "update_s": round(self.update_s, 3),
+            "extract_cpu_s": round(self.extract_cpu_s, 3), "update_cpu_s": round(self.update_cpu_s, 3),
             "counters": self.counters,
         }  # fmt: skip
 
@@ -224,6 +234,7 @@ class LinkPipeline:
     ) -> RoundResult:
         """The round's second half, ``mr_update_crawldb`` over ``extract``'s records, tagged ``round_id``.
         Merges must not overlap on one store (the HBase store's in-link counts are read-then-put)."""
+        cpu = process_cpu()
         cfg = merge_config(tasks_for(self.cfg, segments))
         carried = self._carry()
         work = Path(tempfile.mkdtemp(prefix="round-", dir=self.cfg.work_dir))
@@ -249,9 +260,8 @@ class LinkPipeline:
                 carried.add(fingerprint(url) for url in extracted.urls())
         stats = run_job(MRHostStats, list(segments), [], self.cfg).records if self.host_stats else None
         counters = merge_counters([extracted.counters, updated.counters])
-        return RoundResult(
-            name, len(extracted), updated.records, extracted.seconds, updated.seconds, counters, stats
-        )
+        return RoundResult(name, len(extracted), updated.records, extracted.seconds, updated.seconds, counters,
+                           stats, extract_cpu_s=extracted.cpu_s, update_cpu_s=process_cpu() - cpu)  # fmt: skip
 
     def run_round(
         self, segments: Sequence[Path | str], *, name: str, round_id: str,

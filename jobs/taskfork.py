@@ -33,6 +33,7 @@ from typing import Any, cast
 
 _lock = threading.Lock()
 _context: ForkServerContext | None = None
+_task_cpu = [0.0]  # CPU seconds of the forked tasks that ended in this process (``forked_cpu_s``)
 
 
 def fork_context(preload: Sequence[str]) -> ForkServerContext:
@@ -94,20 +95,30 @@ def task_path(wd: str, env: Mapping[str, str], base: Sequence[str]) -> list[str]
     return [wd, *extra, *base]
 
 
+def forked_cpu_s() -> float:
+    """CPU seconds the tasks forked for this process have used, those that ended: they are the fork
+    server's children, not this process's, so ``os.times()`` here never counts them."""
+    with _lock:
+        return _task_cpu[0]
+
+
 def run_task(ctx: ForkServerContext, job_cls: type, argv: Sequence[str], *, stdin: str, stdout: str, stderr: str,
              wd: str, env: Mapping[str, str]) -> int:  # fmt: skip
     """Run one task in a forked process and wait for it; its exit code (negative: the signal that killed
     it). Its input, output and error streams are the files at those paths, as mrjob gives a command."""
+    cpu = ctx.Value("d", 0.0, lock=False)  # the task's CPU, set as it exits (``forked_cpu_s``)
     proc = ctx.Process(target=_task_main, name="mrjob-task", daemon=False,
                        args=(job_cls.__module__, job_cls.__qualname__, list(argv), stdin, stdout, stderr, wd,
-                             dict(env), task_path(wd, env, cold_path())))  # fmt: skip
+                             dict(env), task_path(wd, env, cold_path()), cpu))  # fmt: skip
     proc.start()
     proc.join()
+    with _lock:
+        _task_cpu[0] += cpu.value  # 0 for a task killed before it could say
     return int(proc.exitcode if proc.exitcode is not None else -1)
 
 
 def _task_main(module: str, qualname: str, argv: list[str], stdin: str, stdout: str, stderr: str, wd: str,
-               env: dict[str, str], path: list[str]) -> None:  # fmt: skip
+               env: dict[str, str], path: list[str], cpu: Any = None) -> None:  # fmt: skip
     """The forked task: the command's working directory, environment, module path and streams, then the
     job's task (its module already imported by the fork server)."""
     os.chdir(wd)
@@ -136,4 +147,7 @@ def _task_main(module: str, qualname: str, argv: list[str], stdin: str, stdout: 
                 stream.flush()
             fout.flush()
             ferr.flush()
+    if cpu is not None:
+        t = os.times()  # a forked child's counts start at its fork
+        cpu.value = t.user + t.system
     os._exit(code)  # no atexit of the fork server's modules, no multiprocessing teardown

@@ -46,12 +46,20 @@ def test_what_the_web_server_saw_pages_requests_and_repeats() -> None:
 
 
 def test_link_rounds_are_read_from_the_services_round_lines() -> None:
-    lines = [ROUND_LINE % (i, segs, 900, 40, 3, total, ext, merge)
-             for i, (segs, total, ext, merge) in enumerate([(4, 2.0, 1.5, 0.25), (10, 6.0, 3.0, 2.0),
-                                                            (2, 1.0, 0.5, 0.125)], start=1)]  # fmt: skip
+    # extract CPU 0.2 s a round + 1 ms a result; merge 0.05 s + 0.5 ms
+    rows = [(4, 2.0, 1.5, 0.25, 100), (10, 6.0, 3.0, 2.0, 1000), (2, 1.0, 0.5, 0.125, 40)]
+    lines = [ROUND_LINE % (i, segs, 900, 40, 3, total, ext, merge, n, 0.2 + n / 1000, 0.05 + n / 2000)
+             for i, (segs, total, ext, merge, n) in enumerate(rows, start=1)]  # fmt: skip
     text = "\n".join(["INFO something else", *(f"2026-11-29 12:00:00 INFO {line}" for line in lines)])
     out = link_rounds(text)
     assert out is not None and out["count"] == 3
     assert out["segments"] == {"p50": 4.0, "p95": 10.0, "max": 10.0}
     assert out["seconds"]["p50"] == 2.0 and out["extract_s"]["p50"] == 1.5 and out["merge_s"]["max"] == 2.0
+    cpu = out["cpu"]
+    assert cpu["rounds"] == 3 and cpu["results"] == 1140
+    assert cpu["extract"]["fixed_s_per_round"] == 0.2 and cpu["extract"]["marginal_ms_per_result"] == 1.0
+    assert cpu["merge"]["fixed_s_per_round"] == 0.05 and cpu["merge"]["marginal_ms_per_result"] == 0.5
+    assert cpu["extract"]["cpu_s"] == 1.74 and cpu["extract"]["ms_per_result"] == round(1740 / 1140, 4)
+    old = "links round 1: 4 segments, 900 candidates, 40 new pending on 3 hosts in 2.00s (extract 1.50s, merge 0.25s)"
+    assert link_rounds(old) is not None and "cpu" not in link_rounds(old)  # type: ignore[operator]  # logs before CPU
     assert link_rounds("no rounds here") is None

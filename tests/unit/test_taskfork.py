@@ -90,3 +90,11 @@ def test_a_drivers_forked_tasks_cpu_is_accounted_to_it_once_it_exits(tmp_path: P
     subprocess.run([sys.executable, "-c", DRIVER, str(tmp_path)], check=True, cwd=os.getcwd(), timeout=120)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     assert (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime) >= 0.6
+
+
+def test_each_forked_tasks_cpu_is_counted_as_it_ends(tmp_path: Path) -> None:
+    """A link round's CPU (``jobs.jobrun.process_cpu``) includes its forked tasks while the fork server
+    lives: the tasks are the server's children, never the driver's."""
+    before = taskfork.forked_cpu_s()
+    _run(tmp_path, ["burn"])
+    assert taskfork.forked_cpu_s() - before >= 0.6

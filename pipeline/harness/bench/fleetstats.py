@@ -133,7 +133,8 @@ def summarize(args: Any, embedded: dict[str, list[dict[str, Any]]],
 
 
 # Parses the link service's ``ROUND_LINE`` (pipeline/transport/links/service.py; a unit test formats one with it).
-ROUND_RE = re.compile(r"links round \d+: (\d+) segments, .* in ([\d.]+)s \(extract ([\d.]+)s, merge ([\d.]+)s\)")
+ROUND_RE = re.compile(r"links round \d+: (\d+) segments, .* in ([\d.]+)s \(extract ([\d.]+)s, merge ([\d.]+)s"
+                      r"(?:; (\d+) results, CPU extract ([\d.]+)s, merge ([\d.]+)s)?\)")
 
 
 def link_rounds(log_text: str) -> dict[str, Any] | None:
@@ -142,13 +143,43 @@ def link_rounds(log_text: str) -> dict[str, Any] | None:
     merge's parts (the rest waited for the previous round's merge; on a cluster runner one job does both,
     counted as the extract). The link lag is the wait for a claim (the service busy with earlier rounds)
     plus these."""
-    rows = [tuple(float(x) for x in m.groups()) for m in ROUND_RE.finditer(log_text)]
-    if not rows:
+    matches = list(ROUND_RE.finditer(log_text))
+    if not matches:
         return None
+    rows = [tuple(float(x) for x in m.groups()[:4]) for m in matches]
     cols = [sorted(col) for col in zip(*rows, strict=True)]
 
     def q(col: list[float]) -> dict[str, float]:
         return {"p50": round(_q(col, 0.5), 3), "p95": round(_q(col, 0.95), 3), "max": round(col[-1], 3)}
 
-    return {"count": len(rows), "segments": q(cols[0]), "seconds": q(cols[1]), "extract_s": q(cols[2]),
-            "merge_s": q(cols[3])}  # fmt: skip
+    out: dict[str, Any] = {"count": len(rows), "segments": q(cols[0]), "seconds": q(cols[1]),
+                           "extract_s": q(cols[2]), "merge_s": q(cols[3])}  # fmt: skip
+    cpu = [(int(m[5]), float(m[6]), float(m[7])) for m in matches if m[5] is not None]
+    if cpu:
+        out["cpu"] = round_cpu(cpu)
+    return out
+
+
+def round_cpu(rounds: list[tuple[int, float, float]]) -> dict[str, Any]:
+    """Where the link jobs' CPU goes, from (results, extract CPU-s, merge CPU-s) a round: the totals, and
+    each job's CPU fitted as a fixed cost a round plus a cost per result (least squares over the rounds),
+    which says whether many small rounds or the work itself costs. Pure."""
+    results = sum(r[0] for r in rounds)
+    out: dict[str, Any] = {"rounds": len(rounds), "results": results}
+    for i, name in ((1, "extract"), (2, "merge")):
+        total = sum(r[i] for r in rounds)
+        fixed, per = _fit([float(r[0]) for r in rounds], [r[i] for r in rounds])
+        out[name] = {"cpu_s": round(total, 3), "ms_per_result": round(1000 * total / results, 4) if results else None,
+                     "fixed_s_per_round": round(fixed, 4), "marginal_ms_per_result": round(1000 * per, 4)}  # fmt: skip
+    return out
+
+
+def _fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """(intercept, slope) of the least-squares line through the points; a flat line when xs do not vary."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx == 0:
+        return my, 0.0
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+    return my - slope * mx, slope

@@ -56,7 +56,7 @@ log = logging.getLogger(__name__)
 
 ORPHANS_EVERY_S = 1.0  # an idle service looks for a dead service's rounds at most this often
 ROUND_LINE = ("links round %d: %d segments, %d candidates, %d new pending on %d hosts in %.2fs "
-              "(extract %.2fs, merge %.2fs)")  # fmt: skip
+              "(extract %.2fs, merge %.2fs; %d results, CPU extract %.3fs, merge %.3fs)")  # fmt: skip
 
 
 def process_name() -> str:
@@ -350,7 +350,7 @@ class LinkJobsService:
         # wait for the merge lease and the previous round's merge): read by ``bench fleet`` (fleetstats).
         log.info(ROUND_LINE, self.rounds, len(rnd.segments), result.candidates,
                  len(result.new_pending), len(hosts), time.monotonic() - started, result.extract_s,
-                 result.update_s)  # fmt: skip
+                 result.update_s, result.pages, result.extract_cpu_s, result.update_cpu_s)  # fmt: skip
 
     def _keep_leases(self) -> None:
         """Renew the leases of the rounds held; a round whose lease was lost (paused past it) is dropped."""
