@@ -273,6 +273,8 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str, runner: str
     pages = summary["pages_fetched"]
     f = summary["fleet"]
     messages = f["batches_sent"] + f["results_messages"] + f["heartbeats"]
+    rounds = fleetstats.link_rounds((workdir / "links.log").read_text(errors="replace"))
+    extract_ms = (rounds or {}).get("cpu", {}).get("extract", {}).get("ms_per_result")
     nbytes = f["batch_bytes"] + f["results_bytes"] + f["heartbeat_bytes"]
     return {
         "pages": pages, "pages_per_s": summary["pages_per_s"], "elapsed_s": summary["elapsed_s"],
@@ -296,7 +298,10 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str, runner: str
         "links_cpu_ms_per_page": round(1000 * links_cpu / max(1, pages), 4),
         "link_lag_s": _link_lag(events),
         "link_lag": f.get("link_lag", {}),
-        "link_rounds": fleetstats.link_rounds((workdir / "links.log").read_text(errors="replace")),
+        "link_rounds": rounds,
+        # The extract job's own CPU a page (the round lines' counts, where it ran) against the bare loop.
+        "extract_cpu_ms_per_page": extract_ms,
+        "extract_x_bare": round(extract_ms / bare, 3) if extract_ms is not None and bare else None,
         "runner": runner, "segments": seg_root.split("://")[0] if "://" in seg_root else "dir",
         "cluster_cpu": cluster_cpu.to_json(pages),
         # The link jobs' CPU: crawlfleet links' process tree (its cgroup where there is one, else its reaped

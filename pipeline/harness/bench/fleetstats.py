@@ -119,7 +119,8 @@ def summarize(args: Any, embedded: dict[str, list[dict[str, Any]]],
         row["bare_cpu_ms_per_page"] = median_spread([r["bare_cpu_ms_per_page"] for r in runs])
         row["job_cpu_x_bare"] = median_spread([r["job_cpu_ms_per_page"] / r["bare_cpu_ms_per_page"]
                                                for r in runs if r["bare_cpu_ms_per_page"]])  # fmt: skip
-        for name in ("links_children_cpu_ms_per_page", "links_service_cpu_ms_per_page", "links_children_x_bare"):
+        for name in ("links_children_cpu_ms_per_page", "links_service_cpu_ms_per_page", "links_children_x_bare",
+                     "extract_cpu_ms_per_page", "extract_x_bare"):
             row[name] = median_spread([float(r[name]) for r in runs if r.get(name) is not None])
         row["segment_bytes_per_page"] = median_spread([r["segment_bytes_per_page"] for r in runs])
         row["dispatcher_cpu_ms_per_page"] = median_spread([r["dispatcher_cpu_ms_per_page"] for r in runs])

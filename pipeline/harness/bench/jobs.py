@@ -43,6 +43,7 @@ from jobs.runnerconfig import RunnerConfig
 from jobs.synth import make_results, write_segment
 from pipeline.frontier.dedup import SeenFilter
 from pipeline.harness.bench import clustercpu
+from pipeline.harness.bench.linkcpu import bare_links
 from pipeline.harness.bench.treecpu import TreeCpu
 from pipeline.links import extract, hrefs
 from pipeline.storage.base import Store, UrlRecord
@@ -167,17 +168,9 @@ def bench_extract(segments: Sequence[Path], pages: int, rules: logic.LinkRules, 
     ``marginal_pages_per_cpu_s`` leaves it out."""
     res: dict[str, Any] = {"cpu_counted_by": cpu.method}
     cpu0, t0 = cpu.seconds(), time.perf_counter()
-    comb = logic.LinkCombiner(max_urls=1 << 62)  # the mapper's combining, without mrjob around it
-    for segment in segments:
-        with open(segment, "rb") as fh:
-            for line in fh:
-                r = logic.decode_result(line)
-                if r is not None:
-                    for c in logic.page_candidates(r, rules):
-                        comb.add(c)
-    merged = [logic.merge_link_values(u, [v]) for u, v in comb.drain()]
+    _, records = bare_links((_lines(segment) for segment in segments), rules)
     base = res["bare"] = _rates(pages, time.perf_counter() - t0, cpu.seconds() - cpu0, cores=1)
-    base["records"] = len(merged)
+    base["records"] = records
     args = ["--allowed-domain", "crawl.test", "--max-depth", "10"]
     first_pages = sum(1 for _ in open(segments[0], "rb"))  # noqa: SIM115 - counted once, closed by GC
     for runner in runners:
@@ -186,7 +179,7 @@ def bench_extract(segments: Sequence[Path], pages: int, rules: logic.LinkRules, 
             row = res[f"{runner}/{kind}"] = _run_extract(segments, pages, kind, args, cfg, cpu)
             if "error" in row:
                 continue
-            row["same_output_as_bare"] = row["records"] == len(merged)
+            row["same_output_as_bare"] = row["records"] == records
             if kind == "segments" and runner in ("spark", "hadoop", "local"):
                 small = _run_extract(segments[:1], first_pages, kind, args, cfg, cpu)
                 row["startup_cpu_s"] = small.get("cpu_s")
@@ -201,6 +194,11 @@ def bench_extract(segments: Sequence[Path], pages: int, rules: logic.LinkRules, 
             if row.get("marginal_pages_per_cpu_s"):
                 row["marginal_cpu_per_page_x_bare"] = round(base["pages_per_cpu_s"] / row["marginal_pages_per_cpu_s"], 2)
     return res
+
+
+def _lines(segment: Path) -> Iterable[bytes]:
+    with open(segment, "rb") as fh:
+        yield from fh
 
 
 def _run_extract(segments: Sequence[Path], pages: int, kind: str, args: list[str], cfg: RunnerConfig,
