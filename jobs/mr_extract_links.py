@@ -16,6 +16,10 @@ Output: JSON lines, one per target URL:
 The mapper combines in memory (``logic.LinkCombiner``): it emits one partial per target URL it saw,
 not one value per link, so the shuffle carries about one record per distinct URL and mapper.
 The mapper and reducer bodies are ``jobs.logic`` functions, shared with the embedded crawl engine.
+With ``--one-task`` (the round's only map task: ``jobs.runner.extract_links`` passes it) the step is map
+only: the task's combiner holds every target URL it saw, so its records are already one per URL and it
+writes them merged itself; the sort, the reducer's decoding and the second encoding were a seventh of a
+small round's CPU, for nothing.
 
 Hostile pages (``pipeline.links.guard``): with ``--guard-dir`` each page is parsed under a guard, so a task
 that dies inside the parser (a crash, or ``--parse-cpu-limit`` seconds of CPU on one page) leaves a marker
@@ -84,8 +88,12 @@ class MRExtractLinks(MRJob):
         self.add_passthru_arg("--items-format", default="jsonl", choices=("jsonl", "parquet", "both"))
         self.add_passthru_arg("--item-max-bytes", type=int, default=1024 * 1024)
         self.add_passthru_arg("--store", default="", help="the crawl db (which fetch of a page it recorded)")
+        self.add_passthru_arg("--one-task", action="store_true", help="the only map task: no reduce step")
 
     def steps(self) -> list[MRStep]:
+        if self.options.one_task:
+            return [MRStep(mapper_init=self.extractor_init, mapper=self.extractor_map,
+                           mapper_final=self.extractor_final_merged)]  # fmt: skip
         return [
             MRStep(
                 mapper_init=self.extractor_init,
@@ -107,7 +115,8 @@ class MRExtractLinks(MRJob):
         self.drops: dict[str, int] = {}
         # counted here, reported once (a counter costs a write to stderr)
         self.lines = {"results": 0, "bad_lines": 0, "segments": 0, "quarantined": 0}
-        self.combiner = logic.LinkCombiner()
+        # The only task keeps every URL to the end (its records must be one per URL); others drain when full.
+        self.combiner = logic.LinkCombiner(max_urls=1 << 62) if self.options.one_task else logic.LinkCombiner()
         self.skip = logic.read_quarantine(self.options.quarantine) if self.options.quarantine else logic.Quarantined()
         self.guard: ParseGuard | None = None
         if self.options.guard_dir:
@@ -200,6 +209,11 @@ class MRExtractLinks(MRJob):
                 self.increment_counter("extract", name, n)
         for reason, n in sorted(self.drops.items()):
             self.increment_counter("links", reason, n)
+
+    def extractor_final_merged(self) -> Iterator[tuple[None, dict[str, Any]]]:
+        """``extractor_final`` of the only task: each URL's partial merged into its output record."""
+        for url, partial in self.extractor_final():
+            yield None, logic.merge_link_values(url, [partial])
 
     def merger_reduce(self, url: str, values: Iterator[list[Any]]) -> Iterator[tuple[None, dict[str, Any]]]:
         yield None, logic.merge_link_values(url, values)

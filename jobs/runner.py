@@ -113,6 +113,8 @@ def extract_links(
     cfg = extract_config(cfg, segments, in_worker=in_worker)
     cfg.work_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="manifest-", dir=cfg.work_dir))
+    if cfg.runner in ("inline", "local") and cfg.map_tasks == 1:  # one task: its records need no reduce step
+        job_args = [*job_args, "--one-task"]
     try:
         return run_job(MRExtractLinks, manifests(segments, work, tasks=cfg.map_tasks), job_args, cfg, raw=True)
     finally:

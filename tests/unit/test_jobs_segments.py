@@ -114,7 +114,7 @@ def test_reduce_input_goes_to_at_most_num_cores_tasks_a_key_never_split() -> Non
     assert {t for t, _ in task_of_lines(one_key, 4, 40)} == {0}  # one key: one task, whatever the cores
 
 
-def test_the_local_runner_gives_the_inline_runners_links_with_one_reduce_task_per_core(
+def test_the_local_runner_gives_the_inline_runners_links_reducing_only_what_several_tasks_mapped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seg = tmp_path / "segment-0.jsonl"
@@ -130,7 +130,13 @@ def test_the_local_runner_gives_the_inline_runners_links_with_one_reduce_task_pe
     local = extract_links([seg], ARGS, RunnerConfig(runner="local", work_dir=tmp_path / "l"))
     inline = extract_links([seg], ARGS, RunnerConfig(runner="inline", work_dir=tmp_path / "i"))
     assert local.records and canonical(local.records) == canonical(inline.records)
-    assert made == [1]  # one core for a small round: one reducer (mrjob alone starts two)
+    assert made == []  # one map task: its records are the output, no reduce step at all
+    two = RunnerConfig(runner="local", work_dir=tmp_path / "2", split_bytes=1)  # one task a segment, up to 2
+    seg2 = tmp_path / "segment-1.jsonl"
+    write_segment(seg2, make_results(40, hosts=3, links=16, page_bytes=3000, seed=6))
+    both = extract_links([seg, seg2], ARGS, two)
+    alone = extract_links([seg, seg2], ARGS, RunnerConfig(runner="inline", work_dir=tmp_path / "i2"))
+    assert made == [2] and canonical(both.records) == canonical(alone.records)  # 2 map tasks: reduced in 2
 
 
 def test_a_one_task_merge_on_the_local_runner_runs_inline_a_larger_one_keeps_its_tasks(tmp_path: Path) -> None:
