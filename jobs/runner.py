@@ -176,7 +176,8 @@ class RoundResult:
     counters: dict[str, dict[str, int]]
     host_stats: list[dict[str, Any]] | None = None
     # CPU seconds of the two jobs, each counted where it ran: the process that ran it and its task
-    # processes (a cluster's containers are not counted); the merge's includes writing its inputs.
+    # processes; the merge's includes writing its inputs. A cluster round (``run_round``) leaves both 0:
+    # its work is in the cluster's containers, which ``bench fleet`` counts apart.
     extract_cpu_s: float = 0.0
     update_cpu_s: float = 0.0
 

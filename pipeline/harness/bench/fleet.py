@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs import cluster
+from jobs.runnerconfig import CLUSTER_RUNNERS
 from pipeline.harness.bench import clustercpu, fleetstats, jvmcpu, linkcpu
 from pipeline.harness.bench.cputrace import CpuTrace, bucket_series, fit_rates
 from pipeline.harness.bench.fleetstats import FIT_BUCKET_S, _idle_stats, _link_lag, _rates_fields, summarize
@@ -274,7 +275,8 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str, runner: str
     f = summary["fleet"]
     messages = f["batches_sent"] + f["results_messages"] + f["heartbeats"]
     rounds = fleetstats.link_rounds((workdir / "links.log").read_text(errors="replace"))
-    extract_ms = (rounds or {}).get("cpu", {}).get("extract", {}).get("ms_per_result")
+    # A cluster round's CPU is its containers' (``cluster_cpu``), not in the round lines (they say 0 there).
+    extract_ms = None if runner in CLUSTER_RUNNERS else (rounds or {}).get("cpu", {}).get("extract", {}).get("ms_per_result")
     nbytes = f["batch_bytes"] + f["results_bytes"] + f["heartbeat_bytes"]
     return {
         "pages": pages, "pages_per_s": summary["pages_per_s"], "elapsed_s": summary["elapsed_s"],
