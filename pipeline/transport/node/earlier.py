@@ -16,7 +16,7 @@ unfinished, and the dispatcher's re-queue leaves out what the store shows settle
 Only an answer counts: a URL handed back unfinished (``fetchers.report.RETRY_LATER``: fenced before it
 was sent, host deferred, robots.txt unavailable, DNS down for now) was not answered, and remembering it
 would hand it back for ever, from every node whose lease lapsed while it held the URL (a crawl under a
-stalled broker never ended: both nodes handed 14 never-requested URLs back to each other ~70k times).
+stalled broker never ended: both nodes handed 14 never-requested URLs back to each other ~35k times).
 
 Within one epoch nothing is held back (a re-crawl may ask for the same URL again a second later). Runs
 on the node's fetch loop only.
