@@ -30,7 +30,6 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -38,7 +37,7 @@ from typing import Any
 
 from jobs.jobrun import JobOutput
 from jobs.logic import open_store
-from jobs.runner import LinkPipeline, RoundResult, extract_links
+from jobs.runner import LinkPipeline, RoundResult
 from jobs.runnerconfig import CLUSTER_RUNNERS, RunnerConfig
 from jobs.sparkapp import SparkRounds
 from pipeline.storage.base import Store
@@ -47,7 +46,7 @@ from pipeline.storage.segments import Segments
 from pipeline.transport.links.quarantine import LinkQuarantine
 from pipeline.transport.links.rounds import Held, Round, RoundBook
 from pipeline.transport.links.rules import RULES_KEY, CrawlLinkRules
-from pipeline.transport.links.worker import extract_pool
+from pipeline.transport.links.worker import ExtractWorker
 from pipeline.transport.wire.replies import LinksReport
 from pipeline.urls import host_of
 
@@ -103,7 +102,7 @@ class LinkJobsService:
         self.retention_s = retention_s
         self.owner = owner or process_name()
         self.clock = clock
-        self._extract = extract
+        self.worker = ExtractWorker(extract)
         self.rounds = 0
         self.segments_done = 0
         self.new_pending = 0
@@ -114,7 +113,6 @@ class LinkJobsService:
         self._book: RoundBook | None = None
         self._next: Held | None = None  # the round being extracted
         self._merge: Held | None = None  # the round to merge (extracted; or again, after a failed merge)
-        self._pool: ProcessPoolExecutor | None = None
         self._last_expiry = 0.0
         self._next_orphans = 0.0  # when (self.clock) to look for a dead service's rounds next
         # On Spark, one application for every round (jobs/sparkapp.py), made at the first round.
@@ -183,7 +181,7 @@ class LinkJobsService:
                 held.extracted = self._wait(held)
             except BaseException as exc:
                 if isinstance(exc, BrokenProcessPool):
-                    self._close_pool()
+                    self.worker.close()
                 with contextlib.suppress(Exception):  # free at once: the next step takes it again (orphans)
                     self.book.leases.release(held.lease)
                 raise
@@ -197,14 +195,7 @@ class LinkJobsService:
         if taken is None:
             return None
         held = Held(*taken, started=time.monotonic())
-        job = (self._uris(held.round), self._pipeline.args.extract(), self._pipeline.cfg)
-        if self._extract is not None:
-            held.future = Future()
-            held.future.set_result(self._extract(*job))
-            return held
-        if self._pool is None:
-            self._pool = extract_pool()
-        held.future = self._pool.submit(extract_links, *job, in_worker=True)
+        held.future = self.worker.submit(self._uris(held.round), self._pipeline.args.extract(), self._pipeline.cfg)
         return held
 
     def _wait(self, held: Held) -> JobOutput:
@@ -294,7 +285,7 @@ class LinkJobsService:
                     return False  # its owner may still be alive: its merge id comes first, so wait
                 self.taken_over += 1
                 other = Held(*taken, started=time.monotonic())
-                other.extracted = (self._extract or extract_links)(
+                other.extracted = self.worker.run_here(
                     self._uris(other.round), self._pipeline.args.extract(), self._pipeline.cfg)
                 merge = self._merge_one(other, merge)
             merge = self._merge_one(held, merge)
@@ -371,14 +362,9 @@ class LinkJobsService:
             self._last_expiry = now
             self.segments.expire_done(older_than=now - self.retention_s)
 
-    def _close_pool(self, *, wait: bool = False) -> None:
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=wait, cancel_futures=True)
-
     def close(self) -> None:
         """Stop and reap the extract worker; the rounds held are released to other services."""
-        self._close_pool(wait=True)
+        self.worker.close(wait=True)
         if self._spark is not None:
             self._spark.close()
             self._spark = None

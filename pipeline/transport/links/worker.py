@@ -13,7 +13,40 @@ import multiprocessing
 import os
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import Any
+
+from jobs.jobrun import JobOutput
+from jobs.runner import extract_links
+
+
+class ExtractWorker:
+    """The link service's extract jobs (``jobs.runner.extract_links``): each in the worker process, started
+    at the first job and again after ``close`` (the service closes a worker that died); with ``extract``
+    (tests), that function in this process instead."""
+
+    def __init__(self, extract: Callable[..., JobOutput] | None = None) -> None:
+        self._extract = extract
+        self._pool: ProcessPoolExecutor | None = None
+
+    def submit(self, *job: Any) -> Future[JobOutput]:
+        if self._extract is not None:
+            done: Future[JobOutput] = Future()
+            done.set_result(self._extract(*job))
+            return done
+        if self._pool is None:
+            self._pool = extract_pool()
+        return self._pool.submit(extract_links, *job, in_worker=True)
+
+    def run_here(self, *job: Any) -> JobOutput:
+        """A job run in this process, waited for (a dead service's round taken over mid-merge)."""
+        return (self._extract or extract_links)(*job)
+
+    def close(self, *, wait: bool = False) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=wait, cancel_futures=True)
 
 
 def extract_pool() -> ProcessPoolExecutor:
