@@ -118,7 +118,7 @@ def run_task(ctx: ForkServerContext, job_cls: type, argv: Sequence[str], *, stdi
 
 
 def _task_main(module: str, qualname: str, argv: list[str], stdin: str, stdout: str, stderr: str, wd: str,
-               env: dict[str, str], path: list[str], cpu: Any = None) -> None:  # fmt: skip
+               env: dict[str, str], path: list[str], cpu: Any) -> None:  # fmt: skip
     """The forked task: the command's working directory, environment, module path and streams, then the
     job's task (its module already imported by the fork server)."""
     os.chdir(wd)
@@ -147,7 +147,6 @@ def _task_main(module: str, qualname: str, argv: list[str], stdin: str, stdout: 
                 stream.flush()
             fout.flush()
             ferr.flush()
-    if cpu is not None:
-        t = os.times()  # a forked child's counts start at its fork
-        cpu.value = t.user + t.system
+    t = os.times()  # a forked child's counts start at its fork
+    cpu.value = t.user + t.system
     os._exit(code)  # no atexit of the fork server's modules, no multiprocessing teardown

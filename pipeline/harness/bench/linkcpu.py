@@ -51,7 +51,7 @@ def bare_links(segments: Iterable[Iterable[bytes]], rules: Any) -> tuple[int, in
 def bare_cpu_ms_per_page(segs: Segments) -> float | None:
     """CPU per page of ``bare_links`` over the crawl's merged segments, reading them included (the job
     reads them too). Before 2026-11-30 this figure left out reading and decoding the segments (0.06 ms
-    a page of 0.24 on the 50k web) and the merge of each URL's record, unlike ``bench jobs``' bare loop."""
+    a page of 0.25 on the 50k web) and the merge of each URL's record, unlike ``bench jobs``' bare loop."""
     from jobs import logic
 
     rules = logic.LinkRules.build(allowed_domains=["crawl.test"], max_depth=64)
