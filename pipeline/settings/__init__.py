@@ -182,7 +182,7 @@ _POSITIVE = frozenset({
     "recrawl.min_interval_s", "recrawl.max_interval_s", "recrawl.initial_interval_s",
 })  # fmt: skip
 _AT_MOST: dict[str, float] = {"store.hbase_port": 65535, "dns.negative_fp_rate": 0.5, "recrawl.recrawl_share": 1,
-                               "recrawl.simhash_bits": 64}  # fmt: skip
+                               "recrawl.simhash_bits": 64, "fleet.node_nice": 19}  # fmt: skip
 _CHOICES: dict[str, tuple[str, ...]] = {
     "store.kind": ("sqlite", "hbase"),
     "fleet.amqp_client": ("kombu", "pika"),

@@ -321,6 +321,8 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     settings = load_settings(args.config, overrides=_fleet_overrides(args))
     cmd, env = worker_command(args, settings)
     _check_node_broker(settings, args.node)
+    if settings.fleet.node_nice:  # kept across exec, inherited by the parse processes
+        os.nice(settings.fleet.node_nice)
     os.execvpe(cmd[0], cmd, env)
     return 0  # not reached
 

@@ -207,3 +207,13 @@ def test_wait_for_usage_errors(args: list[str]) -> None:
     proc = _wait_for(*args)
     assert proc.returncode == 2, proc.stderr
     assert proc.stdout == "" and proc.stderr.strip()
+
+
+def test_the_fleet_bench_runs_nodes_at_the_dev_stacks_priority() -> None:
+    """``bench fleet`` measures the fleet as the dev stack runs it: its nodes' ``fleet.node_nice``."""
+    import tomllib
+
+    from pipeline.harness.bench.fleet import DEV_STACK_NODE_NICE
+
+    for path in sorted((ROOT / "docker" / "fleet").glob("node-*.toml")):
+        assert tomllib.loads(path.read_text())["fleet"]["node_nice"] == DEV_STACK_NODE_NICE, path

@@ -94,6 +94,8 @@ def test_good_flag_values_pass() -> None:
     assert arg_type("dns.servers")("[::1]:5353") == "[::1]:5353"
     assert arg_type("security.allow_networks")("127.0.0.0/8") == "127.0.0.0/8"
     assert check_value("fetch.processes", -1) is None and check_value("scope.max_pages", 0) is None
+    assert check_value("fleet.node_nice", 19) is None  # a nice value: 0-19
+    assert check_value("fleet.node_nice", 20) is not None and check_value("fleet.node_nice", -1) is not None
 
 
 def test_recrawl_settings_are_checked_where_they_are_read() -> None:

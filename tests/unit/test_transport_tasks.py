@@ -126,3 +126,20 @@ def test_worker_command_wraps_celery_on_the_threads_pool() -> None:
     assert env["CRAWLFLEET_BROKER_URL"] == "amqp://u:p@127.0.0.1:5672/v"
     with pytest.raises(ValueError):
         worker_command(argparse.Namespace(**{**vars(args), "node": "bad name"}), Settings())
+
+
+def test_worker_lowers_its_priority_before_it_becomes_celery(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipeline.transport import cli
+
+    calls: list[tuple[str, Any]] = []
+    monkeypatch.setattr(cli.os, "nice", lambda n: calls.append(("nice", n)))
+    monkeypatch.setattr(cli.os, "execvpe", lambda f, cmd, env: calls.append(("exec", cmd[2])))
+    args = argparse.Namespace(node="edge1", slots=2, config=None, broker_url=None, dns_server=None,
+                              allow_network=None, heartbeat_s=None, loglevel="INFO", celery_args=None)  # fmt: skip
+    monkeypatch.setenv("CRAWLFLEET_FLEET_NODE_NICE", "10")
+    cli._cmd_worker(args)
+    assert calls == [("nice", 10), ("exec", "celery")]  # exec keeps the priority
+    calls.clear()
+    monkeypatch.delenv("CRAWLFLEET_FLEET_NODE_NICE")
+    cli._cmd_worker(args)
+    assert calls == [("exec", "celery")]  # 0: left as it is

@@ -20,7 +20,8 @@ broker messages per page and bytes per page (batches out, result packs and heart
 The dispatcher's CPU is given three ways: over its whole life, over the steady window (first batch
 to last reply), and split by a fit over that window's 2-second buckets into a marginal cost per page
 and a fixed cost per second (``cputrace.fit_rates``): the figure that says how many pages one
-dispatcher core can take is the marginal one, plus the fixed part once.
+dispatcher core can take is the marginal one, plus the fixed part once. The fetch nodes run at the dev
+stack's lower CPU priority (``--node-nice``).
 """
 
 from __future__ import annotations
@@ -44,8 +45,12 @@ from pipeline.harness.bench.cputrace import CpuTrace, bucket_series, fit_rates
 from pipeline.harness.bench.fleetstats import FIT_BUCKET_S, _idle_stats, _link_lag, _rates_fields, summarize
 from pipeline.harness.bench.treecpu import GroupCpu
 from pipeline.harness.testbed.harness import TestbedProcess
-from pipeline.settings import load_settings
+from pipeline.settings import arg_type, load_settings
 from pipeline.storage.segments import Segments
+
+# The fetch nodes' fleet.node_nice in the one-machine dev stack (docker/fleet/node-*.toml): the link rounds
+# before the fetches on a machine that runs both (docs/FLEET.md, "One machine").
+DEV_STACK_NODE_NICE = 10
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -77,6 +82,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--per-host", type=int, default=4, help="connections per host, for every crawler")
     p.add_argument("--link-max-segments", type=int, default=0,
                    help="segments per link-jobs micro-batch (crawlfleet links --max-segments; 0 = its default)")  # fmt: skip
+    p.add_argument("--node-nice", type=arg_type("fleet.node_nice"), default=DEV_STACK_NODE_NICE,
+                   help="the fetch nodes' fleet.node_nice (default: the dev stack's, docker/fleet/node-*.toml)")  # fmt: skip
 
 
 def _env(tb: TestbedProcess, broker_url: str, service: str, store: str, per_host: int) -> dict[str, str]:
@@ -204,7 +211,8 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str, runner: str
                 if args.slots:
                     cmd += ["--slots", str(args.slots)]
                 log = open(workdir / f"worker-{node}.log", "wb")  # noqa: SIM115 - owned by the process
-                workers.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT))
+                workers.append(subprocess.Popen(cmd, env={**env, "CRAWLFLEET_FLEET_NODE_NICE": str(args.node_nice)},
+                                                stdout=log, stderr=subprocess.STDOUT))  # fmt: skip
             _wait_heartbeats(broker_url, set(nodes), timeout_s=120)
             out = workdir / "fleet"
             log = open(workdir / "links.log", "wb")  # noqa: SIM115 - owned by the process
@@ -319,6 +327,7 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str, runner: str
         # The store's JVMs over the same span as the embedded half's figure (dispatcher start to exit).
         "store_jvm": jvm.to_json(pages),
         "link_max_segments": args.link_max_segments or "default",
+        "node_nice": args.node_nice,
         "frontier": summary.get("frontier", {}),
         "idle": _idle_stats(events, f, window),
     }  # fmt: skip
