@@ -60,10 +60,10 @@ class FleetSettings:
     # round is taken over by another this long after its last renewal.
     link_lease_s: float = 60.0
     # A fetch node lowers its CPU priority by this much (``nice``, 0-19) when it starts; its parse
-    # processes inherit it. On a machine that also runs ``crawlfleet links`` and the store (the one-machine
-    # dev stack) the link rounds then take the CPU they need first, so a page's links reach the pending
-    # set in seconds rather than queuing behind fetches (docs/FLEET.md, "One machine"). 0 = a node on a
-    # machine of its own.
+    # processes inherit it. On a machine that also runs ``crawlfleet links`` and the store, the link rounds
+    # then take the CPU they need first: a page's links reach the pending set in seconds rather than
+    # queuing behind fetches, at some of the crawl's pages/s (docs/FLEET.md, "One machine: pages/s or
+    # link lag"). 0 = as started (the dev stack's, and a node's on a machine of its own).
     node_nice: int = 0
     # A node's own view of the store and the segments (when its mount point or the HBase address it
     # sees differ from the dispatcher's); "" = as the dispatcher says.

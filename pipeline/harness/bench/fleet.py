@@ -21,7 +21,7 @@ The dispatcher's CPU is given three ways: over its whole life, over the steady w
 to last reply), and split by a fit over that window's 2-second buckets into a marginal cost per page
 and a fixed cost per second (``cputrace.fit_rates``): the figure that says how many pages one
 dispatcher core can take is the marginal one, plus the fixed part once. The fetch nodes run at the dev
-stack's lower CPU priority (``--node-nice``).
+stack's CPU priority (``--node-nice``).
 """
 
 from __future__ import annotations
@@ -48,9 +48,9 @@ from pipeline.harness.testbed.harness import TestbedProcess
 from pipeline.settings import arg_type, load_settings
 from pipeline.storage.segments import Segments
 
-# The fetch nodes' fleet.node_nice in the one-machine dev stack (docker/fleet/node-*.toml): the link rounds
-# before the fetches on a machine that runs both (docs/FLEET.md, "One machine").
-DEV_STACK_NODE_NICE = 10
+# The fetch nodes' fleet.node_nice in the one-machine dev stack (docker/fleet/node-*.toml); --node-nice 10
+# measures the other side of its trade (docs/FLEET.md, "One machine: pages/s or link lag").
+DEV_STACK_NODE_NICE = 0
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
