@@ -59,10 +59,6 @@ class FleetSettings:
     # A `crawlfleet links` process holds each round it runs by a lease in the store; a killed process's
     # round is taken over by another this long after its last renewal.
     link_lease_s: float = 60.0
-    # While the store's pending set keeps the nodes busy, a link round waits up to this long (seconds)
-    # for more closed segments: fewer, larger rounds write fewer in-link cells (links/gather.py). A crawl
-    # running short of URLs gets its rounds at once. 0 = every round opens at once.
-    link_gather_s: float = 0.0
     # A fetch node lowers its CPU priority by this much (``nice``, 0-19) when it starts; its parse
     # processes inherit it. On a machine that also runs ``crawlfleet links`` and the store, the link rounds
     # then take the CPU they need first: a page's links reach the pending set in seconds rather than

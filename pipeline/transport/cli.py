@@ -348,8 +348,7 @@ def _cmd_links(args: argparse.Namespace) -> int:
                               parse_cpu_limit_s=settings.fetch.parse_cpu_limit_s,
                               parse_failed_per_host=settings.fetch.parse_failed_per_host,
                               lease_ttl_s=settings.fleet.link_lease_s,
-                              retention_s=settings.fleet.segment_retention_s,
-                              gather_s=settings.fleet.link_gather_s)  # fmt: skip
+                              retention_s=settings.fleet.segment_retention_s)  # fmt: skip
     stopping: list[int] = []
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda signum, _frame: stopping.append(signum))

@@ -185,27 +185,3 @@ def test_an_idle_poll_lists_the_segments_and_asks_the_store_nothing(tmp_path: Pa
     assert taken is not None and taken[0].segments == ("n1/s-1.jsonl",)
     assert asked == ["orphans", "orphans", "claims"]
     svc.close()
-
-
-def test_a_fed_crawl_gathers_its_segments_into_one_later_round(tmp_path: Path) -> None:
-    """With ``fleet.link_gather_s`` a young segment waits while the pending set keeps the nodes busy (here a
-    crawl whose recent rounds carried no pages needs none), until the oldest has waited that long."""
-    import os
-    import time
-
-    from pipeline.transport.links.gather import RoundGather
-
-    published: list[LinksReport] = []
-    svc = service(tmp_path, published)
-    svc.gather = RoundGather(gather_s=3.0, max_segments=256)
-    now = time.time()
-    svc.gather.reported(now - 2, 0, 0.5)
-    svc.gather.reported(now - 1, 0, 0.5)
-    segment(tmp_path, "n1", "s-1.jsonl")
-    assert not svc._step() and published == []  # young and fed: it waits for more
-    segment(tmp_path, "n2", "s-2.jsonl")
-    for path in (tmp_path / "segs").rglob("*.jsonl"):
-        os.utime(path, (now - 5, now - 5))  # the oldest has now waited longer than gather_s
-    assert svc._step()
-    assert [r.segments for r in published] == [("n1/s-1.jsonl", "n2/s-2.jsonl")]
-    svc.close()

@@ -43,7 +43,6 @@ from jobs.sparkapp import SparkRounds
 from pipeline.storage.base import Store
 from pipeline.storage.leases import Lease, LeaseKeeper, Leases
 from pipeline.storage.segments import Segments
-from pipeline.transport.links.gather import RoundGather
 from pipeline.transport.links.quarantine import LinkQuarantine
 from pipeline.transport.links.rounds import Held, Round, RoundBook
 from pipeline.transport.links.rules import RULES_KEY, CrawlLinkRules
@@ -88,7 +87,6 @@ class LinkJobsService:
         owner: str = "",
         clock: Callable[[], float] = time.time,  # wall clock of the leases (injected by tests)
         extract: Callable[..., JobOutput] | None = None,  # None: extract jobs run in a worker process
-        gather_s: float = 0.0,  # fleet.link_gather_s: see links/gather.py
     ) -> None:
         self.segments = Segments(segments)
         self.store_spec = store
@@ -105,7 +103,6 @@ class LinkJobsService:
         self.owner = owner or process_name()
         self.clock = clock
         self.worker = ExtractWorker(extract)
-        self.gather = RoundGather(gather_s, max_segments)
         self.rounds = 0
         self.segments_done = 0
         self.new_pending = 0
@@ -226,15 +223,12 @@ class LinkJobsService:
                     log.warning("links: took over round %s (%d segments) from a service that stopped",
                                 rid, len(taken[0].segments))  # fmt: skip
                     return taken
-        now = time.time()
-        closed = self.segments.closed(now=now)
+        closed = self.segments.closed(now=time.time())
         if not closed:  # an idle poll: one listing, no store round trip
             return None
         claimed = book.claims()
-        todo = [s for s in closed if s.key not in claimed]
-        if not todo or self.gather.wait(todo, now, lambda: book.store.counts().get("pending", 0)):
-            return None
-        return book.open([s.key for s in todo[: self.max_segments]])
+        todo = [s.key for s in closed if s.key not in claimed]
+        return book.open(todo[: self.max_segments]) if todo else None
 
     def _cluster_step(self) -> bool:
         """On a cluster runner a round is one job, extract and merge chained there (``run_round``): it runs
@@ -343,7 +337,6 @@ class LinkJobsService:
         self.book.forget(rnd, lease)
         self.rounds += 1
         self.new_pending += len(result.new_pending)
-        self.gather.reported(time.time(), result.pages, time.monotonic() - started)
         # The round's time from its claim to this report, and the two jobs' parts of it (the rest is the
         # wait for the merge lease and the previous round's merge): read by ``bench fleet`` (fleetstats).
         log.info(ROUND_LINE, self.rounds, len(rnd.segments), result.candidates,
