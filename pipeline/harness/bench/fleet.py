@@ -205,14 +205,14 @@ def _fleet(args: argparse.Namespace, workdir: Path, broker_url: str, runner: str
             # Merged segments are kept (bytes written per page, the bare function's input); the default
             # deletes them, a store write per segment less.
             seg_root = _segments_root(segments, workdir, tag)
-            env.update(CRAWLFLEET_FLEET_SEGMENTS_DIR=seg_root, CRAWLFLEET_FLEET_SEGMENT_RETENTION_S="-1")
+            env.update(CRAWLFLEET_FLEET_SEGMENTS_DIR=seg_root, CRAWLFLEET_FLEET_SEGMENT_RETENTION_S="-1",
+                       CRAWLFLEET_FLEET_NODE_NICE=str(args.node_nice))  # read by the nodes only
             for node in nodes:
                 cmd = _cli("worker", "--node", node, "--loglevel", "WARNING")
                 if args.slots:
                     cmd += ["--slots", str(args.slots)]
                 log = open(workdir / f"worker-{node}.log", "wb")  # noqa: SIM115 - owned by the process
-                workers.append(subprocess.Popen(cmd, env={**env, "CRAWLFLEET_FLEET_NODE_NICE": str(args.node_nice)},
-                                                stdout=log, stderr=subprocess.STDOUT))  # fmt: skip
+                workers.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT))
             _wait_heartbeats(broker_url, set(nodes), timeout_s=120)
             out = workdir / "fleet"
             log = open(workdir / "links.log", "wb")  # noqa: SIM115 - owned by the process
